@@ -1,0 +1,1 @@
+"""Statistics over stored runs (pure: rows in, figures out)."""

@@ -1,0 +1,496 @@
+"""Executing a plan: for each run, provision -> configure -> initdb -> load -> measure -> store.
+
+Everything a run creates is journaled and undone when the run ends, however it ends.
+A failed run is recorded with its reason and the matrix goes on; an interrupt (Ctrl-C,
+SIGTERM) undoes everything and stops.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import secrets
+import shutil
+import socket
+import stat
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from pgfsbench import __version__, kernel
+from pgfsbench.plan import Plan, PlannedRun, is_root
+from pgfsbench.postgres.binaries import Binaries, find_binaries
+from pgfsbench.postgres.instance import SUPERUSER, Instance
+from pgfsbench.results.store import Store
+from pgfsbench.spec import Cell, LoadedSpec
+from pgfsbench.storage import driver_for
+from pgfsbench.storage.base import ProvisionContext, ProvisionedStorage, Volume
+from pgfsbench.storage.blockfs import fs_info
+from pgfsbench.storage.devices import DeviceFactory, DevicePolicy
+from pgfsbench.system.actions import make_dir, watch_process_group
+from pgfsbench.system.errors import (
+    CommandError,
+    Interrupted,
+    NeedsRootError,
+    PgfsbenchError,
+    UsageError,
+    WorkloadError,
+)
+from pgfsbench.system.journal import Journal
+from pgfsbench.system.runner import Runner
+from pgfsbench.units import parse_duration
+from pgfsbench.workloads import pgbench
+
+DEFAULT_WORKDIR = Path("/var/tmp/pgfsbench")
+
+
+class Events(Protocol):
+    """What the campaign tells its front end (progress bar, log lines)."""
+
+    def run_started(self, run: PlannedRun, run_id: int) -> None: ...
+    def phase(self, text: str) -> None: ...
+    def live_tps(self, second: float, tps: float) -> None: ...
+    def run_finished(self, run: PlannedRun, record: dict[str, Any]) -> None: ...
+    def warning(self, text: str) -> None: ...
+
+
+class QuietEvents:
+    def run_started(self, run: PlannedRun, run_id: int) -> None:
+        pass
+
+    def phase(self, text: str) -> None:
+        pass
+
+    def live_tps(self, second: float, tps: float) -> None:
+        pass
+
+    def run_finished(self, run: PlannedRun, record: dict[str, Any]) -> None:
+        pass
+
+    def warning(self, text: str) -> None:
+        pass
+
+
+@dataclass
+class Loaded:
+    """A provisioned, initialised, loaded and running cell."""
+
+    storage: ProvisionedStorage
+    instance: Instance
+    load_seconds: float | None
+    load_phases: dict[str, float]
+    space_after_load: dict[str, Any]
+    storage_details: dict[str, Any]
+    kernel_applied: list[dict[str, str]]
+    celldir: Path
+    initdb_output: str = ""
+
+
+@dataclass
+class CampaignResult:
+    campaign_id: int
+    run_ids: list[int] = field(default_factory=list)
+    status: str = "done"
+
+
+def postgres_os_user() -> str | None:
+    """As root, PostgreSQL runs as the 'postgres' OS user; otherwise as ourselves."""
+    if not is_root():
+        return None
+    try:
+        pwd.getpwnam(SUPERUSER)
+    except KeyError:
+        raise UsageError("running as root needs a 'postgres' OS user to run PostgreSQL as "
+                         "(Debian's postgresql package creates it)") from None
+    return SUPERUSER
+
+
+def check_reachable(path: Path, user: str | None) -> None:
+    """Every ancestor of the work directory must be searchable by the PostgreSQL OS user."""
+    if user is None:
+        return
+    for parent in [path, *path.parents]:
+        if not parent.exists():
+            continue
+        mode = parent.stat().st_mode
+        if not mode & stat.S_IXOTH:
+            raise UsageError(f"--workdir {path}: the {user} OS user cannot enter {parent} "
+                             f"(mode {stat.filemode(mode)}); choose a directory under /var/tmp")
+
+
+class Campaign:
+    def __init__(self, loaded: LoadedSpec, plan: Plan, store: Store, *,
+                 workdir: Path = DEFAULT_WORKDIR, policy: DevicePolicy | None = None,
+                 events: Events | None = None, runner: Runner | None = None):
+        self.loaded = loaded
+        self.spec = loaded.spec
+        self.plan = plan
+        self.store = store
+        self.workdir = workdir.resolve()
+        self.policy = policy or DevicePolicy()
+        self.events: Events = events or QuietEvents()
+        self.runner = runner or Runner()
+        self.binaries: Binaries | None = None
+        self.os_user: str | None = None
+
+    # ------------------------------------------------------------ checks before anything
+
+    def preflight(self) -> None:
+        """Everything that can be refused is refused here, before anything is created."""
+        if self.plan.needs_root and not is_root():
+            raise NeedsRootError("provisioning storage (losetup, mkfs, mount, sysctl) needs root; "
+                                 "run as root, or use storage with fs = \"existing\"")
+        self.os_user = postgres_os_user()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.workdir.chmod(0o755)
+        check_reachable(self.workdir, self.os_user)
+        self.binaries = find_binaries(self.spec.defaults.pg_bindir)
+        for cell in self.plan.cells:
+            driver_for(cell.fs).check(cell.storage, self.runner)
+            problems = kernel.check(cell.kernel)
+            if problems:
+                raise UsageError(f"kernel {cell.kernel_name}: {'; '.join(problems)}")
+            for dev in list(self.plan.real_devices):
+                from pgfsbench.storage.devices import check_real_device
+
+                check_real_device(self.runner, dev, self.policy)
+
+    # ------------------------------------------------------------ the whole matrix
+
+    def execute(self) -> CampaignResult:
+        self.preflight()
+        journal = Journal.create(self.workdir, self.runner, meta={"results": self.store.target})
+        campaign_id = self.store.start_campaign(
+            name=self.spec.name or self.loaded.path.stem, spec_path=str(self.loaded.path),
+            spec_text=self.loaded.text, overrides=list(self.loaded.overrides),
+            host=socket.gethostname(), pgfsbench_version=__version__,
+            workdir=str(self.workdir), environment=host_environment(self.binaries))
+        result = CampaignResult(campaign_id)
+        try:
+            if self.spec.defaults.load_per == "cell":
+                self._execute_load_per_cell(journal, result)
+            else:
+                for planned in self.plan.runs:
+                    with journal.scope():
+                        loaded_cell: Loaded | None = None
+                        run_id = self._start_run(journal, planned, campaign_id, result)
+                        try:
+                            loaded_cell = self._prepare(journal, planned.cell, run_id)
+                            self._measure(journal, planned, run_id, loaded_cell)
+                        except (Interrupted, KeyboardInterrupt):
+                            self._fail(planned, run_id, "interrupted", "aborted")
+                            raise
+                        except PgfsbenchError as exc:
+                            self._fail(planned, run_id, str(exc))
+                        finally:
+                            if loaded_cell is not None:
+                                self._collect_logs(run_id, loaded_cell)
+        except (Interrupted, KeyboardInterrupt):
+            result.status = "interrupted"
+            raise
+        except BaseException:
+            result.status = "failed"
+            raise
+        finally:
+            journal.undo_since(0)
+            for failure in journal.failures:
+                self.events.warning(f"could not undo '{failure.step.what}': {failure.error} "
+                                    f"(run `pgfsbench cleanup --workdir {self.workdir}`)")
+            journal.close()
+            self.store.finish_campaign(campaign_id, result.status)
+        return result
+
+    def _execute_load_per_cell(self, journal: Journal, result: CampaignResult) -> None:
+        by_cell: dict[str, list[PlannedRun]] = {}
+        for planned in self.plan.runs:
+            by_cell.setdefault(planned.cell.id, []).append(planned)
+        for runs in by_cell.values():
+            with journal.scope():
+                loaded_cell: Loaded | None = None
+                first_error: str | None = None
+                run_ids = []
+                try:
+                    for planned in runs:
+                        run_id = self._start_run(journal, planned, result.campaign_id, result)
+                        run_ids.append(run_id)
+                        if first_error is not None:
+                            self._fail(planned, run_id, first_error)
+                            continue
+                        try:
+                            if loaded_cell is None:
+                                loaded_cell = self._prepare(journal, planned.cell, run_id)
+                            self._measure(journal, planned, run_id, loaded_cell)
+                        except (Interrupted, KeyboardInterrupt):
+                            self._fail(planned, run_id, "interrupted", "aborted")
+                            raise
+                        except PgfsbenchError as exc:
+                            first_error = first_error if loaded_cell else str(exc)
+                            self._fail(planned, run_id, str(exc))
+                finally:
+                    if loaded_cell is not None and run_ids:
+                        self._collect_logs(run_ids[-1], loaded_cell)
+
+    def _start_run(self, journal: Journal, planned: PlannedRun, campaign_id: int,
+                   result: CampaignResult) -> int:
+        cell = planned.cell
+        w = cell.workload
+        run_id = self.store.start_run(
+            campaign_id=campaign_id, cell=cell.id, storage=cell.storage_name, fs=cell.fs,
+            postgres=cell.postgres_name, kernel=cell.kernel_name, workload=w.name,
+            repetition=planned.repetition, scale=self.spec.defaults.scale, clients=w.clients,
+            threads=w.threads, duration_s=w.duration_s, warmup_s=w.warmup_s,
+            params=cell_params(cell), pg_version=self.binaries.version if self.binaries else None)
+        journal.note(run_id=run_id)
+        result.run_ids.append(run_id)
+        self.events.run_started(planned, run_id)
+        return run_id
+
+    def _fail(self, planned: PlannedRun, run_id: int, error: str, status: str = "failed") -> None:
+        self.store.finish_run(run_id, status, error=error)
+        self.events.run_finished(planned, {"run_id": run_id, "status": status, "error": error})
+
+    # ------------------------------------------------------------ one cell
+
+    def artifacts_dir(self, run_id: int) -> Path:
+        path = self.store.artifacts_root / f"run-{run_id}"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def _prepare(self, journal: Journal, cell: Cell, run_id: int) -> Loaded:
+        assert self.binaries is not None
+        d = self.spec.defaults
+        cells_dir = self.workdir / "cells"
+        cells_dir.mkdir(exist_ok=True)
+        cells_dir.chmod(0o755)
+        celldir = make_dir(journal, cells_dir / f"run-{run_id}")
+        logdir = make_dir(journal, celldir / "log", owner=self.os_user, mode=0o755)
+
+        self.events.phase("kernel settings")
+        applied = kernel.apply(journal, cell.kernel)
+
+        self.events.phase(f"provisioning {cell.fs}")
+        ctx = ProvisionContext(journal, self.runner, celldir,
+                               DeviceFactory(journal, self.runner, celldir / "devices",
+                                             self.policy), self.os_user)
+        driver = driver_for(cell.fs)
+        storage = driver.provision(cell.storage_name, cell.storage, ctx)
+        details = storage_details(self.runner, storage)
+
+        sock = socket_dir(journal, celldir, self.os_user)
+        instance = Instance(self.binaries, storage.pgdata, storage.waldir, sock,
+                            logdir / "postgresql.log", self.os_user)
+        self.events.phase("initdb")
+        initdb_out = instance.init(self.runner, cell.postgres.initdb)
+        instance.configure(cell.postgres.settings)
+        self.events.phase("starting PostgreSQL")
+        instance.start(journal, self.runner, parse_duration(d.startup_timeout))
+        instance.create_database(d.database)
+
+        self.events.phase(f"loading scale {d.scale}")
+        conn = pgbench.Connection(str(sock), instance.port, SUPERUSER, d.database)
+        argv = pgbench.init_argv(self.binaries.tool("pgbench"), conn, d.scale, d.generation,
+                                 d.foreign_keys)
+        started = time.monotonic()
+        try:
+            done = self.runner.run(argv, timeout=max(600.0, d.scale * 120.0))
+        except CommandError as exc:
+            raise WorkloadError(f"pgbench -i failed: {exc}") from None
+        wall = time.monotonic() - started
+        (self.artifacts_dir(run_id) / "pgbench-init.txt").write_text(done.stdout + done.stderr)
+        parsed = pgbench.parse_init(done.stdout + done.stderr)
+        phases = dict(parsed.phases) if parsed else {}
+        phases["wall_clock"] = round(wall, 3)
+        # Make the space figures and the first measured second independent of the load's
+        # dirty pages: checkpoint, then flush the filesystems.
+        instance.checkpoint()
+        os.sync()
+        space = driver.space(storage, self.runner)
+        return Loaded(storage, instance, parsed.seconds if parsed else wall, phases, space,
+                      details, [vars(a) for a in applied], celldir, initdb_out)
+
+    def _measure(self, journal: Journal, planned: PlannedRun, run_id: int, c: Loaded) -> None:
+        assert self.binaries is not None
+        w = planned.cell.workload
+        d = self.spec.defaults
+        conn = pgbench.Connection(str(c.instance.socket_dir), c.instance.port, SUPERUSER,
+                                  d.database)
+        art = self.artifacts_dir(run_id)
+        self.store.update_run(run_id, load_seconds=c.load_seconds, load_phases=c.load_phases,
+                              space_bytes=c.space_after_load.get("space_bytes"),
+                              storage_details=c.storage_details, kernel_applied=c.kernel_applied,
+                              implementation=c.storage.details.get("implementation"),
+                              fuse=bool(c.storage.details.get("fuse", False)))
+        warmup_tps = None
+        if w.warmup_s > 0:
+            self.events.phase(f"warm-up {w.warmup_s:.0f} s")
+            warm = self._pgbench(journal, conn, planned, w.warmup_s, art / "warmup", vacuum=True,
+                                 live=False)
+            warmup_tps = warm[0].tps
+        self.events.phase(f"measuring {w.duration_s:.0f} s")
+        summary, progress, rc = self._pgbench(journal, conn, planned, w.duration_s,
+                                              art / "pgbench", vacuum=w.warmup_s <= 0, live=True)
+        c.instance.checkpoint()
+        os.sync()
+        space_after = driver_for(planned.cell.fs).space(c.storage, self.runner)
+        self._store_series(run_id, progress)
+        status, error = "ok", None
+        if rc != 0 or summary.tps is None:
+            status = "failed"
+            error = (summary.errors[-1] if summary.errors else f"pgbench exited {rc}")
+        elif summary.aborted:
+            status, error = "failed", "pgbench run was aborted; results are incomplete"
+        record = {
+            "tps": summary.tps, "warmup_tps": warmup_tps, "latency_avg_ms": summary.latency_avg_ms,
+            "latency_stddev_ms": summary.latency_stddev_ms, "transactions": summary.transactions,
+            "failed_transactions": summary.failed_transactions,
+            "initial_connection_ms": summary.initial_connection_ms,
+            "space_after_run_bytes": space_after.get("space_bytes"),
+            "space": {"after_load": c.space_after_load, "after_run": space_after},
+            "environment": run_environment(self.binaries, c), "error": error,
+            "artifacts_dir": str(art)}
+        self.store.finish_run(run_id, status, **record)
+        for kind, name in (("pgbench_stdout", "pgbench.stdout"),
+                           ("pgbench_stderr", "pgbench.stderr"),
+                           ("pgbench_init", "pgbench-init.txt")):
+            if (art / name).exists():
+                self.store.put_artifact(run_id, kind, art / name)
+        self.events.run_finished(planned, {"run_id": run_id, "status": status, "error": error,
+                                           "tps": summary.tps,
+                                           "latency_avg_ms": summary.latency_avg_ms})
+
+    def _pgbench(self, journal: Journal, conn: pgbench.Connection, planned: PlannedRun,
+                 seconds: float, out: Path, *, vacuum: bool, live: bool
+                 ) -> tuple[pgbench.RunSummary, list[pgbench.ProgressPoint], int]:
+        assert self.binaries is not None
+        w = planned.cell.workload
+        argv = pgbench.run_argv(self.binaries.tool("pgbench"), conn, w, seconds,
+                                base_dir=self.loaded.base_dir, vacuum=vacuum)
+        child = self.runner.spawn(argv, stdout_path=out.with_suffix(".stdout"))
+        # the pid is only known once started; if we are killed in between, pgbench ends
+        # by itself when cleanup stops the server it is connected to
+        watch_process_group(journal, child.pid, child.start_time, f"pgbench pid {child.pid}")
+        progress: list[pgbench.ProgressPoint] = []
+
+        def on_line(line: str) -> None:
+            point = pgbench.parse_progress(line)
+            if point is not None:
+                progress.append(point)
+                if live:
+                    self.events.live_tps(point.t, point.tps)
+
+        child.on_stderr_line(on_line)
+        try:
+            rc = child.wait(timeout=seconds + 300)
+        except BaseException:
+            child.kill_tree()
+            raise
+        out.with_suffix(".stderr").write_text(child.stderr)
+        stdout = out.with_suffix(".stdout").read_text()
+        return pgbench.parse_run(stdout, child.stderr), progress, rc
+
+    def _store_series(self, run_id: int, progress: list[pgbench.ProgressPoint]) -> None:
+        if not progress:
+            return
+        self.store.put_series(run_id, "tps", [p.tps for p in progress], unit="tps",
+                              t0=progress[0].t)
+        self.store.put_series(run_id, "latency_avg_ms", [p.latency_ms for p in progress],
+                              unit="ms", t0=progress[0].t)
+        self.store.put_series(run_id, "latency_stddev_ms", [p.stddev_ms for p in progress],
+                              unit="ms", t0=progress[0].t)
+        if any(p.failed for p in progress):
+            self.store.put_series(run_id, "failed", [p.failed for p in progress], unit="tx",
+                                  t0=progress[0].t)
+
+    def _collect_logs(self, run_id: int, c: Loaded) -> None:
+        """Stop the server cleanly and keep its log with the run (also for failed runs)."""
+        with contextlib.suppress(PgfsbenchError):
+            c.instance.stop(self.runner)
+        art = self.artifacts_dir(run_id)
+        if c.instance.log_path.exists():
+            dest = art / "postgresql.log"
+            shutil.copyfile(c.instance.log_path, dest)
+            self.store.put_artifact(run_id, "server_log", dest)
+        transcript = art / "commands.sh"
+        transcript.write_text("# commands pgfsbench ran for this run, in order\n"
+                              + "\n".join(self.runner.transcript) + "\n")
+        self.store.put_artifact(run_id, "commands", transcript)
+        self.runner.transcript.clear()
+
+
+def socket_dir(journal: Journal, celldir: Path, owner: str | None) -> Path:
+    """A private (0700) directory for the server's unix socket; short enough for sun_path."""
+    candidate = celldir / "sock"
+    if len(str(candidate / ".s.PGSQL.5432.lock")) > 100:
+        candidate = Path("/tmp") / f"pgfsb-{secrets.token_hex(4)}"
+    return make_dir(journal, candidate, owner=owner, mode=0o700)
+
+
+def cell_params(cell: Cell) -> dict[str, Any]:
+    return {
+        "storage": cell.storage.model_dump(),
+        "postgres": cell.postgres.model_dump(),
+        "kernel": cell.kernel.model_dump(),
+        "workload": vars(cell.workload),
+    }
+
+
+def storage_details(runner: Runner, storage: ProvisionedStorage) -> dict[str, Any]:
+    def volume(v: Volume) -> dict[str, Any]:
+        return {"fs": v.fs, "source": v.source, "devices": list(v.devices),
+                "mountpoint": str(v.mountpoint), "mount_options": v.mount_options,
+                "mkfs_argv": list(v.mkfs_argv), "mkfs_output": v.mkfs_output,
+                "fs_info": fs_info(runner, v), **v.details}
+
+    result: dict[str, Any] = {"data": volume(storage.data), **storage.details}
+    if storage.wal is not None:
+        result["wal"] = volume(storage.wal)
+    return result
+
+
+def host_environment(binaries: Binaries | None) -> dict[str, Any]:
+    uname = os.uname()
+    env: dict[str, Any] = {"kernel": uname.release, "machine": uname.machine,
+                           "cpus": os.cpu_count(), "pgfsbench": __version__}
+    with contextlib.suppress(OSError):
+        for line in Path("/etc/os-release").read_text().splitlines():
+            if line.startswith("PRETTY_NAME="):
+                env["distribution"] = line.split("=", 1)[1].strip('"')
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                env["cpu_model"] = line.split(":", 1)[1].strip()
+                break
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                env["memory_bytes"] = int(line.split()[1]) * 1024
+    if binaries is not None:
+        env["postgresql"] = binaries.version_line
+        env["pg_bindir"] = str(binaries.bindir)
+    return env
+
+
+def run_environment(binaries: Binaries, c: Loaded) -> dict[str, Any]:
+    env: dict[str, Any] = {"vm": kernel.snapshot_vm(), "initdb_output": c.initdb_output}
+    with contextlib.suppress(PgfsbenchError, Exception):
+        env["pg_settings_changed"] = c.instance.changed_settings()
+    return env
+
+
+@contextlib.contextmanager
+def signals_raise_interrupted() -> Iterator[None]:
+    """SIGTERM (and SIGHUP) become Interrupted, so every undo runs on the way out."""
+    import signal
+
+    def handler(signum: int, frame: object) -> None:
+        raise Interrupted(f"stopped by signal {signal.Signals(signum).name}; everything undone")
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)

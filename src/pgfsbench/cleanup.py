@@ -1,0 +1,65 @@
+"""`pgfsbench cleanup`: undo what interrupted or killed runs left in a work directory."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# Importing these registers their undo actions with the journal.
+from pgfsbench import kernel  # noqa: F401
+from pgfsbench.postgres import instance  # noqa: F401
+from pgfsbench.storage import devices, mounts, zfs  # noqa: F401
+from pgfsbench.system import actions  # noqa: F401
+from pgfsbench.system.errors import PgfsbenchError
+from pgfsbench.system.journal import LeftoverJournal, leftover_journals, undo_leftover
+from pgfsbench.system.runner import Runner
+
+
+@dataclass
+class CleanupReport:
+    journals: int = 0
+    steps_undone: int = 0
+    still_running: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    runs_marked_aborted: int = 0
+    undone: list[str] = field(default_factory=list)
+
+
+def cleanup(workdir: Path, runner: Runner | None = None) -> CleanupReport:
+    runner = runner or Runner()
+    report = CleanupReport()
+    for journal in leftover_journals(workdir):
+        if journal.locked:
+            report.still_running.append(
+                f"{journal.path.name} belongs to a run still in progress "
+                f"(pid {journal.meta.get('pid')}); not touched")
+            continue
+        report.journals += 1
+        failures = undo_leftover(runner, journal)
+        failed_seqs = {f.step.seq for f in failures}
+        for step in journal.steps:
+            if step.seq not in failed_seqs:
+                report.undone.append(step.what)
+        report.steps_undone += len(journal.steps) - len(failures)
+        report.failures += [f"{f.step.what}: {f.error}" for f in failures]
+        report.runs_marked_aborted += _mark_runs_aborted(journal)
+    return report
+
+
+def _mark_runs_aborted(journal: LeftoverJournal) -> int:
+    """Runs the dead process left as 'running' in its results store become 'aborted'."""
+    target = journal.meta.get("results")
+    run_ids = [int(n["run_id"]) for n in journal.notes if "run_id" in n]
+    if not target or not run_ids:
+        return 0
+    from pgfsbench.results.store import Store
+
+    with contextlib.suppress(PgfsbenchError, OSError):
+        store = Store(str(target))
+        try:
+            return store.mark_aborted(run_ids, "the pgfsbench process was killed; "
+                                               "undone by pgfsbench cleanup")
+        finally:
+            store.close()
+    return 0

@@ -1,0 +1,39 @@
+"""pgfsbench cleanup."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from pgfsbench.campaign import DEFAULT_WORKDIR
+from pgfsbench.cleanup import cleanup
+from pgfsbench.cli import app
+from pgfsbench.system.errors import NeedsRootError, PgfsbenchError
+
+
+@app.command("cleanup")
+def cleanup_cmd(
+    workdir: Annotated[Path, typer.Option(help="The work directory of the interrupted run.")] = (
+        DEFAULT_WORKDIR),
+) -> None:
+    """Undo whatever an interrupted or killed run left (mounts, loop devices, servers, sysctls)."""
+    import os
+
+    console = Console()
+    if not workdir.is_dir():
+        console.print(f"nothing to clean up: {workdir} does not exist")
+        return
+    if os.geteuid() != 0 and any((workdir / "journal").glob("*.jsonl")):
+        raise NeedsRootError("undoing mounts, loop devices and sysctls needs root")
+    report = cleanup(workdir)
+    for line in report.still_running:
+        console.print(f"[yellow]skipped[/]: {line}")
+    for what in report.undone:
+        console.print(f"undone: {what}", markup=False)
+    console.print(f"{report.journals} journal(s), {report.steps_undone} step(s) undone, "
+                  f"{report.runs_marked_aborted} run(s) marked aborted")
+    if report.failures:
+        raise PgfsbenchError("could not undo: " + "; ".join(report.failures))

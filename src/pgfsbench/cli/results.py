@@ -1,0 +1,78 @@
+"""pgfsbench results list | show | export."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from pgfsbench.cli import app
+from pgfsbench.report.terminal import runs_table
+from pgfsbench.results.export import export_runs
+from pgfsbench.results.store import LIST_KEYS, Store
+from pgfsbench.system.errors import UsageError
+
+results_app = typer.Typer(help="Read the results store.", no_args_is_help=True)
+app.add_typer(results_app, name="results")
+
+ResultsOpt = Annotated[str, typer.Option("--results", "-r",
+                                         help="SQLite file or postgresql:// URL.")]
+
+
+def open_store(results: str) -> Store:
+    if "://" not in results and not Path(results).exists():
+        raise UsageError(f"{results}: no such results file")
+    return Store(results)
+
+
+@results_app.command("list")
+def list_cmd(
+    results: ResultsOpt = "pgfsbench.sqlite",
+    campaign: Annotated[int | None, typer.Option(help="Only this campaign.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
+) -> None:
+    """One line per run (cell x repetition)."""
+    store = open_store(results)
+    runs = store.list_runs(campaign)
+    if as_json:
+        print(json.dumps([{k: r.get(k) for k in LIST_KEYS} for r in runs], indent=1))
+        return
+    Console().print(runs_table(runs))
+
+
+@results_app.command("show")
+def show_cmd(
+    run_id: Annotated[int, typer.Argument(help="The run's id (see results list).")],
+    results: ResultsOpt = "pgfsbench.sqlite",
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON object.")] = False,
+) -> None:
+    """Everything stored about one run."""
+    store = open_store(results)
+    run = store.get_run(run_id)
+    if as_json:
+        print(json.dumps(run, indent=1, default=str))
+        return
+    from pgfsbench.report.terminal import run_detail
+
+    Console().print(run_detail(run))
+
+
+@results_app.command("export")
+def export_cmd(
+    output: Annotated[Path, typer.Argument(help="File to write.")],
+    results: ResultsOpt = "pgfsbench.sqlite",
+    fmt: Annotated[str, typer.Option("--format", help="csv or parquet.")] = "csv",
+    series: Annotated[bool, typer.Option(help="Export the per-second series (long form) "
+                                               "instead of one row per run.")] = False,
+) -> None:
+    """Write runs (or their per-second series) as CSV or Parquet for analysis elsewhere."""
+    if fmt not in ("csv", "parquet"):
+        raise UsageError("--format is csv or parquet")
+    store = open_store(results)
+    n = export_runs(store, output, fmt, series=series)
+    Console().print(f"wrote {n} rows to {output}")
+
+

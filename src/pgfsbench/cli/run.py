@@ -1,0 +1,201 @@
+"""pgfsbench plan | run | demo."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    SpinnerColumn,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from pgfsbench.analysis.summary import summarise
+from pgfsbench.campaign import DEFAULT_WORKDIR, Campaign, signals_raise_interrupted
+from pgfsbench.cli import app
+from pgfsbench.plan import Plan, PlannedRun, make_plan
+from pgfsbench.report.terminal import failure_lines, summary_table
+from pgfsbench.results.store import Store
+from pgfsbench.spec import load_spec
+from pgfsbench.storage.devices import DevicePolicy
+from pgfsbench.system.errors import Interrupted, UsageError
+from pgfsbench.units import human_bytes, human_seconds
+
+SetOpt = Annotated[list[str] | None, typer.Option(
+    "--set", help="Override a default (KEY=VALUE, e.g. scale=2, duration=5s) or any key by "
+                  "its dotted path (storage.ext4.device=loop:1G).")]
+WorkdirOpt = Annotated[Path, typer.Option(
+    help="Where loop files, mount points, data directories and the journal live.")]
+
+
+@app.command("plan")
+def plan_cmd(
+    spec: Annotated[Path, typer.Argument(help="The spec file (TOML).")],
+    sets: SetOpt = None,
+    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Show the expanded matrix with disk and time estimates; touches nothing."""
+    loaded = load_spec(spec, sets or [])
+    plan = make_plan(loaded, workdir)
+    if as_json:
+        print(json.dumps(plan.as_dict(), indent=1))
+        return
+    print_plan(Console(), plan)
+
+
+def print_plan(console: Console, plan: Plan) -> None:
+    table = Table(title=f"{len(plan.cells)} cells x {plan.repetitions} repetitions = "
+                        f"{len(plan.runs)} runs", title_justify="left")
+    for col in ("cell", "fs", "clients/threads", "warm-up + measure", "loop files"):
+        table.add_column(col)
+    for cell in plan.cells:
+        wl = cell.workload
+        table.add_row(cell.id, cell.fs, f"{wl.clients}/{wl.threads}",
+                      f"{wl.warmup_s:.0f} s + {wl.duration_s:.0f} s",
+                      human_bytes(plan.loop_bytes_per_cell[cell.id]) if
+                      plan.loop_bytes_per_cell[cell.id] else "-")
+    console.print(table)
+    console.print(f"scale {plan.scale}, load per {plan.load_per}; estimated time "
+                  f"{human_seconds(plan.estimated_seconds)}; loop files up to "
+                  f"{human_bytes(max(plan.loop_bytes_per_cell.values(), default=0))} at once "
+                  "(sparse)")
+    if plan.real_devices:
+        console.print(f"[bold red]real devices that would be ERASED[/]: "
+                      f"{', '.join(plan.real_devices)} (needs --destroy-data-on for each)")
+    for w in plan.warnings:
+        console.print(f"[yellow]warning[/]: {w}")
+
+
+class RichEvents:
+    """Progress over the whole matrix with ETA, and the current cell's live TPS."""
+
+    def __init__(self, console: Console, plan: Plan):
+        self.console = console
+        self.interactive = console.is_terminal
+        self.progress = Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+            MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
+            console=console, transient=False, disable=not self.interactive)
+        self.task: TaskID = self.progress.add_task("starting", total=len(plan.runs))
+        self.current = ""
+        self.phase_text = ""
+
+    def __enter__(self) -> RichEvents:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.progress.stop()
+
+    def _describe(self, extra: str = "") -> None:
+        self.progress.update(self.task, description=f"{self.current} {self.phase_text}{extra}")
+
+    def run_started(self, run: PlannedRun, run_id: int) -> None:
+        self.current = f"[bold]{run.cell.id}[/] #{run.repetition}"
+        self.phase_text = ""
+        self._describe()
+        if not self.interactive:
+            self.console.print(f"run {run_id}: {run.cell.id} repetition {run.repetition}",
+                               markup=False)
+
+    def phase(self, text: str) -> None:
+        self.phase_text = f"· {text}"
+        self._describe()
+
+    def live_tps(self, second: float, tps: float) -> None:
+        self._describe(f" · {tps:,.0f} tps at {second:.0f} s")
+
+    def run_finished(self, run: PlannedRun, record: dict[str, Any]) -> None:
+        self.progress.advance(self.task)
+        if record["status"] == "ok":
+            line = (f"  {run.cell.id} #{run.repetition}: {record['tps']:,.1f} tps, "
+                    f"latency {record['latency_avg_ms']:.3f} ms")
+            self.console.print(line, markup=False, highlight=False)
+        else:
+            self.console.print(f"  {run.cell.id} #{run.repetition}: {record['status']}: "
+                               f"{record.get('error')}", style="red", markup=False)
+
+    def warning(self, text: str) -> None:
+        self.console.print(f"warning: {text}", style="yellow", markup=False)
+
+
+def run_spec(spec: Path, results: str, sets: list[str], workdir: Path,
+             destroy_data_on: list[str], force: bool, console: Console) -> tuple[Store, int]:
+    loaded = load_spec(spec, sets)
+    plan = make_plan(loaded, workdir)
+    print_plan(console, plan)
+    unconfirmed = [d for d in destroy_data_on if d not in plan.real_devices]
+    if unconfirmed:
+        raise UsageError(f"--destroy-data-on {unconfirmed[0]}: the spec does not name it")
+    store = Store(results)
+    policy = DevicePolicy(frozenset(destroy_data_on), force)
+    with RichEvents(console, plan) as events, signals_raise_interrupted():
+        campaign = Campaign(loaded, plan, store, workdir=workdir, policy=policy, events=events)
+        try:
+            result = campaign.execute()
+        except KeyboardInterrupt:
+            raise Interrupted("interrupted by Ctrl-C; everything it created was undone") from None
+    cells = summarise(store.list_runs(result.campaign_id))
+    console.print()
+    console.print(summary_table(cells, title=f"{loaded.spec.name or spec.stem}: campaign "
+                                              f"{result.campaign_id}, results in {results}"))
+    if any(c.fuse for c in cells):
+        console.print("[bold red]ZFS cells ran on zfs-fuse (FUSE, pool v23): their numbers are "
+                      "not kernel OpenZFS numbers.[/]")
+    for line in failure_lines(cells):
+        console.print(line)
+    return store, result.campaign_id
+
+
+@app.command("run")
+def run_cmd(
+    spec: Annotated[Path, typer.Argument(help="The spec file (TOML).")],
+    results: Annotated[str, typer.Option("--results", "-r", help="SQLite file (default) or "
+                                         "postgresql:// URL.")] = "pgfsbench.sqlite",
+    sets: SetOpt = None,
+    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    destroy_data_on: Annotated[list[str] | None, typer.Option(
+        "--destroy-data-on", help="Confirm that a real block device named in the spec may be "
+                                  "erased (repeat for each).")] = None,
+    force: Annotated[bool, typer.Option(help="Also erase devices that carry a filesystem or "
+                                             "partition signature.")] = False,
+) -> None:
+    """Run the matrix: provision, configure, load, measure, store; undo everything after."""
+    run_spec(spec, results, sets or [], workdir, destroy_data_on or [], force, Console())
+
+
+def demo_spec() -> Path:
+    here = Path(__file__).resolve()
+    for candidate in (here.parents[3] / "examples" / "quick.toml",
+                      here.parents[1] / "examples" / "quick.toml"):
+        if candidate.is_file():
+            return candidate
+    raise UsageError("examples/quick.toml not found next to the installed package")
+
+
+@app.command("demo")
+def demo_cmd(
+    results: Annotated[str, typer.Option("--results", "-r")] = "pgfsbench-demo.sqlite",
+    report: Annotated[Path, typer.Option(help="Where to write the HTML report.")] = Path(
+        "pgfsbench-demo.html"),
+    sets: SetOpt = None,
+    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+) -> None:
+    """The quick matrix (ext4, ext4 noatime, xfs, btrfs, tmpfs), then an HTML report."""
+    console = Console()
+    store, campaign_id = run_spec(demo_spec(), results, sets or [], workdir, [], False, console)
+    from pgfsbench.report.html import write_report
+
+    write_report(store, report, campaign_id=campaign_id)
+    console.print(f"HTML report: {report.resolve()}")

@@ -1,0 +1,130 @@
+"""Kernel settings per cell: sysctl values and transparent huge pages, applied and restored.
+
+Each value is journaled with the value it replaces before it is written, and put back
+when the cell ends (or by `pgfsbench cleanup` after a kill).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pgfsbench.spec import KernelConfig
+from pgfsbench.system.actions import write_value
+from pgfsbench.system.errors import ProvisionError
+from pgfsbench.system.journal import Journal, Undo, undo_action
+from pgfsbench.system.runner import Runner
+
+PROC_SYS = Path("/proc/sys")
+THP = Path("/sys/kernel/mm/transparent_hugepage")
+
+# Writing one of a pair zeroes the other, and a *_bytes cannot be written back to 0:
+# the pair is restored by writing whichever of the two was in force.
+DIRTY_PAIRS = {
+    "vm.dirty_background_bytes": "vm.dirty_background_ratio",
+    "vm.dirty_background_ratio": "vm.dirty_background_bytes",
+    "vm.dirty_bytes": "vm.dirty_ratio",
+    "vm.dirty_ratio": "vm.dirty_bytes",
+}
+
+
+def sysctl_path(name: str) -> Path:
+    return PROC_SYS / name.replace(".", "/")
+
+
+def read_sysctl(name: str) -> str:
+    return " ".join(sysctl_path(name).read_text().split())
+
+
+def format_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    return str(value)
+
+
+@dataclass(frozen=True)
+class AppliedSetting:
+    name: str
+    before: str
+    after: str
+
+
+def check(config: KernelConfig) -> list[str]:
+    """Problems found before anything is changed (unknown sysctl, no THP control)."""
+    problems = [f"sysctl {k} does not exist on this kernel" for k in config.sysctl
+                if not sysctl_path(k).exists()]
+    if config.transparent_hugepage and not (THP / "enabled").exists():
+        problems.append("this kernel has no transparent huge page control")
+    return problems
+
+
+def apply(journal: Journal, config: KernelConfig) -> list[AppliedSetting]:
+    problems = check(config)
+    if problems:
+        raise ProvisionError("; ".join(problems))
+    applied = []
+    for name, setting in config.sysctl.items():
+        new = format_value(setting)
+        old = read_sysctl(name)
+        partner = DIRTY_PAIRS.get(name)
+        if partner:
+            journal.record(f"sysctl {name}={new} (pair {partner})", Undo("restore_dirty_pair", {
+                name: old, partner: read_sysctl(partner)}))
+            try:
+                sysctl_path(name).write_text(new + "\n")
+            except OSError as exc:
+                raise ProvisionError(f"sysctl {name}={new}: {exc.strerror}") from None
+        else:
+            try:
+                write_value(journal, sysctl_path(name), new, what=f"sysctl {name}")
+            except OSError as exc:
+                raise ProvisionError(f"sysctl {name}={new}: {exc.strerror}") from None
+        applied.append(AppliedSetting(name, old, read_sysctl(name)))
+    thp: tuple[tuple[str, str | None], ...] = (
+        ("enabled", config.transparent_hugepage),
+        ("defrag", config.transparent_hugepage_defrag))
+    for key, value in thp:
+        if value is None:
+            continue
+        path = THP / key
+        old = path.read_text().strip()
+        write_value(journal, path, value, what=f"transparent_hugepage/{key}")
+        applied.append(AppliedSetting(f"transparent_hugepage.{key}", selected(old),
+                                      selected(path.read_text())))
+    return applied
+
+
+def selected(choice_line: str) -> str:
+    """'always [madvise] never' -> 'madvise'."""
+    line = choice_line.strip()
+    if "[" in line:
+        return line[line.index("[") + 1 : line.index("]")]
+    return line
+
+
+@undo_action("restore_dirty_pair")
+def _restore_dirty_pair(runner: Runner, args: dict[str, Any]) -> None:
+    values = {k: str(v) for k, v in args.items()}
+    bytes_key = next(k for k in values if k.endswith("_bytes"))
+    ratio_key = next(k for k in values if k.endswith("_ratio"))
+    if values[bytes_key] not in ("0", ""):
+        if read_sysctl(bytes_key) != values[bytes_key]:
+            sysctl_path(bytes_key).write_text(values[bytes_key] + "\n")
+    elif read_sysctl(ratio_key) != values[ratio_key] or read_sysctl(bytes_key) != "0":
+        sysctl_path(ratio_key).write_text(values[ratio_key] + "\n")
+
+
+def snapshot_vm() -> dict[str, str]:
+    """All vm.* sysctls and the THP choice, for the environment record."""
+    result: dict[str, str] = {}
+    for path in sorted((PROC_SYS / "vm").iterdir()):
+        try:
+            result[f"vm.{path.name}"] = " ".join(path.read_text().split())
+        except OSError:
+            continue  # write-only entries such as drop_caches
+    for key in ("enabled", "defrag"):
+        p = THP / key
+        if p.exists():
+            result[f"transparent_hugepage.{key}"] = selected(p.read_text())
+    return result

@@ -1,0 +1,1 @@
+"""PostgreSQL instances: binaries, initdb, configuration, start and stop."""

@@ -1,0 +1,219 @@
+"""A PostgreSQL instance on provisioned storage: initdb, configuration, start, stop.
+
+It listens on a private unix socket only (listen_addresses = ''). Command lines and the
+configuration file are built by pure functions; `Instance` runs them through the runner.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from pgfsbench.postgres.binaries import Binaries
+from pgfsbench.spec import InitdbOptions, Scalar
+from pgfsbench.system.errors import CommandError, InstanceError
+from pgfsbench.system.journal import Journal, Undo, undo_action
+from pgfsbench.system.runner import Runner, process_alive
+from pgfsbench.system.wait import wait_until
+
+SUPERUSER = "postgres"
+PORT = 5432
+CONF_NAME = "pgfsbench.conf"
+
+# Settings pgfsbench needs for its own measurements; the spec's settings come after them.
+BASE_SETTINGS: dict[str, Scalar] = {
+    "listen_addresses": "",
+    "log_checkpoints": True,
+    "log_line_prefix": "%m [%p] ",
+    "log_timezone": "UTC",
+    "lc_messages": "C",
+    "logging_collector": False,
+    "log_autovacuum_min_duration": 0,
+    "log_lock_waits": True,
+    "track_io_timing": True,
+}
+SINCE_VERSION: dict[str, tuple[int, Scalar]] = {"track_wal_io_timing": (14, True)}
+
+
+def sql(name: str) -> str:
+    """A query from postgres/sql/NAME.sql."""
+    return (resources.files("pgfsbench.postgres") / "sql" / f"{name}.sql").read_text()
+
+
+def initdb_argv(binaries: Binaries, pgdata: Path, waldir: Path | None,
+                options: InitdbOptions) -> list[str]:
+    argv = [binaries.tool("initdb"), "--pgdata", str(pgdata), "--username", SUPERUSER,
+            "--auth-local", "trust", "--auth-host", "reject", "--encoding", "UTF8",
+            "--locale", options.locale, "--no-instructions"]
+    if waldir is not None:
+        argv += ["--waldir", str(waldir)]
+    if options.wal_segsize is not None:
+        argv += ["--wal-segsize", str(options.wal_segsize)]
+    if options.data_checksums:
+        argv.append("--data-checksums")
+    return argv + list(options.extra_args)
+
+
+def conf_value(value: Scalar) -> str:
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, int | float):
+        return str(value)
+    return "'" + str(value).replace("\\", "\\\\").replace("'", "''") + "'"
+
+
+def render_conf(socket_dir: Path, port: int, settings: Mapping[str, Scalar],
+                major: int = 15) -> str:
+    lines = ["# written by pgfsbench: its own settings first, then the spec's",
+             f"unix_socket_directories = {conf_value(str(socket_dir))}",
+             f"port = {port}"]
+    own = dict(BASE_SETTINGS)
+    own.update({k: v for k, (since, v) in SINCE_VERSION.items() if major >= since})
+    merged: dict[str, Scalar] = {**own, **settings}
+    lines += [f"{k} = {conf_value(v)}" for k, v in merged.items()]
+    return "\n".join(lines) + "\n"
+
+
+def pg_ctl_start_argv(binaries: Binaries, pgdata: Path, log: Path, timeout: float) -> list[str]:
+    return [binaries.tool("pg_ctl"), "start", "--pgdata", str(pgdata), "--log", str(log),
+            "--wait", "--timeout", str(int(timeout)), "--silent"]
+
+
+def pg_ctl_stop_argv(binaries: Binaries | str, pgdata: Path, mode: str,
+                     timeout: float) -> list[str]:
+    tool = binaries.tool("pg_ctl") if isinstance(binaries, Binaries) else f"{binaries}/pg_ctl"
+    return [tool, "stop", "--pgdata", str(pgdata), "--mode", mode, "--wait",
+            "--timeout", str(int(timeout)), "--silent"]
+
+
+@dataclass
+class Instance:
+    binaries: Binaries
+    pgdata: Path
+    waldir: Path | None
+    socket_dir: Path
+    log_path: Path
+    os_user: str | None  # None: run as the current user
+    port: int = PORT
+
+    def conninfo(self, dbname: str = "postgres") -> str:
+        return f"host={self.socket_dir} port={self.port} user={SUPERUSER} dbname={dbname}"
+
+    def connect(self, dbname: str = "postgres") -> psycopg.Connection[Any]:
+        return psycopg.connect(self.conninfo(dbname), autocommit=True, connect_timeout=10)
+
+    def init(self, runner: Runner, options: InitdbOptions) -> str:
+        argv = initdb_argv(self.binaries, self.pgdata, self.waldir, options)
+        try:
+            done = runner.run(argv, timeout=600, user=self.os_user)
+        except CommandError as exc:
+            raise InstanceError(f"initdb failed: {exc}") from None
+        return done.stdout + done.stderr
+
+    def configure(self, settings: Mapping[str, Scalar]) -> Path:
+        conf = self.pgdata / CONF_NAME
+        conf.write_text(render_conf(self.socket_dir, self.port, settings, self.binaries.major))
+        with (self.pgdata / "postgresql.conf").open("a") as fh:
+            fh.write(f"\ninclude '{CONF_NAME}'\n")
+        if self.os_user:
+            import shutil
+
+            shutil.chown(conf, self.os_user, self.os_user)
+        return conf
+
+    def start(self, journal: Journal, runner: Runner, timeout: float) -> int:
+        journal.record(f"start PostgreSQL on {self.pgdata}", Undo("stop_instance", {
+            "bindir": str(self.binaries.bindir), "pgdata": str(self.pgdata),
+            "user": self.os_user}))
+        try:
+            runner.run(pg_ctl_start_argv(self.binaries, self.pgdata, self.log_path, timeout),
+                       timeout=timeout + 30, user=self.os_user)
+        except CommandError as exc:
+            raise InstanceError(f"PostgreSQL did not start: {exc}; "
+                                f"last log line: {last_log_line(self.log_path)}") from None
+        pid = postmaster_pid(self.pgdata)
+        if pid is None:
+            raise InstanceError("PostgreSQL started but left no postmaster.pid")
+        wait_until(self._accepts, timeout=timeout, interval=0.2, what="PostgreSQL to accept "
+                   "connections")
+        return pid
+
+    def _accepts(self) -> bool:
+        try:
+            with self.connect():
+                return True
+        except psycopg.OperationalError:
+            return False
+
+    def stop(self, runner: Runner, timeout: float = 60) -> None:
+        stop_instance(runner, str(self.binaries.bindir), self.pgdata, self.os_user, timeout)
+
+    def create_database(self, name: str) -> None:
+        with self.connect() as conn:
+            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
+                                  (name,)).fetchone()
+            if not exists:
+                conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(
+                    psycopg.sql.Identifier(name)))
+
+    def checkpoint(self) -> None:
+        with self.connect() as conn:
+            conn.execute("CHECKPOINT")
+
+    def changed_settings(self) -> list[dict[str, Any]]:
+        with self.connect() as conn, conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
+            return list(cur.execute(sql("changed_settings")).fetchall())
+
+
+def last_log_line(path: Path) -> str:
+    try:
+        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "(no server log)"
+    return lines[-1][:300] if lines else "(empty server log)"
+
+
+def postmaster_pid(pgdata: Path) -> int | None:
+    try:
+        first = (pgdata / "postmaster.pid").read_text().splitlines()[0]
+        return int(first)
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def is_our_postmaster(pid: int, pgdata: Path) -> bool:
+    """The process is a postgres whose working directory is this data directory."""
+    try:
+        exe = Path(os.readlink(f"/proc/{pid}/exe")).name
+        cwd = os.readlink(f"/proc/{pid}/cwd")
+    except OSError:
+        return False
+    return exe in ("postgres", "postmaster") and os.path.realpath(pgdata) == cwd
+
+
+def stop_instance(runner: Runner, bindir: str, pgdata: Path, user: str | None,
+                  timeout: float = 60) -> None:
+    """fast, then immediate, then SIGKILL of the verified postmaster; idempotent."""
+    pid = postmaster_pid(pgdata)
+    if pid is None or not is_our_postmaster(pid, pgdata):
+        return
+    for mode in ("fast", "immediate"):
+        runner.run(pg_ctl_stop_argv(bindir, pgdata, mode, timeout), timeout=timeout + 30,
+                   user=user, check=False)
+        if not process_alive(pid, None):
+            return
+    if is_our_postmaster(pid, pgdata):
+        os.kill(pid, signal.SIGKILL)
+        wait_until(lambda: not process_alive(pid, None), timeout=30, what="postmaster to exit")
+
+
+@undo_action("stop_instance")
+def _stop_instance(runner: Runner, args: dict[str, Any]) -> None:
+    stop_instance(runner, args["bindir"], Path(args["pgdata"]), args.get("user"))

@@ -1,0 +1,1 @@
+"""The results store and its schema."""

@@ -1,0 +1,117 @@
+"""What every storage driver provides: a journaled provision of data (and WAL) volumes."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from pgfsbench.storage.devices import DeviceFactory
+from pgfsbench.system.journal import Journal
+from pgfsbench.system.runner import Runner
+
+
+@dataclass(frozen=True)
+class Volume:
+    """A mounted filesystem (or dataset) prepared for PostgreSQL."""
+
+    role: str  # "data" or "wal"
+    fs: str
+    mountpoint: Path
+    source: str
+    devices: tuple[str, ...] = ()
+    mount_options: str = ""
+    mkfs_argv: tuple[str, ...] = ()
+    mkfs_output: str = ""
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ProvisionedStorage:
+    """Where PostgreSQL puts its data directory and WAL, and what lies beneath."""
+
+    name: str
+    fs: str
+    data: Volume
+    pgdata: Path
+    wal: Volume | None = None
+    waldir: Path | None = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def volumes(self) -> tuple[Volume, ...]:
+        return (self.data,) if self.wal is None else (self.data, self.wal)
+
+    @property
+    def block_devices(self) -> tuple[str, ...]:
+        return tuple(d for v in self.volumes for d in v.devices)
+
+
+@dataclass
+class ProvisionContext:
+    journal: Journal
+    runner: Runner
+    directory: Path  # the cell's own directory in the work directory
+    devices: DeviceFactory
+    postgres_user: str | None  # owner of the data directory (None: the current user)
+
+
+class StorageDriver(Protocol):
+    def check(self, config: Any, runner: Runner) -> None:
+        """Raise CapabilityError before anything is created if the config cannot be done here."""
+
+    def provision(self, name: str, config: Any, ctx: ProvisionContext) -> ProvisionedStorage:
+        """Create and mount; every step journaled before it is done."""
+
+    def space(self, storage: ProvisionedStorage, runner: Runner) -> dict[str, Any]:
+        """Filesystem-specific space figures (ZFS: used, logicalused, compressratio)."""
+
+
+def allocated_bytes(path: Path) -> int:
+    """Bytes allocated on disk under ``path`` (like du), not following symlinks."""
+    total = 0
+    seen: set[tuple[int, int]] = set()
+    for root, dirs, files in os.walk(path):
+        for name in dirs + files:
+            try:
+                st = os.lstat(os.path.join(root, name))
+            except OSError:
+                continue  # a file removed while we walk (WAL recycling)
+            key = (st.st_dev, st.st_ino)
+            if key in seen:
+                continue
+            seen.add(key)
+            total += st.st_blocks * 512
+    with contextlib.suppress(OSError):
+        total += os.lstat(path).st_blocks * 512
+    return total
+
+
+def filesystem_used_bytes(path: Path) -> int:
+    st = os.statvfs(path)
+    return (st.f_blocks - st.f_bfree) * st.f_frsize
+
+
+def space_figures(storage: ProvisionedStorage) -> dict[str, int]:
+    """The data directory's size (incl. WAL wherever it lives) and the filesystems' use."""
+    data = allocated_bytes(storage.pgdata)
+    wal = allocated_bytes(storage.waldir) if storage.waldir else 0
+    figures = {"space_bytes": data + wal, "data_dir_bytes": data,
+               "fs_used_bytes": filesystem_used_bytes(storage.data.mountpoint)}
+    if storage.waldir and storage.wal:
+        figures["wal_dir_bytes"] = wal
+        figures["wal_fs_used_bytes"] = filesystem_used_bytes(storage.wal.mountpoint)
+    return figures
+
+
+def prepare_dir(path: Path, owner: str | None) -> Path:
+    """A directory for PostgreSQL inside a volume we mounted (so it goes with the umount)."""
+    import shutil
+
+    path.mkdir(parents=True, exist_ok=True)
+    path.chmod(0o700)
+    if owner:
+        shutil.chown(path, owner, owner)
+    return path

@@ -1,0 +1,52 @@
+"""A directory on a filesystem the user already mounted (a managed host, a cloud volume).
+
+pgfsbench reads its type and mount options, never formats or remounts it, and removes
+only the directory it created inside.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pgfsbench.spec import ExistingStorage
+from pgfsbench.storage.base import ProvisionContext, ProvisionedStorage, Volume, space_figures
+from pgfsbench.storage.mounts import mount_of
+from pgfsbench.system.errors import ProvisionError
+from pgfsbench.system.journal import Undo
+from pgfsbench.system.runner import Runner
+
+
+@dataclass(frozen=True)
+class ExistingDriver:
+    def check(self, config: Any, runner: Runner) -> None:
+        return None
+
+    def provision(self, name: str, config: Any, ctx: ProvisionContext) -> ProvisionedStorage:
+        assert isinstance(config, ExistingStorage)
+        base = Path(config.path)
+        if not base.is_dir():
+            raise ProvisionError(f"storage {name}: {base} is not a directory")
+        if not os.access(base, os.W_OK | os.X_OK):
+            raise ProvisionError(f"storage {name}: {base} is not writable by this user")
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        own = base / f"pgfsbench-{stamp}-{os.getpid()}-{ctx.directory.name}"
+        ctx.journal.record(f"mkdir {own}", Undo("remove_path", {"path": str(own)}))
+        own.mkdir(mode=0o700)
+        if ctx.postgres_user:
+            shutil.chown(own, ctx.postgres_user, ctx.postgres_user)
+        info = mount_of(own)
+        volume = Volume("data", info.fstype, own, info.source, (), info.options,
+                        details={"mount_target": info.target, "existing": True})
+        return ProvisionedStorage(name, info.fstype, volume, own / "pgdata",
+                                  details={"existing_path": str(base)})
+
+    def space(self, storage: ProvisionedStorage, runner: Runner) -> dict[str, Any]:
+        figures: dict[str, Any] = dict(space_figures(storage))
+        # the filesystem is shared with whatever else lives there: its use says little
+        figures.pop("fs_used_bytes", None)
+        return figures

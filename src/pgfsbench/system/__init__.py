@@ -1,0 +1,1 @@
+"""Process running, undo journal, waits and the error hierarchy: the bottom layer."""

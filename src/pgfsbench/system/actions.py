@@ -1,0 +1,70 @@
+"""Generic, journaled actions of the bottom layer: files we created, values we changed,
+processes we started. Each has a registered undo that is safe to run twice."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+from pathlib import Path
+from typing import Any
+
+from pgfsbench.system.journal import Journal, Undo, undo_action
+from pgfsbench.system.runner import Runner, process_alive, signal_process_group
+from pgfsbench.system.wait import wait_until
+
+
+def make_dir(journal: Journal, path: Path, *, owner: str | None = None, mode: int = 0o755) -> Path:
+    """Create a directory that pgfsbench owns (removed on undo, with what is inside)."""
+    journal.record(f"mkdir {path}", Undo("remove_path", {"path": str(path)}))
+    path.mkdir(parents=True, exist_ok=False)
+    path.chmod(mode)
+    if owner:
+        shutil.chown(path, owner, owner)
+    return path
+
+
+def write_value(journal: Journal, path: Path, value: str, *, what: str) -> str:
+    """Write a kernel tunable (/proc/sys, /sys) after journaling its current value."""
+    old = path.read_text().strip()
+    journal.record(f"{what}: {old} -> {value}",
+                   Undo("restore_value", {"path": str(path), "value": old}))
+    path.write_text(value + "\n")
+    return old
+
+
+def watch_process_group(journal: Journal, pid: int, start_time: int | None, what: str) -> None:
+    """Journal a child we started, so cleanup can end its whole tree after a SIGKILL of ours."""
+    journal.record(what, Undo("kill_process_group", {"pid": pid, "start_time": start_time}))
+
+
+@undo_action("remove_path")
+def _remove_path(runner: Runner, args: dict[str, Any]) -> None:
+    path = Path(args["path"])
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
+
+
+@undo_action("restore_value")
+def _restore_value(runner: Runner, args: dict[str, Any]) -> None:
+    path = Path(args["path"])
+    value = str(args["value"])
+    # THP and similar files show the choice as "always [madvise] never"
+    if "[" in value:
+        value = value[value.index("[") + 1 : value.index("]")]
+    if path.read_text().strip() != args["value"]:
+        path.write_text(value + "\n")
+
+
+@undo_action("kill_process_group")
+def _kill_process_group(runner: Runner, args: dict[str, Any]) -> None:
+    pid = int(args["pid"])
+    start = args.get("start_time")
+    if not process_alive(pid, start):
+        return
+    signal_process_group(pid, start, signal.SIGTERM)
+    try:
+        wait_until(lambda: not process_alive(pid, start), timeout=5, what=f"pid {pid} to exit")
+    except Exception:
+        signal_process_group(pid, start, signal.SIGKILL)

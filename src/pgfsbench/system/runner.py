@@ -1,0 +1,237 @@
+"""The one command runner: argv lists only, captured output, a timeout on every call.
+
+Every child is started in its own session (process group), so that a Ctrl-C in the
+terminal reaches pgfsbench only, and pgfsbench decides what to stop and in which order.
+Long children (pgbench, sysbench, postgres helpers) are `Child` objects whose whole
+process tree is ended by pid when cancelled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from pgfsbench.system.errors import CommandError
+
+# Parsers of tool output expect the C locale's English messages.
+BASE_ENV = {"LC_ALL": "C.UTF-8", "LANG": "C.UTF-8", "LANGUAGE": ""}
+
+
+@dataclass(frozen=True)
+class Completed:
+    """A finished command: what ran, how it ended and what it printed."""
+
+    argv: tuple[str, ...]
+    returncode: int
+    stdout: str
+    stderr: str
+    seconds: float
+
+
+def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(BASE_ENV)
+    if extra:
+        env.update(extra)
+    return env
+
+
+@dataclass
+class Runner:
+    """Runs external commands; keeps a transcript of what it ran (for the run's artifacts)."""
+
+    transcript: list[str] = field(default_factory=list)
+    on_command: Callable[[str], None] | None = None
+
+    def _note(self, argv: Sequence[str], user: str | None) -> None:
+        line = shlex.join(argv)
+        if user:
+            line = f"runuser -u {user} -- {line}"
+        self.transcript.append(line)
+        if self.on_command:
+            self.on_command(line)
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        check: bool = True,
+        user: str | None = None,
+        cwd: Path | str | None = None,
+        env: Mapping[str, str] | None = None,
+        input_text: str | None = None,
+    ) -> Completed:
+        """Run a command to completion; raise CommandError on failure when ``check``."""
+        self._note(argv, user)
+        started = time.monotonic()
+        try:
+            proc = subprocess.run(
+                list(argv),
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=timeout,
+                user=user,
+                cwd=str(cwd) if cwd is not None else ("/" if user else None),
+                env=child_env(env),
+                input=input_text,
+                stdin=None if input_text is not None else subprocess.DEVNULL,
+                start_new_session=True,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise CommandError(argv, None, _text(exc.stderr), _text(exc.output)) from exc
+        except FileNotFoundError as exc:
+            raise CommandError(argv, 127, f"{argv[0]}: command not found") from exc
+        done = Completed(tuple(argv), proc.returncode, proc.stdout, proc.stderr,
+                         time.monotonic() - started)
+        if check and proc.returncode != 0:
+            raise CommandError(argv, proc.returncode, proc.stderr, proc.stdout)
+        return done
+
+    def spawn(
+        self,
+        argv: Sequence[str],
+        *,
+        stdout_path: Path,
+        user: str | None = None,
+        cwd: Path | str | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> Child:
+        """Start a long child in its own process group; stdout to a file, stderr streamed."""
+        self._note(argv, user)
+        out = stdout_path.open("w")
+        try:
+            proc = subprocess.Popen(
+                list(argv),
+                stdout=out,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.DEVNULL,
+                text=True,
+                errors="replace",
+                bufsize=1,
+                user=user,
+                cwd=str(cwd) if cwd is not None else ("/" if user else None),
+                env=child_env(env),
+                start_new_session=True,
+            )
+        except FileNotFoundError as exc:
+            out.close()
+            raise CommandError(argv, 127, f"{argv[0]}: command not found") from exc
+        return Child(tuple(argv), proc, out)
+
+
+def _text(data: str | bytes | None) -> str:
+    if data is None:
+        return ""
+    if isinstance(data, bytes):
+        return data.decode(errors="replace")
+    return data
+
+
+class Child:
+    """A long-running child in its own process group, ended as a whole tree."""
+
+    def __init__(self, argv: tuple[str, ...], proc: subprocess.Popen[str], out: IO[str]):
+        self.argv = argv
+        self.proc = proc
+        self._out = out
+        self.pid = proc.pid
+        self.start_time = process_start_time(proc.pid)
+        self._stderr_lines: list[str] = []
+        self._listeners: list[Callable[[str], None]] = []
+        self._reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._reader.start()
+
+    def on_stderr_line(self, listener: Callable[[str], None]) -> None:
+        self._listeners.append(listener)
+
+    def _read_stderr(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self._stderr_lines.append(line)
+            for listener in self._listeners:
+                listener(line.rstrip("\n"))
+
+    @property
+    def stderr(self) -> str:
+        return "".join(self._stderr_lines)
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def wait(self, timeout: float) -> int:
+        """Wait for the child; on deadline end its whole tree and raise CommandError."""
+        try:
+            code = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill_tree()
+            self._finish()
+            raise CommandError(self.argv, None, self.stderr) from None
+        self._finish()
+        return code
+
+    def _finish(self) -> None:
+        self._reader.join(timeout=5)
+        self._out.close()
+
+    def kill_tree(self, grace: float = 3.0) -> None:
+        """SIGTERM the child's process group, then SIGKILL what is left after ``grace``."""
+        signal_process_group(self.pid, self.start_time, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            signal_process_group(self.pid, self.start_time, signal.SIGKILL)
+            self.proc.wait(timeout=10)
+        # Grandchildren may outlive the leader; the group id is still the leader's pid.
+        signal_process_group(self.pid, None, signal.SIGKILL)
+        self._finish()
+
+
+def process_start_time(pid: int) -> int | None:
+    """Start time of a process in clock ticks since boot (identifies it across pid reuse)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    # The command name (field 2) may contain spaces and parentheses; fields follow the last ')'.
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return int(fields[19])
+
+
+def process_alive(pid: int, start_time: int | None) -> bool:
+    current = process_start_time(pid)
+    if current is None:
+        return False
+    return start_time is None or current == start_time
+
+
+def signal_process_group(pgid: int, leader_start_time: int | None, sig: signal.Signals) -> None:
+    """Signal a process group we created; if the leader is still there it must be ours."""
+    if leader_start_time is not None and process_start_time(pgid) not in (None, leader_start_time):
+        return  # the pid was reused by someone else's process: never signal it
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+
+
+def processes_in_group(pgid: int) -> Iterator[int]:
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[2]) == pgid:
+            yield int(entry.name)

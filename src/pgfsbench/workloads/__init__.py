@@ -1,0 +1,1 @@
+"""Load generators: argv builders and output parsers (pure)."""
