@@ -100,7 +100,7 @@ def render_report(campaign: Mapping[str, Any] | None, runs: Sequence[Mapping[str
         campaign=campaign, env=env, rows=rows, charts=charts, timeline=timeline,
         runs=runs, any_fuse=any(c.fuse for c in cells), version=__version__,
         plotly_js=get_plotlyjs() if inline_js else "",
-        figures_json=json.dumps({"bars": {k: v for k, v in charts},
+        figures_json=json.dumps({"bars": dict(charts),
                                  "timeline": timeline}),
     )
 

@@ -70,11 +70,22 @@ class PropertySupport:
                 return True  # <path>, <date>, <count>...: free-form
             if " to " in choice:  # "512 to 128k, power of 2" / "512 to 1M, power of 2"
                 return _in_size_range(value, choice)
-            pattern = "^" + re.escape(choice).replace(r"\[1\-9\]", "[1-9]").replace(
-                r"\[1\-19\]", "([1-9]|1[0-9])") + "$"
-            if re.match(pattern, value):
+            if _token_matches(choice, value):
                 return True
         return False
+
+
+def _token_matches(choice: str, value: str) -> bool:
+    """'gzip-[1-9]', 'zstd-fast-[20-100,by 10]' style tokens, or a literal value."""
+    m = re.fullmatch(r"(.*?)\[(\d+)-(\d+)(?:,\s*by (\d+))?\](.*)", choice)
+    if not m:
+        return choice == value
+    prefix, low, high, step, suffix = m.groups()
+    n = re.fullmatch(re.escape(prefix) + r"(\d+)" + re.escape(suffix), value)
+    if not n:
+        return False
+    k = int(n.group(1))
+    return int(low) <= k <= int(high) and (not step or (k - int(low)) % int(step) == 0)
 
 
 def _is_size(value: str) -> bool:

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs everything pgfsbench needs on a fresh Debian 12 machine (as root):
+# the Debian packages it drives, uv, and the locked Python environment in .venv.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DEBS=(postgresql-15 postgresql-contrib pgbouncer sysbench fio e2fsprogs xfsprogs btrfs-progs
+      zfs-fuse util-linux procps chromium)
+missing=()
+for p in "${DEBS[@]}"; do
+    dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+    if [ "$(id -u)" != 0 ]; then
+        echo "bootstrap: missing Debian packages (${missing[*]}); run as root to install them" >&2
+        exit 1
+    fi
+    echo "bootstrap: installing ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq
+    # Debian's postgresql package would create and start a cluster; pgfsbench makes its own.
+    mkdir -p /etc/postgresql-common
+    grep -qs '^create_main_cluster' /etc/postgresql-common/createcluster.conf ||
+        echo 'create_main_cluster = false' >> /etc/postgresql-common/createcluster.conf
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! command -v uv >/dev/null 2>&1; then
+    python3 -m pip install -q uv==0.13.8 2>/dev/null ||
+        python3 -m pip install -q --break-system-packages uv==0.13.8
+fi
+uv sync --frozen --quiet

@@ -1,0 +1,107 @@
+from pathlib import Path
+
+import pytest
+
+from pgfsbench.spec import Workload
+from pgfsbench.workloads.pgbench import (
+    Connection,
+    init_argv,
+    parse_init,
+    parse_progress,
+    parse_run,
+    run_argv,
+)
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "pgbench"
+CONN = Connection("/run/sock", 5432, "postgres", "pgbench")
+
+
+def workload(**kw: object) -> Workload:
+    base = {"name": "w", "builtin": "tpcb-like", "scripts": (), "clients": 4, "threads": 2, "duration_s": 5.0,
+                "warmup_s": 0.0, "rate": None, "protocol": "simple", "extra_args": ()}
+    base.update(kw)
+    return Workload(**base)  # type: ignore[arg-type]
+
+
+def test_init_argv_client_and_server_side() -> None:
+    assert init_argv("pgbench", CONN, 5, "client", False) == [
+        "pgbench", "-i", "-s", "5", "-I", "dtgvp", "-h", "/run/sock", "-p", "5432", "-U",
+        "postgres", "pgbench"]
+    assert "dtGvpf" in init_argv("pgbench", CONN, 5, "server", True)
+
+
+def test_run_argv_builtin_rate_progress_and_no_vacuum() -> None:
+    argv = run_argv("pgbench", CONN, workload(rate=200.0, protocol="prepared"), 5.0,
+                    base_dir=Path("/s"), vacuum=False)
+    assert argv[-1] == "pgbench"
+    for piece in (["-c", "4"], ["-j", "2"], ["-T", "5"], ["-M", "prepared"],
+                  ["-b", "tpcb-like"], ["-R", "200"], ["-P", "1"]):
+        i = argv.index(piece[0])
+        assert argv[i:i + 2] == piece
+    assert "-n" in argv
+
+
+def test_run_argv_scripts_relative_to_spec_with_weight() -> None:
+    argv = run_argv("pgbench", CONN, workload(builtin=None, scripts=("a.sql@3", "/abs/b.sql")),
+                    5.0, base_dir=Path("/specs"))
+    assert argv[argv.index("-f"):argv.index("-f") + 2] == ["-f", "/specs/a.sql@3"]
+    assert "/abs/b.sql" in argv and "-b" not in argv
+
+
+def test_parse_init_client_and_server_side() -> None:
+    r = parse_init((DATA / "init_client_s2.txt").read_text())
+    assert r is not None and r.seconds == pytest.approx(0.31)
+    assert r.phases["client-side generate"] == pytest.approx(0.16)
+    assert set(r.phases) == {"drop tables", "create tables", "client-side generate", "vacuum",
+                             "primary keys"}
+    s = parse_init((DATA / "init_server_s2.txt").read_text())
+    assert s is not None and "server-side generate" in s.phases
+
+
+def test_parse_init_wrapped_like_the_seed() -> None:
+    text = ("vacuuming...\ncreating primary keys...\ndone in 94.21 s (drop tables 0.07 s, create "
+            "tables 0.02 s, client-side generate\n    72.89 s, vacuum 0.80 s, primary keys "
+            "20.43 s).\n")
+    r = parse_init(text)
+    assert r is not None and r.seconds == pytest.approx(94.21)
+    assert r.phases["client-side generate"] == pytest.approx(72.89)
+    assert r.phases["primary keys"] == pytest.approx(20.43)
+
+
+def test_parse_run_tpcb() -> None:
+    r = parse_run((DATA / "run_tpcb.stdout").read_text())
+    assert r.tps == pytest.approx(2704.442928)
+    assert r.latency_avg_ms == pytest.approx(1.474)
+    assert r.latency_stddev_ms == pytest.approx(1.075)
+    assert r.transactions == 8098 and r.failed_transactions == 0
+    assert r.initial_connection_ms == pytest.approx(11.11)
+    assert r.header["number of clients"] == "4"
+
+
+def test_parse_run_rate_limited_has_lag() -> None:
+    r = parse_run((DATA / "run_rate.stdout").read_text())
+    assert r.lag_avg_ms == pytest.approx(0.266) and r.lag_max_ms == pytest.approx(11.643)
+
+
+def test_parse_run_without_progress_has_no_stddev() -> None:
+    r = parse_run((DATA / "run_simple_update_noprogress.stdout").read_text())
+    assert r.tps == pytest.approx(1562.790083) and r.latency_stddev_ms is None
+
+
+def test_parse_run_failure_keeps_the_error() -> None:
+    r = parse_run("", (DATA / "run_noconn.stderr").read_text())
+    assert r.tps is None
+    assert r.errors[-1] == "pgbench: error: could not create connection for setup"
+
+
+def test_parse_progress_lines() -> None:
+    lines = (DATA / "run_tpcb.stderr").read_text().splitlines()
+    points = [p for p in map(parse_progress, lines) if p]
+    assert [p.t for p in points] == [1.0, 2.0, 3.0]
+    assert points[2].tps == pytest.approx(2819.7) and points[2].latency_ms == pytest.approx(1.414)
+    lag = parse_progress("progress: 2.0 s, 209.0 tps, lat 1.910 ms stddev 1.008, 0 failed, "
+                         "lag 0.288 ms")
+    assert lag is not None and lag.lag_ms == pytest.approx(0.288)
+    zero = parse_progress("progress: 7.0 s, 0.0 tps, lat NaN ms stddev NaN, 0 failed")
+    assert zero is not None and zero.tps == 0.0 and zero.latency_ms is None
+    assert parse_progress("starting vacuum...end.") is None

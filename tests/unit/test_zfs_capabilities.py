@@ -1,0 +1,99 @@
+from pathlib import Path
+
+import pytest
+
+from pgfsbench.spec import ZfsDataset, ZfsPool, ZfsStorage
+from pgfsbench.storage.zfs import (
+    FUSE_PARAMETERS,
+    PropertySupport,
+    ZfsDriver,
+    ZfsImplementation,
+    fuse_daemon_options,
+    parse_property_table,
+    resolved_properties,
+    zpool_create_argv,
+)
+from pgfsbench.system.errors import CapabilityError
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "zfs"
+
+
+def fuse_impl() -> ZfsImplementation:
+    table = parse_property_table((DATA / "fuse_zfs_get_usage.txt").read_text())
+    return ZfsImplementation("fuse", "0.7.0-25+b1", "23", table, tuple(sorted(FUSE_PARAMETERS)))
+
+
+def test_property_table_of_zfs_fuse() -> None:
+    impl = fuse_impl()
+    assert impl.properties["compression"].values == "on | off | lzjb | gzip | gzip-[1-9] | zle"
+    assert impl.properties["recordsize"].editable
+    assert not impl.properties["used"].editable
+    assert "logicalused" not in impl.properties and "redundant_metadata" not in impl.properties
+
+
+@pytest.mark.parametrize(("prop", "value", "ok"), [
+    ("compression", "lz4", False), ("compression", "gzip-6", True),
+    ("compression", "gzip-10", False), ("recordsize", "16K", True),
+    ("recordsize", "1M", False), ("recordsize", "24k", False), ("atime", "off", True),
+    ("logbias", "throughput", True), ("primarycache", "metadata", True),
+])
+def test_values_accepted_by_zfs_fuse(prop: str, value: str, ok: bool) -> None:
+    assert fuse_impl().properties[prop].accepts(value) is ok
+
+
+def test_openzfs_style_tokens() -> None:
+    s = PropertySupport("compression", True,
+                        "on | off | lz4 | zstd | zstd-[1-19] | zstd-fast-[20-100,by 10]")
+    assert s.accepts("zstd-19") and s.accepts("zstd-fast-30")
+    assert not s.accepts("zstd-20") and not s.accepts("zstd-fast-35")
+
+
+def zfs(**data: object) -> ZfsStorage:
+    return ZfsStorage(fs="zfs", data=ZfsDataset(properties=data))  # type: ignore[arg-type]
+
+
+def test_unsupported_value_is_refused_naming_what_is_supported() -> None:
+    with pytest.raises(CapabilityError) as info:
+        ZfsDriver().validate(zfs(compression="lz4"), fuse_impl())
+    msg = str(info.value)
+    assert "compression=lz4" in msg and "zfs-fuse" in msg and "lzjb" in msg
+
+
+def test_per_implementation_values() -> None:
+    spec = zfs(compression={"kernel": "lz4", "fuse": "gzip-1"}, recordsize="16K")
+    impl = fuse_impl()
+    ZfsDriver().validate(spec, impl)
+    assert resolved_properties(spec.data.properties, impl, "data") == {
+        "compression": "gzip-1", "recordsize": "16K"}
+
+
+def test_unknown_property_and_module_parameter_on_fuse() -> None:
+    with pytest.raises(CapabilityError, match="redundant_metadata"):
+        ZfsDriver().validate(zfs(redundant_metadata="most"), fuse_impl())
+    spec = ZfsStorage(fs="zfs", module_parameters={"zfs_txg_timeout": 1})
+    with pytest.raises(CapabilityError, match="zfs_txg_timeout"):
+        ZfsDriver().validate(spec, fuse_impl())
+
+
+def test_fuse_daemon_options_from_module_parameters() -> None:
+    assert fuse_daemon_options({"zfs_arc_max": "512M", "zfs_prefetch_disable": 1}) == [
+        "--max-arc-size", "512", "--zfs-prefetch-disable"]
+    assert fuse_daemon_options({"zfs_prefetch_disable": 0}) == []
+
+
+def test_zpool_create_argv_layouts() -> None:
+    argv = zpool_create_argv("pgfsb_x", "mirror", ["/dev/loop1", "/dev/loop2"], ["/dev/loop3",
+                             "/dev/loop4"], "mirror", ["/dev/loop5"], 12, {})
+    assert argv[:6] == ["zpool", "create", "-o", "cachefile=none", "-m", "none"]
+    tail = argv[argv.index("pgfsb_x"):]
+    assert tail == ["pgfsb_x", "mirror", "/dev/loop1", "/dev/loop2", "log", "mirror",
+                    "/dev/loop3", "/dev/loop4", "cache", "/dev/loop5"]
+    assert "ashift=12" in argv
+    raidz = zpool_create_argv("p", "raidz1", ["a", "b", "c"], [], "stripe", [], None, {})
+    assert raidz[-4:] == ["raidz", "a", "b", "c"]
+
+
+def test_pool_layout_validation() -> None:
+    ZfsPool(layout="stripe", devices=["loop:1G", "loop:1G"])
+    with pytest.raises(ValueError):
+        ZfsPool(layout="single", devices=["loop:1G", "loop:1G"])
