@@ -17,8 +17,9 @@ CONN = Connection("/run/sock", 5432, "postgres", "pgbench")
 
 
 def workload(**kw: object) -> Workload:
-    base = {"name": "w", "builtin": "tpcb-like", "scripts": (), "clients": 4, "threads": 2, "duration_s": 5.0,
-                "warmup_s": 0.0, "rate": None, "protocol": "simple", "extra_args": ()}
+    base = {"name": "w", "builtin": "tpcb-like", "scripts": (), "clients": 4, "threads": 2,
+            "duration_s": 5.0, "warmup_s": 0.0, "rate": None, "protocol": "simple",
+            "extra_args": ()}
     base.update(kw)
     return Workload(**base)  # type: ignore[arg-type]
 
