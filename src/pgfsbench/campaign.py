@@ -108,6 +108,12 @@ def postgres_os_user() -> str | None:
     return SUPERUSER
 
 
+def require_root(plan: Plan) -> None:
+    if plan.needs_root and not is_root():
+        raise NeedsRootError("provisioning storage (losetup, mkfs, mount, sysctl) needs root; "
+                             "run as root, or use storage with fs = \"existing\"")
+
+
 def check_reachable(path: Path, user: str | None) -> None:
     """Every ancestor of the work directory must be searchable by the PostgreSQL OS user."""
     if user is None:
@@ -135,14 +141,13 @@ class Campaign:
         self.runner = runner or Runner()
         self.binaries: Binaries | None = None
         self.os_user: str | None = None
+        self._instance: Instance | None = None
 
     # ------------------------------------------------------------ checks before anything
 
     def preflight(self) -> None:
         """Everything that can be refused is refused here, before anything is created."""
-        if self.plan.needs_root and not is_root():
-            raise NeedsRootError("provisioning storage (losetup, mkfs, mount, sysctl) needs root; "
-                                 "run as root, or use storage with fs = \"existing\"")
+        require_root(self.plan)
         self.os_user = postgres_os_user()
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.workdir.chmod(0o755)
@@ -186,8 +191,7 @@ class Campaign:
                         except PgfsbenchError as exc:
                             self._fail(planned, run_id, str(exc))
                         finally:
-                            if loaded_cell is not None:
-                                self._collect_logs(run_id, loaded_cell)
+                            self._collect_logs(run_id)
         except (Interrupted, KeyboardInterrupt):
             result.status = "interrupted"
             raise
@@ -230,8 +234,8 @@ class Campaign:
                             first_error = first_error if loaded_cell else str(exc)
                             self._fail(planned, run_id, str(exc))
                 finally:
-                    if loaded_cell is not None and run_ids:
-                        self._collect_logs(run_ids[-1], loaded_cell)
+                    if run_ids:
+                        self._collect_logs(run_ids[-1])
 
     def _start_run(self, journal: Journal, planned: PlannedRun, campaign_id: int,
                    result: CampaignResult) -> int:
@@ -282,6 +286,7 @@ class Campaign:
         sock = socket_dir(journal, celldir, self.os_user)
         instance = Instance(self.binaries, storage.pgdata, storage.waldir, sock,
                             logdir / "postgresql.log", self.os_user)
+        self._instance = instance  # so its log is kept even if it never starts
         self.events.phase("initdb")
         initdb_out = instance.init(self.runner, cell.postgres.initdb)
         instance.configure(cell.postgres.settings)
@@ -318,7 +323,8 @@ class Campaign:
         conn = pgbench.Connection(str(c.instance.socket_dir), c.instance.port, SUPERUSER,
                                   d.database)
         art = self.artifacts_dir(run_id)
-        self.store.update_run(run_id, load_seconds=c.load_seconds, load_phases=c.load_phases,
+        self.store.update_run(run_id, fs=c.storage.fs, load_seconds=c.load_seconds,
+                              load_phases=c.load_phases,
                               space_bytes=c.space_after_load.get("space_bytes"),
                               storage_details=c.storage_details, kernel_applied=c.kernel_applied,
                               implementation=c.storage.details.get("implementation"),
@@ -404,15 +410,17 @@ class Campaign:
             self.store.put_series(run_id, "failed", [p.failed for p in progress], unit="tx",
                                   t0=progress[0].t)
 
-    def _collect_logs(self, run_id: int, c: Loaded) -> None:
+    def _collect_logs(self, run_id: int) -> None:
         """Stop the server cleanly and keep its log with the run (also for failed runs)."""
-        with contextlib.suppress(PgfsbenchError):
-            c.instance.stop(self.runner)
+        instance, self._instance = self._instance, None
         art = self.artifacts_dir(run_id)
-        if c.instance.log_path.exists():
-            dest = art / "postgresql.log"
-            shutil.copyfile(c.instance.log_path, dest)
-            self.store.put_artifact(run_id, "server_log", dest)
+        if instance is not None:
+            with contextlib.suppress(PgfsbenchError):
+                instance.stop(self.runner)
+            if instance.log_path.exists():
+                dest = art / "postgresql.log"
+                shutil.copyfile(instance.log_path, dest)
+                self.store.put_artifact(run_id, "server_log", dest)
         transcript = art / "commands.sh"
         transcript.write_text("# commands pgfsbench ran for this run, in order\n"
                               + "\n".join(self.runner.transcript) + "\n")

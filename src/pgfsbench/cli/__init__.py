@@ -29,7 +29,8 @@ def main() -> None:
     try:
         app()
     except PgfsbenchError as exc:
-        err_console.print(f"pgfsbench: error: {exc}", markup=False, highlight=False)
+        err_console.print(f"pgfsbench: error: {exc}", markup=False, highlight=False,
+                          soft_wrap=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         err_console.print("pgfsbench: interrupted; everything it created was undone")

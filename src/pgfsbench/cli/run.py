@@ -21,7 +21,12 @@ from rich.progress import (
 from rich.table import Table
 
 from pgfsbench.analysis.summary import summarise
-from pgfsbench.campaign import DEFAULT_WORKDIR, Campaign, signals_raise_interrupted
+from pgfsbench.campaign import (
+    DEFAULT_WORKDIR,
+    Campaign,
+    require_root,
+    signals_raise_interrupted,
+)
 from pgfsbench.cli import app
 from pgfsbench.plan import Plan, PlannedRun, make_plan
 from pgfsbench.report.terminal import failure_lines, summary_table
@@ -138,6 +143,7 @@ def run_spec(spec: Path, results: str, sets: list[str], workdir: Path,
     unconfirmed = [d for d in destroy_data_on if d not in plan.real_devices]
     if unconfirmed:
         raise UsageError(f"--destroy-data-on {unconfirmed[0]}: the spec does not name it")
+    require_root(plan)
     store = Store(results)
     policy = DevicePolicy(frozenset(destroy_data_on), force)
     with RichEvents(console, plan) as events, signals_raise_interrupted():

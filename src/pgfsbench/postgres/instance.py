@@ -7,6 +7,7 @@ configuration file are built by pure functions; `Instance` runs them through the
 from __future__ import annotations
 
 import os
+import re
 import signal
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -135,9 +136,9 @@ class Instance:
         try:
             runner.run(pg_ctl_start_argv(self.binaries, self.pgdata, self.log_path, timeout),
                        timeout=timeout + 30, user=self.os_user)
-        except CommandError as exc:
-            raise InstanceError(f"PostgreSQL did not start: {exc}; "
-                                f"last log line: {last_log_line(self.log_path)}") from None
+        except CommandError:
+            raise InstanceError(f"PostgreSQL did not start: {startup_failure(self.log_path)}"
+                                ) from None
         pid = postmaster_pid(self.pgdata)
         if pid is None:
             raise InstanceError("PostgreSQL started but left no postmaster.pid")
@@ -172,12 +173,21 @@ class Instance:
             return list(cur.execute(sql("changed_settings")).fetchall())
 
 
-def last_log_line(path: Path) -> str:
+_REASON_RE = re.compile(r"(FATAL|PANIC|ERROR):|invalid value|could not|unrecognized")
+
+
+def startup_failure(path: Path) -> str:
+    """The server log line that says why the server did not start (not just the last one)."""
     try:
         lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
     except OSError:
-        return "(no server log)"
-    return lines[-1][:300] if lines else "(empty server log)"
+        return "no server log was written"
+    if not lines:
+        return "the server log is empty"
+    reasons = [ln for ln in lines if _REASON_RE.search(ln)]
+    line = reasons[0] if reasons else lines[-1]
+    # drop the "2026-01-01 00:00:00.000 UTC [123] " prefix
+    return re.sub(r"^\S+ \S+ \S+ \[\d+\] ", "", line)[:300]
 
 
 def postmaster_pid(pgdata: Path) -> int | None:

@@ -1,0 +1,134 @@
+"""Functional tests: real loop devices, filesystems, PostgreSQL and pgbench (needs root).
+
+Every test works in directories it creates, and checks afterwards that nothing it (or
+pgfsbench) created is still mounted, attached or running.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.func
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if "tests/func" in str(item.fspath):
+            item.add_marker(pytest.mark.func)
+            if os.geteuid() != 0:
+                item.add_marker(pytest.mark.skip(reason="functional tests need root"))
+
+
+def leftovers(base: Path) -> list[str]:
+    """Anything under ``base`` still attached, mounted or running."""
+    found = []
+    b = str(base)
+    out = subprocess.run(["losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE"],
+                         capture_output=True, text=True, check=False).stdout
+    found += [f"loop: {line.strip()}" for line in out.splitlines() if b in line]
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        target = line.split()[4]
+        if target.startswith(b):
+            found.append(f"mount: {target}")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cwd = os.readlink(entry / "cwd")
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if cwd.startswith(b) or (b in cmd and "pytest" not in cmd):
+            found.append(f"process {entry.name}: {cmd.strip()[:120]}")
+    return found
+
+
+@pytest.fixture
+def base(tmp_path: Path) -> Iterator[Path]:
+    """A directory of the test's own; at the end nothing may be left under it."""
+    d = tmp_path
+    d.chmod(0o755)
+    for parent in d.parents:
+        if str(parent).startswith("/tmp/pytest-of"):
+            parent.chmod(0o755)
+    yield d
+    left = leftovers(d)
+    if left:  # clean up for the next tests, then fail loudly
+        pgfsbench("cleanup", "--workdir", str(d / "work"), check=False)
+    assert left == [], f"left behind: {left}"
+
+
+def pgfsbench(*args: str, check: bool = True, timeout: float = 600,
+              cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run([sys.executable, "-m", "pgfsbench", *args], capture_output=True,
+                          text=True, timeout=timeout, cwd=cwd or ROOT, check=False,
+                          env={**os.environ, "COLUMNS": "200"})
+    if check and proc.returncode != 0:
+        raise AssertionError(f"pgfsbench {' '.join(args)} exited {proc.returncode}:\n"
+                             f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def runs_of(results: Path) -> list[dict[str, Any]]:
+    out = pgfsbench("results", "list", "--results", str(results), "--json").stdout
+    return json.loads(out)  # type: ignore[no-any-return]
+
+
+def show(results: Path, run_id: int) -> dict[str, Any]:
+    out = pgfsbench("results", "show", str(run_id), "--results", str(results), "--json").stdout
+    return json.loads(out)  # type: ignore[no-any-return]
+
+
+def wait_for(probe: Callable[[], Any], timeout: float, what: str) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = probe()
+        if value:
+            return value
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def measuring_pgbench_of(parent: int) -> bool:
+    """A pgbench run (not the load) started by pgfsbench process ``parent``."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().split(b"\0")
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        if ppid == parent and cmd and cmd[0].endswith(b"pgbench") and b"-T" in cmd:
+            return True
+    return False
+
+
+def start(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "pgfsbench", *args], cwd=ROOT, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            start_new_session=True)
+
+
+def kill(proc: subprocess.Popen[str], sig: signal.Signals) -> tuple[int, str, str]:
+    proc.send_signal(sig)
+    out, err = proc.communicate(timeout=180)
+    return proc.returncode, out, err
+
+
+def write_spec(path: Path, text: str) -> Path:
+    path.write_text(text)
+    return path
