@@ -4,6 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
-.venv/bin/ruff check src tests bench
+.venv/bin/ruff check
 .venv/bin/mypy
 exec .venv/bin/pytest "$@"
