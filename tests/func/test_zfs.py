@@ -1,0 +1,162 @@
+"""ZFS on this machine's implementation (zfs-fuse here; OpenZFS where the module is loaded)."""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.func.conftest import (
+    kill,
+    leftovers,
+    measuring_pgbench_of,
+    pgfsbench,
+    runs_of,
+    show,
+    start,
+    wait_for,
+    write_spec,
+)
+
+pytestmark = [
+    pytest.mark.zfs,
+    pytest.mark.skipif(shutil.which("zpool") is None, reason="no ZFS installed"),
+]
+
+SMALL = """
+[defaults]
+scale = 2
+clients = 2
+threads = 1
+duration = "2s"
+warmup = "0s"
+repetitions = 1
+"""
+
+
+def zfs_fuse_pids() -> list[int]:
+    out = subprocess.run(["pgrep", "-x", "zfs-fuse"], capture_output=True, text=True,
+                         check=False).stdout
+    return [int(p) for p in out.split()]
+
+
+def pools() -> list[str]:
+    if not zfs_fuse_pids() and not Path("/sys/module/zfs").exists():
+        return []
+    out = subprocess.run(["zpool", "list", "-H", "-o", "name"], capture_output=True, text=True,
+                         check=False).stdout
+    return out.split()
+
+
+@pytest.fixture(autouse=True)
+def no_foreign_daemon() -> None:
+    if zfs_fuse_pids():
+        pytest.skip("a zfs-fuse daemon not started by the tests is running")
+
+
+def test_pools_datasets_properties_and_compression(base: Path) -> None:
+    spec = write_spec(base / "zfs.toml", SMALL + """
+[storage.plain]
+fs = "zfs"
+pool = { devices = ["loop:512M"] }
+
+[storage.gzip]
+fs = "zfs"
+pool = { devices = ["loop:512M"] }
+[storage.gzip.data.properties]
+compression = { kernel = "lz4", fuse = "gzip-1" }
+recordsize = "8K"
+atime = "off"
+
+[storage.mirror-log-walds]
+fs = "zfs"
+pool = { layout = "mirror", devices = ["loop:512M", "loop:512M"], log = ["loop:256M"], ashift = 12 }
+wal = { properties = { recordsize = "128K", logbias = "latency" } }
+
+[storage.raidz-cache]
+fs = "zfs"
+[storage.raidz-cache.pool]
+layout = "raidz1"
+devices = ["loop:256M", "loop:256M", "loop:256M"]
+cache = ["loop:128M"]
+""")
+    results = base / "r.sqlite"
+    out = pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
+    runs = {r["storage"]: r for r in runs_of(results)}
+    assert all(r["status"] == "ok" and r["tps"] > 0 for r in runs.values()), runs
+    fuse = Path("/sys/module/zfs").exists() is False
+    if fuse:
+        assert "not kernel OpenZFS numbers" in out.stdout
+        assert all(r["fuse"] and "zfs-fuse" in r["implementation"] for r in runs.values())
+        assert "pool version 23" in runs["plain"]["implementation"]
+
+    plain, gz = show(results, runs["plain"]["run_id"]), show(results, runs["gzip"]["run_id"])
+    # compression measurably shrinks the data directory (WAL included in both)
+    assert runs["gzip"]["space_bytes"] < 0.6 * runs["plain"]["space_bytes"]
+    assert float(gz["space"]["after_load"]["compressratio"].rstrip("x")) > 1.5
+    assert plain["space"]["after_load"]["zfs"]["data"]["compressratio"] == "1.00x"
+    assert int(gz["space"]["after_load"]["zfs"]["data"]["used"]) > 0
+
+    props = gz["storage_details"]["data"]["properties"]
+    assert props["compression"] == ("gzip-1" if fuse else "lz4")
+    assert props["recordsize"] == "8192" and props["atime"] == "off"
+    mirror = show(results, runs["mirror-log-walds"]["run_id"])
+    wal = mirror["storage_details"]["wal"]
+    assert wal["properties"]["logbias"] == "latency" and wal["source"].endswith("/wal")
+    assert mirror["space"]["after_load"]["wal_dir_bytes"] > 0
+    assert "wal" in mirror["space"]["after_load"]["zfs"]
+    status = mirror["storage_details"]["pool"]["status"]
+    assert "mirror-0" in status and "logs" in status
+    raidz = show(results, runs["raidz-cache"]["run_id"])["storage_details"]["pool"]
+    assert "raidz1-0" in raidz["status"] and "cache" in raidz["status"]
+
+    text = pgfsbench("results", "show", str(runs["plain"]["run_id"]), "--results",
+                     str(results)).stdout
+    if fuse:
+        assert "FUSE" in text and "zfs-fuse" in text
+    assert pools() == [] and zfs_fuse_pids() == []
+
+
+def test_unsupported_value_is_refused_before_anything_is_created(base: Path) -> None:
+    if Path("/sys/module/zfs").exists():
+        pytest.skip("kernel OpenZFS supports lz4")
+    spec = write_spec(base / "zfs.toml", SMALL + """
+[storage.z]
+fs = "zfs"
+data = { properties = { compression = "lz4" } }
+""")
+    proc = pgfsbench("run", str(spec), "--results", str(base / "r.sqlite"), "--workdir",
+                     str(base / "work"), check=False)
+    assert proc.returncode == 5, proc.stderr
+    assert "compression=lz4" in proc.stderr and "lzjb" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (base / "work" / "cells").exists() or not any((base / "work" / "cells").iterdir())
+    assert not (base / "r.sqlite").exists() or runs_of(base / "r.sqlite") == []
+    assert pools() == [] and zfs_fuse_pids() == []
+
+
+def test_sigkill_mid_run_then_cleanup_leaves_no_pool_loop_or_daemon(base: Path) -> None:
+    spec = write_spec(base / "zfs.toml", SMALL.replace('"2s"', '"120s"') + """
+[storage.z]
+fs = "zfs"
+pool = { layout = "mirror", devices = ["loop:512M", "loop:512M"], log = ["loop:128M"] }
+wal = { properties = { recordsize = "64K" } }
+""")
+    results = base / "r.sqlite"
+    proc = start("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
+    try:
+        wait_for(lambda: measuring_pgbench_of(proc.pid), 180, "pgbench to run")
+        kill(proc, signal.SIGKILL)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert any(p.startswith("pgfsb_") for p in pools())
+    assert leftovers(base)
+    out = pgfsbench("cleanup", "--workdir", str(base / "work"))
+    assert "zpool create" in out.stdout and "start zfs-fuse" in out.stdout
+    assert pools() == [] and zfs_fuse_pids() == []
+    assert leftovers(base) == []
+    assert [r["status"] for r in runs_of(results)] == ["aborted"]
