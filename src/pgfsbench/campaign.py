@@ -14,6 +14,7 @@ import secrets
 import shutil
 import socket
 import stat
+import subprocess
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pgfsbench import __version__, kernel
+from pgfsbench.collect.observation import Observation, ObservationResult
+from pgfsbench.collect.txlog import LatencyStats, compress_logs, parse_txlog
 from pgfsbench.plan import Plan, PlannedRun, is_root
 from pgfsbench.postgres.binaries import Binaries, find_binaries
 from pgfsbench.postgres.instance import SUPERUSER, Instance
@@ -329,19 +332,36 @@ class Campaign:
                               storage_details=c.storage_details, kernel_applied=c.kernel_applied,
                               implementation=c.storage.details.get("implementation"),
                               fuse=bool(c.storage.details.get("fuse", False)))
-        warmup_tps = None
-        if w.warmup_s > 0:
-            self.events.phase(f"warm-up {w.warmup_s:.0f} s")
-            warm = self._pgbench(journal, conn, planned, w.warmup_s, art / "warmup", vacuum=True,
-                                 live=False)
-            warmup_tps = warm[0].tps
-        self.events.phase(f"measuring {w.duration_s:.0f} s")
-        summary, progress, rc = self._pgbench(journal, conn, planned, w.duration_s,
-                                              art / "pgbench", vacuum=w.warmup_s <= 0, live=True)
+        observation = Observation(c.instance.conninfo(d.database), self.binaries.major,
+                                  c.storage.block_devices, c.instance.log_path,
+                                  enabled=d.samplers, wait_hz=d.wait_event_hz)
+        observation.start()
+        try:
+            warmup_tps = None
+            if w.warmup_s > 0:
+                self.events.phase(f"warm-up {w.warmup_s:.0f} s")
+                warm = self._pgbench(journal, conn, planned, w.warmup_s, art / "warmup",
+                                     vacuum=True, live=False)
+                warmup_tps = warm[0].tps
+            self.events.phase(f"measuring {w.duration_s:.0f} s")
+            summary, progress, rc = self._pgbench(
+                journal, conn, planned, w.duration_s, art / "pgbench", vacuum=w.warmup_s <= 0,
+                live=True, log_prefix=art / "txlog", observation=observation)
+            observed = observation.finish()
+        except BaseException:
+            with contextlib.suppress(Exception):
+                observation.finish()
+            raise
+        self.events.phase("latency percentiles")
+        logs = sorted(art.glob("txlog.*"))
+        latency = parse_txlog(logs, sampling_rate=w.sampling_rate, duration_s=w.duration_s)
+        if logs:
+            self.store.put_artifact(run_id, "txlog", compress_logs(logs, art / "txlog.gz"))
         c.instance.checkpoint()
         os.sync()
         space_after = driver_for(planned.cell.fs).space(c.storage, self.runner)
         self._store_series(run_id, progress)
+        self._store_observation(run_id, observed, latency, w.warmup_s, w.duration_s)
         status, error = "ok", None
         if rc != 0 or summary.tps is None:
             status = "failed"
@@ -355,8 +375,12 @@ class Campaign:
             "initial_connection_ms": summary.initial_connection_ms,
             "space_after_run_bytes": space_after.get("space_bytes"),
             "space": {"after_load": c.space_after_load, "after_run": space_after},
-            "environment": run_environment(self.binaries, c), "error": error,
-            "artifacts_dir": str(art)}
+            "environment": run_environment(self.binaries, c, observed), "error": error,
+            "artifacts_dir": str(art),
+            "latency_ms": latency.percentiles_ms if latency else None,
+            "wal_bytes": observed.wal_bytes, "wal_fpi": observed.wal_fpi,
+            "metrics": {**observed.metrics, "wal_records": observed.wal_records,
+                        "latency_log": latency.as_dict() if latency else None}}
         self.store.finish_run(run_id, status, **record)
         for kind, name in (("pgbench_stdout", "pgbench.stdout"),
                            ("pgbench_stderr", "pgbench.stderr"),
@@ -368,13 +392,18 @@ class Campaign:
                                            "latency_avg_ms": summary.latency_avg_ms})
 
     def _pgbench(self, journal: Journal, conn: pgbench.Connection, planned: PlannedRun,
-                 seconds: float, out: Path, *, vacuum: bool, live: bool
+                 seconds: float, out: Path, *, vacuum: bool, live: bool,
+                 log_prefix: Path | None = None, observation: Observation | None = None
                  ) -> tuple[pgbench.RunSummary, list[pgbench.ProgressPoint], int]:
         assert self.binaries is not None
         w = planned.cell.workload
         argv = pgbench.run_argv(self.binaries.tool("pgbench"), conn, w, seconds,
-                                base_dir=self.loaded.base_dir, vacuum=vacuum)
-        child = self.runner.spawn(argv, stdout_path=out.with_suffix(".stdout"))
+                                base_dir=self.loaded.base_dir, vacuum=vacuum,
+                                log_prefix=log_prefix, sampling_rate=w.sampling_rate)
+        if observation is not None:
+            observation.mark_measured_start()
+        child = self.runner.spawn(argv, stdout_path=out.with_suffix(".stdout"),
+                                  cwd=out.parent)
         # the pid is only known once started; if we are killed in between, pgbench ends
         # by itself when cleanup stops the server it is connected to
         watch_process_group(journal, child.pid, child.start_time, f"pgbench pid {child.pid}")
@@ -409,6 +438,27 @@ class Campaign:
         if any(p.failed for p in progress):
             self.store.put_series(run_id, "failed", [p.failed for p in progress], unit="tx",
                                   t0=progress[0].t)
+
+    def _store_observation(self, run_id: int, observed: ObservationResult,
+                           latency: LatencyStats | None, warmup_s: float,
+                           duration_s: float) -> None:
+        for name, (t0, values) in observed.series.items():
+            self.store.put_series(run_id, name, values, unit=SERIES_UNITS.get(name, ""), t0=t0)
+        if latency is not None:
+            offset = round(latency.start_epoch - (observed.measured_start or
+                                                  latency.start_epoch))
+            for name, values in latency.series.items():
+                self.store.put_series(run_id, name, values,
+                                      unit="ms" if name.endswith("_ms") else "tps",
+                                      t0=1.0 + offset)
+            self.store.put_series(run_id, "latency_histogram",
+                                  [[b, n] for b, n in sorted(latency.histogram.items())],
+                                  unit="[bucket = ln(latency us) * 100, count]", step=0.0)
+        window = [c for c in observed.checkpoints
+                  if c["ended_s"] >= -warmup_s - 1
+                  and (c["started_s"] if c["started_s"] is not None else c["ended_s"])
+                  < duration_s + 0.5]
+        self.store.put_checkpoints(run_id, window)
 
     def _collect_logs(self, run_id: int) -> None:
         """Stop the server cleanly and keep its log with the run (also for failed runs)."""
@@ -481,8 +531,24 @@ def host_environment(binaries: Binaries | None) -> dict[str, Any]:
     return env
 
 
-def run_environment(binaries: Binaries, c: Loaded) -> dict[str, Any]:
-    env: dict[str, Any] = {"vm": kernel.snapshot_vm(), "initdb_output": c.initdb_output}
+SERIES_UNITS = {"wal_mbps": "MB/s", "dirty_kb": "kB", "writeback_kb": "kB",
+                "disk_write_mbps": "MB/s", "disk_read_mbps": "MB/s", "disk_await_ms": "ms",
+                "disk_util_pct": "%", "waits": "backends", "cpu_iowait_pct": "%",
+                "cpu_user_pct": "%", "cpu_system_pct": "%", "cpu_idle_pct": "%"}
+
+
+def run_environment(binaries: Binaries, c: Loaded, observed: ObservationResult
+                    ) -> dict[str, Any]:
+    env: dict[str, Any] = {**host_environment(binaries), "vm": kernel.snapshot_vm(),
+                           "initdb_output": c.initdb_output,
+                           "devices": observed.metrics.get("devices", {}),
+                           "mounts": {v.role: {"source": v.source, "fs": v.fs,
+                                               "options": v.mount_options}
+                                      for v in c.storage.volumes}}
+    with contextlib.suppress(Exception):
+        env["pgbench"] = subprocess.run([binaries.tool("pgbench"), "--version"],
+                                        capture_output=True, text=True, timeout=30,
+                                        check=False).stdout.strip()
     with contextlib.suppress(PgfsbenchError, Exception):
         env["pg_settings_changed"] = c.instance.changed_settings()
     return env

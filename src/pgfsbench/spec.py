@@ -256,6 +256,7 @@ class WorkloadConfig(Model):
     warmup: str | None = None
     rate: float | None = None  # pgbench -R, transactions per second
     protocol: Literal["simple", "extended", "prepared"] = "simple"
+    sampling_rate: float | None = Field(None, gt=0, le=1)
     extra_args: list[str] = []
 
     @model_validator(mode="after")
@@ -278,6 +279,9 @@ class Defaults(Model):
     order: Literal["interleaved", "sequential"] = "interleaved"
     database: str = "pgbench"
     pg_bindir: str | None = None
+    samplers: bool = True  # PostgreSQL, wait-event and OS samplers during every run
+    sampling_rate: float = Field(1.0, gt=0, le=1)  # pgbench --sampling-rate of the -l log
+    wait_event_hz: float = Field(10.0, gt=0, le=50)
     startup_timeout: str = "120s"
 
     @field_validator("duration", "warmup", "startup_timeout")
@@ -344,6 +348,7 @@ class Workload:
     rate: float | None
     protocol: str
     extra_args: tuple[str, ...]
+    sampling_rate: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -382,6 +387,7 @@ def resolve_workload(name: str, w: WorkloadConfig, d: Defaults) -> Workload:
         rate=w.rate,
         protocol=w.protocol,
         extra_args=tuple(w.extra_args),
+        sampling_rate=w.sampling_rate or d.sampling_rate,
     )
 
 

@@ -506,9 +506,11 @@ class ZfsDriver:
 
     def space(self, storage: ProvisionedStorage, runner: Runner) -> dict[str, Any]:
         impl = detect(runner)
-        figures: dict[str, Any] = dict(space_figures(storage))
         if impl is None:
-            return figures
+            return dict(space_figures(storage))
+        sync_txg(runner, impl, storage.details["pool"]["name"],
+                 [v.source for v in storage.volumes])
+        figures: dict[str, Any] = dict(space_figures(storage))
         zfs: dict[str, Any] = {}
         for vol in storage.volumes:
             props = dataset_properties(runner, vol.source, impl, SPACE_PROPS)
@@ -521,6 +523,21 @@ class ZfsDriver:
         if data_ratio:
             figures["compressratio"] = data_ratio
         return figures
+
+
+def sync_txg(runner: Runner, impl: ZfsImplementation, pool: str, datasets: list[str]) -> None:
+    """Commit the open transaction group, so that space figures are not those of minutes ago.
+
+    sync(2) does not do it (zfs-fuse keeps data in its ARC and ZIL, up to the txg timeout):
+    `zpool sync` does on OpenZFS, and taking a snapshot does on any ZFS."""
+    if not impl.fuse:
+        done = runner.run(["zpool", "sync", pool], timeout=300, check=False)
+        if done.returncode == 0:
+            return
+    for dataset in datasets:
+        snap = f"{dataset}@pgfsb_sync_{secrets.token_hex(3)}"
+        if runner.run(["zfs", "snapshot", snap], timeout=300, check=False).returncode == 0:
+            runner.run(["zfs", "destroy", snap], timeout=300, check=False)
 
 
 def fuse_daemon_options(params: dict[str, ZfsValue]) -> list[str]:

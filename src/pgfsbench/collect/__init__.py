@@ -1,0 +1,1 @@
+"""Samplers (OS, PostgreSQL, wait events, checkpoint log) and environment capture."""

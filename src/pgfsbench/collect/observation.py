@@ -1,0 +1,115 @@
+"""Everything watched during one run: samplers started before the warm-up, the measured
+phase's start marked, and at the end the per-second series, WAL figures and checkpoints."""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pgfsbench.collect.checkpoints import parse_checkpoints
+from pgfsbench.collect.procfs import device_facts, underlying_devices
+from pgfsbench.collect.samplers import (
+    OsSampler,
+    PgSampler,
+    Series,
+    counter_delta,
+    os_series,
+    pg_series,
+)
+
+
+@dataclass
+class ObservationResult:
+    series: Series = field(default_factory=dict)
+    wal_bytes: int | None = None
+    wal_fpi: int | None = None
+    wal_records: int | None = None
+    checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    measured_start: float | None = None
+
+
+def devices_under_test(block_devices: tuple[str, ...]) -> list[str]:
+    """The devices a storage stands on, with what they stand on (loop -> disk), once each."""
+    names: list[str] = []
+    for dev in block_devices:
+        names += underlying_devices(dev)
+    return list(dict.fromkeys(names))
+
+
+class Observation:
+    def __init__(self, conninfo: str, major: int, block_devices: tuple[str, ...],
+                 server_log: Path, *, enabled: bool = True, wait_hz: float = 10.0):
+        self.enabled = enabled
+        self.devices = devices_under_test(block_devices)
+        # the loop/pool devices themselves are what is under test; the disks beneath
+        # are shown separately (disk.<name>.*) but not added to the totals twice
+        self.top_devices = [d for d in self.devices
+                            if any(Path(b).name == d for b in block_devices)] or self.devices
+        self.server_log = server_log
+        self.pg = PgSampler(conninfo, major, wait_hz) if enabled else None
+        self.os = OsSampler() if enabled else None
+        self.start_counters: dict[str, Any] | None = None
+        self.measured_start: float | None = None
+
+    def start(self) -> None:
+        if self.os:
+            self.os.start()
+        if self.pg:
+            self.pg.start()
+
+    def mark_measured_start(self) -> float:
+        if self.pg:
+            with contextlib.suppress(Exception):
+                self.start_counters = self.pg.snapshot()
+        self.measured_start = time.time()
+        return self.measured_start
+
+    def finish(self) -> ObservationResult:
+        start = self.measured_start or time.time()
+        result = ObservationResult(measured_start=start)
+        end_counters = None
+        if self.pg:
+            with contextlib.suppress(Exception):
+                end_counters = self.pg.snapshot()
+            samples = self.pg.stop()
+            result.series.update(pg_series(samples, start))
+            result.metrics["pg_sampler_errors"] = samples.errors
+            with contextlib.suppress(Exception):
+                result.metrics["stat_io"] = self.pg.stat_io()
+        if self.os:
+            os_samples = self.os.stop()
+            series = os_series(os_samples, start, self.devices)
+            # totals over the devices under test only (not the disk beneath a loop again)
+            for k in ("read_mbps", "write_mbps", "read_iops", "write_iops"):
+                parts = [series[f"disk.{d}.{k}"] for d in self.top_devices
+                         if f"disk.{d}.{k}" in series]
+                if parts:
+                    t0 = parts[0][0]
+                    summed = [round(sum(v for v in vals if v is not None), 3)
+                              for vals in zip(*(p[1] for p in parts), strict=False)]
+                    series[f"disk_{k}"] = (t0, summed)
+            result.series.update(series)
+            result.metrics["devices"] = {d: device_facts(d) for d in self.devices}
+        a, b = self.start_counters, end_counters
+        result.wal_bytes = counter_delta(a, b, "wal_lsn")
+        result.wal_fpi = counter_delta(a, b, "wal_fpi")
+        result.wal_records = counter_delta(a, b, "wal_records")
+        if result.wal_records:
+            result.metrics["wal_fpi_share"] = round((result.wal_fpi or 0) / result.wal_records, 4)
+        if a and b:
+            result.metrics["counters"] = {k: counter_delta(a, b, k) for k in b
+                                          if k != "t" and isinstance(b[k], int | float)}
+        with contextlib.suppress(OSError):
+            for cp in parse_checkpoints(self.server_log.read_text(errors="replace")):
+                result.checkpoints.append({
+                    "started_s": None if cp.started is None else round(cp.started - start, 3),
+                    "ended_s": round(cp.ended - start, 3), "reason": cp.reason,
+                    "buffers": cp.buffers, "write_s": cp.write_s, "sync_s": cp.sync_s,
+                    "total_s": cp.total_s, "wal_added": cp.wal_added,
+                    "wal_removed": cp.wal_removed, "wal_recycled": cp.wal_recycled,
+                    "distance_kb": cp.distance_kb})
+        return result
