@@ -1,0 +1,119 @@
+"""What a run records beyond TPS: checkpoints, latency, WAL, OS and wait-event series."""
+
+from __future__ import annotations
+
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tests.func.conftest import (
+    measuring_pgbench_of,
+    runs_of,
+    show,
+    start,
+    wait_for,
+    write_spec,
+)
+
+SPEC = """
+[defaults]
+scale = 2
+clients = 4
+threads = 2
+duration = "{duration}"
+warmup = "1s"
+repetitions = 1
+[storage.ext4]
+fs = "ext4"
+device = "loop:1G"
+"""
+
+
+def run_with(base: Path, duration: str, during: Callable[[Path], None]) -> dict[str, Any]:
+    spec = write_spec(base / "s.toml", SPEC.format(duration=duration))
+    results = base / "r.sqlite"
+    proc = start("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
+    try:
+        wait_for(lambda: measuring_pgbench_of(proc.pid), 120, "the measured pgbench")
+        mnt = next((base / "work" / "cells").glob("run-*/mnt/data"))
+        during(mnt)
+        _, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, err
+    (run,) = runs_of(results)
+    assert run["status"] == "ok", run
+    return show(results, run["run_id"])
+
+
+def test_forced_checkpoint_and_everything_a_run_records(base: Path) -> None:
+    def force_checkpoint(mnt: Path) -> None:
+        time.sleep(2)
+        sock = next(mnt.parents[1].glob("sock")) if (mnt.parents[1] / "sock").exists() else None
+        host = str(sock) if sock else next(Path("/tmp").glob("pgfsb-*"))
+        subprocess.run(["psql", "-h", str(host), "-U", "postgres", "-c", "CHECKPOINT",
+                        "pgbench"], check=True, capture_output=True)
+
+    run = run_with(base, "6s", force_checkpoint)
+    forced = [c for c in run["checkpoints"] if 0 < (c["started_s"] or -1) < 6]
+    assert forced and forced[0]["reason"].startswith("immediate force")
+    assert forced[0]["buffers"] > 0
+    lat = run["latency_ms"]
+    assert set(lat) == {"p50", "p90", "p95", "p99", "p999", "max"}
+    assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"]
+    assert run["wal_bytes"] > 0 and run["wal_fpi"] is not None
+    series = run["series"]
+    for name in ("tps", "lat_p99_ms", "dirty_kb", "writeback_kb", "disk_write_mbps",
+                 "cpu_iowait_pct", "waits", "wal_mbps", "checkpoint_buffers_per_s"):
+        assert series[name]["values"], name
+    assert max(v or 0 for v in series["disk_write_mbps"]["values"]) > 0
+    assert max(v or 0 for v in series["checkpoint_buffers_per_s"]["values"]) > 0
+    env = run["environment"]
+    assert env["vm"]["vm.dirty_ratio"] and env["pgbench"].startswith("pgbench")
+    assert any(d.startswith("loop") for d in env["devices"])
+    assert "txlog" in run["artifacts"]
+
+
+def test_frozen_filesystem_shows_zero_tps_and_waiting_backends(base: Path) -> None:
+    frozen_at: list[float] = []
+
+    def freeze(mnt: Path) -> None:
+        time.sleep(3)
+        subprocess.run(["fsfreeze", "-f", str(mnt)], check=True)
+        try:
+            frozen_at.append(time.time())
+            time.sleep(3)
+        finally:
+            subprocess.run(["fsfreeze", "-u", str(mnt)], check=True)
+
+    thread_errors: list[BaseException] = []
+
+    def during(mnt: Path) -> None:
+        t = threading.Thread(target=lambda: _guard(freeze, mnt, thread_errors))
+        t.start()
+        t.join()
+
+    run = run_with(base, "10s", during)
+    assert not thread_errors and frozen_at
+    tps = run["series"]["tps"]["values"]
+    assert sum(1 for v in tps if v == 0) >= 2, tps
+    waits = run["series"]["waits"]["values"]
+    waiting = [w for w in waits if w and sum(n for e, n in w.items()
+                                             if not e.startswith(("CPU/", "Client/"))) >= 1]
+    assert len(waiting) >= 2, waits
+    events = {e for w in waiting for e in w}
+    assert events & {"IO/WALSync", "IO/WALWrite", "LWLock/WALWrite", "IO/DataFileWrite",
+                     "IO/DataFileExtend", "IO/WALInitWrite", "IO/WALInitSync",
+                     "Lock/transactionid", "Lock/tuple"}, events
+
+
+def _guard(fn: Callable[[Path], None], mnt: Path, errors: list[BaseException]) -> None:
+    try:
+        fn(mnt)
+    except BaseException as exc:
+        errors.append(exc)
+        subprocess.run(["fsfreeze", "-u", str(mnt)], check=False)

@@ -1,0 +1,114 @@
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pgfsbench.collect.checkpoints import parse_checkpoints
+from pgfsbench.collect.procfs import (
+    cpu_percentages,
+    disk_rates,
+    parse_diskstats,
+    parse_meminfo,
+    parse_stat,
+    parse_vmstat,
+)
+from pgfsbench.collect.samplers import OsSample, PgSamples, os_series, pg_series
+from pgfsbench.collect.txlog import bucket_value_ms, parse_txlog
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+
+
+def proc(name: str, n: int) -> str:
+    return (DATA / "proc" / f"{name}.{n}").read_text()
+
+
+def test_proc_parsers_on_captured_files() -> None:
+    a, b = parse_stat(proc("stat", 1)), parse_stat(proc("stat", 2))
+    assert a.total < b.total
+    pct = cpu_percentages(a, b)
+    assert abs(sum(pct.values()) - 100) < 1.0
+    disks = parse_diskstats(proc("diskstats", 1))
+    assert "vda" in disks and disks["vda"].sectors_written > 0
+    mem = parse_meminfo(proc("meminfo", 1))
+    assert "Dirty" in mem and "Writeback" in mem and mem["MemTotal"] > 0
+    assert "pgscan_kswapd" in parse_vmstat(proc("vmstat", 1))
+
+
+def test_disk_rates() -> None:
+    a = parse_diskstats("   7 0 loop0 10 0 80 5 100 0 2048 50 0 30 60 0 0 0 0 4 2")["loop0"]
+    b = parse_diskstats("   7 0 loop0 20 0 160 15 300 0 6144 150 0 530 60 0 0 0 0 9 3")["loop0"]
+    r = disk_rates(a, b, 2.0)
+    assert r["write_mbps"] == pytest.approx(4096 * 512 / 1e6 / 2, abs=1e-3)
+    assert r["read_iops"] == 5.0 and r["write_iops"] == 100.0
+    assert r["await_ms"] == pytest.approx(110 / 210, abs=1e-3)
+    assert r["util_pct"] == 25.0 and r["flushes"] == 5.0
+
+
+def test_checkpoints_from_a_pg15_log() -> None:
+    log = (DATA / "pglog" / "pg15_checkpoints.log").read_text() + (
+        "2026-11-21 22:50:00.100 UTC [77] LOG:  checkpoint starting: time\n"
+        "2026-11-21 22:50:27.200 UTC [77] LOG:  checkpoint complete: wrote 1200 buffers (7.3%); "
+        "2 WAL file(s) added, 1 removed, 3 recycled; write=26.9 s, sync=0.150 s, total=27.1 s; "
+        "sync files=12, longest=0.100 s, average=0.012 s; distance=65536 kB, "
+        "estimate=65536 kB\n")
+    first, second = parse_checkpoints(log)
+    assert first.reason == "immediate force wait" and first.buffers == 3984
+    assert first.wal_recycled == 4 and first.total_s == pytest.approx(0.038)
+    assert second.reason == "time" and second.wal_added == 2 and second.distance_kb == 65536
+    assert second.ended - second.started == pytest.approx(27.1, abs=0.01)
+
+
+def test_txlog_percentiles_match_exact_ones_within_a_bucket() -> None:
+    path = DATA / "txlog" / "pg15_tpcb_4clients.log"
+    stats = parse_txlog([path])
+    assert stats is not None and stats.transactions == 3000 and stats.failed == 0
+    lat = np.loadtxt(path, usecols=2) / 1000.0
+    for key, q in (("p50", 50), ("p90", 90), ("p99", 99)):
+        exact = float(np.percentile(lat, q, method="inverted_cdf"))
+        assert stats.percentiles_ms[key] == pytest.approx(exact, rel=0.011), key
+    assert stats.percentiles_ms["max"] == pytest.approx(lat.max())
+    assert sum(stats.series["tps_log"]) == 3000
+    assert len(stats.series["lat_p99_ms"]) == len(stats.series["tps_log"])
+
+
+def test_txlog_failed_lines_sampling_and_several_files(tmp_path: Path) -> None:
+    a, b = tmp_path / "log.1", tmp_path / "log.1.1"
+    a.write_text("0 1 1000 0 1795301131 100000\n0 2 failed 0 1795301131 300000 0 3\n"
+                 "0 3 3000 0 1795301132 500000\n")
+    b.write_text("1 1 2000 0 1795301131 200000\n")
+    stats = parse_txlog([a, b], sampling_rate=0.5)
+    assert stats is not None
+    assert stats.transactions == 3 and stats.failed == 1
+    assert stats.series["tps_log"] == [4.0, 2.0]  # counts / sampling rate, per second
+    assert stats.percentiles_ms["max"] == 3.0
+    assert parse_txlog([tmp_path / "missing"]) is None
+
+
+def test_bucket_midpoints_are_within_half_a_percent() -> None:
+    for us in (137, 1000, 25_000, 3_000_000):
+        b = np.floor(np.log(us) * 100)
+        assert bucket_value_ms(float(b)) == pytest.approx(us / 1000, rel=0.01)
+
+
+def test_series_alignment_and_wait_averages() -> None:
+    start = 1000.0
+    samples = PgSamples(
+        counters=[{"t": 1000.0, "wal_bytes": 0, "wal_fpi": 0, "xact_commit": 0},
+                  {"t": 1001.0, "wal_bytes": 2_000_000, "wal_fpi": 10, "xact_commit": 500},
+                  {"t": 1002.0, "wal_bytes": 3_000_000, "wal_fpi": 10, "xact_commit": 900}],
+        waits=[(1000.05, Counter({"IO/WALSync": 4})), (1000.55, Counter({"IO/WALSync": 2})),
+               (1001.05, Counter({"Lock/tuple": 1}))])
+    series = pg_series(samples, start)
+    assert series["wal_mbps"] == (1.0, [2.0, 1.0])
+    assert series["commits_per_s"] == (1.0, [500.0, 400.0])
+    assert series["waits"] == (1.0, [{"IO/WALSync": 3.0}, {"Lock/tuple": 1.0}])
+
+
+def test_os_series_from_captured_snapshots() -> None:
+    samples = [OsSample(1000.0 + i, proc("stat", i), proc("diskstats", i), proc("meminfo", i),
+                        proc("vmstat", i)) for i in (1, 2)]
+    series = os_series(samples, 1000.0, ["vda"])
+    assert series["dirty_kb"][0] == 2.0  # the sample taken 2 s after start
+    assert set(series) >= {"cpu_iowait_pct", "disk_write_mbps", "writeback_kb",
+                           "disk.vda.util_pct", "vm_pgscan_kswapd"}
