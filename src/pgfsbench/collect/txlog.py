@@ -61,49 +61,51 @@ def parse_txlog(paths: Sequence[Path], *, sampling_rate: float = 1.0,
     files = [str(p) for p in paths if p.exists() and p.stat().st_size > 0]
     if not files:
         return None
-    frame = (
+    end_us = pl.col("epoch") * 1_000_000 + pl.col("us")
+    second = (end_us - (end_us - pl.col("lat")).min()) // 1_000_000
+    if duration_s is not None:  # transactions still finishing after -T ends
+        second = second.clip(upper_bound=max(0, math.ceil(duration_s) - 1))
+    # one pass, never materialising the columns: (second, bucket) -> count and max;
+    # failed transactions (no latency) land in bucket null
+    per_all = (
         pl.scan_csv(files, separator=" ", has_header=False, new_columns=_NAMES,
                     schema_overrides={"lat": pl.Int64, "epoch": pl.Int64, "us": pl.Int64},
                     null_values=["failed", "skipped"], truncate_ragged_lines=True,
                     infer_schema=False)
         .select("lat", "epoch", "us")
+        .with_columns(
+            second.cast(pl.Int32).alias("s"),
+            (pl.col("lat").clip(lower_bound=1).log() * BUCKETS_PER_E).floor().cast(pl.Int32)
+            .alias("b"),
+            (end_us - pl.col("lat")).min().alias("start_us"),
+        )
+        .group_by("s", "b")
+        .agg(pl.len().alias("n"), pl.col("lat").max().alias("max"),
+             pl.col("start_us").first())
         .collect()
     )
-    failed = int(frame["lat"].null_count())
-    ok = frame.drop_nulls("lat")
-    if ok.height == 0:
+    failed = int(per_all.filter(pl.col("b").is_null())["n"].sum())
+    per = per_all.drop_nulls("b").sort("s", "b")
+    if per.height == 0:
         return LatencyStats(0, failed, sampling_rate, 0.0, {})
-    end_us = ok["epoch"] * 1_000_000 + ok["us"]
-    start_us = int((end_us - ok["lat"]).min())  # type: ignore[arg-type]
-    seconds = ((end_us - start_us) // 1_000_000).cast(pl.Int32)
-    if duration_s is not None:  # transactions still finishing after -T ends
-        seconds = seconds.clip(upper_bound=max(0, math.ceil(duration_s) - 1))
-    data = pl.DataFrame({
-        "s": seconds,
-        "b": (ok["lat"].clip(lower_bound=1).log() * BUCKETS_PER_E).floor().cast(pl.Int32),
-        "lat": ok["lat"],
-    })
-    per = data.group_by("s", "b").agg(pl.len().alias("n")).sort("s", "b")
+    start_us = int(per["start_us"].min())  # type: ignore[arg-type]
     overall = per.group_by("b").agg(pl.col("n").sum()).sort("b")
     b_all, n_all = overall["b"].to_numpy(), overall["n"].to_numpy()
     pct = {k: round(_percentile_from_counts(b_all, n_all, q), 3) for k, q in PERCENTILES.items()}
-    pct["max"] = round(int(ok["lat"].max()) / 1000.0, 3)  # type: ignore[arg-type]
-
-    series = _per_second(per, data, sampling_rate)
-    return LatencyStats(ok.height, failed, sampling_rate, start_us / 1e6, pct, series,
+    pct["max"] = round(int(per["max"].max()) / 1000.0, 3)  # type: ignore[arg-type]
+    series = _per_second(per, sampling_rate)
+    return LatencyStats(int(n_all.sum()), failed, sampling_rate, start_us / 1e6, pct, series,
                         {int(b): int(n) for b, n in zip(b_all, n_all, strict=True)})
 
 
-def _per_second(per: pl.DataFrame, data: pl.DataFrame,
-                sampling_rate: float) -> dict[str, list[float | None]]:
+def _per_second(per: pl.DataFrame, sampling_rate: float) -> dict[str, list[float | None]]:
     total = per.group_by("s").agg(pl.col("n").sum().alias("tot"))
     cum = per.join(total, on="s").with_columns(pl.col("n").cum_sum().over("s").alias("cum"))
     aggs = [pl.col("tot").first().alias("count")]
     for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
         aggs.append(pl.col("b").filter(pl.col("cum") >= q * pl.col("tot")).first().alias(name))
-    rows = cum.group_by("s").agg(aggs)
-    mx = data.group_by("s").agg(pl.col("lat").max().alias("max"))
-    rows = rows.join(mx, on="s").sort("s")
+    aggs.append(pl.col("max").max().alias("max"))
+    rows = cum.group_by("s").agg(aggs).sort("s")
     last = int(rows["s"].max())  # type: ignore[arg-type]
     full = pl.DataFrame({"s": np.arange(last + 1, dtype=np.int32)}).join(rows, on="s",
                                                                           how="left")
