@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pgfsbench import __version__, kernel
+from pgfsbench.collect import ceiling
 from pgfsbench.collect.observation import Observation, ObservationResult
 from pgfsbench.collect.txlog import LatencyStats, compress_logs, parse_txlog
 from pgfsbench.plan import Plan, PlannedRun, is_root
@@ -90,6 +91,7 @@ class Loaded:
     kernel_applied: list[dict[str, str]]
     celldir: Path
     initdb_output: str = ""
+    ceiling: dict[str, Any] | None = None
 
 
 @dataclass
@@ -285,6 +287,7 @@ class Campaign:
         driver = driver_for(cell.fs)
         storage = driver.provision(cell.storage_name, cell.storage, ctx)
         details = storage_details(self.runner, storage)
+        ceiling_figures = self._ceiling(cell, storage) if cell.storage.ceiling else None
 
         sock = socket_dir(journal, celldir, self.os_user)
         instance = Instance(self.binaries, storage.pgdata, storage.waldir, sock,
@@ -317,7 +320,21 @@ class Campaign:
         os.sync()
         space = driver.space(storage, self.runner)
         return Loaded(storage, instance, parsed.seconds if parsed else wall, phases, space,
-                      details, [vars(a) for a in applied], celldir, initdb_out)
+                      details, [vars(a) for a in applied], celldir, initdb_out,
+                      ceiling_figures)
+
+    def _ceiling(self, cell: Cell, storage: ProvisionedStorage) -> dict[str, Any]:
+        """pg_test_fsync and fio on the empty filesystem, once per storage identity."""
+        assert self.binaries is not None
+        ident = ceiling.identity(cell.storage.model_dump())
+        cached = self.store.get_ceiling(ident)
+        if cached is not None:
+            return {"identity": ident, "cached": True, **cached["figures"]}
+        self.events.phase("measuring the storage's ceiling (pg_test_fsync, fio)")
+        figures = ceiling.measure(self.runner, self.binaries.tool("pg_test_fsync"),
+                                  storage.data.mountpoint)
+        self.store.put_ceiling(ident, cell.storage_name, figures)
+        return {"identity": ident, "cached": False, **figures}
 
     def _measure(self, journal: Journal, planned: PlannedRun, run_id: int, c: Loaded) -> None:
         assert self.binaries is not None
@@ -346,7 +363,8 @@ class Campaign:
             self.events.phase(f"measuring {w.duration_s:.0f} s")
             summary, progress, rc = self._pgbench(
                 journal, conn, planned, w.duration_s, art / "pgbench", vacuum=w.warmup_s <= 0,
-                live=True, log_prefix=art / "txlog", observation=observation)
+                live=True, log_prefix=art / "txlog" if d.samplers else None,
+                observation=observation)
             observed = observation.finish()
         except BaseException:
             with contextlib.suppress(Exception):
@@ -380,7 +398,9 @@ class Campaign:
             "latency_ms": latency.percentiles_ms if latency else None,
             "wal_bytes": observed.wal_bytes, "wal_fpi": observed.wal_fpi,
             "metrics": {**observed.metrics, "wal_records": observed.wal_records,
-                        "latency_log": latency.as_dict() if latency else None}}
+                        "latency_log": latency.as_dict() if latency else None,
+                        "ceiling": {k: v for k, v in (c.ceiling or {}).items()
+                                    if not k.endswith("_raw")} or None}}
         self.store.finish_run(run_id, status, **record)
         for kind, name in (("pgbench_stdout", "pgbench.stdout"),
                            ("pgbench_stderr", "pgbench.stderr"),

@@ -90,18 +90,21 @@ class Ext4Storage(BlockVolume):
     fs: Literal["ext4"]
     description: str = ""
     wal: WalVolume | None = None
+    ceiling: bool = False  # measure pg_test_fsync and fio on it first (cached)
 
 
 class XfsStorage(BlockVolume):
     fs: Literal["xfs"]
     description: str = ""
     wal: WalVolume | None = None
+    ceiling: bool = False
 
 
 class BtrfsStorage(BlockVolume):
     fs: Literal["btrfs"]
     description: str = ""
     wal: WalVolume | None = None
+    ceiling: bool = False
 
 
 class TmpfsStorage(Model):
@@ -112,6 +115,7 @@ class TmpfsStorage(Model):
     size: str = "2G"
     mount_options: list[str] = []
     wal: WalVolume | None = None
+    ceiling: bool = False
 
     @field_validator("size")
     @classmethod
@@ -126,6 +130,7 @@ class ExistingStorage(Model):
     fs: Literal["existing"]
     description: str = ""
     path: str
+    ceiling: bool = False
 
     @field_validator("path")
     @classmethod
@@ -186,6 +191,7 @@ class ZfsStorage(Model):
     data: ZfsDataset = ZfsDataset()
     wal: ZfsDataset | None = None
     module_parameters: dict[str, ZfsValue] = {}
+    ceiling: bool = False
 
 
 StorageConfig = Annotated[

@@ -11,6 +11,7 @@ from typing import Any
 
 from tests.func.conftest import (
     measuring_pgbench_of,
+    pgfsbench,
     runs_of,
     show,
     start,
@@ -117,3 +118,29 @@ def _guard(fn: Callable[[Path], None], mnt: Path, errors: list[BaseException]) -
     except BaseException as exc:
         errors.append(exc)
         subprocess.run(["fsfreeze", "-u", str(mnt)], check=False)
+
+
+def test_storage_ceiling_is_measured_once_and_kept(base: Path) -> None:
+    spec = write_spec(base / "s.toml", """
+[defaults]
+scale = 1
+clients = 2
+threads = 1
+duration = "1s"
+warmup = "0s"
+repetitions = 2
+[storage.ext4]
+fs = "ext4"
+device = "loop:512M"
+ceiling = true
+""")
+    results = base / "r.sqlite"
+    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
+    first, second = (show(results, r["run_id"]) for r in runs_of(results))
+    c1, c2 = first["metrics"]["ceiling"], second["metrics"]["ceiling"]
+    assert c1["cached"] is False and c2["cached"] is True
+    assert c1["identity"] == c2["identity"]
+    assert c1["pg_test_fsync"]["file sync methods using one 8kB write: fdatasync"] > 0
+    assert c1["fio"]["write_iops"] > 0
+    text = pgfsbench("results", "show", str(first["run_id"]), "--results", str(results)).stdout
+    assert "storage ceiling" in text

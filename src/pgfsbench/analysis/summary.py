@@ -40,11 +40,13 @@ class CellSummary:
     ok: int
     tps: Spread | None
     latency_avg_ms: Spread | None
+    latency_p99_ms: Spread | None
     load_seconds: Spread | None
     space_bytes: Spread | None
     implementation: str | None
     fuse: bool
     errors: tuple[str, ...]
+    label: str = ""  # the cell without the dimensions that do not vary
 
 
 def summarise(runs: Iterable[Mapping[str, Any]]) -> list[CellSummary]:
@@ -61,6 +63,7 @@ def summarise(runs: Iterable[Mapping[str, Any]]) -> list[CellSummary]:
             kernel=first["kernel"], workload=first["workload"], runs=len(rows), ok=len(ok),
             tps=spread(r["tps"] for r in ok),
             latency_avg_ms=spread(r["latency_avg_ms"] for r in ok),
+            latency_p99_ms=spread((r.get("latency_ms") or {}).get("p99") for r in ok),
             load_seconds=spread(r["load_seconds"] for r in ok),
             space_bytes=spread(r["space_bytes"] for r in ok),
             implementation=next((r["implementation"] for r in rows if r.get("implementation")),
@@ -69,4 +72,16 @@ def summarise(runs: Iterable[Mapping[str, Any]]) -> list[CellSummary]:
             errors=tuple(dict.fromkeys(str(r["error"]) for r in rows
                                        if r["status"] != "ok" and r.get("error"))),
         ))
-    return result
+    return with_labels(result)
+
+
+DIMS = ("storage", "postgres", "kernel", "workload")
+
+
+def with_labels(cells: list[CellSummary]) -> list[CellSummary]:
+    """Label each cell by the dimensions that vary across ``cells`` (storage at least)."""
+    import dataclasses
+
+    varying = [d for d in DIMS if len({getattr(c, d) for c in cells}) > 1] or ["storage"]
+    return [dataclasses.replace(c, label="/".join(getattr(c, d) for d in varying))
+            for c in cells]

@@ -76,3 +76,18 @@ def export_cmd(
     Console().print(f"wrote {n} rows to {output}")
 
 
+
+
+@app.command("report")
+def report_cmd(
+    output: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write.")] = Path(
+        "pgfsbench-report.html"),
+    results: ResultsOpt = "pgfsbench.sqlite",
+    campaign: Annotated[int | None, typer.Option(help="Campaign id (default: the latest).")] = None,
+) -> None:
+    """Write the self-contained HTML report (tables and charts) of a campaign."""
+    from pgfsbench.report.html import write_report
+
+    store = open_store(results)
+    write_report(store, output, campaign_id=campaign)
+    Console().print(f"HTML report: {output.resolve()}")

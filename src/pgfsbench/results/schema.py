@@ -119,6 +119,14 @@ checkpoint = Table(
     Column("distance_kb", Integer),
 )
 
+ceiling = Table(
+    "ceiling", metadata,
+    Column("identity", String(64), primary_key=True),  # configuration + host + kernel
+    Column("storage", String(100)),
+    Column("measured_at", DateTime(timezone=True)),
+    Column("figures", JSON),  # pg_test_fsync ops/s by method, fio 8 KiB random r/w
+)
+
 artifact = Table(
     "artifact", metadata,
     Column("run_id", Integer, ForeignKey("run.id"), primary_key=True),

@@ -125,6 +125,18 @@ class Store:
             conn.execute(insert(schema.artifact).values(run_id=run_id, kind=kind,
                                                         path=str(path), bytes=size))
 
+    def put_ceiling(self, identity: str, storage: str, figures: dict[str, Any]) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(delete(schema.ceiling).where(schema.ceiling.c.identity == identity))
+            conn.execute(insert(schema.ceiling).values(identity=identity, storage=storage,
+                                                       measured_at=now(), figures=figures))
+
+    def get_ceiling(self, identity: str) -> dict[str, Any] | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(schema.ceiling).where(
+                schema.ceiling.c.identity == identity)).mappings().first()
+        return {k: _plain(v) for k, v in dict(row).items()} if row else None
+
     # ------------------------------------------------------------ reading
 
     def list_runs(self, campaign_id: int | None = None,
