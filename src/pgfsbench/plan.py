@@ -5,8 +5,10 @@ Making a plan touches nothing; `pgfsbench plan` prints it and `run` executes it.
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import shutil
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,6 +22,7 @@ from pgfsbench.spec import (
     expand,
 )
 from pgfsbench.storage import needs_root
+from pgfsbench.system.errors import UsageError
 from pgfsbench.units import human_bytes, parse_duration, parse_size
 
 # pgbench data is about 15 MB per scale unit (pgbench-tools sizes its grid the same way);
@@ -97,10 +100,17 @@ def data_capacity(cell: Cell) -> int | None:
     return parse_size(s.device[5:]) if s.device.startswith("loop:") else None
 
 
-def make_plan(loaded: LoadedSpec, workdir: Path | None = None) -> Plan:
+def make_plan(loaded: LoadedSpec, workdir: Path | None = None,
+              only: Sequence[str] = ()) -> Plan:
+    """The runs in execution order; ``only`` keeps the cells whose id matches a glob."""
     spec = loaded.spec
     d = spec.defaults
     cells = expand(spec)
+    if only:
+        cells = [c for c in cells if any(fnmatch.fnmatchcase(c.id, p) for p in only)]
+        if not cells:
+            raise UsageError(f"--only {', '.join(only)}: no cell matches (cells are named "
+                             "storage/postgres/kernel/workload)")
     reps = d.repetitions
     if d.order == "interleaved" and d.load_per == "repetition":
         # repetition-major: every cell once, then again, so drift hits all cells alike

@@ -41,6 +41,9 @@ SetOpt = Annotated[list[str] | None, typer.Option(
                   "its dotted path (storage.ext4.device=loop:1G).")]
 WorkdirOpt = Annotated[Path, typer.Option(
     help="Where loop files, mount points, data directories and the journal live.")]
+OnlyOpt = Annotated[list[str] | None, typer.Option(
+    "--only", help="Run only the cells whose id (storage/postgres/kernel/workload) matches "
+                   "this glob, e.g. 'zfs*' (repeatable).")]
 
 
 @app.command("plan")
@@ -48,11 +51,12 @@ def plan_cmd(
     spec: Annotated[Path, typer.Argument(help="The spec file (TOML).")],
     sets: SetOpt = None,
     workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    only: OnlyOpt = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Show the expanded matrix with disk and time estimates; touches nothing."""
     loaded = load_spec(spec, sets or [])
-    plan = make_plan(loaded, workdir)
+    plan = make_plan(loaded, workdir, only or [])
     if as_json:
         print(json.dumps(plan.as_dict(), indent=1))
         return
@@ -136,9 +140,10 @@ class RichEvents:
 
 
 def run_spec(spec: Path, results: str, sets: list[str], workdir: Path,
-             destroy_data_on: list[str], force: bool, console: Console) -> tuple[Store, int]:
+             destroy_data_on: list[str], force: bool, console: Console,
+             only: list[str] | None = None) -> tuple[Store, int]:
     loaded = load_spec(spec, sets)
-    plan = make_plan(loaded, workdir)
+    plan = make_plan(loaded, workdir, only or [])
     print_plan(console, plan)
     unconfirmed = [d for d in destroy_data_on if d not in plan.real_devices]
     if unconfirmed:
@@ -176,9 +181,11 @@ def run_cmd(
                                   "erased (repeat for each).")] = None,
     force: Annotated[bool, typer.Option(help="Also erase devices that carry a filesystem or "
                                              "partition signature.")] = False,
+    only: OnlyOpt = None,
 ) -> None:
     """Run the matrix: provision, configure, load, measure, store; undo everything after."""
-    run_spec(spec, results, sets or [], workdir, destroy_data_on or [], force, Console())
+    run_spec(spec, results, sets or [], workdir, destroy_data_on or [], force, Console(),
+             only)
 
 
 def demo_spec() -> Path:
