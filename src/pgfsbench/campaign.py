@@ -180,23 +180,8 @@ class Campaign:
             workdir=str(self.workdir), environment=host_environment(self.binaries))
         result = CampaignResult(campaign_id)
         try:
-            if self.spec.defaults.load_per == "cell":
-                self._execute_load_per_cell(journal, result)
-            else:
-                for planned in self.plan.runs:
-                    with journal.scope():
-                        loaded_cell: Loaded | None = None
-                        run_id = self._start_run(journal, planned, campaign_id, result)
-                        try:
-                            loaded_cell = self._prepare(journal, planned.cell, run_id)
-                            self._measure(journal, planned, run_id, loaded_cell)
-                        except (Interrupted, KeyboardInterrupt):
-                            self._fail(planned, run_id, "interrupted", "aborted")
-                            raise
-                        except PgfsbenchError as exc:
-                            self._fail(planned, run_id, str(exc))
-                        finally:
-                            self._collect_logs(run_id)
+            for group in self._provisioning_groups():
+                self._execute_group(journal, group, result)
         except (Interrupted, KeyboardInterrupt):
             result.status = "interrupted"
             raise
@@ -212,35 +197,44 @@ class Campaign:
             self.store.finish_campaign(campaign_id, result.status)
         return result
 
-    def _execute_load_per_cell(self, journal: Journal, result: CampaignResult) -> None:
+    def _provisioning_groups(self) -> list[list[PlannedRun]]:
+        """Runs that share one provisioning and load: each run alone (load_per=repetition),
+        or all repetitions of a cell (load_per=cell)."""
+        if self.spec.defaults.load_per != "cell":
+            return [[planned] for planned in self.plan.runs]
         by_cell: dict[str, list[PlannedRun]] = {}
         for planned in self.plan.runs:
             by_cell.setdefault(planned.cell.id, []).append(planned)
-        for runs in by_cell.values():
-            with journal.scope():
-                loaded_cell: Loaded | None = None
-                first_error: str | None = None
-                run_ids = []
-                try:
-                    for planned in runs:
-                        run_id = self._start_run(journal, planned, result.campaign_id, result)
-                        run_ids.append(run_id)
-                        if first_error is not None:
-                            self._fail(planned, run_id, first_error)
-                            continue
-                        try:
-                            if loaded_cell is None:
-                                loaded_cell = self._prepare(journal, planned.cell, run_id)
-                            self._measure(journal, planned, run_id, loaded_cell)
-                        except (Interrupted, KeyboardInterrupt):
-                            self._fail(planned, run_id, "interrupted", "aborted")
-                            raise
-                        except PgfsbenchError as exc:
-                            first_error = first_error if loaded_cell else str(exc)
-                            self._fail(planned, run_id, str(exc))
-                finally:
-                    if run_ids:
-                        self._collect_logs(run_ids[-1])
+        return list(by_cell.values())
+
+    def _execute_group(self, journal: Journal, group: list[PlannedRun],
+                       result: CampaignResult) -> None:
+        """Provision once, measure each run; a failed set-up fails the group's other runs."""
+        with journal.scope():
+            loaded_cell: Loaded | None = None
+            setup_error: str | None = None
+            last_run_id: int | None = None
+            try:
+                for planned in group:
+                    run_id = last_run_id = self._start_run(journal, planned,
+                                                           result.campaign_id, result)
+                    if setup_error is not None:
+                        self._fail(planned, run_id, setup_error)
+                        continue
+                    try:
+                        if loaded_cell is None:
+                            loaded_cell = self._prepare(journal, planned.cell, run_id)
+                        self._measure(journal, planned, run_id, loaded_cell)
+                    except (Interrupted, KeyboardInterrupt):
+                        self._fail(planned, run_id, "interrupted", "aborted")
+                        raise
+                    except PgfsbenchError as exc:
+                        if loaded_cell is None:
+                            setup_error = str(exc)
+                        self._fail(planned, run_id, str(exc))
+            finally:
+                if last_run_id is not None:
+                    self._collect_logs(last_run_id)
 
     def _start_run(self, journal: Journal, planned: PlannedRun, campaign_id: int,
                    result: CampaignResult) -> int:

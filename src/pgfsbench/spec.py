@@ -65,19 +65,12 @@ class BlockVolume(Model):
         return _check_device(v)
 
 
-class WalVolume(Model):
+class WalVolume(BlockVolume):
     """A separate volume for pg_wal (initdb --waldir)."""
 
     fs: Literal["ext4", "xfs", "btrfs", "tmpfs"]
     device: Device = "loop:2G"
     size: str = "1G"  # tmpfs only
-    mkfs_options: list[str] = []
-    mount_options: list[str] = []
-
-    @field_validator("device")
-    @classmethod
-    def _device(cls, v: str) -> str:
-        return _check_device(v)
 
     @field_validator("size")
     @classmethod
@@ -86,25 +79,24 @@ class WalVolume(Model):
         return v
 
 
-class Ext4Storage(BlockVolume):
-    fs: Literal["ext4"]
+class FilesystemStorage(BlockVolume):
+    """A filesystem made on a device for the data directory (and optionally its WAL)."""
+
     description: str = ""
     wal: WalVolume | None = None
     ceiling: bool = False  # measure pg_test_fsync and fio on it first (cached)
 
 
-class XfsStorage(BlockVolume):
+class Ext4Storage(FilesystemStorage):
+    fs: Literal["ext4"]
+
+
+class XfsStorage(FilesystemStorage):
     fs: Literal["xfs"]
-    description: str = ""
-    wal: WalVolume | None = None
-    ceiling: bool = False
 
 
-class BtrfsStorage(BlockVolume):
+class BtrfsStorage(FilesystemStorage):
     fs: Literal["btrfs"]
-    description: str = ""
-    wal: WalVolume | None = None
-    ceiling: bool = False
 
 
 class TmpfsStorage(Model):

@@ -132,3 +132,19 @@ def kill(proc: subprocess.Popen[str], sig: signal.Signals) -> tuple[int, str, st
 def write_spec(path: Path, text: str) -> Path:
     path.write_text(text)
     return path
+
+
+def signal_mid_measurement(spec: Path, results: Path, workdir: Path, sig: signal.Signals,
+                           before: Callable[[], None] | None = None) -> tuple[int, str, str]:
+    """Start `pgfsbench run`, and once pgbench measures (and ``before`` has checked what it
+    wants to see mid-run), send ``sig`` to pgfsbench."""
+    proc = start("run", str(spec), "--results", str(results), "--workdir", str(workdir))
+    try:
+        wait_for(lambda: measuring_pgbench_of(proc.pid), 180, "the measured pgbench")
+        if before is not None:
+            before()
+        return kill(proc, sig)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=60)

@@ -12,14 +12,11 @@ import pytest
 
 from tests.func.conftest import (
     ROOT,
-    kill,
     leftovers,
-    measuring_pgbench_of,
     pgfsbench,
     runs_of,
     show,
-    start,
-    wait_for,
+    signal_mid_measurement,
     write_spec,
 )
 
@@ -117,14 +114,10 @@ def test_sigkill_mid_matrix_is_fully_undone_by_cleanup(base: Path) -> None:
     before = sysctls()
     spec = write_spec(base / "s.toml", KILL_SPEC)
     results = base / "r.sqlite"
-    proc = start("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
-    try:
-        wait_for(lambda: measuring_pgbench_of(proc.pid), 120, "pgbench to run")
+    def applied() -> None:
         assert sysctls()[0] == "67108864" and sysctls()[2] == "7"
-        code, _, _ = kill(proc, signal.SIGKILL)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+
+    code, _, _ = signal_mid_measurement(spec, results, base / "work", signal.SIGKILL, applied)
     assert code == -signal.SIGKILL
     left = leftovers(base)
     assert any(x.startswith("mount:") for x in left) and any(x.startswith("loop:") for x in left)
@@ -144,13 +137,7 @@ def test_sigterm_undoes_everything_on_the_way_out(base: Path) -> None:
     before = sysctls()
     spec = write_spec(base / "s.toml", KILL_SPEC)
     results = base / "r.sqlite"
-    proc = start("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
-    try:
-        wait_for(lambda: measuring_pgbench_of(proc.pid), 120, "pgbench to run")
-        code, _, err = kill(proc, signal.SIGTERM)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    code, _, err = signal_mid_measurement(spec, results, base / "work", signal.SIGTERM)
     assert code == 130, err
     assert "SIGTERM" in err and "Traceback" not in err
     assert leftovers(base) == []

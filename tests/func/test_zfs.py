@@ -10,14 +10,11 @@ from pathlib import Path
 import pytest
 
 from tests.func.conftest import (
-    kill,
     leftovers,
-    measuring_pgbench_of,
     pgfsbench,
     runs_of,
     show,
-    start,
-    wait_for,
+    signal_mid_measurement,
     write_spec,
 )
 
@@ -146,13 +143,8 @@ pool = { layout = "mirror", devices = ["loop:512M", "loop:512M"], log = ["loop:1
 wal = { properties = { recordsize = "64K" } }
 """)
     results = base / "r.sqlite"
-    proc = start("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
-    try:
-        wait_for(lambda: measuring_pgbench_of(proc.pid), 180, "pgbench to run")
-        kill(proc, signal.SIGKILL)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+    code, _, _ = signal_mid_measurement(spec, results, base / "work", signal.SIGKILL)
+    assert code == -signal.SIGKILL
     assert any(p.startswith("pgfsb_") for p in pools())
     assert leftovers(base)
     out = pgfsbench("cleanup", "--workdir", str(base / "work"))
