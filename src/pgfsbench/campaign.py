@@ -154,8 +154,15 @@ class Campaign:
         """Everything that can be refused is refused here, before anything is created."""
         require_root(self.plan)
         self.os_user = postgres_os_user()
-        self.workdir.mkdir(parents=True, exist_ok=True)
-        self.workdir.chmod(0o755)
+        try:
+            self.workdir.mkdir(parents=True, exist_ok=True)
+            if self.workdir.stat().st_uid == os.geteuid():
+                self.workdir.chmod(0o755)
+        except OSError as exc:
+            raise UsageError(f"--workdir {self.workdir}: {exc.strerror}") from None
+        if not os.access(self.workdir, os.W_OK | os.X_OK):
+            raise UsageError(f"--workdir {self.workdir} is not writable by this user; "
+                             "choose another with --workdir")
         check_reachable(self.workdir, self.os_user)
         self.binaries = find_binaries(self.spec.defaults.pg_bindir)
         for cell in self.plan.cells:
@@ -267,7 +274,8 @@ class Campaign:
         d = self.spec.defaults
         cells_dir = self.workdir / "cells"
         cells_dir.mkdir(exist_ok=True)
-        cells_dir.chmod(0o755)
+        if cells_dir.stat().st_uid == os.geteuid():
+            cells_dir.chmod(0o755)  # PostgreSQL's OS user must traverse it whatever our umask
         celldir = make_dir(journal, cells_dir / f"run-{run_id}")
         logdir = make_dir(journal, celldir / "log", owner=self.os_user, mode=0o755)
 
