@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -56,18 +58,21 @@ def leftovers(base: Path) -> list[str]:
 
 
 @pytest.fixture
-def base(tmp_path: Path) -> Iterator[Path]:
-    """A directory of the test's own; at the end nothing may be left under it."""
-    d = tmp_path
+def base() -> Iterator[Path]:
+    """A directory the test creates (not pytest's tmp_path, whose root another pytest
+    session may make private at any moment, locking PostgreSQL's OS user out); at the end
+    nothing may be left under it, and it is removed."""
+    d = Path(tempfile.mkdtemp(prefix="pgfsb-test-", dir="/var/tmp"))
     d.chmod(0o755)
-    for parent in d.parents:
-        if str(parent).startswith("/tmp/pytest-of"):
-            parent.chmod(0o755)
-    yield d
-    left = leftovers(d)
-    if left:  # clean up for the next tests, then fail loudly
-        pgfsbench("cleanup", "--workdir", str(d / "work"), check=False)
-    assert left == [], f"left behind: {left}"
+    try:
+        yield d
+        left = leftovers(d)
+        if left:  # clean up for the next tests, then fail loudly
+            pgfsbench("cleanup", "--workdir", str(d / "work"), check=False)
+        assert left == [], f"left behind: {left}"
+    finally:
+        if not leftovers(d):
+            shutil.rmtree(d, ignore_errors=True)
 
 
 def pgfsbench(*args: str, check: bool = True, timeout: float = 600,
