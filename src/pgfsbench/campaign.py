@@ -33,7 +33,7 @@ from pgfsbench.spec import Cell, LoadedSpec
 from pgfsbench.storage import driver_for
 from pgfsbench.storage.base import ProvisionContext, ProvisionedStorage, Volume
 from pgfsbench.storage.blockfs import fs_info
-from pgfsbench.storage.devices import DeviceFactory, DevicePolicy
+from pgfsbench.storage.devices import DeviceFactory, DevicePolicy, check_real_device
 from pgfsbench.system.actions import make_dir, watch_process_group
 from pgfsbench.system.errors import (
     CommandError,
@@ -170,10 +170,8 @@ class Campaign:
             problems = kernel.check(cell.kernel)
             if problems:
                 raise UsageError(f"kernel {cell.kernel_name}: {'; '.join(problems)}")
-            for dev in list(self.plan.real_devices):
-                from pgfsbench.storage.devices import check_real_device
-
-                check_real_device(self.runner, dev, self.policy)
+        for dev in self.plan.real_devices:
+            check_real_device(self.runner, dev, self.policy)
 
     # ------------------------------------------------------------ the whole matrix
 

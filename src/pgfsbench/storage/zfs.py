@@ -371,6 +371,9 @@ def dataset_properties(runner: Runner, dataset: str, impl: ZfsImplementation,
     return result
 
 
+_PROBED_FUSE: ZfsImplementation | None = None
+
+
 @dataclass(frozen=True)
 class ZfsDriver:
     def implementation(self, runner: Runner) -> ZfsImplementation:
@@ -392,7 +395,13 @@ class ZfsDriver:
         self.validate(config, impl)
 
     def _probe_fuse(self, runner: Runner) -> ZfsImplementation:
-        """Start zfs-fuse briefly to ask it what it supports, then stop it."""
+        """Start zfs-fuse briefly to ask it what it supports, then stop it (once a process)."""
+        global _PROBED_FUSE
+        if _PROBED_FUSE is None:
+            _PROBED_FUSE = self._start_and_ask(runner)
+        return _PROBED_FUSE
+
+    def _start_and_ask(self, runner: Runner) -> ZfsImplementation:
         import tempfile
 
         from pgfsbench.system.journal import Journal
