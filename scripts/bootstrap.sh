@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DEBS=(postgresql-15 postgresql-contrib pgbouncer sysbench fio e2fsprogs xfsprogs btrfs-progs
+DEBS=(postgresql-15 postgresql-contrib pgbouncer sysbench fio e2fsprogs xfsprogs btrfs-progs fdisk
       zfs-fuse util-linux procps chromium)
 missing=()
 for p in "${DEBS[@]}"; do

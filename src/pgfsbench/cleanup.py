@@ -48,16 +48,20 @@ def cleanup(workdir: Path, runner: Runner | None = None) -> CleanupReport:
 
 
 def _mark_runs_aborted(journal: LeftoverJournal) -> int:
-    """Runs the dead process left as 'running' in its results store become 'aborted'."""
+    """Runs and the campaign the dead process left as 'running' in its results store
+    become 'aborted'."""
     target = journal.meta.get("results")
     run_ids = [int(n["run_id"]) for n in journal.notes if "run_id" in n]
-    if not target or not run_ids:
+    campaigns = [int(n["campaign_id"]) for n in journal.notes if "campaign_id" in n]
+    if not target or not (run_ids or campaigns):
         return 0
     from pgfsbench.results.store import Store
 
-    with contextlib.suppress(PgfsbenchError, OSError):
+    with contextlib.suppress(PgfsbenchError, OSError, Exception):
         store = Store(str(target))
         try:
+            for campaign_id in campaigns:
+                store.mark_campaign_aborted(campaign_id)
             return store.mark_aborted(run_ids, "the pgfsbench process was killed; "
                                                "undone by pgfsbench cleanup")
         finally:

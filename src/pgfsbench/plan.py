@@ -1,6 +1,9 @@
 """The plan: the expanded matrix in execution order, with disk and time estimates.
 
-Making a plan touches nothing; `pgfsbench plan` prints it and `run` executes it.
+Making a plan touches nothing (it reads the spec, the device paths and the free space);
+`pgfsbench plan` prints it and `run` executes it. What would fail later for a reason
+known now (a device named twice, a device that does not exist, a scale that cannot fit
+its storage) is refused here.
 """
 
 from __future__ import annotations
@@ -23,13 +26,14 @@ from pgfsbench.spec import (
 )
 from pgfsbench.storage import needs_root
 from pgfsbench.system.errors import UsageError
-from pgfsbench.units import human_bytes, parse_duration, parse_size
+from pgfsbench.units import human_bytes, parse_size
+from pgfsbench.workloads import workload_for
 
-# pgbench data is about 15 MB per scale unit (pgbench-tools sizes its grid the same way);
-# indexes, free space and WAL during the load take it to roughly twice that.
-BYTES_PER_SCALE = 16 * 1024 * 1024
 LOAD_SECONDS_PER_SCALE = 0.6  # client-side generation on a small machine, measured here
 SETUP_SECONDS = 8.0  # losetup, mkfs, mount, initdb, start, stop, unmount
+# the data directory right after initdb, plus the WAL a load writes on top of the data
+BASE_BYTES = 64 << 20
+LOAD_HEADROOM = 2.0
 
 
 @dataclass(frozen=True)
@@ -43,41 +47,47 @@ class PlannedRun:
 class Plan:
     cells: list[Cell]
     runs: list[PlannedRun]
-    scale: int
     repetitions: int
     load_per: str
     estimated_seconds: float
     loop_bytes_per_cell: dict[str, int]
+    needed_bytes_per_cell: dict[str, int]
     real_devices: list[str]
     needs_root: bool
     warnings: list[str] = field(default_factory=list)
+
+    @property
+    def scales(self) -> list[int]:
+        return sorted({c.scale for c in self.cells})
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "cells": [c.id for c in self.cells],
             "runs": len(self.runs),
-            "scale": self.scale,
+            "scales": self.scales,
             "repetitions": self.repetitions,
             "load_per": self.load_per,
             "estimated_seconds": round(self.estimated_seconds),
             "peak_loop_bytes": max(self.loop_bytes_per_cell.values(), default=0),
+            "needed_bytes": self.needed_bytes_per_cell,
             "real_devices": self.real_devices,
             "needs_root": self.needs_root,
             "warnings": self.warnings,
         }
 
 
-def cell_devices(cell: Cell) -> list[str]:
-    """Every device string (loop:SIZE or /dev/...) a cell's storage asks for."""
+def cell_devices(cell: Cell) -> list[tuple[str, str]]:
+    """(role, device) for every device a cell's storage asks for (loop:SIZE or /dev/...)."""
     s = cell.storage
-    devices: list[str] = []
+    devices: list[tuple[str, str]] = []
     if isinstance(s, ZfsStorage):
-        devices += s.pool.devices + s.pool.log + s.pool.cache
+        devices += [("pool", d) for d in s.pool.devices]
+        devices += [("log", d) for d in s.pool.log] + [("cache", d) for d in s.pool.cache]
     elif not isinstance(s, TmpfsStorage | ExistingStorage):
-        devices.append(s.device)
+        devices.append(("data", s.device))
     wal = getattr(s, "wal", None)
     if wal is not None and hasattr(wal, "device") and wal.fs != "tmpfs":
-        devices.append(wal.device)
+        devices.append(("wal", wal.device))
     return devices
 
 
@@ -100,6 +110,32 @@ def data_capacity(cell: Cell) -> int | None:
     return parse_size(s.device[5:]) if s.device.startswith("loop:") else None
 
 
+def check_devices(cell: Cell) -> None:
+    """A device named twice in one cell (data and WAL, two pool members), or one that does
+    not exist, is refused before anything is touched."""
+    seen: dict[str, str] = {}
+    for role, dev in cell_devices(cell):
+        if not dev.startswith("/dev/"):
+            continue
+        if not Path(dev).exists():
+            raise UsageError(f"storage {cell.storage_name}: {role} device {dev} does not exist")
+        real = os.path.realpath(dev)
+        if real in seen:
+            raise UsageError(f"storage {cell.storage_name}: {dev} is named twice ({seen[real]} "
+                             f"and {role}{' as ' + real if real != dev else ''})")
+        seen[real] = role
+
+
+def order_runs(cells: list[Cell], repetitions: int, order: str,
+               load_per: str) -> list[PlannedRun]:
+    if order == "interleaved" and load_per == "repetition":
+        # repetition-major: every cell once, then again, so drift hits all cells alike
+        pairs = [(c, r) for r in range(1, repetitions + 1) for c in cells]
+    else:
+        pairs = [(c, r) for c in cells for r in range(1, repetitions + 1)]
+    return [PlannedRun(i, c, r) for i, (c, r) in enumerate(pairs)]
+
+
 def make_plan(loaded: LoadedSpec, workdir: Path | None = None,
               only: Sequence[str] = ()) -> Plan:
     """The runs in execution order; ``only`` keeps the cells whose id matches a glob."""
@@ -112,31 +148,29 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None,
             raise UsageError(f"--only {', '.join(only)}: no cell matches (cells are named "
                              "storage/postgres/kernel/workload)")
     reps = d.repetitions
-    if d.order == "interleaved" and d.load_per == "repetition":
-        # repetition-major: every cell once, then again, so drift hits all cells alike
-        pairs = [(c, r) for r in range(1, reps + 1) for c in cells]
-    else:
-        pairs = [(c, r) for c in cells for r in range(1, reps + 1)]
-    runs = [PlannedRun(i, c, r) for i, (c, r) in enumerate(pairs)]
-
-    load_s = d.scale * LOAD_SECONDS_PER_SCALE
-    loads = len(runs) if d.load_per == "repetition" else len(cells)
-    provisions = loads
-    est = provisions * SETUP_SECONDS + loads * load_s + sum(
-        r.cell.workload.warmup_s + r.cell.workload.duration_s + 2 for r in runs)
+    runs = order_runs(cells, reps, d.order, d.load_per)
 
     loop_bytes: dict[str, int] = {}
+    needed: dict[str, int] = {}
     real: list[str] = []
     warnings: list[str] = []
-    need = d.scale * BYTES_PER_SCALE * 2
     for cell in cells:
-        devs = cell_devices(cell)
+        check_devices(cell)
+        devs = [dev for _, dev in cell_devices(cell)]
         loop_bytes[cell.id] = sum(parse_size(x[5:]) for x in devs if x.startswith("loop:"))
         real += [x for x in devs if x.startswith("/dev/") and x not in real]
+        data = workload_for(cell, d).estimated_bytes(cell)
+        needed[cell.id] = int(BASE_BYTES + data * LOAD_HEADROOM)
         cap = data_capacity(cell)
-        if cap is not None and cap < need:
+        if cap is not None and cap < needed[cell.id]:
             warnings.append(f"{cell.storage_name}: {human_bytes(cap)} may be too small for "
-                            f"scale {d.scale} (about {human_bytes(need)} needed)")
+                            f"scale {cell.scale} (about {human_bytes(needed[cell.id])} needed)")
+    loads = len(runs) if d.load_per == "repetition" else len(cells)
+    by_id = {c.id: c for c in cells}
+    load_s = sum(by_id[r.cell.id].scale * LOAD_SECONDS_PER_SCALE for r in runs) \
+        if d.load_per == "repetition" else sum(c.scale * LOAD_SECONDS_PER_SCALE for c in cells)
+    est = loads * SETUP_SECONDS + load_s + sum(
+        r.cell.workload.warmup_s + r.cell.workload.duration_s + 3 for r in runs)
     warnings = list(dict.fromkeys(warnings))
     if workdir is not None:
         probe = workdir if workdir.exists() else workdir.parent
@@ -144,12 +178,12 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None,
             probe = probe.parent
         free = shutil.disk_usage(probe).free
         peak = max(loop_bytes.values(), default=0)
+        need = max(needed.values(), default=0)
         # loop files are sparse: they grow with what is written, up to their size
         if peak and free < min(peak, need * 2):
             warnings.append(f"only {human_bytes(free)} free under {probe} for loop files of up "
                             f"to {human_bytes(peak)}")
-    parse_duration(d.startup_timeout)
-    return Plan(cells, runs, d.scale, reps, d.load_per, est, loop_bytes, real,
+    return Plan(cells, runs, reps, d.load_per, est, loop_bytes, needed, real,
                 any(needs_root(c.fs) for c in cells), warnings)
 
 

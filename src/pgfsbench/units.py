@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 _SIZE_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgtp]?)(i?b?)\s*$", re.IGNORECASE)
@@ -25,13 +26,15 @@ def parse_size(text: str | int) -> int:
 def parse_duration(text: str | int | float) -> float:
     """Seconds from '5s', '2m', '1h', '500ms' or a plain number of seconds."""
     if isinstance(text, int | float):
-        if text < 0:
-            raise ValueError("a duration cannot be negative")
+        if not math.isfinite(text) or text < 0:
+            raise ValueError("a duration is a finite number of seconds, not negative")
+        if text > 366 * 86400:
+            raise ValueError("a duration of more than a year is not a benchmark")
         return float(text)
     m = _DUR_RE.match(text)
     if not m:
         raise ValueError(f"{text!r} is not a duration (examples: 30s, 2m, 1h)")
-    return float(m.group(1)) * _DUR_MULT[(m.group(2) or "").lower()]
+    return parse_duration(float(m.group(1)) * _DUR_MULT[(m.group(2) or "").lower()])
 
 
 def human_bytes(n: float | None) -> str:

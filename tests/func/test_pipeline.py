@@ -162,7 +162,10 @@ settings = { shared_buffers = "lots" }
 settings = { shared_buffers = "64MB" }
 """)
     results = base / "r.sqlite"
-    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
+    proc = pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"),
+                     check=False)
+    assert proc.returncode == 6, proc.stderr  # completed, but a run failed
+    assert "1 of 2 run(s) did not complete" in proc.stderr
     broken, fine = runs_of(results)
     assert broken["status"] == "failed"
     assert "PostgreSQL did not start" in broken["error"] and "shared_buffers" in broken["error"]

@@ -3,8 +3,8 @@ from pathlib import Path
 import pytest
 
 from pgfsbench.spec import Workload
+from pgfsbench.workloads.base import Endpoint
 from pgfsbench.workloads.pgbench import (
-    Connection,
     init_argv,
     parse_init,
     parse_progress,
@@ -13,13 +13,13 @@ from pgfsbench.workloads.pgbench import (
 )
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "pgbench"
-CONN = Connection("/run/sock", 5432, "postgres", "pgbench")
+CONN = Endpoint("/run/sock", 5432, "postgres", "pgbench")
 
 
 def workload(**kw: object) -> Workload:
-    base = {"name": "w", "builtin": "tpcb-like", "scripts": (), "clients": 4, "threads": 2,
-            "duration_s": 5.0, "warmup_s": 0.0, "rate": None, "protocol": "simple",
-            "extra_args": ()}
+    base = {"name": "w", "tool": "pgbench", "builtin": "tpcb-like", "scripts": (),
+            "clients": 4, "threads": 2, "duration_s": 5.0, "warmup_s": 0.0, "rate": None,
+            "protocol": "simple", "extra_args": ()}
     base.update(kw)
     return Workload(**base)  # type: ignore[arg-type]
 

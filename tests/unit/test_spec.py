@@ -132,3 +132,105 @@ def test_plan_order_interleaves_repetitions_and_only_filters() -> None:
     assert plan.needs_root and plan.estimated_seconds > 0
     with pytest.raises(UsageError, match="no cell matches"):
         make_plan(loaded, only=["nothing*"])
+
+
+def test_setting_names_are_case_insensitive_and_checked(tmp_path: Path) -> None:
+    for name in ("Listen_Addresses", "LISTEN_ADDRESSES", "Port", "unix_socket_DIRECTORIES",
+                 "include", "log_line_prefix"):
+        msg = error_of(tmp_path, f'[storage.a]\nfs = "tmpfs"\n[postgres.p]\n'
+                                 f'settings = {{ {name} = "*" }}\n')
+        assert "postgres.p.settings" in msg and name in msg, msg
+    msg = error_of(tmp_path, '[storage.a]\nfs = "tmpfs"\n[postgres.p]\n'
+                             'settings = { "shared buffers" = "1GB" }\n')
+    assert "not a setting name" in msg
+    msg = error_of(tmp_path, '[storage.a]\nfs = "tmpfs"\n[postgres.p]\n'
+                             'settings = { shared_buffers = "1GB", Shared_Buffers = "2GB" }\n')
+    assert "the same setting" in msg
+
+
+def test_a_value_cannot_inject_a_line(tmp_path: Path) -> None:
+    msg = error_of(tmp_path, '[storage.a]\nfs = "tmpfs"\n[postgres.p]\n'
+                             'settings = { work_mem = "4MB\\nlisten_addresses = \'*\'" }\n')
+    assert "control characters" in msg
+    from pgfsbench.postgres.instance import conf_value, render_conf
+    from pgfsbench.system.errors import InstanceError
+
+    assert conf_value("it's \\ here") == "'it''s \\\\ here'"
+    with pytest.raises(InstanceError):
+        render_conf(Path("/s"), 5432, {"work_mem": "4MB\nport = 1"})
+    with pytest.raises(InstanceError):
+        render_conf(Path("/s"), 5432, {"Listen_Addresses": "*"})
+
+
+def test_byte_sysctls_take_sizes_and_others_take_integers(tmp_path: Path) -> None:
+    base = '[storage.a]\nfs = "tmpfs"\n[kernel.k]\nsysctl = { '
+    spec = load_spec(write(tmp_path, base + '"vm.dirty_background_bytes" = "32MB", '
+                                            '"vm.min_free_kbytes" = "64M", '
+                                            '"vm.swappiness" = 1.0, '
+                                            '"kernel.sched_x" = "1 2 3" }\n')).spec
+    assert spec.kernel["k"].sysctl == {"vm.dirty_background_bytes": 33554432,
+                                       "vm.min_free_kbytes": 65536, "vm.swappiness": 1,
+                                       "kernel.sched_x": "1 2 3"}
+    assert "integer" in error_of(tmp_path, base + '"vm.swappiness" = "low" }\n')
+    assert "size such as 64MB" in error_of(tmp_path, base + '"vm.dirty_bytes" = "lots" }\n')
+    assert "does not fit" in error_of(tmp_path, base + '"vm.dirty_bytes" = 1e30 }\n')
+    assert "does not fit" in error_of(tmp_path, base + '"vm.dirty_bytes" = '
+                                                      '99999999999999999999999 }\n')
+
+
+def test_durations_are_seconds_everywhere(tmp_path: Path) -> None:
+    text = ('[defaults]\nduration = 30\nwarmup = 2.5\nstall_timeout = "1m"\n'
+            '[storage.a]\nfs = "tmpfs"\n[workload.w]\nduration = "90s"\n')
+    spec = load_spec(write(tmp_path, text)).spec
+    assert spec.defaults.duration == 30.0 and spec.defaults.warmup == 2.5
+    assert spec.defaults.stall_timeout == 60.0 and spec.workload["w"].duration == 90.0
+    loaded = load_spec(write(tmp_path, '[storage.a]\nfs = "tmpfs"\n'), ("duration=45",))
+    assert expand(loaded.spec)[0].workload.duration_s == 45.0
+    assert "duration" in error_of(tmp_path, '[defaults]\nduration = true\n[storage.a]\n'
+                                            'fs = "tmpfs"\n')
+    assert "at least 1 s" in error_of(tmp_path, '[defaults]\nduration = 0\n[storage.a]\n'
+                                                'fs = "tmpfs"\n')
+
+
+def test_integers_are_bounded_before_the_store_sees_them(tmp_path: Path) -> None:
+    for key, value in (("scale", 10**20), ("clients", 0), ("repetitions", 10**6),
+                       ("threads", -1)):
+        msg = error_of(tmp_path, f'[defaults]\n{key} = {value}\n[storage.a]\nfs = "tmpfs"\n')
+        assert f"defaults.{key}" in msg, msg
+
+
+def test_a_spec_that_is_not_utf8_is_one_error(tmp_path: Path) -> None:
+    p = tmp_path / "latin1.toml"
+    p.write_bytes('name = "caf\xe9"\n[storage.a]\nfs = "tmpfs"\n'.encode("latin-1"))
+    with pytest.raises(SpecError, match=r"not UTF-8 text \(byte 0xe9 at offset 11\)"):
+        load_spec(p)
+    with pytest.raises(SpecError, match="is a directory"):
+        load_spec(tmp_path)
+
+
+def test_sweeps_expand_into_cells_named_by_what_varies(tmp_path: Path) -> None:
+    text = ('[defaults]\nclients = [4, 32]\nscale = 2\n[storage.a]\nfs = "tmpfs"\n'
+            '[storage.b]\nfs = "tmpfs"\n[workload.w]\n[workload.r]\nbuiltin = "select-only"\n'
+            'scale = [1, 3]\n[[matrix.exclude]]\nstorage = "b"\nclients = 32\n')
+    cells = expand(load_spec(write(tmp_path, text)).spec)
+    ids = [c.id for c in cells]
+    assert ids[:2] == ["a/default/default/w@scale=2,clients=4",
+                       "a/default/default/w@scale=2,clients=32"]
+    assert "b/default/default/r@scale=3,clients=4" in ids
+    assert not any(i.startswith("b/") and "clients=32" in i for i in ids)
+    assert len(ids) == 2 * 1 + 2 * 2 + 1 + 2  # a: w x2 clients, r x2 scales x2; b: w, r x2
+    assert {c.workload.threads for c in cells if c.workload.clients == 4} == {2}
+    msg = error_of(tmp_path, '[defaults]\nclients = [4, 4]\n[storage.a]\nfs = "tmpfs"\n')
+    assert "appears twice" in msg
+
+
+def test_devices_named_twice_or_missing_are_refused_by_plan(tmp_path: Path) -> None:
+    twice = ('[storage.a]\nfs = "ext4"\ndevice = "/dev/null"\n[storage.a.wal]\nfs = "xfs"\n'
+             'device = "/dev/null"\n')
+    with pytest.raises(UsageError, match="named twice"):
+        make_plan(load_spec(write(tmp_path, twice)))
+    missing = '[storage.a]\nfs = "ext4"\ndevice = "/dev/pgfsb-no-such-disk"\n'
+    with pytest.raises(UsageError, match="does not exist"):
+        make_plan(load_spec(write(tmp_path, missing)))
+    assert "loop:SIZE" in error_of(tmp_path, '[storage.a]\nfs = "ext4"\n'
+                                             'device = "/dev/../etc/passwd"\n')

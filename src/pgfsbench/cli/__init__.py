@@ -1,8 +1,20 @@
-"""The command line: parse -> call core -> render. Errors become one line and an exit code."""
+"""The command line: parse -> call core -> render. Errors become one line and an exit code.
+
+Exit status: 0 done (every run ok); 1 an error; 2 a spec or usage error; 3 needs root;
+4 refused by the device guard; 5 the installed tools cannot do what the spec asks;
+6 the campaign completed but some runs failed or were aborted; 7 another campaign holds
+this host; 130 interrupted (everything undone). Anything else is a bug: its traceback is
+written to a file in the work directory and one line points at it.
+"""
 
 from __future__ import annotations
 
+import os
 import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -18,10 +30,36 @@ app = typer.Typer(
     add_completion=False,
 )
 err_console = Console(stderr=True)
+BUG_EXIT = 70
 
 
 def _register() -> None:
     from pgfsbench.cli import cleanup, results, run  # noqa: F401
+
+
+def _workdir_from_argv(argv: list[str]) -> Path:
+    from pgfsbench.engine.preflight import DEFAULT_WORKDIR
+
+    for i, arg in enumerate(argv):
+        if arg == "--workdir" and i + 1 < len(argv):
+            return Path(argv[i + 1])
+        if arg.startswith("--workdir="):
+            return Path(arg.split("=", 1)[1])
+    return DEFAULT_WORKDIR
+
+
+def write_traceback(text: str, workdir: Path) -> Path:
+    """Keep a bug's traceback where the user can send it (the work directory, else /tmp)."""
+    name = f"traceback-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
+    for directory in (workdir / "tracebacks", Path(tempfile.gettempdir())):
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+            path = directory / name
+            path.write_text(text)
+            return path
+        except OSError:
+            continue
+    return Path("(could not be written)")
 
 
 def main() -> None:
@@ -35,3 +73,10 @@ def main() -> None:
     except KeyboardInterrupt:
         err_console.print("pgfsbench: interrupted; everything it created was undone")
         sys.exit(Interrupted.exit_code)
+    except Exception as exc:  # the last resort: a traceback reaching the user is a bug
+        path = write_traceback(traceback.format_exc(), _workdir_from_argv(sys.argv))
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        err_console.print(f"pgfsbench: internal error ({type(exc).__name__}: {first[:200]}); "
+                          f"the traceback is in {path}", markup=False, highlight=False,
+                          soft_wrap=True)
+        sys.exit(BUG_EXIT)

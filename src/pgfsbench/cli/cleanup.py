@@ -8,10 +8,11 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from pgfsbench.campaign import DEFAULT_WORKDIR
 from pgfsbench.cleanup import cleanup
 from pgfsbench.cli import app
+from pgfsbench.engine.preflight import DEFAULT_WORKDIR
 from pgfsbench.system.errors import NeedsRootError, PgfsbenchError
+from pgfsbench.system.hostlock import host_lock
 
 
 @app.command("cleanup")
@@ -28,7 +29,9 @@ def cleanup_cmd(
         return
     if os.geteuid() != 0 and any((workdir / "journal").glob("*.jsonl")):
         raise NeedsRootError("undoing mounts, loop devices and sysctls needs root")
-    report = cleanup(workdir)
+    # a campaign running now would see its kernel settings restored under it: refused
+    with host_lock("pgfsbench cleanup", workdir):
+        report = cleanup(workdir)
     for line in report.still_running:
         console.print(f"[yellow]skipped[/]: {line}")
     for what in report.undone:

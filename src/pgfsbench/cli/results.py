@@ -23,7 +23,7 @@ ResultsOpt = Annotated[str, typer.Option("--results", "-r",
 
 
 def open_store(results: str) -> Store:
-    if "://" not in results and not Path(results).exists():
+    if "://" not in results and not Path(results).is_file():
         raise UsageError(f"{results}: no such results file")
     return Store(results)
 
@@ -60,22 +60,52 @@ def show_cmd(
     Console().print(run_detail(run))
 
 
+FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
+
+
+def export_format(output: Path, fmt: str | None) -> str:
+    """The format follows the file's extension; --format must agree with it if given."""
+    by_ext = FORMATS.get(output.suffix.lower())
+    if fmt is not None and fmt not in ("csv", "parquet"):
+        raise UsageError("--format is csv or parquet")
+    if by_ext is None:
+        if fmt is None:
+            raise UsageError(f"{output}: name it .csv or .parquet (or give --format)")
+        return fmt
+    if fmt is not None and fmt != by_ext:
+        raise UsageError(f"{output} ends in {output.suffix} but --format is {fmt}")
+    return by_ext
+
+
 @results_app.command("export")
 def export_cmd(
-    output: Annotated[Path, typer.Argument(help="File to write.")],
+    output: Annotated[Path, typer.Argument(help="File to write (.csv or .parquet).")],
     results: ResultsOpt = "pgfsbench.sqlite",
-    fmt: Annotated[str, typer.Option("--format", help="csv or parquet.")] = "csv",
+    fmt: Annotated[str | None, typer.Option("--format", help="csv or parquet (default: from "
+                                            "the file's extension).")] = None,
     series: Annotated[bool, typer.Option(help="Export the per-second series (long form) "
                                                "instead of one row per run.")] = False,
 ) -> None:
     """Write runs (or their per-second series) as CSV or Parquet for analysis elsewhere."""
-    if fmt not in ("csv", "parquet"):
-        raise UsageError("--format is csv or parquet")
+    chosen = export_format(output, fmt)
     store = open_store(results)
-    n = export_runs(store, output, fmt, series=series)
+    n = export_runs(store, output, chosen, series=series)
     Console().print(f"wrote {n} rows to {output}")
 
 
+def campaign_ids(store: Store, campaigns: list[int] | None) -> list[int]:
+    """The campaigns asked for (each must exist), or the latest one."""
+    known = {int(c["id"]) for c in store.campaigns()}
+    if campaigns:
+        missing = [c for c in campaigns if c not in known]
+        if missing:
+            raise UsageError(f"no campaign {missing[0]} in {store.target} (there are: "
+                             f"{', '.join(map(str, sorted(known))) or 'none'})")
+        return list(campaigns)
+    latest = store.latest_campaign_id()
+    if latest is None:
+        raise UsageError(f"{store.target} holds no campaign yet")
+    return [latest]
 
 
 @app.command("report")
@@ -83,11 +113,12 @@ def report_cmd(
     output: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write.")] = Path(
         "pgfsbench-report.html"),
     results: ResultsOpt = "pgfsbench.sqlite",
-    campaign: Annotated[int | None, typer.Option(help="Campaign id (default: the latest).")] = None,
+    campaign: Annotated[list[int] | None, typer.Option(
+        help="Campaign id (repeatable; default: the latest).")] = None,
 ) -> None:
-    """Write the self-contained HTML report (tables and charts) of a campaign."""
+    """Write the self-contained HTML report (tables and charts) of campaigns."""
     from pgfsbench.report.html import write_report
 
     store = open_store(results)
-    write_report(store, output, campaign_id=campaign)
+    write_report(store, output, campaign_ids=campaign_ids(store, campaign))
     Console().print(f"HTML report: {output.resolve()}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 from rich.console import Console
@@ -21,19 +21,18 @@ from rich.progress import (
 from rich.table import Table
 
 from pgfsbench.analysis.summary import summarise
-from pgfsbench.campaign import (
-    DEFAULT_WORKDIR,
-    Campaign,
-    require_root,
-    signals_raise_interrupted,
-)
 from pgfsbench.cli import app
+from pgfsbench.collect.host import busy_warning, sample_load
+from pgfsbench.engine.campaign import Campaign, CampaignResult, signals_raise_interrupted
+from pgfsbench.engine.preflight import DEFAULT_WORKDIR, require_root
+from pgfsbench.engine.records import RunRecord, RunStatus
 from pgfsbench.plan import Plan, PlannedRun, make_plan
 from pgfsbench.report.terminal import failure_lines, summary_table
-from pgfsbench.results.store import Store
-from pgfsbench.spec import load_spec
+from pgfsbench.results.store import Store, check_writable
+from pgfsbench.spec import LoadedSpec, load_spec
 from pgfsbench.storage.devices import DevicePolicy
-from pgfsbench.system.errors import Interrupted, UsageError
+from pgfsbench.system.errors import Interrupted, RunsFailed, UsageError
+from pgfsbench.system.hostlock import host_lock
 from pgfsbench.units import human_bytes, human_seconds
 
 SetOpt = Annotated[list[str] | None, typer.Option(
@@ -57,6 +56,10 @@ def plan_cmd(
     """Show the expanded matrix with disk and time estimates; touches nothing."""
     loaded = load_spec(spec, sets or [])
     plan = make_plan(loaded, workdir, only or [])
+    busy = busy_warning(sample_load(0.5), loaded.spec.defaults.busy_cpu_pct,
+                        loaded.spec.defaults.busy_steal_pct)
+    if busy:
+        plan.warnings.append(busy.replace("before the run", "now"))
     if as_json:
         print(json.dumps(plan.as_dict(), indent=1))
         return
@@ -66,16 +69,18 @@ def plan_cmd(
 def print_plan(console: Console, plan: Plan) -> None:
     table = Table(title=f"{len(plan.cells)} cells x {plan.repetitions} repetitions = "
                         f"{len(plan.runs)} runs", title_justify="left")
-    for col in ("cell", "fs", "clients/threads", "warm-up + measure", "loop files"):
+    for col in ("cell", "fs", "scale", "clients/threads", "warm-up + measure", "loop files",
+                "data"):
         table.add_column(col)
     for cell in plan.cells:
         wl = cell.workload
-        table.add_row(cell.id, cell.fs, f"{wl.clients}/{wl.threads}",
-                      f"{wl.warmup_s:.0f} s + {wl.duration_s:.0f} s",
+        table.add_row(cell.id, cell.fs, str(cell.scale), f"{wl.clients}/{wl.threads}",
+                      f"{wl.warmup_s:g} s + {wl.duration_s:g} s",
                       human_bytes(plan.loop_bytes_per_cell[cell.id]) if
-                      plan.loop_bytes_per_cell[cell.id] else "-")
+                      plan.loop_bytes_per_cell[cell.id] else "-",
+                      human_bytes(plan.needed_bytes_per_cell[cell.id]))
     console.print(table)
-    console.print(f"scale {plan.scale}, load per {plan.load_per}; estimated time "
+    console.print(f"load per {plan.load_per}; estimated time "
                   f"{human_seconds(plan.estimated_seconds)}; loop files up to "
                   f"{human_bytes(max(plan.loop_bytes_per_cell.values(), default=0))} at once "
                   "(sparse)")
@@ -83,11 +88,11 @@ def print_plan(console: Console, plan: Plan) -> None:
         console.print(f"[bold red]real devices that would be ERASED[/]: "
                       f"{', '.join(plan.real_devices)} (needs --destroy-data-on for each)")
     for w in plan.warnings:
-        console.print(f"[yellow]warning[/]: {w}")
+        console.print(f"[yellow]warning[/]: {w}", markup=True, highlight=False)
 
 
 class RichEvents:
-    """Progress over the whole matrix with ETA, and the current cell's live TPS."""
+    """Progress over the whole matrix with ETA, and the current cell's live throughput."""
 
     def __init__(self, console: Console, plan: Plan):
         self.console = console
@@ -122,51 +127,67 @@ class RichEvents:
         self.phase_text = f"· {text}"
         self._describe()
 
-    def live_tps(self, second: float, tps: float) -> None:
-        self._describe(f" · {tps:,.0f} tps at {second:.0f} s")
+    def live(self, second: float, throughput: float, unit: str) -> None:
+        self._describe(f" · {throughput:,.0f} {unit} at {second:.0f} s")
 
-    def run_finished(self, run: PlannedRun, record: dict[str, Any]) -> None:
+    def run_finished(self, run: PlannedRun, run_id: int, record: RunRecord) -> None:
         self.progress.advance(self.task)
-        if record["status"] == "ok":
-            line = (f"  {run.cell.id} #{run.repetition}: {record['tps']:,.1f} tps, "
-                    f"latency {record['latency_avg_ms']:.3f} ms")
+        if record.status == RunStatus.OK:
+            line = (f"  {run.cell.id} #{run.repetition}: {record.throughput or 0:,.1f} "
+                    f"{record.throughput_unit}, latency {record.latency_avg_ms or 0:.3f} ms")
             self.console.print(line, markup=False, highlight=False)
         else:
-            self.console.print(f"  {run.cell.id} #{run.repetition}: {record['status']}: "
-                               f"{record.get('error')}", style="red", markup=False)
+            self.console.print(f"  {run.cell.id} #{run.repetition}: {record.status}: "
+                               f"{record.error}", style="red", markup=False, highlight=False)
 
     def warning(self, text: str) -> None:
-        self.console.print(f"warning: {text}", style="yellow", markup=False)
+        self.console.print(f"warning: {text}", style="yellow", markup=False, highlight=False)
 
 
-def run_spec(spec: Path, results: str, sets: list[str], workdir: Path,
-             destroy_data_on: list[str], force: bool, console: Console,
-             only: list[str] | None = None) -> tuple[Store, int]:
-    loaded = load_spec(spec, sets)
+def run_spec(loaded: LoadedSpec, results: str, workdir: Path, destroy_data_on: list[str],
+             force: bool, console: Console, only: list[str] | None = None,
+             resume: int | None = None, host: str | None = None) -> tuple[Store,
+                                                                           CampaignResult]:
     plan = make_plan(loaded, workdir, only or [])
     print_plan(console, plan)
+    require_root(plan)
+    check_writable(results)
     unconfirmed = [d for d in destroy_data_on if d not in plan.real_devices]
     if unconfirmed:
         raise UsageError(f"--destroy-data-on {unconfirmed[0]}: the spec does not name it")
-    require_root(plan)
-    store = Store(results)
     policy = DevicePolicy(frozenset(destroy_data_on), force)
-    with RichEvents(console, plan) as events, signals_raise_interrupted():
-        campaign = Campaign(loaded, plan, store, workdir=workdir, policy=policy, events=events)
+    # one campaign per host: held before anything is opened or created
+    with host_lock("pgfsbench run", workdir.resolve()), RichEvents(console, plan) as events, \
+            signals_raise_interrupted():
+        store = Store(results)
+        campaign = Campaign(loaded, plan, store, workdir=workdir, policy=policy, events=events,
+                            resume=resume, host=host)
         try:
             result = campaign.execute()
         except KeyboardInterrupt:
             raise Interrupted("interrupted by Ctrl-C; everything it created was undone") from None
-    cells = summarise(store.list_runs(result.campaign_id))
+    runs = [r for r in store.list_runs(result.campaign_id) if not r.get("superseded_by")]
+    cells = summarise(runs)
     console.print()
-    console.print(summary_table(cells, title=f"{loaded.spec.name or spec.stem}: campaign "
-                                              f"{result.campaign_id}, results in {results}"))
+    console.print(summary_table(cells, title=f"{loaded.spec.name or loaded.path.stem}: "
+                                             f"campaign {result.campaign_id}, results in "
+                                             f"{results}"))
     if any(c.fuse for c in cells):
         console.print("[bold red]ZFS cells ran on zfs-fuse (FUSE, pool v23): their numbers are "
                       "not kernel OpenZFS numbers.[/]")
     for line in failure_lines(cells):
         console.print(line)
-    return store, result.campaign_id
+    counts = ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()))
+    console.print(f"{len(result.run_ids)} run(s) this time: {counts or 'none'}",
+                  markup=False, highlight=False)
+    return store, result
+
+
+def _exit_status(result: CampaignResult) -> None:
+    if result.not_ok:
+        raise RunsFailed(f"{result.not_ok} of {len(result.run_ids)} run(s) did not complete "
+                         "(see the summary above); `pgfsbench run --resume "
+                         f"{result.campaign_id}` runs them again")
 
 
 @app.command("run")
@@ -182,10 +203,18 @@ def run_cmd(
     force: Annotated[bool, typer.Option(help="Also erase devices that carry a filesystem or "
                                              "partition signature.")] = False,
     only: OnlyOpt = None,
+    resume: Annotated[int | None, typer.Option(
+        help="Run what is missing or failed in this campaign (same spec), into it.")] = None,
+    host_name: Annotated[str | None, typer.Option(
+        help="The host's name in the results (default: this machine's hostname).")] = None,
 ) -> None:
-    """Run the matrix: provision, configure, load, measure, store; undo everything after."""
-    run_spec(spec, results, sets or [], workdir, destroy_data_on or [], force, Console(),
-             only)
+    """Run the matrix: provision, configure, load, measure, store; undo everything after.
+
+    Exits 0 when every run is ok, 6 when some failed or were aborted."""
+    loaded = load_spec(spec, sets or [])
+    _, result = run_spec(loaded, results, workdir, destroy_data_on or [], force, Console(),
+                         only, resume, host_name)
+    _exit_status(result)
 
 
 def demo_spec() -> Path:
@@ -207,8 +236,10 @@ def demo_cmd(
 ) -> None:
     """The quick matrix (ext4, ext4 noatime, xfs, btrfs, tmpfs), then an HTML report."""
     console = Console()
-    store, campaign_id = run_spec(demo_spec(), results, sets or [], workdir, [], False, console)
+    loaded = load_spec(demo_spec(), sets or [])
+    store, result = run_spec(loaded, results, workdir, [], False, console)
     from pgfsbench.report.html import write_report
 
-    write_report(store, report, campaign_id=campaign_id)
+    write_report(store, report, campaign_ids=[result.campaign_id])
     console.print(f"HTML report: {report.resolve()}")
+    _exit_status(result)

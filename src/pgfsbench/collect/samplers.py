@@ -31,6 +31,8 @@ from pgfsbench.collect.procfs import (
 )
 from pgfsbench.postgres.instance import sql
 
+STATEMENT_TIMEOUT = "-c statement_timeout=5000"  # a stalled server must not hold us up
+
 
 class Ticker(threading.Thread):
     """Calls ``tick`` every ``interval`` seconds (on a deadline schedule) until stopped."""
@@ -85,8 +87,8 @@ class PgSampler:
 
     def start(self) -> None:
         self._conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=10,
-                                     application_name="pgfsbench sampler")
-        self._conn.execute("SET statement_timeout = '2s'")
+                                     application_name="pgfsbench sampler",
+                                     options="-c statement_timeout=2000")
         self._ticker.start()
 
     def _tick(self) -> None:
@@ -103,7 +105,8 @@ class PgSampler:
 
     def snapshot(self) -> dict[str, Any] | None:
         """The counters now (called at the measured phase's start and end)."""
-        with psycopg.connect(self.conninfo, autocommit=True, connect_timeout=10) as conn, \
+        with psycopg.connect(self.conninfo, autocommit=True, connect_timeout=10,
+                             options=STATEMENT_TIMEOUT) as conn, \
                 conn.cursor(row_factory=dict_row) as cur:
             row = cur.execute(self._counters_sql).fetchone()
             return {k: _num(v) for k, v in row.items()} if row else None
@@ -111,7 +114,8 @@ class PgSampler:
     def stat_io(self) -> list[dict[str, Any]]:
         if self.major < 16:
             return []
-        with psycopg.connect(self.conninfo, autocommit=True, connect_timeout=10) as conn, \
+        with psycopg.connect(self.conninfo, autocommit=True, connect_timeout=10,
+                             options=STATEMENT_TIMEOUT) as conn, \
                 conn.cursor(row_factory=dict_row) as cur:
             return [{k: _num(v) for k, v in r.items()} for r in cur.execute(sql("stat_io"))]
 

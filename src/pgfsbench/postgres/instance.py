@@ -6,6 +6,7 @@ configuration file are built by pure functions; `Instance` runs them through the
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -63,11 +64,16 @@ def initdb_argv(binaries: Binaries, pgdata: Path, waldir: Path | None,
 
 
 def conf_value(value: Scalar) -> str:
+    """A value as postgresql.conf reads it: quoted, with quotes and backslashes escaped.
+    A control character (a newline could start a line of its own) is refused."""
     if isinstance(value, bool):
         return "on" if value else "off"
     if isinstance(value, int | float):
         return str(value)
-    return "'" + str(value).replace("\\", "\\\\").replace("'", "''") + "'"
+    text = str(value)
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        raise InstanceError(f"refusing a configuration value with a control character: {text!r}")
+    return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
 def render_conf(socket_dir: Path, port: int, settings: Mapping[str, Scalar],
@@ -77,6 +83,10 @@ def render_conf(socket_dir: Path, port: int, settings: Mapping[str, Scalar],
              f"port = {port}"]
     own = dict(BASE_SETTINGS)
     own.update({k: v for k, (since, v) in SINCE_VERSION.items() if major >= since})
+    for name in settings:
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", name) or \
+                name.lower() in ("listen_addresses", "port", "unix_socket_directories"):
+            raise InstanceError(f"refusing setting name {name!r}")
     merged: dict[str, Scalar] = {**own, **settings}
     lines += [f"{k} = {conf_value(v)}" for k, v in merged.items()]
     return "\n".join(lines) + "\n"
@@ -103,12 +113,18 @@ class Instance:
     log_path: Path
     os_user: str | None  # None: run as the current user
     port: int = PORT
+    pid: int | None = None  # the postmaster, once started
 
     def conninfo(self, dbname: str = "postgres") -> str:
         return f"host={self.socket_dir} port={self.port} user={SUPERUSER} dbname={dbname}"
 
-    def connect(self, dbname: str = "postgres") -> psycopg.Connection[Any]:
-        return psycopg.connect(self.conninfo(dbname), autocommit=True, connect_timeout=10)
+    def connect(self, dbname: str = "postgres",
+                statement_timeout_s: float = 600) -> psycopg.Connection[Any]:
+        """Our own connections never wait for ever: a server whose storage stopped
+        accepting writes must not hold pgfsbench up."""
+        return psycopg.connect(self.conninfo(dbname), autocommit=True, connect_timeout=10,
+                               options=f"-c statement_timeout={int(statement_timeout_s * 1000)}",
+                               application_name="pgfsbench")
 
     def init(self, runner: Runner, options: InitdbOptions) -> str:
         argv = initdb_argv(self.binaries, self.pgdata, self.waldir, options)
@@ -142,6 +158,7 @@ class Instance:
         pid = postmaster_pid(self.pgdata)
         if pid is None:
             raise InstanceError("PostgreSQL started but left no postmaster.pid")
+        self.pid = pid
         wait_until(self._accepts, timeout=timeout, interval=0.2, what="PostgreSQL to accept "
                    "connections")
         return pid
@@ -153,8 +170,15 @@ class Instance:
         except psycopg.OperationalError:
             return False
 
-    def stop(self, runner: Runner, timeout: float = 60) -> None:
-        stop_instance(runner, str(self.binaries.bindir), self.pgdata, self.os_user, timeout)
+    def alive(self) -> bool | None:
+        """Is the postmaster we started still there (None: it never started)?"""
+        if self.pid is None:
+            return None
+        return is_our_postmaster(self.pid, self.pgdata)
+
+    def stop(self, runner: Runner, timeout: float = 60, immediate: bool = False) -> None:
+        stop_instance(runner, str(self.binaries.bindir), self.pgdata, self.os_user, timeout,
+                      immediate)
 
     def create_database(self, name: str) -> None:
         with self.connect() as conn:
@@ -208,20 +232,43 @@ def is_our_postmaster(pid: int, pgdata: Path) -> bool:
     return exe in ("postgres", "postmaster") and os.path.realpath(pgdata) == cwd
 
 
+def children_of(pid: int) -> list[tuple[int, int | None]]:
+    """(pid, start time) of a process's children (the postmaster's server processes)."""
+    found: list[tuple[int, int | None]] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[1]) == pid:
+            found.append((int(entry.name), int(fields[19])))
+    return found
+
+
 def stop_instance(runner: Runner, bindir: str, pgdata: Path, user: str | None,
-                  timeout: float = 60) -> None:
-    """fast, then immediate, then SIGKILL of the verified postmaster; idempotent."""
+                  timeout: float = 60, immediate: bool = False) -> None:
+    """fast (unless ``immediate``), then immediate, then SIGKILL of the verified postmaster
+    and of the server processes it leaves; idempotent, bounded by deadlines. A process
+    stuck in the kernel (its filesystem frozen) gets its SIGKILL when it is let go."""
     pid = postmaster_pid(pgdata)
     if pid is None or not is_our_postmaster(pid, pgdata):
         return
-    for mode in ("fast", "immediate"):
+    children = children_of(pid)
+    for mode in (("immediate",) if immediate else ("fast", "immediate")):
         runner.run(pg_ctl_stop_argv(bindir, pgdata, mode, timeout), timeout=timeout + 30,
                    user=user, check=False)
         if not process_alive(pid, None):
-            return
+            break
     if is_our_postmaster(pid, pgdata):
         os.kill(pid, signal.SIGKILL)
         wait_until(lambda: not process_alive(pid, None), timeout=30, what="postmaster to exit")
+    for child, start in children:
+        if process_alive(child, start):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(child, signal.SIGKILL)
 
 
 @undo_action("stop_instance")

@@ -143,9 +143,9 @@ def render_report(campaign: Mapping[str, Any] | None, runs: Sequence[Mapping[str
     )
 
 
-def write_report(store: Store, path: Path, *, campaign_id: int | None = None) -> Path:
-    campaign_id = campaign_id if campaign_id is not None else store.latest_campaign_id()
-    campaign = next((c for c in store.campaigns() if c["id"] == campaign_id), None)
-    runs = [store.get_run(int(r["run_id"])) for r in store.list_runs(campaign_id)]
-    path.write_text(render_report(campaign, runs))
+def write_report(store: Store, path: Path, *, campaign_ids: list[int]) -> Path:
+    campaigns = [c for c in store.campaigns() if c["id"] in campaign_ids]
+    runs = [store.get_run(int(r["run_id"])) for cid in campaign_ids
+            for r in store.list_runs(cid) if not r.get("superseded_by")]
+    path.write_text(render_report(campaigns[0] if campaigns else None, runs))
     return path

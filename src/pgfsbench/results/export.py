@@ -8,6 +8,7 @@ from typing import Any
 
 import polars as pl
 
+from pgfsbench.collect.txlog import bucket_value_ms
 from pgfsbench.results.store import Store
 
 SCALAR_TYPES = (int, float, str, bool, type(None))
@@ -26,7 +27,16 @@ def export_runs(store: Store, output: Path, fmt: str, *, series: bool = False) -
         for r in runs:
             detail = store.get_run(int(r["run_id"]))
             for name, s in detail["series"].items():
+                if name == "latency_histogram":
+                    # [bucket, count] pairs: t is the bucket's latency in ms, value its count
+                    for bucket, count in s["values"]:
+                        rows.append({"run_id": r["run_id"], "cell": r["cell"],
+                                     "series": "latency_histogram_ms",
+                                     "t": bucket_value_ms(bucket), "value": count})
+                    continue
                 for i, value in enumerate(s["values"]):
+                    if isinstance(value, list | tuple):
+                        continue  # no other series holds lists; never let one break export
                     if isinstance(value, dict):
                         for key, v in value.items():
                             rows.append({"run_id": r["run_id"], "cell": r["cell"],

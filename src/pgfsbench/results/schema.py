@@ -1,13 +1,16 @@
-"""The results schema. One run = one cell x one repetition; everything else hangs off it.
+"""The results schema (the head revision). One run = one cell x one repetition;
+everything else hangs off it.
 
-Versioned in the `meta` table; a newer pgfsbench adds columns and tables, it never
-reinterprets old ones.
+Changes go through alembic migrations (results/migrations/versions): a newer pgfsbench
+adds columns and tables, it never reinterprets old ones, and a results file from any
+earlier version opens and is upgraded in place.
 """
 
 from __future__ import annotations
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     Column,
     DateTime,
@@ -20,7 +23,7 @@ from sqlalchemy import (
     Text,
 )
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # the alembic head's number, also kept in meta for older readers
 
 metadata = MetaData()
 
@@ -42,8 +45,9 @@ campaign = Table(
     Column("workdir", Text),
     Column("started_at", DateTime(timezone=True)),
     Column("ended_at", DateTime(timezone=True)),
-    Column("status", String(20)),  # running, done, interrupted, failed
+    Column("status", String(20)),  # running, done, interrupted, aborted
     Column("environment", JSON),  # the host: kernel, CPU, memory, tool versions
+    Column("uuid", String(36), index=True),  # stable across result files (imports)
 )
 
 run = Table(
@@ -58,7 +62,13 @@ run = Table(
     Column("workload", String(100), nullable=False),
     Column("repetition", Integer, nullable=False),
     Column("status", String(20), nullable=False),  # running, ok, failed, aborted
-    Column("error", Text),
+    Column("error", Text),  # one line: the root cause of a failure
+    Column("host", String(200), index=True),  # where it ran (inventory name in a fleet)
+    Column("uuid", String(36), index=True),  # stable across result files (imports)
+    Column("superseded_by", Integer),  # a later run of the same cell x repetition (resume)
+    Column("throughput", Float),  # in throughput_unit (tps for OLTP workloads)
+    Column("throughput_unit", String(20)),
+    Column("warnings", JSON),  # what changes the reading of this run (busy host...)
     Column("started_at", DateTime(timezone=True)),
     Column("ended_at", DateTime(timezone=True)),
     Column("scale", Integer),
@@ -70,13 +80,13 @@ run = Table(
     Column("warmup_tps", Float),
     Column("latency_avg_ms", Float),
     Column("latency_stddev_ms", Float),
-    Column("transactions", Integer),
-    Column("failed_transactions", Integer),
+    Column("transactions", BigInteger),
+    Column("failed_transactions", BigInteger),
     Column("initial_connection_ms", Float),
     Column("load_seconds", Float),
     Column("load_phases", JSON),
-    Column("space_bytes", Integer),  # data directory incl. WAL, after load
-    Column("space_after_run_bytes", Integer),
+    Column("space_bytes", BigInteger),  # data directory incl. WAL, after load
+    Column("space_after_run_bytes", BigInteger),
     Column("space", JSON),  # every space figure after load and after the run
     Column("pg_version", String(100)),
     Column("implementation", String(200)),  # e.g. "zfs-fuse (pool version 23)"
@@ -86,8 +96,8 @@ run = Table(
     Column("kernel_applied", JSON),
     Column("environment", JSON),
     Column("latency_ms", JSON),  # percentiles from the transaction log
-    Column("wal_bytes", Integer),
-    Column("wal_fpi", Integer),
+    Column("wal_bytes", BigInteger),
+    Column("wal_fpi", BigInteger),
     Column("metrics", JSON),  # further per-run figures from samplers
     Column("artifacts_dir", Text),
 )
@@ -132,5 +142,5 @@ artifact = Table(
     Column("run_id", Integer, ForeignKey("run.id"), primary_key=True),
     Column("kind", String(60), primary_key=True),
     Column("path", Text, nullable=False),
-    Column("bytes", Integer),
+    Column("bytes", BigInteger),
 )

@@ -3,32 +3,71 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import create_engine, delete, insert, select, update
-from sqlalchemy.engine import Engine
+from alembic import command
+from alembic.config import Config as AlembicConfig
+from alembic.script import ScriptDirectory
+from sqlalchemy import create_engine, delete, insert, inspect, select, text, update
+from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from pgfsbench.results import schema
-from pgfsbench.system.errors import StoreError
+from pgfsbench.system.errors import StoreError, UsageError
 
-LIST_KEYS = ("run_id", "campaign_id", "cell", "storage", "fs", "postgres", "kernel", "workload",
-             "clients", "repetition", "status", "tps", "latency_avg_ms", "load_seconds",
-             "space_bytes", "error", "implementation", "fuse", "started_at")
+LIST_KEYS = ("run_id", "campaign_id", "host", "cell", "storage", "fs", "postgres", "kernel",
+             "workload", "scale", "clients", "repetition", "status", "tps", "throughput",
+             "throughput_unit", "latency_avg_ms", "load_seconds", "space_bytes", "error",
+             "implementation", "fuse", "started_at", "superseded_by", "uuid")
 
 
 def now() -> dt.datetime:
     return dt.datetime.now(dt.UTC)
 
 
+SUPPORTED = "a SQLite file path, sqlite:///PATH, or postgresql://..."
+
+
 def engine_url(target: str) -> str:
+    """The SQLAlchemy URL of a results target; anything we do not support is refused."""
     if "://" not in target:
         return f"sqlite:///{Path(target).expanduser().resolve()}"
-    if target.startswith(("postgresql://", "postgres://")):
+    scheme = target.split("://", 1)[0].lower()
+    if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
         return "postgresql+psycopg://" + target.split("://", 1)[1]
-    return target
+    if scheme == "sqlite":
+        return target
+    raise UsageError(f"--results {target}: {scheme}:// is not supported ({SUPPORTED})")
+
+
+def sqlite_path(url: str) -> Path | None:
+    if url.startswith("sqlite:///"):
+        return Path(url[len("sqlite:///"):])
+    return None
+
+
+def check_writable(target: str) -> None:
+    """Refuse, before anything runs, a results file that could not be written."""
+    db = sqlite_path(engine_url(target))
+    if db is None:
+        return
+    directory = db.parent
+    if not directory.is_dir():
+        raise UsageError(f"--results {target}: {directory} does not exist")
+    if os.statvfs(directory).f_flag & os.ST_RDONLY:
+        raise UsageError(f"--results {target}: {directory} is on a read-only filesystem")
+    if db.exists():
+        if not db.is_file():
+            raise UsageError(f"--results {target}: not a file")
+        if not os.access(db, os.R_OK | os.W_OK):
+            raise UsageError(f"--results {target}: not writable by this user")
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise UsageError(f"--results {target}: cannot write in {directory} (SQLite needs to "
+                         "create its journal beside the file)")
 
 
 def _plain(value: Any) -> Any:
@@ -39,12 +78,46 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _alembic_config(conn: Connection) -> AlembicConfig:
+    cfg = AlembicConfig()
+    cfg.set_main_option("script_location",
+                        str(resources.files("pgfsbench.results") / "migrations"))
+    cfg.attributes["connection"] = conn
+    return cfg
+
+
+def migrate(engine: Engine, target: str) -> None:
+    """Bring the schema to the head revision. A file from pgfsbench 0.1.0 (no alembic
+    table, meta schema_version 1) is stamped 0001 first; a newer file is refused."""
+    with engine.begin() as conn:
+        tables = set(inspect(conn).get_table_names())
+        cfg = _alembic_config(conn)
+        scripts = ScriptDirectory.from_config(cfg)
+        if "alembic_version" in tables:
+            current = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+            if current is not None and current not in {s.revision for s in
+                                                       scripts.walk_revisions()}:
+                raise StoreError(f"{target} was written by a newer pgfsbench (schema revision "
+                                 f"{current}); upgrade pgfsbench to read it")
+        elif "run" in tables:
+            version = conn.execute(text("SELECT value FROM meta WHERE key = 'schema_version'")
+                                   ).scalar()
+            if version is not None and int(version) > 1:
+                raise StoreError(f"{target} was written by a newer pgfsbench (schema "
+                                 f"{version})")
+            command.stamp(cfg, "0001")
+        command.upgrade(cfg, "head")
+        conn.execute(delete(schema.meta).where(schema.meta.c.key == "schema_version"))
+        conn.execute(insert(schema.meta).values(key="schema_version",
+                                                value=str(schema.SCHEMA_VERSION)))
+
+
 class Store:
     def __init__(self, target: str, artifacts_root: Path | None = None):
         self.target = target
         self.url = engine_url(target)
-        if self.url.startswith("sqlite:///"):
-            db = Path(self.url[len("sqlite:///"):])
+        db = sqlite_path(self.url)
+        if db is not None:
             if not db.parent.is_dir():
                 raise StoreError(f"{db.parent} does not exist")
             self.artifacts_root = artifacts_root or db.parent / f"{db.stem}-artifacts"
@@ -52,22 +125,12 @@ class Store:
             self.artifacts_root = artifacts_root or Path("pgfsbench-artifacts").resolve()
         try:
             self.engine: Engine = create_engine(self.url)
-            schema.metadata.create_all(self.engine)
-            self._check_version()
+            migrate(self.engine, target)
         except SQLAlchemyError as exc:
             raise StoreError(f"results store {target}: {exc.__class__.__name__}: "
                              f"{str(exc).splitlines()[0]}") from None
-
-    def _check_version(self) -> None:
-        with self.engine.begin() as conn:
-            row = conn.execute(select(schema.meta.c.value).where(
-                schema.meta.c.key == "schema_version")).first()
-            if row is None:
-                conn.execute(insert(schema.meta).values(key="schema_version",
-                                                        value=str(schema.SCHEMA_VERSION)))
-            elif int(row[0]) > schema.SCHEMA_VERSION:
-                raise StoreError(f"{self.target} was written by a newer pgfsbench "
-                                 f"(schema {row[0]} > {schema.SCHEMA_VERSION})")
+        except ModuleNotFoundError as exc:
+            raise StoreError(f"results store {target}: {exc}") from None
 
     # ------------------------------------------------------------ writing
 
@@ -93,6 +156,13 @@ class Store:
             conn.execute(update(schema.run).where(schema.run.c.id == run_id).values(**fields))
 
     def finish_run(self, run_id: int, status: str, **fields: Any) -> None:
+        """The run's outcome; `metrics` is merged into what was stored before."""
+        if "metrics" in fields:
+            with self.engine.connect() as conn:
+                old = conn.execute(select(schema.run.c.metrics).where(
+                    schema.run.c.id == run_id)).scalar()
+            if isinstance(old, dict):
+                fields["metrics"] = {**old, **(fields["metrics"] or {})}
         self.update_run(run_id, status=status, ended_at=now(), **fields)
 
     def mark_aborted(self, run_ids: Sequence[int], reason: str) -> int:
@@ -101,6 +171,33 @@ class Store:
                 update(schema.run)
                 .where(schema.run.c.id.in_(list(run_ids)), schema.run.c.status == "running")
                 .values(status="aborted", error=reason, ended_at=now()))
+            return int(result.rowcount)
+
+    def mark_campaign_aborted(self, campaign_id: int) -> bool:
+        """A campaign left 'running' by a dead process becomes 'aborted'."""
+        with self.engine.begin() as conn:
+            result = conn.execute(
+                update(schema.campaign)
+                .where(schema.campaign.c.id == campaign_id,
+                       schema.campaign.c.status == "running")
+                .values(status="aborted", ended_at=now()))
+            return bool(result.rowcount)
+
+    def reopen_campaign(self, campaign_id: int) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(update(schema.campaign).where(schema.campaign.c.id == campaign_id)
+                         .values(status="running", ended_at=None))
+
+    def supersede(self, campaign_id: int, cell: str, repetition: int, by: int) -> int:
+        """Earlier results of this cell x repetition that were not ok are replaced by run
+        ``by`` (a resumed campaign): kept, but no longer counted."""
+        with self.engine.begin() as conn:
+            result = conn.execute(
+                update(schema.run)
+                .where(schema.run.c.campaign_id == campaign_id, schema.run.c.cell == cell,
+                       schema.run.c.repetition == repetition, schema.run.c.id != by,
+                       schema.run.c.status != "ok", schema.run.c.superseded_by.is_(None))
+                .values(superseded_by=by))
             return int(result.rowcount)
 
     def put_series(self, run_id: int, name: str, data: Sequence[Any], *, unit: str = "",
@@ -181,6 +278,12 @@ class Store:
                     schema.artifact.c.run_id == run_id)).mappings()
             }
         return result
+
+    def campaign(self, campaign_id: int) -> dict[str, Any] | None:
+        with self.engine.connect() as conn:
+            row = conn.execute(select(schema.campaign).where(
+                schema.campaign.c.id == campaign_id)).mappings().first()
+        return {k: _plain(v) for k, v in dict(row).items()} if row else None
 
     def campaigns(self) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:

@@ -59,8 +59,9 @@ class ProvisionContext:
 
 
 class StorageDriver(Protocol):
-    def check(self, config: Any, runner: Runner) -> None:
-        """Raise CapabilityError before anything is created if the config cannot be done here."""
+    def check(self, config: Any, runner: Runner, workdir: Path) -> None:
+        """Raise CapabilityError before anything is created if the config cannot be done here
+        (``workdir`` holds anything a check needs to write)."""
 
     def provision(self, name: str, config: Any, ctx: ProvisionContext) -> ProvisionedStorage:
         """Create and mount; every step journaled before it is done."""

@@ -7,6 +7,7 @@ is the shared sequence: device -> mkfs -> mount -> directory for PostgreSQL.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pgfsbench.spec import BtrfsStorage, Ext4Storage, TmpfsStorage, WalVolume, XfsStorage
@@ -49,7 +50,7 @@ def make_volume(ctx: ProvisionContext, role: str, fs: str, device: str, size: st
 
 @dataclass(frozen=True)
 class BlockFsDriver:
-    def check(self, config: Any, runner: Runner) -> None:
+    def check(self, config: Any, runner: Runner, workdir: Path) -> None:
         return None
 
     def provision(self, name: str, config: Any, ctx: ProvisionContext) -> ProvisionedStorage:

@@ -16,6 +16,7 @@ from typing import Any
 
 from pgfsbench.system.errors import CommandError, GuardError
 from pgfsbench.system.journal import Journal, Undo, undo_action
+from pgfsbench.system.mountinfo import mount_table
 from pgfsbench.system.runner import Runner
 from pgfsbench.system.wait import wait_until
 from pgfsbench.units import parse_size
@@ -82,6 +83,10 @@ def loops_backed_by(runner: Runner, image: str) -> list[str]:
 @undo_action("detach_loop")
 def _detach_loop(runner: Runner, args: dict[str, Any]) -> None:
     image = str(args["backing_file"])
+    numbers = {_dev_numbers(Path(d).name) for d in loops_backed_by(runner, image)}
+    still = [m for m in mount_table() if m.dev in numbers]
+    if still:
+        raise GuardError(f"loop device of {image} is still mounted on {still[0].target}")
 
     def detached() -> bool:
         for dev in loops_backed_by(runner, image):
@@ -102,15 +107,6 @@ def _block_size(dev: str) -> int:
         return 0
 
 
-def mounted_sources() -> dict[str, str]:
-    """Mounted block devices: 'major:minor' -> mount point (from /proc/self/mountinfo)."""
-    result: dict[str, str] = {}
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        fields = line.split()
-        result.setdefault(fields[2], fields[4])
-    return result
-
-
 def _dev_numbers(name: str) -> str | None:
     try:
         return Path(f"/sys/class/block/{name}/dev").read_text().strip()
@@ -118,9 +114,79 @@ def _dev_numbers(name: str) -> str | None:
         return None
 
 
+def partitions_of(name: str) -> list[str]:
+    """Kernel names of a disk's partitions (sdb -> sdb1, sdb2; loop3 -> loop3p1)."""
+    sys_dir = Path(f"/sys/class/block/{name}")
+    try:
+        return sorted(p.name for p in sys_dir.iterdir() if (p / "partition").exists())
+    except OSError:
+        return []
+
+
+def _real(path: str) -> str:
+    return os.path.realpath(path)
+
+
+def _swap_devices() -> set[str]:
+    try:
+        lines = Path("/proc/swaps").read_text().splitlines()[1:]
+    except OSError:
+        return set()
+    return {_real(line.split()[0]) for line in lines if line.strip()}
+
+
+def resolve_vdev(token: str) -> set[str]:
+    """The device paths a name in `zpool status` may stand for: an absolute path, a
+    kernel name (sdb1), or a /dev/disk/by-*/ link name, each resolved to /dev/..."""
+    if token.startswith("/"):
+        return {_real(token)}
+    found = set()
+    for candidate in [f"/dev/{token}", *(str(p) for p in Path("/dev/disk").glob(f"by-*/{token}"))]:
+        if Path(candidate).exists():
+            found.add(_real(candidate))
+    return found
+
+
+def parse_pool_members(status: str) -> set[str]:
+    """Device names listed in the config sections of `zpool status` (pure)."""
+    names: set[str] = set()
+    in_config = False
+    skip = {"NAME", "mirror", "raidz", "raidz1", "raidz2", "raidz3", "logs", "cache", "spares",
+            "special", "dedup", "draid"}
+    for line in status.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("config:"):
+            in_config = True
+            continue
+        if stripped.startswith("errors:") or (stripped and not line.startswith((" ", "\t"))):
+            in_config = False
+        if not in_config or not stripped:
+            continue
+        token = stripped.split()[0]
+        if token in skip or token.split("-")[0] in skip:
+            continue
+        names.add(token)
+    return names
+
+
+def imported_pool_members(runner: Runner) -> set[str]:
+    """Real device paths of every vdev of every imported pool (pool and group names
+    resolve to no device and drop out)."""
+    try:
+        done = runner.run(["zpool", "status", "-P"], timeout=15, check=False)
+        if done.returncode != 0:  # zfs-fuse's zpool has no -P
+            done = runner.run(["zpool", "status"], timeout=15, check=False)
+    except CommandError:
+        return set()  # no zpool command: no pools
+    members: set[str] = set()
+    for token in parse_pool_members(done.stdout):
+        members |= resolve_vdev(token)
+    return members
+
+
 def device_problems(runner: Runner, dev: str) -> tuple[list[str], list[str]]:
-    """(reasons that always refuse, signatures that --force may override) for a device."""
-    hard: list[str] = []
+    """(reasons that always refuse, signatures that --force may override) for a device
+    and every one of its partitions."""
     path = Path(dev)
     try:
         mode = path.stat().st_mode
@@ -128,50 +194,33 @@ def device_problems(runner: Runner, dev: str) -> tuple[list[str], list[str]]:
         return [f"{dev} does not exist"], []
     if not stat.S_ISBLK(mode):
         return [f"{dev} is not a block device"], []
-    name = Path(os.path.realpath(dev)).name
-    sys_dir = Path(f"/sys/class/block/{name}")
-    mounts = mounted_sources()
-    numbers = _dev_numbers(name)
-    if numbers and numbers in mounts:
-        hard.append(f"{dev} is mounted on {mounts[numbers]}")
-    for part in sorted(p.name for p in sys_dir.iterdir() if p.name.startswith(name)):
-        pnum = _dev_numbers(part)
-        if pnum and pnum in mounts:
-            hard.append(f"its partition /dev/{part} is mounted on {mounts[pnum]}")
-    holders = sys_dir / "holders"
-    if holders.is_dir():
-        held = sorted(h.name for h in holders.iterdir())
+    name = Path(_real(dev)).name
+    mounts: dict[str, str] = {}
+    for m in mount_table():
+        mounts.setdefault(m.dev, m.target)
+    swaps = _swap_devices()
+    pool_members = imported_pool_members(runner)
+    hard: list[str] = []
+    signatures: list[str] = []
+    for member in [name, *partitions_of(name)]:
+        what = dev if member == name else f"its partition /dev/{member}"
+        numbers = _dev_numbers(member)
+        if numbers and numbers in mounts:
+            hard.append(f"{what} is mounted on {mounts[numbers]}")
+        held_dir = Path(f"/sys/class/block/{member}/holders")
+        held = sorted(h.name for h in held_dir.iterdir()) if held_dir.is_dir() else []
         if held:
-            hard.append(f"{dev} is in use by {', '.join(held)} (md/LVM/device-mapper)")
-    if _swap_in_use(dev):
-        hard.append(f"{dev} is an active swap device")
-    if _in_imported_zpool(runner, name):
-        hard.append(f"{dev} belongs to an imported zpool")
-    signatures = _signatures(runner, dev)
+            hard.append(f"{what} is in use by {', '.join(held)} (md/LVM/device-mapper)")
+        if f"/dev/{member}" in swaps:
+            hard.append(f"{what} is an active swap device")
+        if f"/dev/{member}" in pool_members:
+            hard.append(f"{what} belongs to an imported zpool")
+        sigs = _signatures(runner, f"/dev/{member}")
+        signatures += sigs if member == name else [f"{s} on /dev/{member}" for s in sigs]
     if any("zfs_member" in s for s in signatures) and not hard:
-        signatures = [s + " (a zpool label: the pool may be exported)" if "zfs_member" in s else s
-                      for s in signatures]
+        signatures = [s + " (a zpool label: the pool may be exported)" if "zfs_member" in s
+                      else s for s in signatures]
     return hard, signatures
-
-
-def _swap_in_use(dev: str) -> bool:
-    try:
-        lines = Path("/proc/swaps").read_text().splitlines()[1:]
-    except OSError:
-        return False
-    real = os.path.realpath(dev)
-    return any(os.path.realpath(line.split()[0]) == real for line in lines if line.strip())
-
-
-def _in_imported_zpool(runner: Runner, name: str) -> bool:
-    try:
-        done = runner.run(["zpool", "status", "-P"], timeout=15, check=False)
-        if done.returncode != 0:  # zfs-fuse's zpool has no -P
-            done = runner.run(["zpool", "status"], timeout=15, check=False)
-    except CommandError:
-        return False  # no zpool command: no pools
-    members = {line.split()[0] for line in done.stdout.splitlines() if line.strip()}
-    return bool(members & {name, f"/dev/{name}"})
 
 
 def _signatures(runner: Runner, dev: str) -> list[str]:
@@ -191,6 +240,8 @@ def check_real_device(runner: Runner, dev: str, policy: DevicePolicy) -> None:
     """Refuse a real device unless the user named it on the command line and it is not in use."""
     if not dev.startswith("/dev/"):
         raise GuardError(f"{dev}: not a device path")
+    if not Path(dev).exists():
+        raise GuardError(f"{dev} does not exist")
     real = os.path.realpath(dev)
     confirmed = {os.path.realpath(d) for d in policy.confirmed}
     if real not in confirmed:

@@ -23,7 +23,7 @@ from pgfsbench.system.runner import Runner
 
 @dataclass(frozen=True)
 class ExistingDriver:
-    def check(self, config: Any, runner: Runner) -> None:
+    def check(self, config: Any, runner: Runner, workdir: Path) -> None:
         return None
 
     def provision(self, name: str, config: Any, ctx: ProvisionContext) -> ProvisionedStorage:

@@ -3,40 +3,14 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pgfsbench.system.errors import CommandError
+from pgfsbench.system.errors import CommandError, ProvisionError, TimeoutExpired
 from pgfsbench.system.journal import Journal, Undo, undo_action
+from pgfsbench.system.mountinfo import MountInfo, holders, mount_table
 from pgfsbench.system.runner import Runner
 from pgfsbench.system.wait import wait_until
-
-
-@dataclass(frozen=True)
-class MountInfo:
-    target: str
-    source: str
-    fstype: str
-    options: str  # per-mount and superblock options, as the kernel reports them
-
-
-def _unescape(field: str) -> str:
-    return field.encode().decode("unicode_escape") if "\\" in field else field
-
-
-def mount_table() -> list[MountInfo]:
-    entries = []
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        left, right = line.split(" - ", 1)
-        lf, rf = left.split(), right.split()
-        opts = lf[5]
-        if len(rf) > 2 and rf[2] not in ("rw", "ro"):
-            opts = f"{opts},{rf[2]}"
-        elif len(rf) > 2:
-            opts = ",".join(dict.fromkeys(opts.split(",") + rf[2].split(",")))
-        entries.append(MountInfo(_unescape(lf[4]), _unescape(rf[1]), rf[0], opts))
-    return entries
 
 
 def mount_at(target: Path) -> MountInfo | None:
@@ -77,18 +51,52 @@ def mount(journal: Journal, runner: Runner, source: str, target: Path, fstype: s
     return info
 
 
+def frozen(runner: Runner, target: Path) -> bool:
+    """Is the filesystem at ``target`` frozen (fsfreeze)? Asked by freezing it: the kernel
+    answers EBUSY when it already is; when it was not, it is thawed at once (that freeze
+    was ours). Only called when no process holds the filesystem, so no writer can make
+    the freeze wait. Filesystems that cannot be frozen (tmpfs, FUSE) are not frozen."""
+    done = runner.run(["fsfreeze", "--freeze", str(target)], timeout=120, check=False)
+    if done.returncode == 0:
+        runner.run(["fsfreeze", "--unfreeze", str(target)], timeout=120, check=False)
+        return False
+    return "busy" in done.stderr.lower()
+
+
 @undo_action("umount")
 def _umount(runner: Runner, args: dict[str, Any]) -> None:
+    """Unmount, waiting while the last users leave. Never a frozen filesystem, and never
+    lazily while someone still uses it: either would strand it (an unmounted frozen
+    filesystem keeps its device busy, with no path left to thaw it through)."""
     target = Path(args["target"])
+
+    def unused() -> bool:
+        return mount_at(target) is None or not holders(target)
+
+    try:
+        wait_until(unused, timeout=20, interval=1.0, what=f"the users of {target} to leave")
+    except TimeoutExpired:
+        users = holders(target)
+        raise ProvisionError(
+            f"{target} is still in use by {', '.join(map(str, users[:5]))}; left mounted "
+            "(if its filesystem is frozen, thaw it with `fsfreeze -u`), then run "
+            "`pgfsbench cleanup`") from None
+    if mount_at(target) is None:
+        return
+    if frozen(runner, target):
+        raise ProvisionError(f"{target} is frozen; left mounted: unmounting it would keep its "
+                             f"device busy for good. Thaw it (`fsfreeze -u {target}`), then "
+                             "run `pgfsbench cleanup`")
 
     def unmounted() -> bool:
         if mount_at(target) is None:
             return True
-        runner.run(["umount", str(target)], timeout=120, check=False)
+        runner.run(["umount", str(target)], timeout=60, check=False)
         return mount_at(target) is None
 
     try:
-        wait_until(unmounted, timeout=30, interval=1.0, what=f"{target} to unmount")
-    except Exception:
-        # Something still holds it; detach it from the tree so the device can be released.
+        wait_until(unmounted, timeout=20, interval=1.0, what=f"{target} to unmount")
+    except TimeoutExpired:
+        # nobody holds it and it is not frozen (a kernel reference): detach it so the
+        # device can be released
         runner.run(["umount", "--lazy", str(target)], timeout=60)

@@ -164,6 +164,18 @@ def _fuse_pids() -> list[int]:
     return pids
 
 
+_STARTED_PIDFILES: set[Path] = set()  # zfs-fuse daemons this process started
+
+
+def _started_by_us() -> bool:
+    for pidfile in _STARTED_PIDFILES:
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            pid = int(pidfile.read_text().split()[0])
+            if pid in _fuse_pids():
+                return True
+    return False
+
+
 def _fuse_package_version(runner: Runner) -> str:
     with contextlib.suppress(CommandError):
         done = runner.run(["dpkg-query", "-W", "-f", "${Version}", "zfs-fuse"], timeout=30,
@@ -218,6 +230,7 @@ class FuseDaemon:
             return cls(pidfile, False)
         argv = ["zfs-fuse", "--pidfile", str(pidfile), "--no-kstat-mount", *options]
         journal.record("start zfs-fuse", Undo("stop_zfs_fuse", {"pidfile": str(pidfile)}))
+        _STARTED_PIDFILES.add(pidfile)
         runner.run(argv, timeout=60)
         wait_until(lambda: FUSE_SOCKET.exists() and pidfile.exists(), timeout=30,
                    what="zfs-fuse to listen")
@@ -383,7 +396,7 @@ class ZfsDriver:
                                   "(/sys/module/zfs) nor zfs-fuse is installed")
         return impl
 
-    def check(self, config: Any, runner: Runner) -> None:
+    def check(self, config: Any, runner: Runner, workdir: Path) -> None:
         """Refuse what the installed ZFS cannot do, before anything is created."""
         assert isinstance(config, ZfsStorage)
         impl = self.implementation(runner)
@@ -391,27 +404,36 @@ class ZfsDriver:
             raise CapabilityError(f"the spec asks for {config.implementation} ZFS; this machine "
                                   f"has {impl.label()}")
         if impl.fuse and not impl.properties:
-            impl = self._probe_fuse(runner)
+            impl = self._probe_fuse(runner, workdir)
+        if impl.fuse and fuse_daemon_running() and not _started_by_us():
+            options = fuse_daemon_options(config.module_parameters)
+            if options:
+                raise CapabilityError(
+                    "zfs-fuse is already running and was not started by pgfsbench: its "
+                    f"options cannot be changed for this storage ({' '.join(options)}); "
+                    "stop that daemon, or remove module_parameters")
         self.validate(config, impl)
 
-    def _probe_fuse(self, runner: Runner) -> ZfsImplementation:
-        """Start zfs-fuse briefly to ask it what it supports, then stop it (once a process)."""
+    def _probe_fuse(self, runner: Runner, workdir: Path) -> ZfsImplementation:
+        """Start zfs-fuse briefly to ask it what it supports, then stop it (once a process).
+        Its pidfile and journal live in the work directory."""
         global _PROBED_FUSE
         if _PROBED_FUSE is None:
-            _PROBED_FUSE = self._start_and_ask(runner)
+            _PROBED_FUSE = self._start_and_ask(runner, workdir / "zfs-probe")
         return _PROBED_FUSE
 
-    def _start_and_ask(self, runner: Runner) -> ZfsImplementation:
-        import tempfile
-
+    def _start_and_ask(self, runner: Runner, directory: Path) -> ZfsImplementation:
         from pgfsbench.system.journal import Journal
 
-        with tempfile.TemporaryDirectory(prefix="pgfsb-probe-") as tmp:
-            journal = Journal(Path(tmp) / "probe.jsonl", runner)
+        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            journal = Journal(directory / "probe.jsonl", runner)
             with journal.scope():
-                FuseDaemon.ensure(journal, runner, Path(tmp) / "zfs-fuse.pid", [])
+                FuseDaemon.ensure(journal, runner, directory / "zfs-fuse.pid", [])
                 impl = detect(runner)
             journal.close()
+        finally:
+            shutil.rmtree(directory, ignore_errors=True)
         assert impl is not None
         return impl
 

@@ -8,7 +8,9 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from pgfsbench.system.errors import PgfsbenchError
 from pgfsbench.system.journal import Journal, Undo, undo_action
+from pgfsbench.system.mountinfo import mounts_under
 from pgfsbench.system.runner import Runner, process_alive, signal_process_group
 from pgfsbench.system.wait import wait_until
 
@@ -40,6 +42,11 @@ def watch_process_group(journal: Journal, pid: int, start_time: int | None, what
 @undo_action("remove_path")
 def _remove_path(runner: Runner, args: dict[str, Any]) -> None:
     path = Path(args["path"])
+    inside = mounts_under(path)
+    if inside:
+        # never delete across a mount point: it would erase (or, frozen, hang in) that fs
+        raise PgfsbenchError(f"not removing {path}: {inside[0].target} is still mounted "
+                             "inside it")
     if path.is_symlink() or path.is_file():
         path.unlink()
     elif path.is_dir():

@@ -53,6 +53,22 @@ class WorkloadError(PgfsbenchError):
     """The load generator failed."""
 
 
+class Stalled(WorkloadError):
+    """The workload made no progress for the spec's stall_timeout and was ended."""
+
+
+class RunsFailed(PgfsbenchError):
+    """The campaign completed, but some of its runs failed or were aborted."""
+
+    exit_code = 6
+
+
+class HostBusy(PgfsbenchError):
+    """Another campaign holds this host (one campaign per host)."""
+
+    exit_code = 7
+
+
 class StoreError(PgfsbenchError):
     """The results store could not be read or written."""
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from pgfsbench.system.errors import CommandError
+from pgfsbench.system.errors import CommandError, Stalled
 
 # Parsers of tool output expect the C locale's English messages.
 BASE_ENV = {"LC_ALL": "C.UTF-8", "LANG": "C.UTF-8", "LANGUAGE": ""}
@@ -75,28 +75,34 @@ class Runner:
         self._note(argv, user)
         started = time.monotonic()
         try:
-            proc = subprocess.run(
+            proc = subprocess.Popen(
                 list(argv),
-                capture_output=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
                 text=True,
                 errors="replace",
-                timeout=timeout,
                 user=user,
                 cwd=str(cwd) if cwd is not None else ("/" if user else None),
                 env=child_env(env),
-                input=input_text,
-                stdin=None if input_text is not None else subprocess.DEVNULL,
                 start_new_session=True,
-                check=False,
             )
-        except subprocess.TimeoutExpired as exc:
-            raise CommandError(argv, None, _text(exc.stderr), _text(exc.output)) from exc
         except FileNotFoundError as exc:
             raise CommandError(argv, 127, f"{argv[0]}: command not found") from exc
-        done = Completed(tuple(argv), proc.returncode, proc.stdout, proc.stderr,
+        except PermissionError as exc:
+            raise CommandError(argv, 126, f"{argv[0]}: {exc.strerror}") from exc
+        try:
+            stdout, stderr = proc.communicate(input=input_text, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            out, err = end_unresponsive(proc)
+            raise CommandError(argv, None, err, out) from None
+        except BaseException:
+            end_unresponsive(proc)
+            raise
+        done = Completed(tuple(argv), proc.returncode, stdout, stderr,
                          time.monotonic() - started)
         if check and proc.returncode != 0:
-            raise CommandError(argv, proc.returncode, proc.stderr, proc.stdout)
+            raise CommandError(argv, proc.returncode, stderr, stdout)
         return done
 
     def spawn(
@@ -131,12 +137,21 @@ class Runner:
         return Child(tuple(argv), proc, out)
 
 
-def _text(data: str | bytes | None) -> str:
-    if data is None:
-        return ""
-    if isinstance(data, bytes):
-        return data.decode(errors="replace")
-    return data
+ABANDONED: list[int] = []  # children that would not die (stuck in the kernel, state D)
+
+
+def end_unresponsive(proc: subprocess.Popen[str], grace: float = 5.0) -> tuple[str, str]:
+    """Kill a child's whole group and collect what it printed, without ever blocking for
+    good: a process stuck in uninterruptible sleep (a write to a frozen filesystem) cannot
+    die until the kernel lets it go, so after ``grace`` seconds it is left behind (its pid
+    is remembered) rather than waited for."""
+    signal_process_group(proc.pid, None, signal.SIGKILL)
+    try:
+        out, err = proc.communicate(timeout=grace)
+        return out or "", err or ""
+    except subprocess.TimeoutExpired:
+        ABANDONED.append(proc.pid)
+        return "", f"(pid {proc.pid} did not exit after SIGKILL: stuck in the kernel)"
 
 
 class Child:
@@ -181,6 +196,26 @@ class Child:
         self._finish()
         return code
 
+    def wait_watching(self, timeout: float, check: Callable[[], str | None],
+                      interval: float = 0.5) -> int:
+        """Wait like ``wait``, calling ``check`` every ``interval`` seconds; when it returns
+        a reason, end the whole tree and raise Stalled with that reason."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                code = self.proc.wait(timeout=min(interval, max(0.0, deadline - time.monotonic())))
+            except subprocess.TimeoutExpired:
+                reason = check()
+                if reason is not None:
+                    self.kill_tree()
+                    raise Stalled(reason) from None
+                if time.monotonic() >= deadline:
+                    self.kill_tree()
+                    raise CommandError(self.argv, None, self.stderr) from None
+                continue
+            self._finish()
+            return code
+
     def _finish(self) -> None:
         self._reader.join(timeout=5)
         self._out.close()
@@ -192,7 +227,10 @@ class Child:
             self.proc.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             signal_process_group(self.pid, self.start_time, signal.SIGKILL)
-            self.proc.wait(timeout=10)
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                ABANDONED.append(self.pid)  # stuck in the kernel; never block on it
         # Grandchildren may outlive the leader; the group id is still the leader's pid.
         signal_process_group(self.pid, None, signal.SIGKILL)
         self._finish()
@@ -207,6 +245,15 @@ def process_start_time(pid: int) -> int | None:
     # The command name (field 2) may contain spaces and parentheses; fields follow the last ')'.
     fields = stat[stat.rindex(")") + 2 :].split()
     return int(fields[19])
+
+
+def process_state(pid: int) -> str | None:
+    """R, S, D (uninterruptible: stuck in the kernel), Z... or None when gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2 :].split()[0]
 
 
 def process_alive(pid: int, start_time: int | None) -> bool:

@@ -1,1 +1,16 @@
-"""Load generators: argv builders and output parsers (pure)."""
+"""Load generators behind one protocol (base.Workload): argv builders and pure parsers per
+tool, and the driver that runs them."""
+
+from __future__ import annotations
+
+from pgfsbench.spec import Cell, Defaults
+from pgfsbench.workloads.base import Workload
+from pgfsbench.workloads.pgbench import Pgbench
+
+
+def workload_for(cell: Cell, defaults: Defaults) -> Workload:
+    """The driver for a cell's workload tool."""
+    tool = cell.workload.tool
+    if tool == "pgbench":
+        return Pgbench(defaults.generation, defaults.foreign_keys, defaults.samplers)
+    raise ValueError(f"no workload driver for {tool!r}")

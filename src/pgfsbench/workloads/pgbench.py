@@ -1,23 +1,36 @@
-"""pgbench: command lines for `pgbench -i` and runs, and parsers of what it prints (pure)."""
+"""pgbench: command lines for `pgbench -i` and runs, and parsers of what it prints (pure);
+then `Pgbench`, the workload that drives them.
+
+Latencies are exact per transaction from its log (-l); throughput per second comes from
+its progress reports (-P 1).
+"""
 
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pgfsbench.spec import Workload
+from pgfsbench.collect.txlog import compress_logs, parse_txlog
+from pgfsbench.spec import Cell, Workload
+from pgfsbench.system.access import readable_by
+from pgfsbench.system.actions import watch_process_group
+from pgfsbench.system.errors import CommandError, Stalled, WorkloadError
+from pgfsbench.workloads.base import (
+    Endpoint,
+    LoadResult,
+    Measurement,
+    Progress,
+    ProgressCallback,
+    StallCheck,
+    WorkloadContext,
+)
 
+# pgbench data is about 15 MB per scale unit (pgbench-tools sizes its grid the same way),
+# with indexes and free space 16 MB; WAL during the load adds as much again.
+BYTES_PER_SCALE = 16 * 1024 * 1024
 
-@dataclass(frozen=True)
-class Connection:
-    host: str  # the private socket directory
-    port: int
-    user: str
-    dbname: str
-
-    def args(self) -> list[str]:
-        return ["-h", self.host, "-p", str(self.port), "-U", self.user]
 
 
 def init_steps(generation: str, foreign_keys: bool) -> str:
@@ -26,22 +39,28 @@ def init_steps(generation: str, foreign_keys: bool) -> str:
     return steps + ("f" if foreign_keys else "")
 
 
-def init_argv(pgbench: str, conn: Connection, scale: int, generation: str,
+def init_argv(pgbench: str, conn: Endpoint, scale: int, generation: str,
               foreign_keys: bool) -> list[str]:
     return [pgbench, "-i", "-s", str(scale), "-I", init_steps(generation, foreign_keys),
-            *conn.args(), conn.dbname]
+            *conn.libpq_args(), conn.dbname]
 
 
-def run_argv(pgbench: str, conn: Connection, workload: Workload, duration_s: float,
+def script_path(script: str, base_dir: Path) -> tuple[Path, str]:
+    """'my.sql@3' -> (base_dir/my.sql, '3'): relative paths are relative to the spec."""
+    name, _, weight = script.partition("@")
+    path = Path(name) if Path(name).is_absolute() else base_dir / name
+    return path, weight
+
+
+def run_argv(pgbench: str, conn: Endpoint, workload: Workload, duration_s: float,
              *, base_dir: Path, progress: bool = True, vacuum: bool = True,
              log_prefix: Path | None = None, sampling_rate: float | None = None) -> list[str]:
-    argv = [pgbench, *conn.args(), "-c", str(workload.clients), "-j", str(workload.threads),
-            "-T", str(max(1, round(duration_s))), "-M", workload.protocol]
+    argv = [pgbench, *conn.libpq_args(), "-c", str(workload.clients), "-j",
+            str(workload.threads), "-T", str(max(1, round(duration_s))), "-M", workload.protocol]
     if workload.builtin:
         argv += ["-b", workload.builtin]
     for script in workload.scripts:
-        name, _, weight = script.partition("@")
-        path = Path(name) if Path(name).is_absolute() else base_dir / name
+        path, weight = script_path(script, base_dir)
         argv += ["-f", f"{path}@{weight}" if weight else str(path)]
     if workload.rate:
         argv += ["-R", f"{workload.rate:g}"]
@@ -154,3 +173,129 @@ def parse_progress(line: str) -> ProgressPoint | None:
 
     return ProgressPoint(float(m.group(1)), float(m.group(2)), opt(m.group(3)), opt(m.group(4)),
                          int(m.group(5)) if m.group(5) is not None else None, opt(m.group(6)))
+
+
+# ---------------------------------------------------------------- the workload
+
+
+@dataclass(frozen=True)
+class Pgbench:
+    """pgbench as a Workload: `pgbench -i` loads, `pgbench -T` measures."""
+
+    generation: str = "client"
+    foreign_keys: bool = False
+    log_transactions: bool = True  # -l, for latency percentiles per run and per second
+    tool: str = "pgbench"
+
+    def problems(self, cell: Cell, base_dir: Path, os_user: str | None) -> list[str]:
+        found = []
+        for script in cell.workload.scripts:
+            path, _ = script_path(script, base_dir)
+            if os_user is not None:
+                why = readable_by(path, os_user)
+            else:
+                why = None if path.is_file() else f"{path} does not exist"
+            if why:
+                found.append(f"workload {cell.workload.name}: script {script}: {why} "
+                             "(pgbench runs as the PostgreSQL OS user)")
+        return found
+
+    def estimated_bytes(self, cell: Cell) -> int:
+        return cell.scale * BYTES_PER_SCALE
+
+    def load(self, ctx: WorkloadContext, cell: Cell) -> LoadResult:
+        argv = init_argv(ctx.binaries.tool("pgbench"), ctx.server, cell.scale, self.generation,
+                         self.foreign_keys)
+        started = time.monotonic()
+        try:
+            done = ctx.runner.run(argv, timeout=max(600.0, cell.scale * 120.0),
+                                  user=ctx.os_user, cwd=ctx.workdir)
+        except CommandError as exc:
+            (ctx.artifacts / "pgbench-init.txt").write_text(exc.stdout + exc.stderr)
+            raise WorkloadError(f"pgbench -i failed: {exc}") from None
+        wall = time.monotonic() - started
+        output = done.stdout + done.stderr
+        (ctx.artifacts / "pgbench-init.txt").write_text(output)
+        parsed = parse_init(output)
+        phases = dict(parsed.phases) if parsed else {}
+        phases["wall_clock"] = round(wall, 3)
+        return LoadResult(parsed.seconds if parsed else wall, phases, output)
+
+    def run(self, ctx: WorkloadContext, cell: Cell, seconds: float, *, measured: bool,
+            on_progress: ProgressCallback, stalled: StallCheck) -> Measurement:
+        w = cell.workload
+        name = "pgbench" if measured else "warmup"
+        log = measured and self.log_transactions
+        # vacuum (and truncate pgbench_history) before the first phase of a run only
+        vacuum = not measured or w.warmup_s <= 0
+        argv = run_argv(ctx.binaries.tool("pgbench"), ctx.endpoint, w, seconds,
+                        base_dir=ctx.base_dir, vacuum=vacuum,
+                        log_prefix=ctx.workdir / "txlog" if log else None,
+                        sampling_rate=w.sampling_rate)
+        stdout_path = ctx.artifacts / f"{name}.stdout"
+        child = ctx.runner.spawn(argv, stdout_path=stdout_path, user=ctx.os_user,
+                                 cwd=ctx.workdir)
+        # if pgfsbench is killed before this is journaled, pgbench ends by itself when
+        # cleanup stops the server it is connected to
+        watch_process_group(ctx.journal, child.pid, child.start_time, f"pgbench pid {child.pid}")
+        points: list[ProgressPoint] = []
+
+        def on_line(line: str) -> None:
+            point = parse_progress(line)
+            if point is not None:
+                points.append(point)
+                on_progress(Progress(point.t, point.tps, point.latency_ms,
+                                     {"lag_ms": point.lag_ms}))
+
+        child.on_stderr_line(on_line)
+        try:
+            rc = child.wait_watching(seconds + 300, stalled)
+        except Stalled as exc:
+            # what it measured until it stalled is the evidence of the stall
+            (ctx.artifacts / f"{name}.stderr").write_text(child.stderr)
+            return Measurement(series=progress_series(points), stalled=str(exc),
+                               returncode=-1, errors=(str(exc),))
+        except CommandError:
+            (ctx.artifacts / f"{name}.stderr").write_text(child.stderr)
+            raise
+        except BaseException:
+            child.kill_tree()
+            raise
+        (ctx.artifacts / f"{name}.stderr").write_text(child.stderr)
+        summary = parse_run(stdout_path.read_text(errors="replace"), child.stderr)
+        errors = list(summary.errors)
+        if summary.aborted:
+            errors.append("pgbench run was aborted; results are incomplete")
+        if rc != 0 and not errors:
+            errors.append(f"pgbench exited {rc}")
+        m = Measurement(
+            unit="tps", throughput=summary.tps, latency_avg_ms=summary.latency_avg_ms,
+            latency_stddev_ms=summary.latency_stddev_ms, transactions=summary.transactions,
+            failed_transactions=summary.failed_transactions,
+            initial_connection_ms=summary.initial_connection_ms,
+            series=progress_series(points), errors=tuple(errors), returncode=rc,
+            extra={k: v for k, v in (("lag_avg_ms", summary.lag_avg_ms),
+                                     ("lag_max_ms", summary.lag_max_ms)) if v is not None})
+        if log:
+            logs = sorted(ctx.workdir.glob("txlog.*"))
+            m.latency = parse_txlog(logs, sampling_rate=w.sampling_rate, duration_s=seconds)
+            if logs:
+                m.artifacts["txlog"] = compress_logs(logs, ctx.artifacts / "txlog.gz")
+        return m
+
+
+def progress_series(points: list[ProgressPoint]) -> dict[str, tuple[float, list[object]]]:
+    """pgbench -P 1 lines as per-second series (t0 = the first report)."""
+    if not points:
+        return {}
+    t0 = points[0].t
+    out: dict[str, tuple[float, list[object]]] = {
+        "tps": (t0, [p.tps for p in points]),
+        "latency_avg_ms": (t0, [p.latency_ms for p in points]),
+        "latency_stddev_ms": (t0, [p.stddev_ms for p in points]),
+    }
+    if any(p.failed for p in points):
+        out["failed"] = (t0, [p.failed for p in points])
+    if any(p.lag_ms is not None for p in points):
+        out["lag_ms"] = (t0, [p.lag_ms for p in points])
+    return out

@@ -1,0 +1,320 @@
+"""A campaign: the plan's runs, one after the other, on a host held for the whole time.
+
+Failure policy: any error inside a run (ours, PostgreSQL's, the OS's, a library's) makes
+that run `failed` with a one-line root cause and its evidence kept; the run's journal
+scope is undone and the matrix goes on. Only an interrupt (Ctrl-C, SIGTERM) stops the
+campaign: the current run becomes `aborted`, everything is undone, and it is raised.
+Whatever a run could not undo (a filesystem frozen under it) is tried again at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pgfsbench import __version__, kernel
+from pgfsbench.cleanup import cleanup
+from pgfsbench.collect.host import host_environment, meminfo
+from pgfsbench.engine.cell import CellState, Engine, new_state, prepare
+from pgfsbench.engine.diagnosis import Evidence, Volume, root_cause
+from pgfsbench.engine.events import Events, QuietEvents
+from pgfsbench.engine.measure import measure_run
+from pgfsbench.engine.preflight import preflight
+from pgfsbench.engine.records import CampaignStatus, RunRecord, RunStatus
+from pgfsbench.plan import Plan, PlannedRun
+from pgfsbench.results.store import Store
+from pgfsbench.spec import LoadedSpec
+from pgfsbench.storage.devices import DevicePolicy
+from pgfsbench.system.errors import Interrupted, PgfsbenchError, UsageError
+from pgfsbench.system.journal import Journal
+from pgfsbench.system.runner import Runner
+
+# file names in a run's artifacts directory -> the kind they are stored as
+ARTIFACT_KINDS = {"pgbench.stdout": "pgbench_stdout", "pgbench.stderr": "pgbench_stderr",
+                  "warmup.stdout": "warmup_stdout", "warmup.stderr": "warmup_stderr",
+                  "pgbench-init.txt": "pgbench_init", "txlog.gz": "txlog",
+                  "postgresql.log": "server_log", "commands.sh": "commands"}
+
+
+@dataclass
+class CampaignResult:
+    campaign_id: int
+    run_ids: list[int] = field(default_factory=list)
+    status: CampaignStatus = CampaignStatus.DONE
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def not_ok(self) -> int:
+        return sum(n for s, n in self.counts.items() if s != RunStatus.OK)
+
+
+class Campaign:
+    def __init__(self, loaded: LoadedSpec, plan: Plan, store: Store, *, workdir: Path,
+                 policy: DevicePolicy | None = None, events: Events | None = None,
+                 runner: Runner | None = None, resume: int | None = None,
+                 host: str | None = None):
+        self.loaded = loaded
+        self.plan = plan
+        self.store = store
+        self.workdir = workdir.resolve()
+        self.policy = policy or DevicePolicy()
+        self.events: Events = events or QuietEvents()
+        self.runner = runner or Runner()
+        self.resume = resume
+        self.host = host or host_environment()["hostname"]
+
+    # ------------------------------------------------------------ the whole matrix
+
+    def execute(self) -> CampaignResult:
+        """Run the campaign; the caller holds the host (`system.hostlock.host_lock`)."""
+        ready = preflight(self.loaded, self.plan, self.workdir, self.policy, self.runner)
+        left = cleanup(self.workdir, self.runner)
+        if left.journals:
+            self.events.warning(f"undid what {left.journals} killed run(s) left in "
+                                f"{self.workdir} ({left.steps_undone} step(s))")
+        runs = self._runs_to_do()
+        journal = Journal.create(self.workdir, self.runner,
+                                 meta={"results": self.store.target})
+        campaign_id = self._campaign_id(ready.binaries.version_line)
+        journal.note(campaign_id=campaign_id)
+        eng = Engine(self.loaded, self.plan, self.store, self.workdir, self.runner,
+                     journal, self.policy, ready.binaries, ready.os_user, self.events.phase)
+        result = CampaignResult(campaign_id)
+        try:
+            for group in self._groups(runs):
+                self._execute_group(eng, group, result)
+        except (Interrupted, KeyboardInterrupt):
+            result.status = CampaignStatus.INTERRUPTED
+            raise
+        finally:
+            journal.undo_since(0)  # tries again whatever a run could not undo
+            pending = {s.seq for s in journal.pending()}
+            last = {f.step.seq: f for f in journal.failures if f.step.seq in pending}
+            for failure in last.values():
+                self.events.warning(
+                    f"could not undo '{failure.step.what}': {failure.error} (run "
+                    f"`pgfsbench cleanup --workdir {self.workdir}` once it can be)")
+            journal.close()
+            self.store.finish_campaign(campaign_id, str(result.status))
+        return result
+
+    def _campaign_id(self, pg_version_line: str) -> int:
+        if self.resume is not None:
+            self.store.reopen_campaign(self.resume)
+            return self.resume
+        return self.store.start_campaign(
+            name=self.loaded.spec.name or self.loaded.path.stem,
+            spec_path=str(self.loaded.path), spec_text=self.loaded.text,
+            overrides=list(self.loaded.overrides), host=self.host,
+            pgfsbench_version=__version__, workdir=str(self.workdir),
+            uuid=str(uuid.uuid4()),
+            environment={**host_environment(), "postgresql": pg_version_line})
+
+    def _runs_to_do(self) -> list[PlannedRun]:
+        """The plan's runs; when resuming, those without an ok result in the campaign."""
+        if self.resume is None:
+            return list(self.plan.runs)
+        camp = self.store.campaign(self.resume)
+        if camp is None:
+            raise UsageError(f"--resume {self.resume}: no such campaign in {self.store.target}")
+        if camp.get("spec_text") != self.loaded.text:
+            raise UsageError(f"--resume {self.resume}: the spec differs from the one campaign "
+                             f"{self.resume} ran ({camp.get('spec_path')}); resume needs the "
+                             "same spec")
+        if list(camp.get("overrides") or []) != list(self.loaded.overrides):
+            raise UsageError(f"--resume {self.resume}: the campaign ran with --set "
+                             f"{' '.join(camp.get('overrides') or []) or '(none)'}; give the "
+                             "same --set options")
+        done = {(r["cell"], r["repetition"]) for r in self.store.list_runs(self.resume)
+                if r["status"] == RunStatus.OK and not r.get("superseded_by")}
+        return [r for r in self.plan.runs if (r.cell.id, r.repetition) not in done]
+
+    def _groups(self, runs: list[PlannedRun]) -> list[list[PlannedRun]]:
+        """Runs that share one provisioning and load: each run alone (load_per=repetition),
+        or all repetitions of a cell (load_per=cell)."""
+        if self.loaded.spec.defaults.load_per != "cell":
+            return [[r] for r in runs]
+        by_cell: dict[str, list[PlannedRun]] = {}
+        for r in runs:
+            by_cell.setdefault(r.cell.id, []).append(r)
+        return list(by_cell.values())
+
+    # ------------------------------------------------------------ one group of runs
+
+    def _execute_group(self, eng: Engine, group: list[PlannedRun],
+                       result: CampaignResult) -> None:
+        """Provision once, measure each run. After a failure the cell is not trusted:
+        its remaining runs are recorded failed without running (resume runs them)."""
+        with eng.journal.scope():
+            state: CellState | None = None
+            prepared = False
+            earlier: str | None = None
+            failed = False
+            last_run_id: int | None = None
+            try:
+                for planned in group:
+                    run_id = last_run_id = self._start_run(eng, planned, result)
+                    if earlier is not None:
+                        self._finish(planned, run_id, RunRecord(
+                            RunStatus.FAILED, error=f"not run: {earlier}"), result)
+                        continue
+                    if state is None:
+                        state = new_state(eng, planned.cell, run_id)
+                    try:
+                        if not prepared:
+                            prepare(eng, state)
+                            prepared = True
+                        record = measure_run(eng, planned, run_id, state, self.events)
+                        self._finish(planned, run_id, record, result)
+                    except (Interrupted, KeyboardInterrupt):
+                        failed = True
+                        self._finish(planned, run_id, self._failure(
+                            eng, state, "interrupted", RunStatus.ABORTED), result)
+                        raise
+                    except Exception as exc:
+                        failed = True
+                        cause = root_cause(exc, self._evidence(state))
+                        self._finish(planned, run_id,
+                                     self._failure(eng, state, cause, RunStatus.FAILED), result)
+                        earlier = (f"run {run_id} of this cell failed: {cause}" if prepared
+                                   else f"preparing the cell failed: {cause}")
+            finally:
+                if last_run_id is not None:
+                    self._collect(eng, state, last_run_id, immediate=failed)
+
+    def _start_run(self, eng: Engine, planned: PlannedRun, result: CampaignResult) -> int:
+        cell = planned.cell
+        w = cell.workload
+        run_id = self.store.start_run(
+            campaign_id=result.campaign_id, cell=cell.id, storage=cell.storage_name,
+            fs=cell.fs, postgres=cell.postgres_name, kernel=cell.kernel_name, workload=w.name,
+            repetition=planned.repetition, scale=cell.scale, clients=w.clients,
+            threads=w.threads, duration_s=w.duration_s, warmup_s=w.warmup_s,
+            params=cell_params(cell), pg_version=eng.binaries.version, host=self.host,
+            uuid=str(uuid.uuid4()))
+        if self.resume is not None:
+            self.store.supersede(result.campaign_id, cell.id, planned.repetition, run_id)
+        eng.journal.note(run_id=run_id)
+        result.run_ids.append(run_id)
+        self.events.run_started(planned, run_id)
+        return run_id
+
+    def _finish(self, planned: PlannedRun, run_id: int, record: RunRecord,
+                result: CampaignResult) -> None:
+        self.store.finish_run(run_id, **record.columns())
+        result.counts[record.status] = result.counts.get(record.status, 0) + 1
+        self.events.run_finished(planned, run_id, record)
+
+    # ------------------------------------------------------------ failures
+
+    def _failure(self, eng: Engine, state: CellState | None, cause: str,
+                 status: RunStatus) -> RunRecord:
+        """A failed (or aborted) run with what was known: the kernel settings in effect now
+        (before they are undone), the host, the server log's last lines."""
+        env: dict[str, Any] = {}
+        with contextlib.suppress(Exception):
+            env = {**host_environment(), "vm": kernel.snapshot_vm(),
+                   "postgresql": eng.binaries.version_line}
+            if state is not None and state.storage is not None:
+                env["mounts"] = {v.role: {"source": v.source, "fs": v.fs,
+                                          "options": v.mount_options}
+                                 for v in state.storage.volumes}
+        evidence: dict[str, Any] = {}
+        if state is not None and state.instance is not None:
+            evidence["server_log_tail"] = _tail(state.instance.log_path, 30)
+        return RunRecord(status, error=cause, environment=env,
+                         metrics={"evidence": evidence} if evidence else {})
+
+    def _evidence(self, state: CellState | None) -> Evidence:
+        if state is None:
+            return Evidence()
+        lines: tuple[str, ...] = ()
+        alive = None
+        if state.instance is not None:
+            lines = tuple(_tail(state.instance.log_path, 300))
+            alive = state.instance.alive()
+        volumes: list[Volume] = []
+        if state.storage is not None:
+            for v in state.storage.volumes:
+                size = None
+                with contextlib.suppress(OSError):
+                    st = shutil.disk_usage(v.mountpoint)
+                    size = st.total
+                volumes.append(Volume(v.role, str(v.mountpoint), v.fs, v.source, size))
+        mem = meminfo()
+        needed = None
+        with contextlib.suppress(Exception):
+            needed = state.workload.estimated_bytes(state.cell)
+        return Evidence(
+            log_lines=lines, server_alive=alive, volumes=tuple(volumes), needed_bytes=needed,
+            huge_page_kb=mem.get("Hugepagesize"), huge_pages_total=mem.get("HugePages_Total"),
+            huge_pages_free=mem.get("HugePages_Free"),
+            huge_pages_setting=str(state.cell.postgres.settings.get("huge_pages", "try")).lower())
+
+    # ------------------------------------------------------------ after a group
+
+    def _collect(self, eng: Engine, state: CellState | None, run_id: int,
+                 immediate: bool) -> None:
+        """Stop the server (immediately after a failure: a stalled server cannot shut down
+        cleanly) and keep its log, the commands run and every raw output with the run."""
+        art = eng.artifacts_dir(run_id)
+        if state is not None and state.instance is not None:
+            with contextlib.suppress(Exception):
+                state.instance.stop(eng.runner, timeout=10 if immediate else 60,
+                                    immediate=immediate)
+            if state.instance.log_path.exists():
+                with contextlib.suppress(OSError):
+                    shutil.copyfile(state.instance.log_path, art / "postgresql.log")
+        (art / "commands.sh").write_text("# commands pgfsbench ran for this run, in order\n"
+                                         + "\n".join(eng.runner.transcript) + "\n")
+        eng.runner.transcript.clear()
+        for path in sorted(art.iterdir()):
+            kind = ARTIFACT_KINDS.get(path.name)
+            if kind is not None:
+                self.store.put_artifact(run_id, kind, path)
+
+
+def _tail(path: Path, lines: int) -> list[str]:
+    try:
+        with path.open("rb") as fh:
+            fh.seek(0, 2)
+            size = fh.tell()
+            fh.seek(max(0, size - 256 * 1024))
+            text = fh.read().decode(errors="replace")
+    except OSError:
+        return []
+    return [ln for ln in text.splitlines() if ln.strip()][-lines:]
+
+
+def cell_params(cell: Any) -> dict[str, Any]:
+    return {
+        "storage": cell.storage.model_dump(),
+        "postgres": cell.postgres.model_dump(),
+        "kernel": cell.kernel.model_dump(),
+        "workload": vars(cell.workload),
+        "scale": cell.scale,
+    }
+
+
+@contextlib.contextmanager
+def signals_raise_interrupted() -> Iterator[None]:
+    """SIGTERM (and SIGHUP) become Interrupted, so every undo runs on the way out."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise Interrupted(f"stopped by signal {signal.Signals(signum).name}; everything undone")
+
+    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+__all__ = ["Campaign", "CampaignResult", "PgfsbenchError", "signals_raise_interrupted"]

@@ -1,0 +1,239 @@
+"""Preparing a cell: an ordered list of steps, each journaled by the code it calls.
+
+kernel settings -> storage -> its description -> its ceiling -> socket and scratch
+directories -> initdb -> configuration -> start -> database -> load -> settle.
+
+The order is data (`STEPS`): a step that must follow initdb (huge pages sized from the
+server's own figure) or precede the start (a pooler after it) is one entry in the list.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pgfsbench import kernel
+from pgfsbench.collect import ceiling
+from pgfsbench.engine.records import Prepared
+from pgfsbench.plan import Plan
+from pgfsbench.postgres.binaries import Binaries
+from pgfsbench.postgres.instance import SUPERUSER, Instance
+from pgfsbench.results.store import Store
+from pgfsbench.spec import Cell, LoadedSpec
+from pgfsbench.storage import driver_for
+from pgfsbench.storage.base import ProvisionContext, ProvisionedStorage, Volume
+from pgfsbench.storage.blockfs import fs_info
+from pgfsbench.storage.devices import DeviceFactory, DevicePolicy
+from pgfsbench.system.actions import make_dir
+from pgfsbench.system.journal import Journal
+from pgfsbench.system.runner import Runner
+from pgfsbench.workloads import workload_for
+from pgfsbench.workloads.base import Endpoint, LoadResult, Workload, WorkloadContext
+
+
+@dataclass
+class Engine:
+    """What every step may use; one per campaign."""
+
+    loaded: LoadedSpec
+    plan: Plan
+    store: Store
+    workdir: Path
+    runner: Runner
+    journal: Journal
+    policy: DevicePolicy
+    binaries: Binaries
+    os_user: str | None
+    phase: Callable[[str], None]
+
+    def artifacts_dir(self, run_id: int) -> Path:
+        path = self.store.artifacts_root / f"run-{run_id}"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+
+@dataclass
+class CellState:
+    """A cell as preparation builds it up (and as teardown and diagnosis find it)."""
+
+    cell: Cell
+    run_id: int  # the run that prepared it (its artifacts hold the preparation's outputs)
+    workload: Workload
+    celldir: Path | None = None
+    logdir: Path | None = None
+    scratch: Path | None = None
+    kernel_applied: list[kernel.AppliedSetting] = field(default_factory=list)
+    storage: ProvisionedStorage | None = None
+    storage_details: dict[str, Any] = field(default_factory=dict)
+    ceiling: dict[str, Any] | None = None
+    instance: Instance | None = None
+    initdb_output: str = ""
+    load: LoadResult | None = None
+    space_after_load: dict[str, Any] = field(default_factory=dict)
+
+    def prepared(self) -> Prepared:
+        assert self.storage is not None
+        return Prepared(
+            fs=self.storage.fs,
+            load_seconds=self.load.seconds if self.load else None,
+            load_phases=dict(self.load.phases) if self.load else {},
+            space_bytes=self.space_after_load.get("space_bytes"),
+            storage_details=self.storage_details,
+            kernel_applied=[vars(a) for a in self.kernel_applied],
+            implementation=self.storage.details.get("implementation"),
+            fuse=bool(self.storage.details.get("fuse", False)))
+
+    def context(self, eng: Engine, artifacts: Path) -> WorkloadContext:
+        assert self.instance is not None and self.scratch is not None
+        server = self.endpoint(eng)
+        return WorkloadContext(eng.runner, eng.journal, eng.binaries, server, server,
+                               self.scratch, artifacts, eng.os_user, eng.loaded.base_dir)
+
+    def endpoint(self, eng: Engine) -> Endpoint:
+        assert self.instance is not None
+        return Endpoint(str(self.instance.socket_dir), self.instance.port, SUPERUSER,
+                        eng.loaded.spec.defaults.database)
+
+
+Step = Callable[[Engine, CellState], None]
+
+
+def _directories(eng: Engine, st: CellState) -> None:
+    cells_dir = eng.workdir / "cells"
+    cells_dir.mkdir(exist_ok=True)
+    if cells_dir.stat().st_uid == os.geteuid():
+        cells_dir.chmod(0o755)  # PostgreSQL's OS user must traverse it whatever our umask
+    st.celldir = make_dir(eng.journal, cells_dir / f"run-{st.run_id}")
+    st.logdir = make_dir(eng.journal, st.celldir / "log", owner=eng.os_user, mode=0o755)
+    # the benchmark's own scratch directory (transaction logs): it runs as the OS user
+    st.scratch = make_dir(eng.journal, st.celldir / "work", owner=eng.os_user, mode=0o755)
+
+
+def _kernel(eng: Engine, st: CellState) -> None:
+    eng.phase("kernel settings")
+    st.kernel_applied = kernel.apply(eng.journal, st.cell.kernel)
+
+
+def _storage(eng: Engine, st: CellState) -> None:
+    assert st.celldir is not None
+    eng.phase(f"provisioning {st.cell.fs}")
+    ctx = ProvisionContext(eng.journal, eng.runner, st.celldir,
+                           DeviceFactory(eng.journal, eng.runner, st.celldir / "devices",
+                                         eng.policy), eng.os_user)
+    st.storage = driver_for(st.cell.fs).provision(st.cell.storage_name, st.cell.storage, ctx)
+
+
+def _describe_storage(eng: Engine, st: CellState) -> None:
+    assert st.storage is not None
+    st.storage_details = storage_details(eng.runner, st.storage)
+
+
+def _ceiling(eng: Engine, st: CellState) -> None:
+    """pg_test_fsync and fio on the empty filesystem, once per storage identity."""
+    assert st.storage is not None
+    if not getattr(st.cell.storage, "ceiling", False):
+        return
+    ident = ceiling.identity(st.cell.storage.model_dump())
+    cached = eng.store.get_ceiling(ident)
+    if cached is not None:
+        st.ceiling = {"identity": ident, "cached": True, **cached["figures"]}
+        return
+    eng.phase("measuring the storage's ceiling (pg_test_fsync, fio)")
+    figures = ceiling.measure(eng.runner, eng.binaries.tool("pg_test_fsync"),
+                              st.storage.data.mountpoint)
+    eng.store.put_ceiling(ident, st.cell.storage_name, figures)
+    st.ceiling = {"identity": ident, "cached": False, **figures}
+
+
+def _initdb(eng: Engine, st: CellState) -> None:
+    assert st.storage is not None and st.celldir is not None and st.logdir is not None
+    sock = socket_dir(eng.journal, st.celldir, eng.os_user)
+    st.instance = Instance(eng.binaries, st.storage.pgdata, st.storage.waldir, sock,
+                           st.logdir / "postgresql.log", eng.os_user)
+    eng.phase("initdb")
+    st.initdb_output = st.instance.init(eng.runner, st.cell.postgres.initdb)
+
+
+def _configure(eng: Engine, st: CellState) -> None:
+    assert st.instance is not None
+    st.instance.configure(st.cell.postgres.settings)
+
+
+def _start(eng: Engine, st: CellState) -> None:
+    assert st.instance is not None
+    eng.phase("starting PostgreSQL")
+    st.instance.start(eng.journal, eng.runner, eng.loaded.spec.defaults.startup_timeout)
+    st.instance.create_database(eng.loaded.spec.defaults.database)
+
+
+def _load(eng: Engine, st: CellState) -> None:
+    eng.phase(f"loading ({st.workload.tool}, scale {st.cell.scale})")
+    st.load = st.workload.load(st.context(eng, eng.artifacts_dir(st.run_id)), st.cell)
+
+
+def _settle(eng: Engine, st: CellState) -> None:
+    """Make the space figures and the first measured second independent of the load's
+    dirty pages: checkpoint, then flush the filesystems under test."""
+    assert st.instance is not None and st.storage is not None
+    st.instance.checkpoint()
+    sync_volumes(eng.runner, st.storage)
+    st.space_after_load = driver_for(st.cell.fs).space(st.storage, eng.runner)
+
+
+STEPS: tuple[tuple[str, Step], ...] = (
+    ("directories", _directories),
+    ("kernel", _kernel),
+    ("storage", _storage),
+    ("storage details", _describe_storage),
+    ("ceiling", _ceiling),
+    ("initdb", _initdb),
+    ("configure", _configure),
+    ("start", _start),
+    ("load", _load),
+    ("settle", _settle),
+)
+
+
+def new_state(eng: Engine, cell: Cell, run_id: int) -> CellState:
+    return CellState(cell, run_id, workload_for(cell, eng.loaded.spec.defaults))
+
+
+def prepare(eng: Engine, state: CellState) -> None:
+    """Run every step in order. The caller keeps ``state``: when a step fails, what was
+    built so far is what teardown and diagnosis look at."""
+    for _name, step in STEPS:
+        step(eng, state)
+
+
+def sync_volumes(runner: Runner, storage: ProvisionedStorage) -> None:
+    """syncfs(2) on the filesystems under test only (never sync(2): another filesystem,
+    frozen or slow, must not hold us up)."""
+    for volume in storage.volumes:
+        if volume.fs in ("zfs", "tmpfs"):
+            continue  # ZFS commits its transaction group in its driver; tmpfs is RAM
+        runner.run(["sync", "--file-system", str(volume.mountpoint)], timeout=300, check=False)
+
+
+def socket_dir(journal: Journal, celldir: Path, owner: str | None) -> Path:
+    """A private (0700) directory for the server's unix socket; short enough for sun_path."""
+    candidate = celldir / "sock"
+    if len(str(candidate / ".s.PGSQL.5432.lock")) > 100:
+        candidate = Path("/tmp") / f"pgfsb-{secrets.token_hex(4)}"
+    return make_dir(journal, candidate, owner=owner, mode=0o700)
+
+
+def storage_details(runner: Runner, storage: ProvisionedStorage) -> dict[str, Any]:
+    def volume(v: Volume) -> dict[str, Any]:
+        return {"fs": v.fs, "source": v.source, "devices": list(v.devices),
+                "mountpoint": str(v.mountpoint), "mount_options": v.mount_options,
+                "mkfs_argv": list(v.mkfs_argv), "mkfs_output": v.mkfs_output,
+                "fs_info": fs_info(runner, v), **v.details}
+
+    result: dict[str, Any] = {"data": volume(storage.data), **storage.details}
+    if storage.wal is not None:
+        result["wal"] = volume(storage.wal)
+    return result

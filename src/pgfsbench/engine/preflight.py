@@ -1,0 +1,120 @@
+"""Everything that can be refused is refused here, before anything is created or changed:
+root, the PostgreSQL OS user, binaries, the work directory, what the storage drivers and
+the kernel can do, the real devices (the guard), the workloads' files.
+
+Only when every check has passed is the work directory created or made traversable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from pgfsbench import kernel
+from pgfsbench.plan import Plan, is_root
+from pgfsbench.postgres.binaries import Binaries, find_binaries
+from pgfsbench.postgres.instance import SUPERUSER
+from pgfsbench.spec import LoadedSpec
+from pgfsbench.storage import driver_for
+from pgfsbench.storage.devices import DevicePolicy, check_real_device
+from pgfsbench.system.access import first_unreachable
+from pgfsbench.system.errors import CapabilityError, NeedsRootError, UsageError
+from pgfsbench.system.runner import Runner
+from pgfsbench.workloads import workload_for
+
+DEFAULT_WORKDIR = Path("/var/tmp/pgfsbench")
+
+
+@dataclass(frozen=True)
+class Ready:
+    """What the preflight established for the campaign."""
+
+    binaries: Binaries
+    os_user: str | None  # PostgreSQL and the benchmark run as this user (None: ourselves)
+    workdir: Path
+
+
+def postgres_os_user() -> str | None:
+    """As root, PostgreSQL runs as the 'postgres' OS user; otherwise as ourselves."""
+    if not is_root():
+        return None
+    try:
+        pwd.getpwnam(SUPERUSER)
+    except KeyError:
+        raise UsageError("running as root needs a 'postgres' OS user to run PostgreSQL as "
+                         "(Debian's postgresql package creates it)") from None
+    return SUPERUSER
+
+
+def require_root(plan: Plan) -> None:
+    if plan.needs_root and not is_root():
+        raise NeedsRootError("provisioning storage (losetup, mkfs, mount, sysctl) needs root; "
+                             "run as root, or use storage with fs = \"existing\"")
+
+
+def check_workdir(workdir: Path, os_user: str | None) -> None:
+    """Refuse a work directory we could not use, without changing anything."""
+    probe = workdir
+    while not probe.exists():
+        probe = probe.parent
+    if probe != workdir and not probe.is_dir():
+        raise UsageError(f"--workdir {workdir}: {probe} is not a directory")
+    if workdir.exists():
+        if not workdir.is_dir():
+            raise UsageError(f"--workdir {workdir}: not a directory")
+        if not os.access(workdir, os.W_OK | os.X_OK):
+            raise UsageError(f"--workdir {workdir} is not writable by this user; "
+                             "choose another with --workdir")
+    elif not os.access(probe, os.W_OK | os.X_OK):
+        raise UsageError(f"--workdir {workdir}: cannot create it in {probe} (not writable)")
+    if os_user is None:
+        return
+    # the PostgreSQL OS user must be able to traverse every ancestor; the work directory
+    # itself is made traversable only if we own it (and only after every check)
+    blocked = first_unreachable(probe if probe != workdir else workdir.parent, os_user)
+    if blocked is not None:
+        mode = stat.filemode(blocked.stat().st_mode)
+        raise UsageError(f"--workdir {workdir}: the {os_user} OS user cannot enter {blocked} "
+                         f"(mode {mode}); choose a directory under /var/tmp")
+    if workdir.exists() and workdir.stat().st_uid != os.geteuid() and \
+            first_unreachable(workdir, os_user) is not None:
+        raise UsageError(f"--workdir {workdir}: the {os_user} OS user cannot enter it and "
+                         "it is not ours to change")
+
+
+def make_workdir(workdir: Path) -> None:
+    workdir.mkdir(parents=True, exist_ok=True)
+    if workdir.stat().st_uid == os.geteuid():
+        workdir.chmod(workdir.stat().st_mode | 0o755)
+
+
+def preflight(loaded: LoadedSpec, plan: Plan, workdir: Path, policy: DevicePolicy,
+              runner: Runner) -> Ready:
+    require_root(plan)
+    os_user = postgres_os_user()
+    check_workdir(workdir, os_user)
+    binaries = find_binaries(loaded.spec.defaults.pg_bindir)
+    problems: list[str] = []
+    for cell in plan.cells:
+        problems += [f"kernel {cell.kernel_name}: {p}" for p in kernel.check(cell.kernel)]
+        problems += workload_for(cell, loaded.spec.defaults).problems(cell, loaded.base_dir,
+                                                                      os_user)
+    if problems:
+        raise UsageError("; ".join(dict.fromkeys(problems)))
+    for dev in plan.real_devices:
+        check_real_device(runner, dev, policy)
+    created = not workdir.exists()
+    make_workdir(workdir)
+    try:
+        for cell in plan.cells:
+            driver_for(cell.fs).check(cell.storage, runner, workdir)
+    except CapabilityError:
+        if created:
+            with contextlib.suppress(OSError):
+                workdir.rmdir()
+        raise
+    return Ready(binaries, os_user, workdir)

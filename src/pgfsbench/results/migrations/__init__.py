@@ -1,0 +1,1 @@
+"""Alembic migrations of the results schema (applied by Store on open)."""

@@ -1,0 +1,147 @@
+"""The matrix: the product of every dimension, trimmed by `[[matrix.exclude]]` and
+extended by `[[matrix.include]]`, as cells in a stable order.
+
+A cell's id names its table dimensions (`storage/postgres/kernel/workload`), followed by
+the swept values that vary in this matrix (`@clients=32,scale=10`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fnmatch
+import itertools
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pgfsbench.spec.dimensions import SWEEPS, TABLES
+from pgfsbench.spec.models import (
+    Defaults,
+    KernelConfig,
+    PostgresConfig,
+    Spec,
+    WorkloadConfig,
+    rule_patterns,
+)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A workload with the defaults and the cell's swept values folded in: one run."""
+
+    name: str
+    tool: str
+    builtin: str | None
+    scripts: tuple[str, ...]
+    clients: int
+    threads: int
+    duration_s: float
+    warmup_s: float
+    rate: float | None
+    protocol: str
+    extra_args: tuple[str, ...]
+    sampling_rate: float = 1.0
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One point of the matrix."""
+
+    storage_name: str
+    storage: Any  # one of the *Storage models
+    postgres_name: str
+    postgres: PostgresConfig
+    kernel_name: str
+    kernel: KernelConfig
+    workload: Workload
+    scale: int
+    swept: tuple[tuple[str, str], ...] = field(default=())  # the values that vary, for the id
+
+    @property
+    def base_id(self) -> str:
+        return "/".join((self.storage_name, self.postgres_name, self.kernel_name,
+                         self.workload.name))
+
+    @property
+    def id(self) -> str:
+        if not self.swept:
+            return self.base_id
+        return self.base_id + "@" + ",".join(f"{k}={v}" for k, v in self.swept)
+
+    @property
+    def fs(self) -> str:
+        return str(self.storage.fs)
+
+    def coordinates(self) -> dict[str, str]:
+        """The cell's value in every dimension (what matrix rules and globs match)."""
+        return {"storage": self.storage_name, "postgres": self.postgres_name,
+                "kernel": self.kernel_name, "workload": self.workload.name,
+                "scale": str(self.scale), "clients": str(self.workload.clients),
+                "rate": _fmt(self.workload.rate) if self.workload.rate else "max"}
+
+
+def _fmt(v: float | int | None) -> str:
+    if v is None:
+        return "max"
+    return str(int(v)) if float(v).is_integer() else f"{v:g}"
+
+
+def _values(w: WorkloadConfig, d: Defaults, dim: str) -> list[Any]:
+    """A workload's values for a swept dimension (the workload's own, else the default)."""
+    own = getattr(w, dim, None)
+    chosen = own if own is not None else getattr(d, dim, None)
+    if chosen is None:
+        return [None]
+    return list(chosen) if isinstance(chosen, list) else [chosen]
+
+
+def resolve_workload(name: str, w: WorkloadConfig, d: Defaults, clients: int,
+                     rate: float | None) -> Workload:
+    threads = w.threads or d.threads
+    return Workload(
+        name=name,
+        tool=w.tool,
+        builtin=w.builtin or (None if w.scripts else "tpcb-like"),
+        scripts=tuple(w.scripts),
+        clients=clients,
+        threads=min(threads, clients),  # pgbench refuses more threads than clients
+        duration_s=w.duration if w.duration is not None else d.duration,
+        warmup_s=w.warmup if w.warmup is not None else d.warmup,
+        rate=rate,
+        protocol=w.protocol,
+        extra_args=tuple(w.extra_args),
+        sampling_rate=w.sampling_rate or d.sampling_rate,
+    )
+
+
+def _matches(rule: Any, coords: Mapping[str, str]) -> bool:
+    for dim in (*TABLES, *SWEEPS):
+        pats = rule_patterns(rule, dim)
+        if pats is not None and not any(fnmatch.fnmatchcase(coords[dim], p) for p in pats):
+            return False
+    return True
+
+
+def expand(spec: Spec) -> list[Cell]:
+    """Every cell, in the order of the spec (tables first, then swept values)."""
+    d = spec.defaults
+    combos: list[Cell] = []
+    for s, p, k, wname in itertools.product(spec.storage, spec.postgres, spec.kernel,
+                                            spec.workload):
+        w = spec.workload[wname]
+        for scale, clients, rate in itertools.product(
+                _values(w, d, "scale"), _values(w, d, "clients"), _values(w, d, "rate")):
+            combos.append(Cell(s, spec.storage[s], p, spec.postgres[p], k, spec.kernel[k],
+                               resolve_workload(wname, w, d, int(clients), rate), int(scale)))
+    kept = [c for c in combos if not any(_matches(r, c.coordinates())
+                                         for r in spec.matrix.exclude)]
+    for rule in spec.matrix.include:
+        for c in combos:
+            if _matches(rule, c.coordinates()) and c not in kept:
+                kept.append(c)
+    order = {id(c): i for i, c in enumerate(combos)}
+    kept.sort(key=lambda c: order[id(c)])
+    varying = [dim for dim in SWEEPS
+               if len({c.coordinates()[dim] for c in kept}) > 1]
+    return [dataclasses.replace(c, swept=tuple((dim, c.coordinates()[dim]) for dim in varying))
+            for c in kept]

@@ -1,0 +1,436 @@
+"""The experiment spec (TOML, validated by pydantic): what a user may write, and nothing else.
+
+Unknown keys are errors; values that would pass here and fail later (a size where a sysctl
+wants bytes, a duration without a unit, a setting that would open a TCP port) are refused
+or normalised here, so that a spec `plan` accepts is a spec `run` can execute.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    create_model,
+    field_validator,
+    model_validator,
+)
+
+from pgfsbench.spec.dimensions import DIMENSIONS, TABLES
+from pgfsbench.units import parse_duration, parse_size
+
+NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
+Scalar = str | int | float | bool
+INT64_MAX = (1 << 63) - 1
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+
+def _seconds(value: Any) -> float:
+    """A duration as seconds: '30s', '2m', '1h', '500ms', or a number of seconds."""
+    if isinstance(value, bool):
+        raise ValueError("a duration is a number of seconds or a text such as 30s, 2m, 1h")
+    if isinstance(value, int | float | str):
+        return parse_duration(value)
+    raise ValueError("a duration is a number of seconds or a text such as 30s, 2m, 1h")
+
+
+Duration = Annotated[float, BeforeValidator(_seconds)]
+
+
+def _check_device(value: str) -> str:
+    if value.startswith("loop:"):
+        if parse_size(value[5:]) < (16 << 20):
+            raise ValueError("a loop device needs at least 16M")
+        return value
+    if value.startswith("/dev/") and ".." not in value.split("/"):
+        return value
+    raise ValueError("a device is 'loop:SIZE' (e.g. loop:4G) or a block device path under /dev/")
+
+
+Device = Annotated[str, Field(description="loop:SIZE or /dev/...")]
+
+
+def _size_text(v: str) -> str:
+    parse_size(v)
+    return v
+
+
+SizeText = Annotated[str, BeforeValidator(lambda v: _size_text(str(v)))]
+
+
+# ---------------------------------------------------------------- storage
+
+
+class BlockVolume(Model):
+    """A filesystem made on a device: what mkfs and mount get."""
+
+    device: Device = "loop:4G"
+    mkfs_options: list[str] = []
+    mount_options: list[str] = []
+
+    @field_validator("device")
+    @classmethod
+    def _device(cls, v: str) -> str:
+        return _check_device(v)
+
+
+class WalVolume(BlockVolume):
+    """A separate volume for pg_wal (initdb --waldir)."""
+
+    fs: Literal["ext4", "xfs", "btrfs", "tmpfs"]
+    device: Device = "loop:2G"
+    size: SizeText = "1G"  # tmpfs only
+
+
+class FilesystemStorage(BlockVolume):
+    """A filesystem made on a device for the data directory (and optionally its WAL)."""
+
+    description: str = ""
+    wal: WalVolume | None = None
+    ceiling: bool = False  # measure pg_test_fsync and fio on it first (cached)
+
+
+class Ext4Storage(FilesystemStorage):
+    fs: Literal["ext4"]
+
+
+class XfsStorage(FilesystemStorage):
+    fs: Literal["xfs"]
+
+
+class BtrfsStorage(FilesystemStorage):
+    fs: Literal["btrfs"]
+
+
+class TmpfsStorage(Model):
+    """RAM as the ceiling (the seeds' /tmp baseline)."""
+
+    fs: Literal["tmpfs"]
+    description: str = ""
+    size: SizeText = "2G"
+    mount_options: list[str] = []
+    wal: WalVolume | None = None
+    ceiling: bool = False
+
+
+class ExistingStorage(Model):
+    """A directory on a filesystem the user already mounted: never formatted or remounted."""
+
+    fs: Literal["existing"]
+    description: str = ""
+    path: str
+    ceiling: bool = False
+
+    @field_validator("path")
+    @classmethod
+    def _path(cls, v: str) -> str:
+        if not v.startswith("/"):
+            raise ValueError("path must be absolute")
+        return v
+
+
+# A ZFS property value may depend on the implementation found at run time:
+# compression = { kernel = "lz4", fuse = "lzjb" }
+ZfsValue = Scalar | dict[Literal["kernel", "fuse"], Scalar]
+
+
+class ZfsPool(Model):
+    layout: Literal["single", "stripe", "mirror", "raidz1", "raidz2", "raidz3"] = "single"
+    devices: list[Device] = ["loop:4G"]
+    log: list[Device] = []
+    log_layout: Literal["stripe", "mirror"] = "stripe"
+    cache: list[Device] = []
+    ashift: int | None = None
+    properties: dict[str, ZfsValue] = {}
+
+    @field_validator("devices", "log", "cache")
+    @classmethod
+    def _devices(cls, v: list[str]) -> list[str]:
+        return [_check_device(d) for d in v]
+
+    @field_validator("ashift")
+    @classmethod
+    def _ashift(cls, v: int | None) -> int | None:
+        if v is not None and not 9 <= v <= 16:
+            raise ValueError("ashift is between 9 and 16 (12 for 4K sectors, 13 for 8K flash)")
+        return v
+
+    @model_validator(mode="after")
+    def _layout(self) -> ZfsPool:
+        need = {"single": 1, "stripe": 1, "mirror": 2, "raidz1": 2, "raidz2": 3, "raidz3": 4}
+        n = len(self.devices)
+        if self.layout == "single" and n != 1:
+            raise ValueError(f"layout 'single' takes exactly one device, got {n}")
+        if n < need[self.layout]:
+            raise ValueError(f"layout {self.layout!r} needs at least {need[self.layout]} devices")
+        if self.log_layout == "mirror" and len(self.log) < 2:
+            raise ValueError("log_layout 'mirror' needs at least two log devices")
+        return self
+
+
+class ZfsDataset(Model):
+    properties: dict[str, ZfsValue] = {}
+
+
+class ZfsStorage(Model):
+    fs: Literal["zfs"]
+    description: str = ""
+    implementation: Literal["any", "kernel", "fuse"] = "any"
+    pool: ZfsPool = ZfsPool()
+    data: ZfsDataset = ZfsDataset()
+    wal: ZfsDataset | None = None
+    module_parameters: dict[str, ZfsValue] = {}
+    ceiling: bool = False
+
+
+StorageConfig = Annotated[
+    Ext4Storage | XfsStorage | BtrfsStorage | TmpfsStorage | ExistingStorage | ZfsStorage,
+    Field(discriminator="fs"),
+]
+
+# ---------------------------------------------------------------- postgres
+
+
+class InitdbOptions(Model):
+    wal_segsize: int | None = None  # MB, power of two 1..1024
+    data_checksums: bool = False
+    locale: str = "C.UTF-8"
+    extra_args: list[str] = []
+
+    @field_validator("wal_segsize")
+    @classmethod
+    def _segsize(cls, v: int | None) -> int | None:
+        if v is not None and (v < 1 or v > 1024 or v & (v - 1)):
+            raise ValueError("wal_segsize is a power of two between 1 and 1024 (MB)")
+        return v
+
+
+SETTING_NAME_RE = re.compile(r"^[a-z_][a-z0-9_.]*$")
+_PRIVATE = "pgfsbench sets it: the server listens on a private socket only (unix, no TCP)"
+_LOG = "pgfsbench sets it: it reads checkpoints and failures from the server log"
+RESERVED_SETTINGS: Mapping[str, str] = {
+    "listen_addresses": _PRIVATE, "port": _PRIVATE, "unix_socket_directories": _PRIVATE,
+    "unix_socket_permissions": _PRIVATE, "unix_socket_group": _PRIVATE,
+    "data_directory": "pgfsbench sets it", "config_file": "pgfsbench sets it",
+    "hba_file": _PRIVATE, "ident_file": _PRIVATE, "external_pid_file": "pgfsbench sets it",
+    "include": "a configuration directive, not a setting",
+    "include_if_exists": "a configuration directive, not a setting",
+    "include_dir": "a configuration directive, not a setting",
+    "log_line_prefix": _LOG, "log_checkpoints": _LOG, "lc_messages": _LOG,
+    "log_timezone": _LOG, "logging_collector": _LOG, "log_destination": _LOG,
+}
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def check_setting_value(name: str, value: Scalar) -> None:
+    if isinstance(value, str) and _CONTROL.search(value):
+        raise ValueError(f"{name}: control characters (newline, tab...) cannot be in a value")
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) > INT64_MAX:
+        raise ValueError(f"{name}: {value} is too large")
+
+
+class PostgresConfig(Model):
+    description: str = ""
+    settings: dict[str, Scalar] = {}
+    initdb: InitdbOptions = InitdbOptions()
+
+    @field_validator("settings")
+    @classmethod
+    def _settings(cls, v: dict[str, Scalar]) -> dict[str, Scalar]:
+        seen: dict[str, str] = {}
+        for name, value in v.items():
+            key = name.lower()  # PostgreSQL setting names are case-insensitive
+            if not SETTING_NAME_RE.match(key):
+                raise ValueError(f"{name!r} is not a setting name (letters, digits, _ and .)")
+            if key in RESERVED_SETTINGS:
+                raise ValueError(f"{name}: {RESERVED_SETTINGS[key]}")
+            if key in seen:
+                raise ValueError(f"{name} and {seen[key]} are the same setting")
+            seen[key] = name
+            check_setting_value(name, value)
+        return v
+
+
+# ---------------------------------------------------------------- kernel
+
+
+def sysctl_value(name: str, value: Scalar) -> int | str:
+    """A sysctl value as the kernel takes it: an integer (sizes with units accepted for
+    *_bytes and *_kbytes), or whitespace-separated integers."""
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        if not -INT64_MAX - 1 <= value <= (1 << 64) - 1:
+            raise ValueError(f"{name}: {value} does not fit in a kernel integer")
+        return value
+    if isinstance(value, float):
+        if value.is_integer():
+            return sysctl_value(name, int(value))
+        raise ValueError(f"{name}: {value} is not an integer")
+    text = value.strip()
+    if re.fullmatch(r"-?\d+(\s+-?\d+)*", text):
+        for part in text.split():
+            sysctl_value(name, int(part))
+        return text
+    for suffix, unit in (("_kbytes", 1024), ("_bytes", 1)):
+        if name.endswith(suffix):
+            try:
+                return sysctl_value(name, parse_size(text) // unit)
+            except ValueError:
+                break
+    hint = " or a size such as 64MB" if name.endswith(("_bytes", "_kbytes")) else ""
+    raise ValueError(f"{name} = {value!r}: a sysctl value here is an integer{hint}")
+
+
+class KernelConfig(Model):
+    description: str = ""
+    sysctl: dict[str, int | str] = {}
+    transparent_hugepage: Literal["always", "madvise", "never"] | None = None
+    transparent_hugepage_defrag: (
+        Literal["always", "defer", "defer+madvise", "madvise", "never"] | None
+    ) = None
+
+    @field_validator("sysctl", mode="before")
+    @classmethod
+    def _sysctl(cls, v: Any) -> Any:
+        if not isinstance(v, dict):
+            return v
+        out: dict[str, int | str] = {}
+        for key, value in v.items():
+            if not re.fullmatch(r"[a-z0-9_]+(\.[a-z0-9_]+)+", str(key)):
+                raise ValueError(f"{key!r} is not a sysctl name (e.g. vm.dirty_background_ratio)")
+            if not isinstance(value, str | int | float | bool):
+                raise ValueError(f"{key}: a sysctl value is a number")
+            out[str(key)] = sysctl_value(str(key), value)
+        return out
+
+
+# ---------------------------------------------------------------- workload
+
+BUILTINS = ("tpcb-like", "simple-update", "select-only")
+Clients = Annotated[int, Field(ge=1, le=100_000)]
+Scale = Annotated[int, Field(ge=1, le=1_000_000)]
+Rate = Annotated[float, Field(gt=0, le=1e9)]
+
+
+def _one_or_many(v: Any) -> Any:
+    """A sweep value may be written as one value or a list of values."""
+    if isinstance(v, list):
+        if not v:
+            raise ValueError("an empty list sweeps over nothing")
+        if len(set(map(str, v))) != len(v):
+            raise ValueError("a value appears twice in the list")
+    return v
+
+
+class WorkloadConfig(Model):
+    description: str = ""
+    tool: Literal["pgbench"] = "pgbench"
+    builtin: Literal["tpcb-like", "simple-update", "select-only"] | None = None
+    scripts: list[str] = []  # pgbench -f FILE[@WEIGHT], relative to the spec file
+    clients: Annotated[Clients | list[Clients] | None, BeforeValidator(_one_or_many)] = None
+    threads: Annotated[int, Field(ge=1, le=10_000)] | None = None
+    scale: Annotated[Scale | list[Scale] | None, BeforeValidator(_one_or_many)] = None
+    duration: Duration | None = None
+    warmup: Duration | None = None
+    rate: Annotated[Rate | list[Rate] | None, BeforeValidator(_one_or_many)] = None
+    protocol: Literal["simple", "extended", "prepared"] = "simple"
+    sampling_rate: float | None = Field(None, gt=0, le=1)
+    extra_args: list[str] = []
+
+    @model_validator(mode="after")
+    def _what(self) -> WorkloadConfig:
+        if self.builtin and self.scripts:
+            raise ValueError("give either builtin or scripts, not both")
+        for script in self.scripts:
+            name, _, weight = script.partition("@")
+            if not name or (weight and not weight.isdigit()):
+                raise ValueError(f"{script!r}: a script is FILE or FILE@WEIGHT (an integer)")
+        return self
+
+
+class Defaults(Model):
+    scale: Annotated[Scale | list[Scale], BeforeValidator(_one_or_many)] = 1
+    clients: Annotated[Clients | list[Clients], BeforeValidator(_one_or_many)] = 8
+    threads: Annotated[int, Field(ge=1, le=10_000)] = 2
+    duration: Duration = 60.0
+    warmup: Duration = 10.0
+    repetitions: Annotated[int, Field(ge=1, le=1000)] = 3
+    generation: Literal["client", "server"] = "client"
+    foreign_keys: bool = False
+    load_per: Literal["repetition", "cell"] = "repetition"
+    order: Literal["interleaved", "sequential"] = "interleaved"
+    database: Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_]{0,62}$")] = "pgbench"
+    pg_bindir: str | None = None
+    samplers: bool = True  # PostgreSQL, wait-event and OS samplers during every run
+    sampling_rate: float = Field(1.0, gt=0, le=1)  # pgbench --sampling-rate of the -l log
+    wait_event_hz: float = Field(10.0, gt=0, le=50)
+    startup_timeout: Duration = 120.0
+    # a run whose workload completes no transaction for this long is ended and failed
+    # (a filesystem frozen for good); 0 turns the watchdog off
+    stall_timeout: Duration = 60.0
+    # before each run: CPU busy (excluding idle and iowait) or steal above these, in %
+    # of the whole machine, makes the run carry a "busy host" warning
+    busy_cpu_pct: float = Field(25.0, ge=0, le=100)
+    busy_steal_pct: float = Field(5.0, ge=0, le=100)
+
+    @field_validator("duration")
+    @classmethod
+    def _positive(cls, v: float) -> float:
+        if v < 1:
+            raise ValueError("the measured phase lasts at least 1 s")
+        return v
+
+
+def _matrix_rule() -> type[BaseModel]:
+    """`[[matrix.include]]` / `[[matrix.exclude]]`: a glob (or list of globs) per
+    dimension, all dimensions from the one table."""
+    fields: dict[str, Any] = {d.name: (str | int | float | list[str | int | float] | None, None)
+                              for d in DIMENSIONS}
+    return create_model("MatrixRule", __base__=Model, **fields)
+
+
+MatrixRule = _matrix_rule()
+
+
+def rule_patterns(rule: BaseModel, dim: str) -> list[str] | None:
+    value = getattr(rule, dim)
+    if value is None:
+        return None
+    return [str(v) for v in value] if isinstance(value, list) else [str(value)]
+
+
+class Matrix(Model):
+    exclude: list[MatrixRule] = []  # type: ignore[valid-type]
+    include: list[MatrixRule] = []  # type: ignore[valid-type]
+
+
+class Spec(Model):
+    name: str = ""
+    description: str = ""
+    defaults: Defaults = Defaults()
+    storage: dict[str, StorageConfig]
+    postgres: dict[str, PostgresConfig] = {"default": PostgresConfig()}
+    kernel: dict[str, KernelConfig] = {"default": KernelConfig()}
+    workload: dict[str, WorkloadConfig] = {"tpcb-like": WorkloadConfig(builtin="tpcb-like")}
+    matrix: Matrix = Matrix()
+
+    @model_validator(mode="after")
+    def _names(self) -> Spec:
+        for dim in TABLES:
+            configs: Mapping[str, object] = getattr(self, dim)
+            if not configs:
+                raise ValueError(f"[{dim}] needs at least one configuration")
+            for name in configs:
+                if not NAME_RE.match(name) or len(name) > 60:
+                    raise ValueError(f"{dim}.{name}: a name uses letters, digits, _ . + - "
+                                     "(60 at most)")
+        return self

@@ -1,0 +1,120 @@
+"""What a workload is to the engine: it loads data, runs for N seconds while reporting
+progress, and returns a typed Measurement. The engine knows nothing of pgbench or sysbench.
+
+A workload runs as the PostgreSQL OS user (never as root), in a per-run scratch directory
+that user owns; its raw outputs are kept as artifacts of the run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from pgfsbench.collect.txlog import LatencyStats
+from pgfsbench.postgres.binaries import Binaries
+from pgfsbench.spec import Cell
+from pgfsbench.system.journal import Journal
+from pgfsbench.system.runner import Runner
+
+Series = dict[str, tuple[float, list[Any]]]  # name -> (t0, one value per second)
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where a client connects: a private unix socket directory, a port, a user, a database."""
+
+    host: str
+    port: int
+    user: str
+    dbname: str
+
+    def libpq_args(self) -> list[str]:
+        return ["-h", self.host, "-p", str(self.port), "-U", self.user]
+
+    def conninfo(self) -> str:
+        return f"host={self.host} port={self.port} user={self.user} dbname={self.dbname}"
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One progress report of a running workload (about once a second)."""
+
+    t: float  # seconds since the start of this phase
+    throughput: float  # in the workload's unit (transactions per second for OLTP)
+    latency_ms: float | None = None
+    extra: dict[str, float | None] = field(default_factory=dict)
+
+
+@dataclass
+class WorkloadContext:
+    """What a workload may use: the runner, the journal (to watch the children it starts),
+    the binaries, where to connect, and its directories."""
+
+    runner: Runner
+    journal: Journal
+    binaries: Binaries
+    endpoint: Endpoint  # what the clients connect to (PostgreSQL, or a pooler in front)
+    server: Endpoint  # PostgreSQL itself
+    workdir: Path  # scratch directory of this run, owned by os_user
+    artifacts: Path  # kept with the run
+    os_user: str | None  # the benchmark's OS user (None: the current, non-root user)
+    base_dir: Path  # the spec file's directory (relative script paths)
+
+
+@dataclass(frozen=True)
+class LoadResult:
+    seconds: float
+    phases: dict[str, float]
+    output: str = ""
+
+
+@dataclass
+class Measurement:
+    """What one phase of a workload measured."""
+
+    unit: str = "tps"
+    throughput: float | None = None
+    latency_avg_ms: float | None = None
+    latency_stddev_ms: float | None = None
+    transactions: int | None = None
+    failed_transactions: int | None = None
+    initial_connection_ms: float | None = None
+    latency: LatencyStats | None = None  # percentiles per run and per second
+    series: Series = field(default_factory=dict)  # from the tool's own progress reports
+    errors: tuple[str, ...] = ()  # what the tool said went wrong (empty when all went well)
+    returncode: int = 0
+    stalled: str | None = None  # why the engine's watchdog ended it (no progress)
+    extra: dict[str, Any] = field(default_factory=dict)
+    artifacts: dict[str, Path] = field(default_factory=dict)  # kind -> file, kept with the run
+
+    @property
+    def ok(self) -> bool:
+        return (self.returncode == 0 and self.throughput is not None and not self.errors
+                and self.stalled is None)
+
+
+ProgressCallback = Callable[[Progress], None]
+StallCheck = Callable[[], str | None]
+
+
+class Workload(Protocol):
+    """A load generator driven through its real tool."""
+
+    @property
+    def tool(self) -> str:
+        """The tool's name (pgbench, sysbench...)."""
+
+    def problems(self, cell: Cell, base_dir: Path, os_user: str | None) -> list[str]:
+        """What makes this cell impossible here (missing script, unreadable file...)."""
+
+    def estimated_bytes(self, cell: Cell) -> int:
+        """Roughly how much disk the loaded data takes (for plan's size checks)."""
+
+    def load(self, ctx: WorkloadContext, cell: Cell) -> LoadResult:
+        """Create and fill the tables (timed, by phase)."""
+
+    def run(self, ctx: WorkloadContext, cell: Cell, seconds: float, *, measured: bool,
+            on_progress: ProgressCallback, stalled: StallCheck) -> Measurement:
+        """Run for ``seconds``; report progress; end the tool when ``stalled`` says why."""
