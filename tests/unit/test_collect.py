@@ -112,3 +112,22 @@ def test_os_series_from_captured_snapshots() -> None:
     assert series["dirty_kb"][0] == 2.0  # the sample taken 2 s after start
     assert set(series) >= {"cpu_iowait_pct", "disk_write_mbps", "writeback_kb",
                            "disk.vda.util_pct", "vm_pgscan_kswapd"}
+
+
+def test_rate_limited_log_keeps_schedule_lag_as_percentiles_and_series() -> None:
+    """pgbench -R adds a seventh column: the schedule lag (us); latencies include it."""
+    import numpy as np
+
+    path = DATA / "txlog" / "pg15_rate_R300.log"
+    rows = [line.split() for line in path.read_text().splitlines()]
+    assert {len(r) for r in rows} == {7}
+    lags = np.array([int(r[6]) for r in rows]) / 1000.0
+    stats = parse_txlog([path], duration_s=3)
+    assert stats is not None and stats.lag_ms is not None
+    assert stats.transactions == len(rows)
+    for key, q in (("p50", 50), ("p90", 90), ("p99", 99)):
+        exact = float(np.percentile(lags, q, method="inverted_cdf"))
+        assert abs(stats.lag_ms[key] - exact) <= max(0.011 * exact, 0.002), key
+    assert stats.lag_ms["max"] == round(lags.max(), 3)
+    assert len(stats.series["lag_avg_ms"]) == len(stats.series["tps_log"]) == 3
+    assert stats.as_dict()["schedule_lag_ms"] == stats.lag_ms

@@ -47,6 +47,7 @@ class CellSummary:
     fuse: bool
     errors: tuple[str, ...]
     label: str = ""  # the cell without the dimensions that do not vary
+    warnings: tuple[str, ...] = ()  # what changes the reading of its runs (busy host...)
 
 
 def summarise(runs: Iterable[Mapping[str, Any]]) -> list[CellSummary]:
@@ -71,6 +72,8 @@ def summarise(runs: Iterable[Mapping[str, Any]]) -> list[CellSummary]:
             fuse=any(bool(r.get("fuse")) for r in rows),
             errors=tuple(dict.fromkeys(str(r["error"]) for r in rows
                                        if r["status"] != "ok" and r.get("error"))),
+            warnings=tuple(dict.fromkeys(f"#{r['repetition']}: {w}" for r in rows
+                                         for w in (r.get("warnings") or []))),
         ))
     return with_labels(result)
 

@@ -10,6 +10,7 @@ import contextlib
 import os
 import re
 import signal
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -20,9 +21,9 @@ import psycopg
 
 from pgfsbench.postgres.binaries import Binaries
 from pgfsbench.spec import InitdbOptions, Scalar
-from pgfsbench.system.errors import CommandError, InstanceError
+from pgfsbench.system.errors import CommandError, InstanceError, TimeoutExpired
 from pgfsbench.system.journal import Journal, Undo, undo_action
-from pgfsbench.system.runner import Runner, process_alive
+from pgfsbench.system.runner import Runner, process_alive, process_state
 from pgfsbench.system.wait import wait_until
 
 SUPERUSER = "postgres"
@@ -248,27 +249,64 @@ def children_of(pid: int) -> list[tuple[int, int | None]]:
     return found
 
 
+def stuck(pids: list[int], samples: int = 3, interval: float = 0.3) -> list[int]:
+    """Processes that stay in uninterruptible sleep (D) over a few samples: stuck in the
+    kernel, most often on a filesystem that accepts no writes (frozen, or a dead device)."""
+    found = set(pids)
+    for i in range(samples):
+        found = {p for p in found if process_state(p) == "D"}
+        if not found:
+            return []
+        if i < samples - 1:
+            time.sleep(interval)  # a sampling window, not a wait for a state
+    return sorted(found)
+
+
 def stop_instance(runner: Runner, bindir: str, pgdata: Path, user: str | None,
                   timeout: float = 60, immediate: bool = False) -> None:
     """fast (unless ``immediate``), then immediate, then SIGKILL of the verified postmaster
-    and of the server processes it leaves; idempotent, bounded by deadlines. A process
-    stuck in the kernel (its filesystem frozen) gets its SIGKILL when it is let go."""
+    and of the server processes it leaves; idempotent, bounded by deadlines.
+
+    A server stuck in the kernel (its filesystem accepts no writes) cannot shut down and
+    cannot die until the kernel lets it go: it is sent SIGKILL, which it receives then, and
+    this fails at once saying so rather than waiting for it."""
     pid = postmaster_pid(pgdata)
     if pid is None or not is_our_postmaster(pid, pgdata):
         return
     children = children_of(pid)
+    everyone = [pid] + [c for c, _ in children]
+
+    def kill_all() -> None:
+        for p, start in [(pid, None), *children]:
+            if process_alive(p, start):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(p, signal.SIGKILL)
+
+    def give_up_if_stuck() -> None:
+        blocked = stuck(everyone)
+        if blocked:
+            kill_all()
+            raise InstanceError(
+                f"PostgreSQL on {pgdata} is stuck in the kernel (pids "
+                f"{', '.join(map(str, blocked[:8]))} in state D: its filesystem accepts no "
+                "writes); sent SIGKILL, which they receive once it does")
+
+    give_up_if_stuck()
     for mode in (("immediate",) if immediate else ("fast", "immediate")):
         runner.run(pg_ctl_stop_argv(bindir, pgdata, mode, timeout), timeout=timeout + 30,
                    user=user, check=False)
         if not process_alive(pid, None):
             break
+        give_up_if_stuck()
     if is_our_postmaster(pid, pgdata):
         os.kill(pid, signal.SIGKILL)
-        wait_until(lambda: not process_alive(pid, None), timeout=30, what="postmaster to exit")
-    for child, start in children:
-        if process_alive(child, start):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(child, signal.SIGKILL)
+        try:
+            wait_until(lambda: not process_alive(pid, None), timeout=30,
+                       what="postmaster to exit")
+        except TimeoutExpired:
+            give_up_if_stuck()
+            raise
+    kill_all()
 
 
 @undo_action("stop_instance")

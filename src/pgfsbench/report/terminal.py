@@ -46,7 +46,9 @@ def summary_table(cells: Sequence[CellSummary], title: str = "Summary") -> Table
 
 
 def failure_lines(cells: Sequence[CellSummary]) -> list[Text]:
-    return [Text(f"{c.cell}: {e}", style="red") for c in cells for e in c.errors]
+    """Why runs failed, and the warnings that change the reading of the others."""
+    return ([Text(f"{c.cell}: {e}", style="red") for c in cells for e in c.errors]
+            + [Text(f"{c.cell} {w}", style="yellow") for c in cells for w in c.warnings])
 
 
 RUN_COLUMNS = ("run_id", "cell", "repetition", "status", "tps", "latency_avg_ms",

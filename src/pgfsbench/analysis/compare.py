@@ -1,0 +1,145 @@
+"""Is B faster than A? A ratio with its 95% confidence interval, and a verdict that says
+"no significant difference" whenever the data cannot tell (pure).
+
+Welch's t test on the logarithm of the throughputs: the ratio of geometric means and its
+interval come out of it directly. "faster"/"slower" needs p < 0.05 AND a difference
+larger than max(2%, the noise of either cell); at least 3 repetitions per side are needed
+for a verdict at all. With 5 or more per side, Mann-Whitney's U test is given as a check
+that does not assume normality (below 5 it cannot reach p < 0.05 with 3 vs 3).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+import numpy as np
+from scipy import stats as sps
+
+MIN_N_VERDICT = 3
+MIN_N_MANN_WHITNEY = 5
+MIN_EFFECT = 0.02
+ALPHA = 0.05
+
+
+class Verdict(StrEnum):
+    BETTER = "better"  # faster for throughput, lower for latency
+    WORSE = "worse"
+    SAME = "no significant difference"
+    NONE = "no verdict"
+
+    def mark(self) -> str:
+        return {"better": "▲", "worse": "▼", "no significant difference": "≈",
+                "no verdict": "?"}[self.value]
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """B against the baseline A, for one figure."""
+
+    n_base: int
+    n_other: int
+    ratio: float | None  # B / A (geometric means)
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None  # Welch's t test on logs
+    mann_whitney_p: float | None  # only with 5+ values per side
+    threshold: float  # the smallest relative difference that counts
+    verdict: Verdict
+    reason: str
+    higher_is_better: bool = True
+
+    @property
+    def change_pct(self) -> float | None:
+        return None if self.ratio is None else (self.ratio - 1) * 100
+
+    def words(self) -> str:
+        """'+6.2% faster [+3.1%, +9.4%], p=0.003' / 'no significant difference (n=3 vs 3)'."""
+        if self.ratio is None:
+            return self.reason
+        ci = ""
+        if self.ci_low is not None and self.ci_high is not None:
+            ci = f" [{(self.ci_low - 1) * 100:+.1f}%, {(self.ci_high - 1) * 100:+.1f}%]"
+        base = f"{(self.ratio - 1) * 100:+.1f}%{ci}"
+        if self.verdict in (Verdict.BETTER, Verdict.WORSE):
+            word = ("faster" if self.verdict is Verdict.BETTER else "slower") \
+                if self.higher_is_better else \
+                ("lower" if self.verdict is Verdict.BETTER else "higher")
+            return f"{base} {word}, p={self.p_value:.3g} (n={self.n_base} vs {self.n_other})"
+        return f"{base}: {self.reason}"
+
+
+def _cv(vals: Sequence[float]) -> float:
+    if len(vals) < 2:
+        return 0.0
+    mean = statistics.fmean(vals)
+    return statistics.stdev(vals) / mean if mean else 0.0
+
+
+def welch_log(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, float, float]:
+    """(ratio, ci_low, ci_high, p) of B/A from Welch's t test on log values."""
+    la, lb = np.log(np.asarray(a, float)), np.log(np.asarray(b, float))
+    na, nb = len(la), len(lb)
+    d = float(lb.mean() - la.mean())
+    va, vb = float(la.var(ddof=1)), float(lb.var(ddof=1))
+    se2 = va / na + vb / nb
+    if se2 <= 0:  # identical values on each side
+        return math.exp(d), math.exp(d), math.exp(d), (0.0 if d != 0 else 1.0)
+    se = math.sqrt(se2)
+    df = se2**2 / ((va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1)) \
+        if va > 0 and vb > 0 else (na + nb - 2)
+    t = d / se
+    p = float(2 * sps.t.sf(abs(t), df))
+    half = float(sps.t.ppf(0.975, df) * se)
+    return math.exp(d), math.exp(d - half), math.exp(d + half), p
+
+
+def compare(base: Sequence[float | None], other: Sequence[float | None], *,
+            higher_is_better: bool = True) -> Comparison:
+    a = [float(v) for v in base if v is not None and math.isfinite(float(v)) and v > 0]
+    b = [float(v) for v in other if v is not None and math.isfinite(float(v)) and v > 0]
+    na, nb = len(a), len(b)
+    threshold = max(MIN_EFFECT, _cv(a), _cv(b))
+    if na == 0 or nb == 0:
+        return Comparison(na, nb, None, None, None, None, None, threshold, Verdict.NONE,
+                          f"nothing to compare (n={na} vs {nb})", higher_is_better)
+    if na < 2 or nb < 2:
+        ratio = statistics.fmean(b) / statistics.fmean(a)
+        return Comparison(na, nb, ratio, None, None, None, None, threshold, Verdict.NONE,
+                          f"no verdict: n={na} vs {nb}; a verdict needs at least "
+                          f"{MIN_N_VERDICT} repetitions per side", higher_is_better)
+    ratio, lo, hi, p = welch_log(a, b)
+    mw = None
+    if na >= MIN_N_MANN_WHITNEY and nb >= MIN_N_MANN_WHITNEY:
+        mw = float(sps.mannwhitneyu(a, b, alternative="two-sided").pvalue)
+    if na < MIN_N_VERDICT or nb < MIN_N_VERDICT:
+        return Comparison(na, nb, ratio, lo, hi, p, mw, threshold, Verdict.NONE,
+                          f"no verdict: n={na} vs {nb}; a verdict needs at least "
+                          f"{MIN_N_VERDICT} repetitions per side", higher_is_better)
+    effect = abs(ratio - 1)
+    if p < ALPHA and effect > threshold:
+        up = ratio > 1
+        verdict = Verdict.BETTER if up == higher_is_better else Verdict.WORSE
+        return Comparison(na, nb, ratio, lo, hi, p, mw, threshold, verdict,
+                          f"p={p:.3g} < {ALPHA}, difference {effect * 100:.1f}% > "
+                          f"{threshold * 100:.1f}%", higher_is_better)
+    why = (f"p={p:.2g}" if p >= ALPHA else
+           f"difference {effect * 100:.1f}% within the noise ({threshold * 100:.1f}%)")
+    return Comparison(na, nb, ratio, lo, hi, p, mw, threshold, Verdict.SAME,
+                      f"no significant difference (n={na} vs {nb}; {why})", higher_is_better)
+
+
+def combine_blocks(ratios: Sequence[float]) -> tuple[float, float, float] | None:
+    """Blocks (hosts) each giving a ratio: their geometric mean with a 95% t interval."""
+    vals = [r for r in ratios if r > 0 and math.isfinite(r)]
+    if not vals:
+        return None
+    logs = np.log(vals)
+    centre = float(logs.mean())
+    if len(vals) < 2:
+        return math.exp(centre), math.nan, math.nan
+    half = float(sps.t.ppf(0.975, len(vals) - 1) * logs.std(ddof=1) / math.sqrt(len(vals)))
+    return math.exp(centre), math.exp(centre - half), math.exp(centre + half)

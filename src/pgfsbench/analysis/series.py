@@ -1,0 +1,122 @@
+"""Every series of a run on one time axis (pure): second k is the interval (k-1, k] of the
+measured phase, k = 1..duration. pgbench's progress, the transaction log's percentiles, the
+PostgreSQL and OS samplers and the wait events are all stored that way (with their own
+first second, t0), checkpoints as seconds from the measured start. One view, used by stall
+detection, the report and `results show`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+# the per-second series the analysis reads (when the run has them)
+NUMERIC = ("tps", "tps_log", "lat_p50_ms", "lat_p99_ms", "lat_max_ms", "latency_avg_ms",
+           "disk_write_mbps", "disk_read_mbps", "disk_util_pct", "disk_await_ms",
+           "disk_write_iops", "dirty_kb", "writeback_kb", "cpu_iowait_pct", "cpu_idle_pct",
+           "cpu_user_pct", "cpu_system_pct", "vm_allocstall_normal", "vm_allocstall_movable",
+           "vm_pgscan_direct", "vm_pgscan_kswapd", "checkpoint_buffers_per_s", "wal_mbps",
+           "commits_per_s", "lag_avg_ms", "backend_buffers_per_s", "wal_syncs_per_s")
+
+
+@dataclass(frozen=True)
+class CheckpointSpan:
+    started_s: float | None
+    ended_s: float
+    write_s: float
+    sync_s: float
+    reason: str
+    buffers: int
+    wal_added: int = 0
+
+    @property
+    def start(self) -> float:
+        return self.started_s if self.started_s is not None else self.ended_s - (
+            self.write_s + self.sync_s)
+
+    @property
+    def sync_start(self) -> float:
+        return self.ended_s - self.sync_s
+
+
+@dataclass(frozen=True)
+class Event:
+    """Something that happened at a moment of the run (a snapshot, for example)."""
+
+    kind: str
+    start_s: float
+    end_s: float
+    label: str
+
+
+@dataclass
+class Aligned:
+    """One run, second by second (index 0 is second 1)."""
+
+    seconds: int
+    values: dict[str, np.ndarray] = field(default_factory=dict)  # NaN where missing
+    waits: list[dict[str, float]] = field(default_factory=list)
+    checkpoints: list[CheckpointSpan] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+
+    def has(self, name: str) -> bool:
+        arr = self.values.get(name)
+        return arr is not None and bool(np.isfinite(arr).any())
+
+    def get(self, name: str) -> np.ndarray:
+        return self.values.get(name, np.full(self.seconds, np.nan))
+
+    def throughput(self) -> np.ndarray:
+        """Throughput per second: the tool's own progress, else the transaction log's."""
+        return self.get("tps") if self.has("tps") else self.get("tps_log")
+
+
+def _at(series: Mapping[str, Any], k: int) -> Any:
+    step = series.get("step") or 1.0
+    idx = round((k - float(series.get("t0") or 0.0)) / step)
+    values = series.get("values") or []
+    return values[idx] if 0 <= idx < len(values) else None
+
+
+def align(run: Mapping[str, Any]) -> Aligned:
+    """The aligned view of a stored run (as `Store.get_run` returns it)."""
+    duration = float(run.get("duration_s") or 0)
+    series = run.get("series") or {}
+    if not duration:
+        tps = series.get("tps") or {}
+        duration = float(len(tps.get("values") or []))
+    n = max(0, int(math.floor(duration + 1e-6)))
+    al = Aligned(n)
+    for name in NUMERIC:
+        s = series.get(name)
+        if not s:
+            continue
+        arr = np.full(n, np.nan)
+        for k in range(1, n + 1):
+            v = _at(s, k)
+            if isinstance(v, int | float) and not isinstance(v, bool):
+                arr[k - 1] = float(v)
+        al.values[name] = arr
+    w = series.get("waits")
+    if w:
+        al.waits = [dict(_at(w, k) or {}) for k in range(1, n + 1)]
+    for c in run.get("checkpoints") or []:
+        if c.get("ended_s") is None:
+            continue
+        al.checkpoints.append(CheckpointSpan(
+            c.get("started_s"), float(c["ended_s"]), float(c.get("write_s") or 0),
+            float(c.get("sync_s") or 0), str(c.get("reason") or ""), int(c.get("buffers") or 0),
+            int(c.get("wal_added") or 0)))
+    for e in (run.get("metrics") or {}).get("events") or []:
+        al.events.append(Event(str(e.get("kind")), float(e["start_s"]),
+                               float(e.get("end_s", e["start_s"])), str(e.get("label", ""))))
+    return al
+
+
+def median_finite(arr: np.ndarray) -> float:
+    finite = arr[np.isfinite(arr)]
+    return float(np.median(finite)) if finite.size else math.nan

@@ -1,0 +1,102 @@
+"""Statistics over repetitions (pure): the centre, the spread, and a 95% confidence
+interval of the mean, so that a number is never shown without how far to trust it.
+
+The interval is a t interval on the logarithm of the values (throughputs and latencies are
+ratios-scaled and skewed: the log makes them symmetric, and its interval is one of the
+geometric mean), and a bootstrap of the mean when there are 5 values or more.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as sps
+
+BOOTSTRAP_MIN_N = 5
+BOOTSTRAP_RESAMPLES = 4000
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What the repetitions of one cell say about one figure."""
+
+    n: int
+    median: float
+    low: float  # the smallest value
+    high: float  # the largest value
+    mean: float
+    cv: float | None  # coefficient of variation (stdev / mean); None with one value
+    ci_low: float | None  # 95% confidence interval of the mean; None with one value
+    ci_high: float | None
+    method: str  # "t on log", "t", "bootstrap" or "single value"
+
+    @property
+    def rel_range(self) -> float:
+        """(max - min) / median: how much the repetitions disagree."""
+        return (self.high - self.low) / self.median if self.median else 0.0
+
+    @property
+    def ci_half_pct(self) -> float | None:
+        """Half the interval's width, in % of the mean."""
+        if self.ci_low is None or self.ci_high is None or not self.mean:
+            return None
+        return (self.ci_high - self.ci_low) / 2 / abs(self.mean) * 100
+
+
+def _finite(values: Iterable[float | None]) -> list[float]:
+    return [float(v) for v in values if v is not None and math.isfinite(float(v))]
+
+
+def _seed(vals: list[float]) -> int:
+    """A seed from the values themselves: the same data gives the same interval."""
+    return int(abs(hash(tuple(round(v, 9) for v in vals)))) % (2**32)
+
+
+def t_interval_log(vals: list[float], level: float = 0.95) -> tuple[float, float]:
+    logs = np.log(vals)
+    n = len(vals)
+    half = float(sps.t.ppf((1 + level) / 2, n - 1) * logs.std(ddof=1) / math.sqrt(n))
+    centre = float(logs.mean())
+    return math.exp(centre - half), math.exp(centre + half)
+
+
+def t_interval(vals: list[float], level: float = 0.95) -> tuple[float, float]:
+    arr = np.array(vals)
+    n = len(vals)
+    half = float(sps.t.ppf((1 + level) / 2, n - 1) * arr.std(ddof=1) / math.sqrt(n))
+    return float(arr.mean()) - half, float(arr.mean()) + half
+
+
+def bootstrap_interval(vals: list[float], level: float = 0.95) -> tuple[float, float]:
+    rng = np.random.default_rng(_seed(vals))
+    arr = np.array(vals)
+    means = rng.choice(arr, size=(BOOTSTRAP_RESAMPLES, len(arr)), replace=True).mean(axis=1)
+    lo, hi = np.quantile(means, [(1 - level) / 2, (1 + level) / 2])
+    return float(lo), float(hi)
+
+
+def estimate(values: Iterable[float | None]) -> Estimate | None:
+    vals = _finite(values)
+    if not vals:
+        return None
+    n = len(vals)
+    mean = statistics.fmean(vals)
+    median = statistics.median(vals)
+    if n == 1:
+        return Estimate(1, median, vals[0], vals[0], mean, None, None, None, "single value")
+    sd = statistics.stdev(vals)
+    cv = sd / mean if mean else None
+    if n >= BOOTSTRAP_MIN_N:
+        lo, hi = bootstrap_interval(vals)
+        method = "bootstrap"
+    elif min(vals) > 0:
+        lo, hi = t_interval_log(vals)
+        method = "t on log"
+    else:
+        lo, hi = t_interval(vals)
+        method = "t"
+    return Estimate(n, median, min(vals), max(vals), mean, cv, lo, hi, method)

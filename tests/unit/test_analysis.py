@@ -1,0 +1,265 @@
+"""Statistics, comparisons and stall causes on constructed data."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats as sps
+
+from pgfsbench.analysis.compare import Verdict, combine_blocks, compare
+from pgfsbench.analysis.series import Aligned, CheckpointSpan, Event, align
+from pgfsbench.analysis.stalls import episodes_of, find_stalls
+from pgfsbench.analysis.stats import estimate
+
+# ---------------------------------------------------------------- statistics
+
+
+def test_estimate_uses_a_t_interval_on_logs_below_five_values() -> None:
+    vals = [1000.0, 1040.0, 980.0]
+    e = estimate(vals)
+    assert e is not None and e.method == "t on log" and e.n == 3
+    logs = np.log(vals)
+    half = sps.t.ppf(0.975, 2) * logs.std(ddof=1) / math.sqrt(3)
+    assert e.ci_low == pytest.approx(math.exp(logs.mean() - half))
+    assert e.ci_high == pytest.approx(math.exp(logs.mean() + half))
+    assert e.median == 1000.0 and e.rel_range == pytest.approx(0.06)
+    assert e.cv == pytest.approx(np.std(vals, ddof=1) / np.mean(vals))
+
+
+def test_estimate_bootstraps_from_five_values_and_is_repeatable() -> None:
+    vals = [100.0, 102.0, 98.0, 101.0, 99.0, 100.5]
+    a, b = estimate(vals), estimate(vals)
+    assert a is not None and a.method == "bootstrap" and a == b
+    assert a.ci_low is not None and a.ci_high is not None
+    assert a.ci_low < a.mean < a.ci_high and a.ci_half_pct is not None
+    assert 0.2 < a.ci_half_pct < 2.0
+
+
+def test_estimate_of_one_value_has_no_interval() -> None:
+    e = estimate([5.0, None, math.nan])
+    assert e is not None and e.n == 1 and e.ci_low is None and e.cv is None
+    assert estimate([]) is None
+
+
+# ---------------------------------------------------------------- comparisons
+
+
+def test_a_clear_difference_is_faster_with_its_interval() -> None:
+    c = compare([1000, 1010, 990], [1100, 1115, 1090])
+    assert c.verdict is Verdict.BETTER and c.ratio == pytest.approx(1.1, abs=0.01)
+    assert c.ci_low is not None and c.ci_high is not None and c.ci_low < c.ratio < c.ci_high
+    assert c.ci_low > 1 and c.p_value is not None and c.p_value < 0.05
+    assert "faster" in c.words() and c.mann_whitney_p is None  # 3 vs 3: no Mann-Whitney
+
+
+def test_noise_larger_than_the_difference_is_no_significant_difference() -> None:
+    c = compare([1000, 1300, 800], [1050, 1250, 900])
+    assert c.verdict is Verdict.SAME and "no significant difference (n=3 vs 3" in c.words()
+
+
+def test_a_tiny_but_significant_difference_is_below_the_threshold() -> None:
+    c = compare([1000.0, 1000.5, 999.5], [1010.0, 1010.5, 1009.5])  # 1%, very stable
+    assert c.p_value is not None and c.p_value < 0.05
+    assert c.verdict is Verdict.SAME and "within the noise (2.0%)" in c.reason
+
+
+def test_one_repetition_refuses_a_verdict_and_says_why() -> None:
+    c = compare([1000], [1300])
+    assert c.verdict is Verdict.NONE and c.ratio == pytest.approx(1.3)
+    assert "at least 3 repetitions per side" in c.words()
+    two = compare([1000, 1010], [1300, 1310])
+    assert two.verdict is Verdict.NONE and two.ci_low is not None
+
+
+def test_latency_lower_is_better() -> None:
+    c = compare([10.0, 10.2, 9.9], [5.0, 5.1, 4.9], higher_is_better=False)
+    assert c.verdict is Verdict.BETTER and "lower" in c.words()
+
+
+def test_mann_whitney_only_from_five_per_side() -> None:
+    c = compare([100, 101, 99, 100, 102], [110, 111, 109, 112, 110])
+    assert c.mann_whitney_p is not None and c.mann_whitney_p < 0.05
+
+
+def test_hosts_combine_as_a_geometric_mean() -> None:
+    g = combine_blocks([1.1, 1.2, 1.15])
+    assert g is not None and g[0] == pytest.approx((1.1 * 1.2 * 1.15) ** (1 / 3))
+    assert g[1] < g[0] < g[2]
+
+
+# ---------------------------------------------------------------- aligned series
+
+
+def test_align_puts_every_series_on_the_measured_seconds() -> None:
+    run = {"duration_s": 3.0, "series": {
+        "tps": {"t0": 1.0, "step": 1.0, "values": [10, 11, 12]},
+        "disk_write_mbps": {"t0": -1.0, "step": 1.0, "values": [0, 1, 2, 3, 4]},
+        "checkpoint_buffers_per_s": {"t0": 0.0, "step": 1.0, "values": [5, 6, 7, 8]},
+        "waits": {"t0": -1.0, "step": 1.0, "values": [{}, {"a": 1}, {"b": 2}, {"c": 3}, {}]},
+    }, "checkpoints": [{"started_s": 1.2, "ended_s": 2.5, "write_s": 1.0, "sync_s": 0.3,
+                        "reason": "time", "buffers": 9}]}
+    al = align(run)
+    assert al.seconds == 3
+    assert list(al.get("tps")) == [10, 11, 12]
+    assert list(al.get("disk_write_mbps")) == [2, 3, 4]
+    assert list(al.get("checkpoint_buffers_per_s")) == [6, 7, 8]
+    assert al.waits == [{"b": 2}, {"c": 3}, {}]
+    assert al.checkpoints[0].sync_start == pytest.approx(2.2)
+    assert not al.has("dirty_kb")
+
+
+# ---------------------------------------------------------------- stalls
+
+
+def run_of(n: int = 30, tps: float = 1000.0, **series: list[float]) -> Aligned:
+    al = Aligned(n)
+    al.values["tps"] = np.full(n, tps)
+    al.values["lat_p99_ms"] = np.full(n, 5.0)
+    al.values["lat_max_ms"] = np.full(n, 9.0)
+    al.values["disk_write_mbps"] = np.full(n, 20.0)
+    al.values["disk_util_pct"] = np.full(n, 40.0)
+    al.values["disk_await_ms"] = np.full(n, 0.5)
+    al.values["dirty_kb"] = np.full(n, 60_000.0)
+    al.values["writeback_kb"] = np.full(n, 500.0)
+    al.values["cpu_idle_pct"] = np.full(n, 30.0)
+    al.values["cpu_iowait_pct"] = np.full(n, 10.0)
+    al.values["checkpoint_buffers_per_s"] = np.zeros(n)
+    al.values["vm_allocstall_normal"] = np.zeros(n)
+    al.waits = [{"CPU/running": 2.0, "IO/WALSync": 0.5} for _ in range(n)]
+    for name, values in series.items():
+        al.values[name] = np.array(values, dtype=float)
+    return al
+
+
+def stall(al: Aligned, a: int, b: int, tps: float = 0.0) -> None:
+    al.values["tps"][a:b] = tps
+
+
+def test_a_clean_run_has_no_episode() -> None:
+    al = run_of()
+    al.values["tps"] = 1000 + 80 * np.sin(np.arange(30))  # ordinary noise
+    assert find_stalls(al) == []
+
+
+def test_episodes_merge_across_short_gaps() -> None:
+    flags = np.array([0, 1, 1, 0, 1, 0, 0, 0, 1, 0], dtype=bool)
+    assert episodes_of(flags, 2) == [(1, 4), (8, 8)]
+
+
+def test_frozen_filesystem() -> None:
+    al = run_of()
+    stall(al, 10, 13)
+    al.values["disk_write_mbps"][10:13] = 0.0
+    al.values["disk_util_pct"][10:13] = 0.0
+    al.values["lat_max_ms"][13] = 3100.0
+    for k in range(10, 13):
+        al.waits[k] = {"IO/WALSync": 1.0, "LWLock/WALWrite": 1.0, "Lock/transactionid": 2.0}
+    (ep,) = find_stalls(al)
+    assert (ep.start_s, ep.end_s, ep.min_tps) == (10, 13, 0)
+    assert ep.cause == "fs_not_accepting_writes" and ep.confidence == "high"
+    assert ep.delayed_tx == 3000 and ep.max_latency_ms == 3100.0
+    assert any("0.00 MB/s" in e for e in ep.evidence)
+    assert ep.as_dict()["cause_text"] == "the filesystem was not accepting writes"
+
+
+def test_frozen_filesystem_without_wait_events_says_what_was_missing() -> None:
+    al = run_of()
+    al.waits = []
+    stall(al, 5, 8)
+    al.values["disk_write_mbps"][5:8] = 0.0
+    (ep,) = find_stalls(al)
+    assert ep.cause == "fs_not_accepting_writes" and ep.confidence == "medium"
+    assert "wait events (samplers off)" in ep.missing
+
+
+def test_checkpoint_sync_phase() -> None:
+    al = run_of()
+    stall(al, 20, 23, tps=50.0)
+    al.values["checkpoint_buffers_per_s"][15:23] = 3000.0
+    al.values["disk_util_pct"][20:23] = 99.0
+    al.checkpoints = [CheckpointSpan(14.0, 23.2, 6.0, 3.0, "wal", 30_000)]
+    (ep,) = find_stalls(al)
+    assert ep.cause == "checkpoint" and ep.confidence == "high"
+    assert "sync phase" in ep.evidence[0]
+
+
+def test_latency_spike_alone_is_an_episode() -> None:
+    al = run_of()
+    al.values["lat_p99_ms"][7] = 80.0  # 16x the median p99, throughput unchanged
+    al.checkpoints = [CheckpointSpan(6.0, 9.0, 2.0, 1.0, "time", 500)]
+    (ep,) = find_stalls(al)
+    assert (ep.start_s, ep.end_s) == (7, 8) and ep.cause == "checkpoint"
+
+
+def test_wal_segment_creation() -> None:
+    al = run_of()
+    stall(al, 3, 5, tps=40.0)
+    for k in range(3, 5):
+        al.waits[k] = {"IO/WALInitWrite": 3.0, "IO/WALInitSync": 1.0, "LWLock/WALWrite": 2.0}
+    (ep,) = find_stalls(al)
+    assert ep.cause == "wal_segment_creation" and ep.confidence == "high"
+
+
+def test_writeback_surge() -> None:
+    al = run_of()
+    al.values["dirty_kb"][:] = 900_000.0
+    stall(al, 12, 15, tps=30.0)
+    al.values["dirty_kb"][12:15] = [500_000.0, 200_000.0, 100_000.0]
+    al.values["writeback_kb"][12:15] = 400_000.0
+    al.values["disk_util_pct"][12:15] = 100.0
+    (ep,) = find_stalls(al)
+    assert ep.cause == "writeback" and any("Dirty fell" in e for e in ep.evidence)
+
+
+def test_page_reclaim() -> None:
+    al = run_of()
+    stall(al, 8, 10, tps=20.0)
+    al.values["vm_allocstall_normal"][8:10] = 400.0
+    (ep,) = find_stalls(al)
+    assert ep.cause == "reclaim" and ep.confidence == "high"
+
+
+def test_locks_alone_are_a_low_confidence_cause() -> None:
+    al = run_of()
+    stall(al, 8, 10, tps=20.0)
+    for k in range(8, 10):
+        al.waits[k] = {"Lock/transactionid": 6.0, "Lock/tuple": 2.0, "CPU/running": 1.0}
+    (ep,) = find_stalls(al)
+    assert ep.cause == "locks" and ep.confidence == "low"
+
+
+def test_cpu_saturation() -> None:
+    al = run_of()
+    stall(al, 8, 10, tps=50.0)
+    al.values["cpu_idle_pct"][8:10] = 0.5
+    al.values["cpu_iowait_pct"][8:10] = 0.5
+    (ep,) = find_stalls(al)
+    assert ep.cause == "cpu"
+
+
+def test_snapshot_during_the_run() -> None:
+    al = run_of()
+    stall(al, 9, 11, tps=10.0)
+    al.events = [Event("snapshot", 9.2, 9.9, "zfs snapshot pool/data@s1")]
+    (ep,) = find_stalls(al)
+    assert ep.cause == "snapshot" and "pool/data@s1" in ep.evidence[0]
+
+
+def test_ambiguous_evidence_lowers_the_confidence_and_lists_the_alternative() -> None:
+    al = run_of()
+    stall(al, 20, 23, tps=50.0)
+    al.checkpoints = [CheckpointSpan(18.0, 23.0, 3.0, 3.0, "wal", 5000)]
+    for k in range(20, 23):
+        al.waits[k] = {"IO/WALInitWrite": 3.0, "IO/WALInitSync": 1.0}
+    (ep,) = find_stalls(al)
+    assert ep.cause in ("checkpoint", "wal_segment_creation") and ep.confidence == "medium"
+    assert {k for k, _ in ep.alternatives} & {"checkpoint", "wal_segment_creation"}
+
+
+def test_unknown_when_nothing_fits() -> None:
+    al = run_of()
+    stall(al, 8, 10, tps=20.0)
+    (ep,) = find_stalls(al)
+    assert ep.cause == "unknown" and ep.confidence == "low"
