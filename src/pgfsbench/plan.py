@@ -47,7 +47,7 @@ class PlannedRun:
 class Plan:
     cells: list[Cell]
     runs: list[PlannedRun]
-    repetitions: int
+    repetitions: int  # every cell's first repetitions (repetitions_min with "auto")
     load_per: str
     estimated_seconds: float
     loop_bytes_per_cell: dict[str, int]
@@ -55,6 +55,8 @@ class Plan:
     real_devices: list[str]
     needs_root: bool
     warnings: list[str] = field(default_factory=list)
+    auto: tuple[int, int, float] | None = None  # (min, max, CI target %) with "auto"
+    estimated_seconds_max: float | None = None  # with "auto": if every cell needs the max
 
     @property
     def scales(self) -> list[int]:
@@ -66,6 +68,10 @@ class Plan:
             "runs": len(self.runs),
             "scales": self.scales,
             "repetitions": self.repetitions,
+            "auto_repetitions": None if self.auto is None else {
+                "min": self.auto[0], "max": self.auto[1], "ci_target_pct": self.auto[2]},
+            "estimated_seconds_max": None if self.estimated_seconds_max is None else round(
+                self.estimated_seconds_max),
             "load_per": self.load_per,
             "estimated_seconds": round(self.estimated_seconds),
             "peak_loop_bytes": max(self.loop_bytes_per_cell.values(), default=0),
@@ -147,7 +153,7 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None,
         if not cells:
             raise UsageError(f"--only {', '.join(only)}: no cell matches (cells are named "
                              "storage/postgres/kernel/workload)")
-    reps = d.repetitions
+    reps = d.first_repetitions
     runs = order_runs(cells, reps, d.order, d.load_per)
 
     loop_bytes: dict[str, int] = {}
@@ -171,6 +177,9 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None,
         if d.load_per == "repetition" else sum(c.scale * LOAD_SECONDS_PER_SCALE for c in cells)
     est = loads * SETUP_SECONDS + load_s + sum(
         r.cell.workload.warmup_s + r.cell.workload.duration_s + 3 for r in runs)
+    auto = (d.repetitions_min, d.repetitions_max, d.ci_target_pct) if d.auto_repetitions \
+        else None
+    est_max = est * d.repetitions_max / d.repetitions_min if auto else None
     warnings = list(dict.fromkeys(warnings))
     if workdir is not None:
         probe = workdir if workdir.exists() else workdir.parent
@@ -184,7 +193,7 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None,
             warnings.append(f"only {human_bytes(free)} free under {probe} for loop files of up "
                             f"to {human_bytes(peak)}")
     return Plan(cells, runs, reps, d.load_per, est, loop_bytes, needed, real,
-                any(needs_root(c.fs) for c in cells), warnings)
+                any(needs_root(c.fs) for c in cells), warnings, auto, est_max)
 
 
 def is_root() -> bool:

@@ -263,3 +263,19 @@ def test_unknown_when_nothing_fits() -> None:
     stall(al, 8, 10, tps=20.0)
     (ep,) = find_stalls(al)
     assert ep.cause == "unknown" and ep.confidence == "low"
+
+
+def test_auto_repetitions_stop_when_the_interval_is_tight_or_at_the_maximum() -> None:
+    from pgfsbench.engine.campaign import auto_stop_reason
+
+    def rows(*tps: float, failed: int = 0) -> list[dict[str, object]]:
+        ok = [{"status": "ok", "throughput": t} for t in tps]
+        return ok + [{"status": "failed", "throughput": None}] * failed
+
+    assert auto_stop_reason(rows(1000, 1001, 999), 8, 2.0) is not None
+    assert "CI ±" in (auto_stop_reason(rows(1000, 1001, 999), 8, 2.0) or "")
+    assert auto_stop_reason(rows(1000, 1200, 900), 8, 2.0) is None  # wide: one more
+    reason = auto_stop_reason(rows(1000, 1200, 900, 1100, 950, 1150, 980, 1010), 8, 2.0)
+    assert reason is not None and reason.startswith("reached the maximum of 8 runs")
+    assert auto_stop_reason(rows(1000, failed=7), 8, 2.0) == \
+        "reached the maximum of 8 runs (1 ok run(s))"

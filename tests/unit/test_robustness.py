@@ -67,7 +67,7 @@ def test_a_results_file_from_0_1_0_opens_upgrades_and_keeps_every_run(tmp_path: 
     again = Store(str(old))  # opening twice migrates nothing twice
     assert len(again.list_runs()) == 7 and again.get_run(rid)["space_bytes"] == 5 << 30
     with sqlite3.connect(old) as conn:
-        assert conn.execute("SELECT version_num FROM alembic_version").fetchone()[0] == "0002"
+        assert conn.execute("SELECT version_num FROM alembic_version").fetchone()[0] == "0003"
 
 
 def test_a_newer_results_file_is_refused(tmp_path: Path) -> None:
@@ -153,7 +153,7 @@ def test_pool_members_are_read_from_every_pool_and_group() -> None:
 
 
 def test_a_bug_becomes_one_line_and_a_traceback_file(tmp_path: Path) -> None:
-    code = ("import sys\nimport pgfsbench.cli.run as r\n"
+    code = ("import sys\nimport pgfsbench.spec as r\n"
             "def boom(*a, **k):\n    raise RuntimeError('a bug\\nsecond line')\n"
             "r.load_spec = boom\nfrom pgfsbench.cli import main\n"
             f"sys.argv = ['pgfsbench', 'plan', 'x.toml', '--workdir', {str(tmp_path)!r}]\n"
@@ -165,3 +165,31 @@ def test_a_bug_becomes_one_line_and_a_traceback_file(tmp_path: Path) -> None:
     assert "internal error (RuntimeError: a bug)" in proc.stderr
     (written,) = (tmp_path / "tracebacks").glob("traceback-*.txt")
     assert str(written) in proc.stderr and "RuntimeError" in written.read_text()
+
+
+def test_the_store_knows_the_newest_migration() -> None:
+    from alembic.config import Config
+    from alembic.script import ScriptDirectory
+
+    from pgfsbench.results.store import HEAD_REVISION
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(Path(__file__).resolve().parents[2] / "src" /
+                                               "pgfsbench" / "results" / "migrations"))
+    assert ScriptDirectory.from_config(cfg).get_current_head() == HEAD_REVISION
+
+
+def test_the_cli_starts_fast_and_agrees_with_the_engine() -> None:
+    """The CLI imports the engine, the store and the statistics only when a command needs
+    them (scipy, alembic and polars take seconds): `pgfsbench --help` must not."""
+    from pgfsbench.cli.run import DEFAULT_WORKDIR
+    from pgfsbench.engine.preflight import DEFAULT_WORKDIR as ENGINE_WORKDIR
+
+    assert DEFAULT_WORKDIR == ENGINE_WORKDIR
+    code = ("import sys, pgfsbench.cli, pgfsbench.cli.run, pgfsbench.cli.results, "
+            "pgfsbench.cli.compare, pgfsbench.cli.cleanup\n"
+            "heavy = [m for m in ('scipy', 'alembic', 'polars', 'plotly', 'psycopg') "
+            "if m in sys.modules]\nprint(','.join(heavy))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == ""

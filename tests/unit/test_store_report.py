@@ -55,18 +55,36 @@ def test_summary_median_and_spread(tmp_path: Path) -> None:
     assert ext4.errors == ("disk full",)
     assert cells[1].fuse
     assert spread([None, None]) is None
-    table = summary_table(cells)
-    assert table.row_count == 2
+    assert ext4.tps.ci_low is not None and ext4.tps.ci_low < 100 < ext4.tps.ci_high
+    zfs = cells[1]
+    assert zfs.baseline == ext4.label and zfs.vs_baseline is not None
+    assert zfs.vs_baseline.verdict.value == "no verdict"  # 2 repetitions only
+    text = render(summary_table(cells, width=160))
+    assert "│ext4 " in text and "100 ±25.1% !" in text and "baseline" in text
+    assert "+55.4% ?" in text and "zfs (FUSE)" in text  # 2 vs 3 repetitions: no verdict
+    narrow = render(summary_table(cells, width=80), width=80)
+    assert max(len(line) for line in narrow.splitlines()) <= 80
+    assert "1  ext4 (ext4)" in narrow and "2  zfs (zfs, FUSE)" in narrow
+
+
+def render(renderable: object, width: int = 160) -> str:
+    from rich.console import Console
+
+    console = Console(width=width, record=True, file=open("/dev/null", "w"))  # noqa: SIM115
+    console.print(renderable)
+    return console.export_text()
 
 
 def test_html_report_marks_fuse_and_lists_cells(tmp_path: Path) -> None:
+    from pgfsbench.report.loading import analyse
+
     store = Store(str(tmp_path / "r.sqlite"))
     cid = fill(store)
-    runs = [store.get_run(int(r["run_id"])) for r in store.list_runs(cid)]
-    html = render_report(store.campaigns()[0], runs, inline_js=False)
+    a = analyse(store, [cid])
+    html = render_report(a.campaigns, a.runs, a.cells, a.highlights, inline_js=False)
     assert "zfs-fuse" in html and 'id="fuse-warning"' in html
-    assert "ext4/d/d/w" in html and "100 (90–110, n=3)" in html
-    assert "disk full" in html
+    assert 'data-cell="ext4/d/d/w"' in html and "100 ±" in html and "90–110" in html
+    assert "disk full" in html and "too few repetitions" in html
 
 
 def test_export_csv_and_parquet(tmp_path: Path) -> None:

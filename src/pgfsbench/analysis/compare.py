@@ -17,7 +17,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 import numpy as np
-from scipy import stats as sps
+
+from pgfsbench.analysis.stats import t_quantile
 
 MIN_N_VERDICT = 3
 MIN_N_MANN_WHITNEY = 5
@@ -56,6 +57,15 @@ class Comparison:
     def change_pct(self) -> float | None:
         return None if self.ratio is None else (self.ratio - 1) * 100
 
+    def verdict_words(self) -> str:
+        """'faster, p=0.003' / 'slower, p=0.01' / the reason there is no verdict."""
+        if self.verdict in (Verdict.BETTER, Verdict.WORSE):
+            better = self.verdict is Verdict.BETTER
+            word = ("faster" if better else "slower") if self.higher_is_better else \
+                ("lower" if better else "higher")
+            return f"{word}, p={self.p_value:.3g}"
+        return self.reason
+
     def words(self) -> str:
         """'+6.2% faster [+3.1%, +9.4%], p=0.003' / 'no significant difference (n=3 vs 3)'."""
         if self.ratio is None:
@@ -92,8 +102,10 @@ def welch_log(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, flo
     df = se2**2 / ((va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1)) \
         if va > 0 and vb > 0 else (na + nb - 2)
     t = d / se
+    from scipy import stats as sps
+
     p = float(2 * sps.t.sf(abs(t), df))
-    half = float(sps.t.ppf(0.975, df) * se)
+    half = t_quantile(0.975, df) * se
     return math.exp(d), math.exp(d - half), math.exp(d + half), p
 
 
@@ -114,6 +126,8 @@ def compare(base: Sequence[float | None], other: Sequence[float | None], *,
     ratio, lo, hi, p = welch_log(a, b)
     mw = None
     if na >= MIN_N_MANN_WHITNEY and nb >= MIN_N_MANN_WHITNEY:
+        from scipy import stats as sps
+
         mw = float(sps.mannwhitneyu(a, b, alternative="two-sided").pvalue)
     if na < MIN_N_VERDICT or nb < MIN_N_VERDICT:
         return Comparison(na, nb, ratio, lo, hi, p, mw, threshold, Verdict.NONE,
@@ -141,5 +155,5 @@ def combine_blocks(ratios: Sequence[float]) -> tuple[float, float, float] | None
     centre = float(logs.mean())
     if len(vals) < 2:
         return math.exp(centre), math.nan, math.nan
-    half = float(sps.t.ppf(0.975, len(vals) - 1) * logs.std(ddof=1) / math.sqrt(len(vals)))
+    half = t_quantile(0.975, len(vals) - 1) * float(logs.std(ddof=1)) / math.sqrt(len(vals))
     return math.exp(centre), math.exp(centre - half), math.exp(centre + half)

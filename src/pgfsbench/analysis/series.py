@@ -89,7 +89,7 @@ def align(run: Mapping[str, Any]) -> Aligned:
     if not duration:
         tps = series.get("tps") or {}
         duration = float(len(tps.get("values") or []))
-    n = max(0, int(math.floor(duration + 1e-6)))
+    n = max(0, math.floor(duration + 1e-6))
     al = Aligned(n)
     for name in NUMERIC:
         s = series.get(name)

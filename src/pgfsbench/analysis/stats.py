@@ -14,7 +14,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
 BOOTSTRAP_MIN_N = 5
 BOOTSTRAP_RESAMPLES = 4000
@@ -56,10 +55,17 @@ def _seed(vals: list[float]) -> int:
     return int(abs(hash(tuple(round(v, 9) for v in vals)))) % (2**32)
 
 
+def t_quantile(q: float, df: float) -> float:
+    """Student's t quantile (scipy is imported on first use: it takes a second)."""
+    from scipy import stats as sps
+
+    return float(sps.t.ppf(q, df))
+
+
 def t_interval_log(vals: list[float], level: float = 0.95) -> tuple[float, float]:
     logs = np.log(vals)
     n = len(vals)
-    half = float(sps.t.ppf((1 + level) / 2, n - 1) * logs.std(ddof=1) / math.sqrt(n))
+    half = t_quantile((1 + level) / 2, n - 1) * float(logs.std(ddof=1)) / math.sqrt(n)
     centre = float(logs.mean())
     return math.exp(centre - half), math.exp(centre + half)
 
@@ -67,7 +73,7 @@ def t_interval_log(vals: list[float], level: float = 0.95) -> tuple[float, float
 def t_interval(vals: list[float], level: float = 0.95) -> tuple[float, float]:
     arr = np.array(vals)
     n = len(vals)
-    half = float(sps.t.ppf((1 + level) / 2, n - 1) * arr.std(ddof=1) / math.sqrt(n))
+    half = t_quantile((1 + level) / 2, n - 1) * float(arr.std(ddof=1)) / math.sqrt(n)
     return float(arr.mean()) - half, float(arr.mean()) + half
 
 

@@ -1,31 +1,37 @@
-"""One summary per cell over its repetitions: median and spread, never a lone number."""
+"""One summary per cell over its repetitions, and what stands out across cells (pure).
+
+Every figure is an Estimate (median, range, 95% CI of the mean); a cell whose
+repetitions disagree more than a threshold is marked unstable, with the likely reason the
+data shows; cells are compared only within a comparable group (same workload, clients,
+scale, rate and host), each against its group's baseline, with a verdict that may be
+"no significant difference".
+"""
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+import dataclasses
+import fnmatch
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
+
+from pgfsbench.analysis.compare import Comparison, Verdict, compare
+from pgfsbench.analysis.series import align
+from pgfsbench.analysis.stalls import StallEpisode, find_stalls
+from pgfsbench.analysis.stats import Estimate, estimate
+
+# the old name of Estimate, for the renderers
+Spread = Estimate
+DIMS = ("storage", "postgres", "kernel", "workload")
+UNSTABLE_PCT = 5.0
+WARMUP_GAP = 0.2  # warm-up throughput this far from the measured one: not warmed up
 
 
 @dataclass(frozen=True)
-class Spread:
-    median: float
-    low: float
-    high: float
-    n: int
-
-    @property
-    def rel_range(self) -> float:
-        """(max - min) / median: how much the repetitions disagree."""
-        return (self.high - self.low) / self.median if self.median else 0.0
-
-
-def spread(values: Iterable[float | None]) -> Spread | None:
-    vals = [float(v) for v in values if v is not None]
-    if not vals:
-        return None
-    return Spread(statistics.median(vals), min(vals), max(vals), len(vals))
+class RunStalls:
+    run_id: int
+    repetition: int
+    episodes: tuple[StallEpisode, ...]
 
 
 @dataclass(frozen=True)
@@ -38,35 +44,143 @@ class CellSummary:
     workload: str
     runs: int
     ok: int
-    tps: Spread | None
-    latency_avg_ms: Spread | None
-    latency_p99_ms: Spread | None
-    load_seconds: Spread | None
-    space_bytes: Spread | None
+    tps: Estimate | None  # the throughput (in `unit`; tps for OLTP)
+    latency_avg_ms: Estimate | None
+    latency_p99_ms: Estimate | None
+    load_seconds: Estimate | None
+    space_bytes: Estimate | None
     implementation: str | None
     fuse: bool
     errors: tuple[str, ...]
     label: str = ""  # the cell without the dimensions that do not vary
     warnings: tuple[str, ...] = ()  # what changes the reading of its runs (busy host...)
+    unit: str = "tps"
+    scale: int | None = None
+    clients: int | None = None
+    rate: float | None = None
+    host: str | None = None
+    campaign_id: int | None = None
+    values: tuple[float, ...] = ()  # the ok runs' throughput (for comparisons)
+    p99_values: tuple[float, ...] = ()
+    space_data_bytes: Estimate | None = None
+    space_wal_bytes: Estimate | None = None
+    unstable: tuple[str, ...] = ()  # why its repetitions disagree (empty: stable)
+    stalls: tuple[RunStalls, ...] = ()
+    vs_baseline: Comparison | None = None
+    p99_vs_baseline: Comparison | None = None
+    baseline: str | None = None  # the label of its group's baseline (None: it is one)
+
+    @property
+    def group(self) -> tuple[str, Any, Any, Any, Any]:
+        """Cells are comparable only within a group: same workload, clients, scale, rate
+        and host (never across workloads)."""
+        return (self.workload, self.clients, self.scale, self.rate, self.host)
+
+    @property
+    def group_label(self) -> str:
+        parts = [self.workload]
+        if self.clients is not None:
+            parts.append(f"{self.clients} clients")
+        if self.scale is not None:
+            parts.append(f"scale {self.scale}")
+        if self.rate:
+            parts.append(f"rate {self.rate:g}/s")
+        if self.host:
+            parts.append(f"on {self.host}")
+        return ", ".join(parts)
+
+    @property
+    def stall_count(self) -> int:
+        return sum(len(s.episodes) for s in self.stalls)
+
+    @property
+    def is_unstable(self) -> bool:
+        return bool(self.unstable)
 
 
-def summarise(runs: Iterable[Mapping[str, Any]]) -> list[CellSummary]:
-    """Group runs by cell (in first-seen order) and summarise the ok ones."""
-    groups: dict[str, list[Mapping[str, Any]]] = {}
+def spread(values: Iterable[float | None]) -> Estimate | None:
+    return estimate(values)
+
+
+def _rate(run: Mapping[str, Any]) -> float | None:
+    params = run.get("params") or {}
+    rate = (params.get("workload") or {}).get("rate")
+    return float(rate) if rate else None
+
+
+def _space(run: Mapping[str, Any], key: str) -> float | None:
+    after = ((run.get("space") or {}).get("after_load") or {})
+    v = after.get(key)
+    return float(v) if v is not None else None
+
+
+def stalls_of(run: Mapping[str, Any]) -> tuple[StallEpisode, ...]:
+    """The stall episodes of a stored run (needs its series)."""
+    if not run.get("series"):
+        return ()
+    return tuple(find_stalls(align(run)))
+
+
+def _in_measured_window(run: Mapping[str, Any]) -> int:
+    duration = float(run.get("duration_s") or 0)
+    return sum(1 for c in run.get("checkpoints") or []
+               if c.get("ended_s") is not None and c["ended_s"] >= 0
+               and (c.get("started_s") if c.get("started_s") is not None else c["ended_s"])
+               <= duration)
+
+
+def unstable_reasons(ok: Sequence[Mapping[str, Any]], est: Estimate | None,
+                     stalls: Sequence[RunStalls], threshold_pct: float) -> tuple[str, ...]:
+    """Why the repetitions of a cell disagree, where the data shows it."""
+    if est is None or est.n < 2 or est.rel_range * 100 <= threshold_pct:
+        return ()
+    reasons = [f"repetitions spread {est.rel_range * 100:.1f}% (> {threshold_pct:g}%)"]
+    with_cp = [int(r["repetition"]) for r in ok if _in_measured_window(r)]
+    if with_cp and len(with_cp) < len(ok):
+        reasons.append("a checkpoint ran during repetition(s) "
+                       f"#{', #'.join(map(str, with_cp))} only")
+    cold = [int(r["repetition"]) for r in ok
+            if r.get("warmup_tps") and r.get("throughput")
+            and abs(float(r["warmup_tps"]) / float(r["throughput"]) - 1) > WARMUP_GAP]
+    if cold:
+        reasons.append(f"warm-up throughput differs by more than {WARMUP_GAP * 100:.0f}% "
+                       f"from the measured one in #{', #'.join(map(str, cold))}: not warm yet")
+    busy = [int(r["repetition"]) for r in ok
+            if any("busy host" in w for w in (r.get("warnings") or []))]
+    if busy:
+        reasons.append(f"busy host before #{', #'.join(map(str, busy))}")
+    stalled = [s.repetition for s in stalls if s.episodes]
+    if stalled and len(stalled) < len(ok):
+        reasons.append(f"stalls in #{', #'.join(map(str, stalled))} only")
+    return tuple(reasons)
+
+
+def summarise(runs: Iterable[Mapping[str, Any]], *, baseline: str | None = None,
+              unstable_pct: float = UNSTABLE_PCT) -> list[CellSummary]:
+    """Group runs by cell (and host, in first-seen order), summarise the ok ones, and
+    compare each group's cells with its baseline. Runs superseded by a resumed run are
+    left out. Stalls are found when the runs carry their series."""
+    groups: dict[tuple[str, str | None], list[Mapping[str, Any]]] = {}
     for r in runs:
-        groups.setdefault(str(r["cell"]), []).append(r)
-    result = []
-    for cell, rows in groups.items():
+        if r.get("superseded_by"):
+            continue
+        groups.setdefault((str(r["cell"]), r.get("host")), []).append(r)
+    cells: list[CellSummary] = []
+    for (cell, host), rows in groups.items():
         ok = [r for r in rows if r["status"] == "ok"]
         first = rows[0]
-        result.append(CellSummary(
+        thr = [r.get("throughput") if r.get("throughput") is not None else r.get("tps")
+               for r in ok]
+        p99 = [(r.get("latency_ms") or {}).get("p99") for r in ok]
+        stalls = tuple(RunStalls(int(r["run_id"]), int(r["repetition"]), stalls_of(r))
+                       for r in rows)
+        est = estimate(thr)
+        cells.append(CellSummary(
             cell=cell, storage=first["storage"], fs=first["fs"], postgres=first["postgres"],
             kernel=first["kernel"], workload=first["workload"], runs=len(rows), ok=len(ok),
-            tps=spread(r["tps"] for r in ok),
-            latency_avg_ms=spread(r["latency_avg_ms"] for r in ok),
-            latency_p99_ms=spread((r.get("latency_ms") or {}).get("p99") for r in ok),
-            load_seconds=spread(r["load_seconds"] for r in ok),
-            space_bytes=spread(r["space_bytes"] for r in ok),
+            tps=est, latency_avg_ms=estimate(r["latency_avg_ms"] for r in ok),
+            latency_p99_ms=estimate(p99), load_seconds=estimate(r["load_seconds"] for r in ok),
+            space_bytes=estimate(r["space_bytes"] for r in ok),
             implementation=next((r["implementation"] for r in rows if r.get("implementation")),
                                 None),
             fuse=any(bool(r.get("fuse")) for r in rows),
@@ -74,17 +188,117 @@ def summarise(runs: Iterable[Mapping[str, Any]]) -> list[CellSummary]:
                                        if r["status"] != "ok" and r.get("error"))),
             warnings=tuple(dict.fromkeys(f"#{r['repetition']}: {w}" for r in rows
                                          for w in (r.get("warnings") or []))),
-        ))
-    return with_labels(result)
-
-
-DIMS = ("storage", "postgres", "kernel", "workload")
+            unit=next((str(r["throughput_unit"]) for r in rows if r.get("throughput_unit")),
+                      "tps"),
+            scale=first.get("scale"), clients=first.get("clients"), rate=_rate(first),
+            host=host, campaign_id=first.get("campaign_id"),
+            values=tuple(float(v) for v in thr if v is not None),
+            p99_values=tuple(float(v) for v in p99 if v is not None),
+            space_data_bytes=estimate(_space(r, "data_bytes") for r in ok),
+            space_wal_bytes=estimate(_space(r, "pg_wal_bytes") for r in ok),
+            unstable=unstable_reasons(ok, est, [s for s in stalls
+                                                if s.run_id in {int(r["run_id"]) for r in ok}],
+                                      unstable_pct),
+            stalls=stalls))
+    return with_baselines(with_labels(cells), baseline)
 
 
 def with_labels(cells: list[CellSummary]) -> list[CellSummary]:
     """Label each cell by the dimensions that vary across ``cells`` (storage at least)."""
-    import dataclasses
-
     varying = [d for d in DIMS if len({getattr(c, d) for c in cells}) > 1] or ["storage"]
-    return [dataclasses.replace(c, label="/".join(getattr(c, d) for d in varying))
-            for c in cells]
+    labels = []
+    for c in cells:
+        label = "/".join(getattr(c, d) for d in varying)
+        if "@" in c.cell:
+            label += "@" + c.cell.split("@", 1)[1]
+        labels.append(label)
+    if len({(lb, c.host) for lb, c in zip(labels, cells, strict=True)}) < len(cells):
+        labels = [c.cell for c in cells]
+    return [dataclasses.replace(c, label=lb) for c, lb in zip(cells, labels, strict=True)]
+
+
+def matches(cell: CellSummary, pattern: str) -> bool:
+    """A cell named by a glob on its id, its label or one of its dimensions."""
+    return any(fnmatch.fnmatchcase(str(v), pattern) for v in
+               (cell.cell, cell.label, cell.storage, cell.postgres, cell.kernel, cell.workload))
+
+
+def with_baselines(cells: list[CellSummary], baseline: str | None) -> list[CellSummary]:
+    """Each comparable group's baseline: the cell ``baseline`` names, else its first."""
+    by_group: dict[tuple[Any, ...], list[int]] = {}
+    for i, c in enumerate(cells):
+        by_group.setdefault(c.group, []).append(i)
+    out = list(cells)
+    for members in by_group.values():
+        base_i = next((i for i in members if baseline and matches(cells[i], baseline)),
+                      None if baseline else members[0])
+        if base_i is None:
+            continue
+        base = cells[base_i]
+        for i in members:
+            if i == base_i:
+                continue
+            c = cells[i]
+            out[i] = dataclasses.replace(
+                c, baseline=base.label,
+                vs_baseline=compare(base.values, c.values),
+                p99_vs_baseline=compare(base.p99_values, c.p99_values, higher_is_better=False)
+                if base.p99_values and c.p99_values else None)
+    return out
+
+
+@dataclass
+class Highlights:
+    """What stands out, in sentences derived from the data."""
+
+    lines: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def highlights(cells: Sequence[CellSummary]) -> Highlights:
+    h = Highlights()
+    groups: dict[tuple[Any, ...], list[CellSummary]] = {}
+    for c in cells:
+        groups.setdefault(c.group, []).append(c)
+    for members in groups.values():
+        measured = [c for c in members if c.tps is not None]
+        if len(measured) < 2:
+            continue
+        best = max(measured, key=lambda c: c.tps.median if c.tps else 0)
+        unit = best.unit
+        head = f"{members[0].group_label}: "
+        better = [c for c in measured if c.vs_baseline and c.vs_baseline.verdict in
+                  (Verdict.BETTER, Verdict.WORSE)]
+        same = [c for c in measured if c.vs_baseline and c.vs_baseline.verdict is Verdict.SAME]
+        none = [c for c in measured if c.vs_baseline and c.vs_baseline.verdict is Verdict.NONE]
+        base = next((c for c in measured if c.baseline is None), measured[0])
+        assert best.tps is not None
+        h.lines.append(head + f"best {best.label} at {best.tps.median:,.0f} {unit} (median)"
+                       + ("" if best is base or best.vs_baseline is None else
+                          f", {best.vs_baseline.words()} against {base.label}"))
+        for c in better:
+            assert c.vs_baseline is not None
+            h.lines.append(f"  {c.label} vs {c.baseline}: {c.vs_baseline.words()}")
+        if same:
+            h.lines.append(f"  no significant difference from {base.label}: "
+                           + ", ".join(f"{c.label} ({c.vs_baseline.change_pct:+.1f}%)"
+                                       for c in same if c.vs_baseline
+                                       and c.vs_baseline.change_pct is not None))
+        if none:
+            h.lines.append("  no verdict (too few repetitions): "
+                           + ", ".join(c.label for c in none))
+    for c in cells:
+        if c.unstable:
+            h.lines.append(f"{c.label} is unstable: {'; '.join(c.unstable)}")
+    for c in cells:
+        for rs in c.stalls:
+            for ep in rs.episodes:
+                h.lines.append(f"{c.label} #{rs.repetition}: stall at {ep.start_s:g}–"
+                               f"{ep.end_s:g} s (min {ep.min_tps:,.0f} {c.unit}, "
+                               f"{ep.delayed_tx:,} transactions delayed): {ep.cause_text} "
+                               f"({ep.confidence} confidence)")
+    failed = [c for c in cells if c.ok < c.runs]
+    for c in failed:
+        h.lines.append(f"{c.label}: {c.runs - c.ok} of {c.runs} run(s) failed: "
+                       + "; ".join(c.errors[:2]))
+    return h

@@ -34,11 +34,11 @@ BUG_EXIT = 70
 
 
 def _register() -> None:
-    from pgfsbench.cli import cleanup, results, run  # noqa: F401
+    from pgfsbench.cli import cleanup, compare, results, run  # noqa: F401
 
 
 def _workdir_from_argv(argv: list[str]) -> Path:
-    from pgfsbench.engine.preflight import DEFAULT_WORKDIR
+    from pgfsbench.cli.run import DEFAULT_WORKDIR
 
     for i, arg in enumerate(argv):
         if arg == "--workdir" and i + 1 < len(argv):

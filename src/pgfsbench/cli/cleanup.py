@@ -8,11 +8,9 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from pgfsbench.cleanup import cleanup
 from pgfsbench.cli import app
-from pgfsbench.engine.preflight import DEFAULT_WORKDIR
+from pgfsbench.cli.run import DEFAULT_WORKDIR
 from pgfsbench.system.errors import NeedsRootError, PgfsbenchError
-from pgfsbench.system.hostlock import host_lock
 
 
 @app.command("cleanup")
@@ -22,6 +20,9 @@ def cleanup_cmd(
 ) -> None:
     """Undo whatever an interrupted or killed run left (mounts, loop devices, servers, sysctls)."""
     import os
+
+    from pgfsbench.cleanup import cleanup
+    from pgfsbench.system.hostlock import host_lock
 
     console = Console()
     if not workdir.is_dir():

@@ -4,16 +4,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
 
 from pgfsbench.cli import app
-from pgfsbench.report.terminal import runs_table
-from pgfsbench.results.export import export_runs
-from pgfsbench.results.store import LIST_KEYS, Store
 from pgfsbench.system.errors import UsageError
+
+if TYPE_CHECKING:
+    from pgfsbench.report.loading import Analysed
+    from pgfsbench.results.store import Store
+
+UNSTABLE_PCT = 5.0  # the default of analysis.summary (kept here: it is slow to import)
 
 results_app = typer.Typer(help="Read the results store.", no_args_is_help=True)
 app.add_typer(results_app, name="results")
@@ -23,6 +26,8 @@ ResultsOpt = Annotated[str, typer.Option("--results", "-r",
 
 
 def open_store(results: str) -> Store:
+    from pgfsbench.results.store import Store
+
     if "://" not in results and not Path(results).is_file():
         raise UsageError(f"{results}: no such results file")
     return Store(results)
@@ -35,6 +40,9 @@ def list_cmd(
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
 ) -> None:
     """One line per run (cell x repetition)."""
+    from pgfsbench.report.terminal import runs_table
+    from pgfsbench.results.store import LIST_KEYS
+
     store = open_store(results)
     runs = store.list_runs(campaign)
     if as_json:
@@ -49,9 +57,12 @@ def show_cmd(
     results: ResultsOpt = "pgfsbench.sqlite",
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON object.")] = False,
 ) -> None:
-    """Everything stored about one run."""
+    """Everything stored about one run, with its stall episodes and their causes."""
+    from pgfsbench.analysis.summary import stalls_of
+
     store = open_store(results)
     run = store.get_run(run_id)
+    run["stalls"] = [e.as_dict() for e in stalls_of(run)]
     if as_json:
         print(json.dumps(run, indent=1, default=str))
         return
@@ -87,6 +98,8 @@ def export_cmd(
                                                "instead of one row per run.")] = False,
 ) -> None:
     """Write runs (or their per-second series) as CSV or Parquet for analysis elsewhere."""
+    from pgfsbench.results.export import export_runs
+
     chosen = export_format(output, fmt)
     store = open_store(results)
     n = export_runs(store, output, chosen, series=series)
@@ -108,17 +121,77 @@ def campaign_ids(store: Store, campaigns: list[int] | None) -> list[int]:
     return [latest]
 
 
-@app.command("report")
-def report_cmd(
-    output: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write.")] = Path(
-        "pgfsbench-report.html"),
+CampaignOpt = Annotated[list[int] | None, typer.Option(
+    "--campaign", help="Campaign id (repeatable; default: the latest).")]
+BaselineOpt = Annotated[str | None, typer.Option(
+    help="The baseline of each comparable group: a storage, postgres, kernel or workload "
+         "name, or a glob on the cell (default: each group's first cell).")]
+HostOpt = Annotated[str | None, typer.Option("--host", help="Only the runs of this host.")]
+
+
+def print_summary(console: Console, a: Analysed, title: str) -> None:
+    from pgfsbench.report.terminal import failure_lines, highlight_lines, summary_table
+
+    console.print(summary_table(a.cells, title=title, width=console.width))
+    for line in highlight_lines(a.highlights):
+        console.print(line)
+    for line in failure_lines(a.cells):
+        console.print(line)
+
+
+@results_app.command("summary")
+def summary_cmd(
     results: ResultsOpt = "pgfsbench.sqlite",
-    campaign: Annotated[list[int] | None, typer.Option(
-        help="Campaign id (repeatable; default: the latest).")] = None,
+    campaign: CampaignOpt = None,
+    baseline: BaselineOpt = None,
+    host: HostOpt = None,
+    unstable_pct: Annotated[float, typer.Option(
+        help="Repetitions spreading more than this (% of the median) make a cell "
+             "unstable.")] = UNSTABLE_PCT,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
-    """Write the self-contained HTML report (tables and charts) of campaigns."""
-    from pgfsbench.report.html import write_report
+    """The summary table of one or several campaigns (a re-run of failed cells, a sweep run
+    as separate campaigns), with confidence intervals, verdicts and stalls."""
+    from pgfsbench.report.loading import analyse, cell_json
 
     store = open_store(results)
-    write_report(store, output, campaign_ids=campaign_ids(store, campaign))
-    Console().print(f"HTML report: {output.resolve()}")
+    a = analyse(store, campaign_ids(store, campaign), baseline, host, unstable_pct)
+    if as_json:
+        print(json.dumps({"campaigns": [c["id"] for c in a.campaigns],
+                          "cells": [cell_json(c) for c in a.cells],
+                          "highlights": a.highlights.lines,
+                          "warnings": a.highlights.warnings}, indent=1, default=str))
+        return
+    print_summary(Console(), a, f"campaign(s) {', '.join(str(c['id']) for c in a.campaigns)} "
+                                f"in {results}")
+
+
+@app.command("report")
+def report_cmd(
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="File to write (default: pgfsbench-report.html or .md).")] = None,
+    results: ResultsOpt = "pgfsbench.sqlite",
+    campaign: CampaignOpt = None,
+    baseline: BaselineOpt = None,
+    host: HostOpt = None,
+    fmt: Annotated[str, typer.Option("--format", help="html (self-contained, with charts) "
+                                     "or md (Markdown, for tickets).")] = "html",
+) -> None:
+    """Write the report of one or several campaigns: what stands out first, evidence after."""
+    if fmt not in ("html", "md"):
+        raise UsageError("--format is html or md")
+    from pgfsbench.report.loading import analyse
+
+    output = output or Path(f"pgfsbench-report.{fmt}")
+    store = open_store(results)
+    a = analyse(store, campaign_ids(store, campaign), baseline, host)
+    if fmt == "md":
+        from pgfsbench.report.markdown import render_markdown
+
+        output.write_text(render_markdown(a.campaigns, a.cells, a.highlights,
+                                          a.highlights.warnings))
+    else:
+        from pgfsbench.report.html import render_report
+
+        output.write_text(render_report(a.campaigns, a.runs, a.cells, a.highlights))
+    Console().print(f"report: {output.resolve()}")

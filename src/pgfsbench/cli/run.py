@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -20,20 +20,18 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from pgfsbench.analysis.summary import summarise
 from pgfsbench.cli import app
-from pgfsbench.collect.host import busy_warning, sample_load
-from pgfsbench.engine.campaign import Campaign, CampaignResult, signals_raise_interrupted
-from pgfsbench.engine.preflight import DEFAULT_WORKDIR, require_root
-from pgfsbench.engine.records import RunRecord, RunStatus
-from pgfsbench.plan import Plan, PlannedRun, make_plan
-from pgfsbench.report.terminal import failure_lines, summary_table
-from pgfsbench.results.store import Store, check_writable
-from pgfsbench.spec import LoadedSpec, load_spec
-from pgfsbench.storage.devices import DevicePolicy
 from pgfsbench.system.errors import Interrupted, RunsFailed, UsageError
-from pgfsbench.system.hostlock import host_lock
 from pgfsbench.units import human_bytes, human_seconds
+
+if TYPE_CHECKING:
+    from pgfsbench.engine.campaign import CampaignResult
+    from pgfsbench.engine.records import RunRecord
+    from pgfsbench.plan import Plan, PlannedRun
+    from pgfsbench.results.store import Store
+    from pgfsbench.spec import LoadedSpec
+
+DEFAULT_WORKDIR = Path("/var/tmp/pgfsbench")  # engine.preflight's (slow to import)
 
 SetOpt = Annotated[list[str] | None, typer.Option(
     "--set", help="Override a default (KEY=VALUE, e.g. scale=2, duration=5s) or any key by "
@@ -54,6 +52,10 @@ def plan_cmd(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Show the expanded matrix with disk and time estimates; touches nothing."""
+    from pgfsbench.collect.host import busy_warning, sample_load
+    from pgfsbench.plan import make_plan
+    from pgfsbench.spec import load_spec
+
     loaded = load_spec(spec, sets or [])
     plan = make_plan(loaded, workdir, only or [])
     busy = busy_warning(sample_load(0.5), loaded.spec.defaults.busy_cpu_pct,
@@ -67,8 +69,11 @@ def plan_cmd(
 
 
 def print_plan(console: Console, plan: Plan) -> None:
-    table = Table(title=f"{len(plan.cells)} cells x {plan.repetitions} repetitions = "
-                        f"{len(plan.runs)} runs", title_justify="left")
+    reps = (f"{plan.auto[0]} to {plan.auto[1]} repetitions (until the 95% CI is within "
+            f"±{plan.auto[2]:g}%)" if plan.auto else f"{plan.repetitions} repetitions")
+    runs = (f"{len(plan.runs)} to {len(plan.cells) * plan.auto[1]} runs" if plan.auto
+            else f"{len(plan.runs)} runs")
+    table = Table(title=f"{len(plan.cells)} cells x {reps} = {runs}", title_justify="left")
     for col in ("cell", "fs", "scale", "clients/threads", "warm-up + measure", "loop files",
                 "data"):
         table.add_column(col)
@@ -80,8 +85,10 @@ def print_plan(console: Console, plan: Plan) -> None:
                       plan.loop_bytes_per_cell[cell.id] else "-",
                       human_bytes(plan.needed_bytes_per_cell[cell.id]))
     console.print(table)
+    upto = (f" to {human_seconds(plan.estimated_seconds_max)}"
+            if plan.estimated_seconds_max else "")
     console.print(f"load per {plan.load_per}; estimated time "
-                  f"{human_seconds(plan.estimated_seconds)}; loop files up to "
+                  f"{human_seconds(plan.estimated_seconds)}{upto}; loop files up to "
                   f"{human_bytes(max(plan.loop_bytes_per_cell.values(), default=0))} at once "
                   "(sparse)")
     if plan.real_devices:
@@ -132,7 +139,7 @@ class RichEvents:
 
     def run_finished(self, run: PlannedRun, run_id: int, record: RunRecord) -> None:
         self.progress.advance(self.task)
-        if record.status == RunStatus.OK:
+        if record.status == "ok":
             line = (f"  {run.cell.id} #{run.repetition}: {record.throughput or 0:,.1f} "
                     f"{record.throughput_unit}, latency {record.latency_avg_ms or 0:.3f} ms")
             self.console.print(line, markup=False, highlight=False)
@@ -143,11 +150,27 @@ class RichEvents:
     def warning(self, text: str) -> None:
         self.console.print(f"warning: {text}", style="yellow", markup=False, highlight=False)
 
+    def extend(self, runs: int) -> None:
+        total = self.progress.tasks[0].total or 0
+        self.progress.update(self.task, total=total + runs)
+        if not self.interactive:
+            self.console.print(f"{runs} more run(s): their confidence intervals are still "
+                               "wider than the target", markup=False)
+
 
 def run_spec(loaded: LoadedSpec, results: str, workdir: Path, destroy_data_on: list[str],
              force: bool, console: Console, only: list[str] | None = None,
              resume: int | None = None, host: str | None = None) -> tuple[Store,
                                                                            CampaignResult]:
+    from pgfsbench.cli.results import print_summary
+    from pgfsbench.engine.campaign import Campaign, signals_raise_interrupted
+    from pgfsbench.engine.preflight import require_root
+    from pgfsbench.plan import make_plan
+    from pgfsbench.report.loading import analyse
+    from pgfsbench.results.store import Store, check_writable
+    from pgfsbench.storage.devices import DevicePolicy
+    from pgfsbench.system.hostlock import host_lock
+
     plan = make_plan(loaded, workdir, only or [])
     print_plan(console, plan)
     require_root(plan)
@@ -166,17 +189,10 @@ def run_spec(loaded: LoadedSpec, results: str, workdir: Path, destroy_data_on: l
             result = campaign.execute()
         except KeyboardInterrupt:
             raise Interrupted("interrupted by Ctrl-C; everything it created was undone") from None
-    runs = [r for r in store.list_runs(result.campaign_id) if not r.get("superseded_by")]
-    cells = summarise(runs)
     console.print()
-    console.print(summary_table(cells, title=f"{loaded.spec.name or loaded.path.stem}: "
-                                             f"campaign {result.campaign_id}, results in "
-                                             f"{results}"))
-    if any(c.fuse for c in cells):
-        console.print("[bold red]ZFS cells ran on zfs-fuse (FUSE, pool v23): their numbers are "
-                      "not kernel OpenZFS numbers.[/]")
-    for line in failure_lines(cells):
-        console.print(line)
+    print_summary(console, analyse(store, [result.campaign_id]),
+                  f"{loaded.spec.name or loaded.path.stem}: campaign {result.campaign_id}, "
+                  f"results in {results}")
     counts = ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()))
     console.print(f"{len(result.run_ids)} run(s) this time: {counts or 'none'}",
                   markup=False, highlight=False)
@@ -211,6 +227,8 @@ def run_cmd(
     """Run the matrix: provision, configure, load, measure, store; undo everything after.
 
     Exits 0 when every run is ok, 6 when some failed or were aborted."""
+    from pgfsbench.spec import load_spec
+
     loaded = load_spec(spec, sets or [])
     _, result = run_spec(loaded, results, workdir, destroy_data_on or [], force, Console(),
                          only, resume, host_name)
@@ -235,11 +253,15 @@ def demo_cmd(
     workdir: WorkdirOpt = DEFAULT_WORKDIR,
 ) -> None:
     """The quick matrix (ext4, ext4 noatime, xfs, btrfs, tmpfs), then an HTML report."""
+    from pgfsbench.report.loading import analyse
+    from pgfsbench.spec import load_spec
+
     console = Console()
     loaded = load_spec(demo_spec(), sets or [])
     store, result = run_spec(loaded, results, workdir, [], False, console)
-    from pgfsbench.report.html import write_report
+    from pgfsbench.report.html import render_report
 
-    write_report(store, report, campaign_ids=[result.campaign_id])
+    a = analyse(store, [result.campaign_id])
+    report.write_text(render_report(a.campaigns, a.runs, a.cells, a.highlights))
     console.print(f"HTML report: {report.resolve()}")
     _exit_status(result)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pgfsbench import __version__, kernel
+from pgfsbench.analysis.stats import estimate
 from pgfsbench.cleanup import cleanup
 from pgfsbench.collect.host import host_environment, meminfo
 from pgfsbench.engine.cell import CellState, Engine, new_state, prepare
@@ -89,6 +90,8 @@ class Campaign:
         try:
             for group in self._groups(runs):
                 self._execute_group(eng, group, result)
+            if self.loaded.spec.defaults.auto_repetitions:
+                self._adaptive(eng, result)
         except (Interrupted, KeyboardInterrupt):
             result.status = CampaignStatus.INTERRUPTED
             raise
@@ -134,6 +137,36 @@ class Campaign:
         done = {(r["cell"], r["repetition"]) for r in self.store.list_runs(self.resume)
                 if r["status"] == RunStatus.OK and not r.get("superseded_by")}
         return [r for r in self.plan.runs if (r.cell.id, r.repetition) not in done]
+
+    def _adaptive(self, eng: Engine, result: CampaignResult) -> None:
+        """repetitions = "auto": round after round, one more run of every cell whose 95%
+        confidence interval is wider than the target, until each is within it or has had
+        the most runs allowed; why each stopped is kept in the campaign's notes."""
+        d = self.loaded.spec.defaults
+        stopped: dict[str, str] = {}
+        while True:
+            by_cell = {c.id: [r for r in self.store.list_runs(result.campaign_id)
+                              if r["cell"] == c.id and not r.get("superseded_by")]
+                       for c in self.plan.cells}
+            more: list[PlannedRun] = []
+            for cell in self.plan.cells:
+                if cell.id in stopped:
+                    continue
+                rows = by_cell[cell.id]
+                reason = auto_stop_reason(rows, d.repetitions_max, d.ci_target_pct)
+                if reason is not None:
+                    stopped[cell.id] = reason
+                    continue
+                rep = max((int(r["repetition"]) for r in rows), default=0) + 1
+                more.append(PlannedRun(len(self.plan.runs) + len(result.run_ids), cell, rep))
+            if not more:
+                break
+            self.events.extend(len(more))
+            for group in self._groups(more):
+                self._execute_group(eng, group, result)
+        self.store.note_campaign(result.campaign_id, "auto_repetitions", {
+            "min": d.repetitions_min, "max": d.repetitions_max,
+            "ci_target_pct": d.ci_target_pct, "stopped": stopped})
 
     def _groups(self, runs: list[PlannedRun]) -> list[list[PlannedRun]]:
         """Runs that share one provisioning and load: each run alone (load_per=repetition),
@@ -278,6 +311,20 @@ class Campaign:
             kind = ARTIFACT_KINDS.get(path.name)
             if kind is not None:
                 self.store.put_artifact(run_id, kind, path)
+
+
+def auto_stop_reason(rows: list[dict[str, Any]], most: int, target_pct: float) -> str | None:
+    """Why a cell needs no more runs (None: it needs one more)."""
+    ok = [float(r["throughput"]) for r in rows if r["status"] == RunStatus.OK
+          and r.get("throughput") is not None]
+    est = estimate(ok)
+    half = est.ci_half_pct if est is not None else None
+    if half is not None and half <= target_pct:
+        return f"95% CI ±{half:.1f}% <= {target_pct:g}% after {len(ok)} ok runs"
+    if len(rows) >= most:
+        what = f"95% CI ±{half:.1f}%" if half is not None else f"{len(ok)} ok run(s)"
+        return f"reached the maximum of {most} runs ({what})"
+    return None
 
 
 def _tail(path: Path, lines: int) -> list[str]:

@@ -14,6 +14,7 @@ class Events(Protocol):
     def live(self, second: float, throughput: float, unit: str) -> None: ...
     def run_finished(self, run: PlannedRun, run_id: int, record: RunRecord) -> None: ...
     def warning(self, text: str) -> None: ...
+    def extend(self, runs: int) -> None: ...
 
 
 class QuietEvents:
@@ -30,4 +31,7 @@ class QuietEvents:
         pass
 
     def warning(self, text: str) -> None:
+        pass
+
+    def extend(self, runs: int) -> None:
         pass

@@ -1,151 +1,198 @@
-"""The self-contained HTML report: tables and plotly charts, no network needed to view it.
+"""The self-contained HTML report: answers first (what stands out, the verdicts), evidence
+second (charts with confidence intervals, each run's timeline). No network needed.
 
-Pure in its core (`render_report`: results in, HTML out); `write_report` reads the store.
+Pure: campaigns, runs and their summaries in, one HTML document out. plotly.js is embedded
+once, gzip-compressed (about 2 MB instead of 5) and unpacked by the browser
+(DecompressionStream); figures are built in the page from compact per-run data, so no
+layout is repeated per run.
 """
 
 from __future__ import annotations
 
+import base64
+import functools
+import gzip
 import json
+import math
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
-import plotly.graph_objects as go
 from jinja2 import Environment, PackageLoader, select_autoescape
 from plotly.offline import get_plotlyjs
 
 from pgfsbench import __version__
-from pgfsbench.analysis.summary import CellSummary, Spread, summarise
-from pgfsbench.report.terminal import fmt_spread
-from pgfsbench.results.store import Store
-from pgfsbench.units import human_bytes
+from pgfsbench.analysis.series import align
+from pgfsbench.analysis.summary import CellSummary, Highlights
+from pgfsbench.report.terminal import fmt_range, fmt_space, fmt_spread, fmt_vs
 
 _env = Environment(loader=PackageLoader("pgfsbench.report", "templates"),
-                   autoescape=select_autoescape(["html"]))
+                   autoescape=select_autoescape(["html", "j2"]))
+
+# one colour per wait event across the whole report (Okabe-Ito, then Tableau)
+PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442",
+           "#000000", "#4E79A7", "#F28E2B", "#59A14F", "#E15759", "#76B7B2", "#B07AA1",
+           "#FF9DA7", "#9C755F", "#BAB0AC", "#EDC948"]
 
 
-def _bar(cells: Sequence[CellSummary], attr: str, title: str, unit: str,
-         scale: float = 1.0, better: str = "") -> dict[str, Any]:
-    names, med, lo, hi = [], [], [], []
-    for c in cells:
-        s: Spread | None = getattr(c, attr)
-        if s is None:
-            continue
-        names.append((c.label or c.cell) + (" (FUSE)" if c.fuse else ""))
-        med.append(s.median / scale)
-        lo.append((s.median - s.low) / scale)
-        hi.append((s.high - s.median) / scale)
-    fig = go.Figure(go.Bar(
-        x=med, y=names, orientation="h",
-        error_x={"type": "data", "symmetric": False, "array": hi, "arrayminus": lo},
-        hovertemplate="%{y}: %{x:,.2f} " + unit + "<extra></extra>"))
-    fig.update_layout(title=f"{title} ({unit}){' — ' + better if better else ''}",
-                      yaxis={"autorange": "reversed"}, margin={"l": 10, "r": 10, "t": 40,
-                                                               "b": 30},
-                      height=120 + 28 * len(names))
-    return json.loads(fig.to_json())  # type: ignore[no-any-return]
+@functools.cache
+def packed_plotly() -> str:
+    return base64.b64encode(gzip.compress(get_plotlyjs().encode(), 9, mtime=0)).decode()
 
 
-def _series_figure(title: str, runs: Sequence[Mapping[str, Any]], name: str,
-                   unit: str, checkpoints: bool = False,
-                   labels: Mapping[str, str] | None = None) -> dict[str, Any] | None:
-    fig = go.Figure()
-    for r in runs:
-        s = (r.get("series") or {}).get(name)
-        if not s:
-            continue
-        xs = [s["t0"] + i * s["step"] for i in range(len(s["values"]))]
-        label = (labels or {}).get(r["cell"], r["cell"])
-        fig.add_trace(go.Scatter(x=xs, y=s["values"], mode="lines",
-                                 name=f"{label} #{r['repetition']}"))
-        if checkpoints:
-            for c in r.get("checkpoints") or []:
-                if c.get("started_s") is not None and c["started_s"] >= 0:
-                    fig.add_vrect(x0=c["started_s"], x1=max(c["ended_s"], c["started_s"] + 0.2),
-                                  fillcolor="orange", opacity=0.15, line_width=0,
-                                  annotation_text="checkpoint", annotation_position="top left")
-    if not fig.data:
+def _num(v: float | None, digits: int = 3) -> float | None:
+    if v is None or not math.isfinite(v):
         return None
-    fig.update_layout(title=title, xaxis_title="seconds into the measured phase",
-                      yaxis_title=unit, margin={"l": 10, "r": 10, "t": 40, "b": 30},
-                      height=400, legend={"orientation": "h", "y": -0.25})
-    return json.loads(fig.to_json())  # type: ignore[no-any-return]
+    return round(v, digits)
 
 
-def _waits_figure(run: Mapping[str, Any], top: int = 8) -> dict[str, Any] | None:
-    """What the backends were waiting on, second by second (stacked), for one run."""
-    s = (run.get("series") or {}).get("waits")
-    if not s or not any(s["values"]):
-        return None
+def _arr(values: Any, digits: int = 2) -> list[float | None]:
+    return [_num(float(v), digits) for v in values]
+
+
+def wait_colours(runs: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Wait events by total weight across every run, each with its own colour."""
     totals: dict[str, float] = {}
-    for second in s["values"]:
-        for event, n in (second or {}).items():
-            totals[event] = totals.get(event, 0.0) + n
-    events = sorted(totals, key=lambda e: -totals[e])[:top]
-    xs = [s["t0"] + i * s["step"] for i in range(len(s["values"]))]
-    fig = go.Figure()
-    for event in events:
-        fig.add_trace(go.Scatter(x=xs, y=[(v or {}).get(event, 0) for v in s["values"]],
-                                 name=event, stackgroup="waits", mode="lines"))
-    fig.update_layout(title=f"Backends by wait event: {run['cell']} #{run['repetition']}",
-                      xaxis_title="seconds into the measured phase", yaxis_title="backends",
-                      margin={"l": 10, "r": 10, "t": 40, "b": 30}, height=320)
-    return json.loads(fig.to_json())  # type: ignore[no-any-return]
+    for r in runs:
+        for second in ((r.get("series") or {}).get("waits") or {}).get("values") or []:
+            for event, n in (second or {}).items():
+                totals[event] = totals.get(event, 0.0) + float(n)
+    events = sorted(totals, key=lambda e: -totals[e])
+    return {e: PALETTE[i % len(PALETTE)] for i, e in enumerate(events)}
 
 
-def render_report(campaign: Mapping[str, Any] | None, runs: Sequence[Mapping[str, Any]],
-                  *, inline_js: bool = True) -> str:
-    cells = summarise(runs)
-    labels = {c.cell: c.label for c in cells}
-    base = next((c.tps.median for c in cells if c.tps), None)
+def run_data(run: Mapping[str, Any], label: str, stalls: Sequence[Any],
+             top_waits: int = 8) -> dict[str, Any]:
+    """What one run's timeline needs, aligned on the measured seconds."""
+    al = align(run)
+    data: dict[str, Any] = {"id": run["run_id"], "label": f"{label} #{run['repetition']}",
+                            "status": run["status"], "t": list(range(1, al.seconds + 1))}
+    for key, name, div, digits in (("tps", "tps", 1, 1), ("tps_log", "tps_log", 1, 1),
+                                   ("p50", "lat_p50_ms", 1, 3), ("p99", "lat_p99_ms", 1, 3),
+                                   ("max", "lat_max_ms", 1, 3),
+                                   ("disk_w", "disk_write_mbps", 1, 2),
+                                   ("disk_r", "disk_read_mbps", 1, 2),
+                                   ("util", "disk_util_pct", 1, 1),
+                                   ("dirty", "dirty_kb", 1024, 1),
+                                   ("wb", "writeback_kb", 1024, 1),
+                                   ("iowait", "cpu_iowait_pct", 1, 1)):
+        if al.has(name):
+            data[key] = _arr(al.get(name) / div, digits)
+    if al.waits:
+        totals: dict[str, float] = {}
+        for sec in al.waits:
+            for e, n in sec.items():
+                if not e.startswith("Client/"):
+                    totals[e] = totals.get(e, 0.0) + n
+        events = sorted(totals, key=lambda e: -totals[e])[:top_waits]
+        data["waits"] = {e: [_num(sec.get(e, 0.0), 2) for sec in al.waits] for e in events}
+    data["checkpoints"] = [{"s": _num(c.start, 2), "sync": _num(c.sync_start, 2),
+                            "e": _num(c.ended_s, 2), "reason": c.reason, "buffers": c.buffers}
+                           for c in al.checkpoints if c.ended_s >= 0 and c.start <= al.seconds]
+    data["stalls"] = [{"s": e.start_s, "e": e.end_s, "cause": e.cause_text,
+                       "confidence": e.confidence} for e in stalls]
+    data["events"] = [{"s": e.start_s, "e": e.end_s, "label": e.label} for e in al.events]
+    return data
+
+
+def _bar_group(cells: Sequence[CellSummary]) -> dict[str, Any]:
+    """One comparable group's bars: mean with its 95% CI, the median in the hover."""
+    def bars(attr: str, scale: float = 1.0) -> dict[str, Any]:
+        names, mean, lo, hi, med = [], [], [], [], []
+        for c in cells:
+            e = getattr(c, attr)
+            if e is None:
+                continue
+            names.append(c.label + (" (FUSE)" if c.fuse else ""))
+            mean.append(_num(e.mean / scale))
+            med.append(_num(e.median / scale))
+            lo.append(_num((e.mean - (e.ci_low if e.ci_low is not None else e.mean)) / scale))
+            hi.append(_num(((e.ci_high if e.ci_high is not None else e.mean) - e.mean) / scale))
+        return {"names": names, "mean": mean, "lo": lo, "hi": hi, "median": med}
+
+    space = {"names": [c.label for c in cells],
+             "data": [_num((c.space_data_bytes.median if c.space_data_bytes else
+                            (c.space_bytes.median if c.space_bytes else 0)) / 2**20, 1)
+                      for c in cells],
+             "wal": [_num((c.space_wal_bytes.median if c.space_wal_bytes else 0) / 2**20, 1)
+                     for c in cells]}
+    return {"title": cells[0].group_label, "unit": cells[0].unit, "tps": bars("tps"),
+            "p99": bars("latency_p99_ms"), "load": bars("load_seconds"), "space": space}
+
+
+def _sweeps(cells: Sequence[CellSummary]) -> list[dict[str, Any]]:
+    """Throughput and p99 against clients, and against scale, where the campaign swept them."""
+    out = []
+    for dim in ("clients", "scale"):
+        lines: dict[str, list[tuple[float, CellSummary]]] = {}
+        for c in cells:
+            x = getattr(c, dim)
+            if x is None or c.tps is None:
+                continue
+            other = "clients" if dim == "scale" else "scale"
+            key = (f"{c.storage}/{c.postgres}/{c.kernel}/{c.workload} "
+                   f"({other} {getattr(c, other)})" + (f" on {c.host}" if c.host else ""))
+            lines.setdefault(key, []).append((float(x), c))
+        lines = {k: sorted(v, key=lambda p: p[0]) for k, v in lines.items() if len(v) > 1}
+        if not lines:
+            continue
+        out.append({"dim": dim, "lines": [
+            {"name": k, "x": [x for x, _ in v],
+             "y": [_num(c.tps.median) if c.tps else None for _, c in v],
+             "lo": [_num(c.tps.median - (c.tps.ci_low or c.tps.median)) if c.tps else None
+                    for _, c in v],
+             "hi": [_num((c.tps.ci_high or c.tps.median) - c.tps.median) if c.tps else None
+                    for _, c in v],
+             "p99": [_num(c.latency_p99_ms.median) if c.latency_p99_ms else None
+                     for _, c in v]} for k, v in lines.items()]})
+    return out
+
+
+def table_rows(cells: Sequence[CellSummary]) -> list[dict[str, Any]]:
+    best: dict[tuple[Any, ...], dict[str, str]] = {}
+    for c in cells:
+        best.setdefault(c.group, {})
+    for group in best:
+        members = [c for c in cells if c.group == group]
+        for key, higher in (("tps", True), ("latency_p99_ms", False), ("load_seconds", False)):
+            vals = [(getattr(c, key).median, c.cell) for c in members if getattr(c, key)]
+            if len(vals) > 1:
+                best[group][key] = (max(vals) if higher else min(vals))[1]
     rows = []
     for c in cells:
+        b = best[c.group]
         rows.append({
-            "cell": c.label or c.cell, "fs": c.fs, "fuse": c.fuse,
-            "implementation": c.implementation,
-            "tps": fmt_spread(c.tps, 0),
-            "rel": f"{(c.tps.median / base - 1) * 100:+.1f}%" if c.tps and base else "-",
-            "spread": f"{c.tps.rel_range * 100:.1f}%" if c.tps and c.tps.n > 1 else "-",
-            "latency": fmt_spread(c.latency_avg_ms, 2),
-            "p99": fmt_spread(c.latency_p99_ms, 2),
-            "load": fmt_spread(c.load_seconds, 1),
-            "space": human_bytes(c.space_bytes.median) if c.space_bytes else "-",
-            "ok": f"{c.ok}/{c.runs}", "failed": c.ok < c.runs, "errors": c.errors,
-        })
-    charts = [
-        ("tps", _bar(cells, "tps", "Transactions per second", "tps", better="larger is better")),
-        ("latency", _bar(cells, "latency_avg_ms", "Average latency", "ms",
-                         better="smaller is better")),
-        ("load", _bar(cells, "load_seconds", "Load time (pgbench -i)", "s",
-                      better="smaller is better")),
-        ("space", _bar(cells, "space_bytes", "Space used after load", "MiB", scale=1 << 20,
-                       better="smaller is better")),
-    ]
-    timeline = [f for f in (
-        _series_figure("TPS per second (checkpoints shaded)", runs, "tps", "tps",
-                       checkpoints=True, labels=labels),
-        _series_figure("Latency p99 per second (transaction log)", runs, "lat_p99_ms", "ms",
-                       checkpoints=True, labels=labels),
-        _series_figure("Dirty page cache", runs, "dirty_kb", "kB", labels=labels),
-        _series_figure("Writes to the devices under test", runs, "disk_write_mbps", "MB/s",
-                       labels=labels),
-        _series_figure("CPU iowait", runs, "cpu_iowait_pct", "%", labels=labels),
-        _series_figure("WAL generated", runs, "wal_mbps", "MB/s", labels=labels),
-    ) if f is not None]
-    timeline += [f for f in (_waits_figure(r) for r in runs[:12]) if f is not None]
-    env = dict(campaign.get("environment") or {}) if campaign else {}
+            "group": c.group_label, "cell": c.label or c.cell, "id": c.cell, "fs": c.fs,
+            "fuse": c.fuse, "tps": fmt_spread(c.tps), "range": fmt_range(c.tps),
+            "vs": fmt_vs(c), "verdict": str(c.vs_baseline.verdict) if c.vs_baseline else "",
+            "vs_words": c.vs_baseline.words() if c.vs_baseline else
+            ("baseline" if c.baseline is None else ""),
+            "p99": fmt_spread(c.latency_p99_ms, 2), "load": fmt_spread(c.load_seconds, 1),
+            "space": fmt_space(c), "ok": f"{c.ok}/{c.runs}", "failed": c.ok < c.runs,
+            "errors": c.errors, "unstable": "; ".join(c.unstable), "stalls": c.stall_count,
+            "best_tps": b.get("tps") == c.cell, "best_p99": b.get("latency_p99_ms") == c.cell,
+            "best_load": b.get("load_seconds") == c.cell})
+    return rows
+
+
+def render_report(campaigns: Sequence[Mapping[str, Any]], runs: Sequence[Mapping[str, Any]],
+                  cells: Sequence[CellSummary], highlights: Highlights, *,
+                  inline_js: bool = True) -> str:
+    labels = {(c.cell, c.host): c.label for c in cells}
+    stalls = {s.run_id: s.episodes for c in cells for s in c.stalls}
+    groups = list(dict.fromkeys(c.group for c in cells))
+    figures: dict[str, Any] = {
+        "groups": [_bar_group([c for c in cells if c.group == g]) for g in groups],
+        "sweeps": _sweeps(cells),
+        "runs": [run_data(r, labels.get((str(r["cell"]), r.get("host")), str(r["cell"])),
+                          stalls.get(int(r["run_id"]), ())) for r in runs],
+        "colours": wait_colours(runs),
+    }
+    first_stalled = next((i for i, r in enumerate(figures["runs"]) if r["stalls"]), 0)
+    env = dict(campaigns[0].get("environment") or {}) if campaigns else {}
     return _env.get_template("report.html.j2").render(
-        campaign=campaign, env=env, rows=rows, charts=charts, timeline=timeline,
-        runs=runs, any_fuse=any(c.fuse for c in cells), version=__version__,
-        plotly_js=get_plotlyjs() if inline_js else "",
-        figures_json=json.dumps({"bars": dict(charts),
-                                 "timeline": timeline}),
-    )
-
-
-def write_report(store: Store, path: Path, *, campaign_ids: list[int]) -> Path:
-    campaigns = [c for c in store.campaigns() if c["id"] in campaign_ids]
-    runs = [store.get_run(int(r["run_id"])) for cid in campaign_ids
-            for r in store.list_runs(cid) if not r.get("superseded_by")]
-    path.write_text(render_report(campaigns[0] if campaigns else None, runs))
-    return path
+        campaigns=campaigns, env=env, rows=table_rows(cells), highlights=highlights,
+        runs=runs, version=__version__, any_fuse=any(c.fuse for c in cells),
+        plotly_packed=packed_plotly() if inline_js else "",
+        figures_json=json.dumps(figures, separators=(",", ":"), allow_nan=False),
+        first_run=first_stalled,
+        stalled_runs=[(r["label"], s) for r in figures["runs"] for s in r["stalls"]])

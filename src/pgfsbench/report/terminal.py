@@ -5,50 +5,133 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from pgfsbench.analysis.summary import CellSummary, Spread
+from pgfsbench.analysis.stats import Estimate
+from pgfsbench.analysis.summary import CellSummary, Highlights
 from pgfsbench.units import human_bytes
 
 
-def fmt_spread(s: Spread | None, digits: int = 0, unit: str = "") -> str:
+def fmt_spread(s: Estimate | None, digits: int = 0, unit: str = "") -> str:
+    """'2,703 ±1.8%' (median, half-width of the 95% CI of the mean) or '2,703' alone."""
     if s is None:
         return "-"
     main = f"{s.median:,.{digits}f}{unit}"
-    if s.n == 1:
-        return main
-    return f"{main} ({s.low:,.{digits}f}–{s.high:,.{digits}f}, n={s.n})"
+    half = s.ci_half_pct
+    return main if half is None else f"{main} ±{half:.1f}%"
 
 
-def summary_table(cells: Sequence[CellSummary], title: str = "Summary") -> Table:
-    """The seeds' table: one row per cell, TPS as median (min–max) of the repetitions."""
-    table = Table(title=title, title_justify="left")
-    for col, justify in (("cell", "left"), ("fs", "left"), ("TPS median (min–max)", "right"),
-                         ("vs first", "right"), ("latency ms", "right"), ("p99 ms", "right"),
-                         ("load s", "right"), ("space after load", "right"),
-                         ("runs ok", "right")):
-        table.add_column(col, justify=justify)  # type: ignore[arg-type]
-    base = next((c.tps.median for c in cells if c.tps), None)
+def fmt_range(s: Estimate | None, digits: int = 0) -> str:
+    if s is None or s.n == 1:
+        return "-"
+    return f"{s.low:,.{digits}f}–{s.high:,.{digits}f}"
+
+
+def fmt_vs(c: CellSummary) -> str:
+    if c.tps is None:
+        return "-"
+    if c.vs_baseline is None:
+        return "baseline" if c.baseline is None else "-"
+    cmp = c.vs_baseline
+    if cmp.change_pct is None:
+        return "?"
+    return f"{cmp.change_pct:+.1f}% {cmp.verdict.mark()}"
+
+
+def fmt_space(c: CellSummary) -> str:
+    if c.space_data_bytes is None:
+        return human_bytes(c.space_bytes.median) if c.space_bytes else "-"
+    wal = f" + {human_bytes(c.space_wal_bytes.median)}" if c.space_wal_bytes else ""
+    return f"{human_bytes(c.space_data_bytes.median)}{wal}"
+
+
+def _best(cells: Sequence[CellSummary], key: str, higher: bool) -> set[str]:
+    """Cells holding the best value of a column within their comparable group."""
+    best: set[str] = set()
+    groups: dict[tuple[object, ...], list[CellSummary]] = {}
     for c in cells:
-        rel = "-"
-        if c.tps and base:
-            rel = f"{(c.tps.median / base - 1) * 100:+.1f}%"
-        fs = c.fs + (" (FUSE)" if c.fuse else "")
-        status = f"{c.ok}/{c.runs}"
-        row_style = None if c.ok == c.runs else "red"
-        table.add_row(c.label or c.cell, fs, fmt_spread(c.tps), rel,
-                      fmt_spread(c.latency_avg_ms, 2), fmt_spread(c.latency_p99_ms, 2),
-                      fmt_spread(c.load_seconds, 1),
-                      human_bytes(c.space_bytes.median) if c.space_bytes else "-",
-                      status, style=row_style)
-    return table
+        groups.setdefault(c.group, []).append(c)
+    for members in groups.values():
+        vals = [(getattr(c, key).median, c.cell) for c in members if getattr(c, key)]
+        if len(vals) > 1:
+            pick = max(vals) if higher else min(vals)
+            best.add(pick[1])
+    return best
+
+
+def summary_table(cells: Sequence[CellSummary], title: str = "Summary",
+                  width: int = 160) -> Group:
+    """The seeds' table, one row per cell, grouped by what is comparable: throughput as
+    median ±95% CI, change against the group's baseline with its verdict (▲ better,
+    ▼ worse, ≈ no significant difference, ? too few repetitions), p99 latency, load time,
+    space (data + pg_wal), runs ok, stalls. Below 120 columns the cells are numbered and
+    named in a legend below the table."""
+    narrow = width < 120
+    table = Table(title=title, title_justify="left", show_lines=False, pad_edge=False)
+    cols = ([("#", "right")] if narrow else [("cell", "left"), ("fs", "left")])
+    unit = cells[0].unit if cells else "tps"
+    cols += [(f"{unit} ±CI", "right"), ("vs base", "right")]
+    if not narrow:
+        cols += [("min–max", "right")]
+    cols += [("p99 ms", "right")]
+    if not narrow:
+        cols += [("load s", "right"), ("data + pg_wal", "right")]
+    cols += [("ok", "right"), ("stalls", "right")]
+    for col, justify in cols:
+        table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
+    best_tps = _best(cells, "tps", True)
+    best_p99 = _best(cells, "latency_p99_ms", False)
+    best_load = _best(cells, "load_seconds", False)
+    groups = list(dict.fromkeys(c.group for c in cells))
+    legend = Table(show_header=False, box=None, pad_edge=False)
+    legend.add_column("#", justify="right")
+    legend.add_column("cell")
+    for gi, group in enumerate(groups):
+        members = [c for c in cells if c.group == group]
+        if len(groups) > 1:
+            if gi:
+                table.add_section()
+            table.add_row(Text(members[0].group_label, style="bold cyan"),
+                          *[""] * (len(cols) - 1))
+        for c in members:
+            n = cells.index(c) + 1
+            tps = Text(fmt_spread(c.tps), style="bold" if c.cell in best_tps else "")
+            if c.is_unstable:
+                tps.append(" !", style="yellow")
+            p99 = Text(fmt_spread(c.latency_p99_ms, 2).split(" ")[0],
+                       style="bold" if c.cell in best_p99 else "")
+            row: list[str | Text] = [str(n)] if narrow else [
+                c.label or c.cell, c.fs + (" (FUSE)" if c.fuse else "")]
+            row += [tps, fmt_vs(c)]
+            if not narrow:
+                row += [fmt_range(c.tps)]
+            row += [p99]
+            if not narrow:
+                row += [Text(fmt_spread(c.load_seconds, 1).split(" ")[0],
+                             style="bold" if c.cell in best_load else ""), fmt_space(c)]
+            row += [f"{c.ok}/{c.runs}", str(c.stall_count) if c.stall_count else "-"]
+            table.add_row(*row, style=None if c.ok == c.runs else "red")
+            legend.add_row(f"{n}", f"{c.label or c.cell} ({c.fs}{', FUSE' if c.fuse else ''})")
+    parts: list[Table | Text] = [table]
+    if narrow:
+        parts.append(legend)
+    parts.append(Text("▲ better  ▼ worse  ≈ no significant difference  ? too few repetitions "
+                      "(against each group's baseline, 95% confidence); ! unstable",
+                      style="dim"))
+    return Group(*parts)
 
 
 def failure_lines(cells: Sequence[CellSummary]) -> list[Text]:
     """Why runs failed, and the warnings that change the reading of the others."""
     return ([Text(f"{c.cell}: {e}", style="red") for c in cells for e in c.errors]
             + [Text(f"{c.cell} {w}", style="yellow") for c in cells for w in c.warnings])
+
+
+def highlight_lines(h: Highlights) -> list[Text]:
+    return ([Text("What stands out", style="bold")] + [Text(f"  {line}") for line in h.lines]
+            + [Text(f"warning: {w}", style="yellow") for w in h.warnings])
 
 
 RUN_COLUMNS = ("run_id", "cell", "repetition", "status", "tps", "latency_avg_ms",
@@ -79,7 +162,7 @@ def run_detail(run: Mapping[str, Any]) -> Table:
     table.add_column("key", style="bold")
     table.add_column("value")
     skip = {"series", "checkpoints", "artifacts", "environment", "params", "storage_details",
-            "space", "metrics", "kernel_applied"}
+            "space", "metrics", "kernel_applied", "stalls", "warnings"}
     for key, value in run.items():
         if key in skip or value is None:
             continue
@@ -144,6 +227,13 @@ def run_detail(run: Mapping[str, Any]) -> Table:
         table.add_row("checkpoint", f"at {when} ({c['reason']}): {c['buffers']} buffers, "
                                     f"write {c['write_s']} s, sync {c['sync_s']} s, "
                                     f"total {c['total_s']} s")
+    for ep in run.get("stalls") or []:
+        table.add_row("stall", Text(f"{ep['start_s']:g}–{ep['end_s']:g} s, min "
+                                    f"{ep['min_tps']:,.0f} tps, {ep['delayed_tx']:,} delayed: "
+                                    f"{ep['cause_text']} ({ep['confidence']}); "
+                                    + "; ".join(ep["evidence"][:2]), style="yellow"))
+    for w in run.get("warnings") or []:
+        table.add_row("warning", Text(w, style="yellow"))
     for kind, art in (run.get("artifacts") or {}).items():
         table.add_row(f"artifact {kind}", art["path"])
     return table

@@ -23,7 +23,7 @@ from sqlalchemy import (
     Text,
 )
 
-SCHEMA_VERSION = 2  # the alembic head's number, also kept in meta for older readers
+SCHEMA_VERSION = 3  # the alembic head's number, also kept in meta for older readers
 
 metadata = MetaData()
 
@@ -48,6 +48,7 @@ campaign = Table(
     Column("status", String(20)),  # running, done, interrupted, aborted
     Column("environment", JSON),  # the host: kernel, CPU, memory, tool versions
     Column("uuid", String(36), index=True),  # stable across result files (imports)
+    Column("notes", JSON),  # the engine's decisions (adaptive repetitions per cell)
 )
 
 run = Table(

@@ -9,9 +9,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from alembic import command
-from alembic.config import Config as AlembicConfig
-from alembic.script import ScriptDirectory
 from sqlalchemy import create_engine, delete, insert, inspect, select, text, update
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
@@ -78,7 +75,12 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def _alembic_config(conn: Connection) -> AlembicConfig:
+HEAD_REVISION = "0003"  # the newest migration (a unit test keeps the two in step)
+
+
+def _alembic_config(conn: Connection) -> Any:
+    from alembic.config import Config as AlembicConfig
+
     cfg = AlembicConfig()
     cfg.set_main_option("script_location",
                         str(resources.files("pgfsbench.results") / "migrations"))
@@ -91,10 +93,17 @@ def migrate(engine: Engine, target: str) -> None:
     table, meta schema_version 1) is stamped 0001 first; a newer file is refused."""
     with engine.begin() as conn:
         tables = set(inspect(conn).get_table_names())
+        current = None
+        if "alembic_version" in tables:
+            current = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+            if current == HEAD_REVISION:
+                return  # up to date: alembic (slow to import) is not needed
+        from alembic import command
+        from alembic.script import ScriptDirectory
+
         cfg = _alembic_config(conn)
         scripts = ScriptDirectory.from_config(cfg)
         if "alembic_version" in tables:
-            current = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
             if current is not None and current not in {s.revision for s in
                                                        scripts.walk_revisions()}:
                 raise StoreError(f"{target} was written by a newer pgfsbench (schema revision "
@@ -182,6 +191,16 @@ class Store:
                        schema.campaign.c.status == "running")
                 .values(status="aborted", ended_at=now()))
             return bool(result.rowcount)
+
+    def note_campaign(self, campaign_id: int, key: str, value: Any) -> None:
+        """Record one of the engine's decisions in the campaign's notes."""
+        with self.engine.begin() as conn:
+            old = conn.execute(select(schema.campaign.c.notes).where(
+                schema.campaign.c.id == campaign_id)).scalar()
+            notes = dict(old) if isinstance(old, dict) else {}
+            notes[key] = value
+            conn.execute(update(schema.campaign).where(schema.campaign.c.id == campaign_id)
+                         .values(notes=notes))
 
     def reopen_campaign(self, campaign_id: int) -> None:
         with self.engine.begin() as conn:
@@ -278,6 +297,19 @@ class Store:
                     schema.artifact.c.run_id == run_id)).mappings()
             }
         return result
+
+    def full_runs(self, campaign_ids: Sequence[int] | None = None,
+                  host: str | None = None) -> list[dict[str, Any]]:
+        """Every run of these campaigns (all when None), with series and checkpoints;
+        runs superseded by a resumed run are left out."""
+        ids = list(campaign_ids) if campaign_ids else [None]
+        out = []
+        for cid in ids:
+            for r in self.list_runs(cid):
+                if r.get("superseded_by") or (host is not None and r.get("host") != host):
+                    continue
+                out.append(self.get_run(int(r["run_id"])))
+        return out
 
     def campaign(self, campaign_id: int) -> dict[str, Any] | None:
         with self.engine.connect() as conn:

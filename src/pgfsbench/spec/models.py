@@ -363,7 +363,12 @@ class Defaults(Model):
     threads: Annotated[int, Field(ge=1, le=10_000)] = 2
     duration: Duration = 60.0
     warmup: Duration = 10.0
-    repetitions: Annotated[int, Field(ge=1, le=1000)] = 3
+    # a number, or "auto": repeat each cell until the 95% confidence interval of its mean
+    # throughput is within ci_target_pct (repetitions_min to repetitions_max runs)
+    repetitions: Annotated[int, Field(ge=1, le=1000)] | Literal["auto"] = 3
+    repetitions_min: Annotated[int, Field(ge=2, le=1000)] = 3
+    repetitions_max: Annotated[int, Field(ge=2, le=1000)] = 8
+    ci_target_pct: float = Field(2.0, gt=0, le=100)
     generation: Literal["client", "server"] = "client"
     foreign_keys: bool = False
     load_per: Literal["repetition", "cell"] = "repetition"
@@ -388,6 +393,22 @@ class Defaults(Model):
         if v < 1:
             raise ValueError("the measured phase lasts at least 1 s")
         return v
+
+    @model_validator(mode="after")
+    def _auto(self) -> Defaults:
+        if self.repetitions_min > self.repetitions_max:
+            raise ValueError(f"repetitions_min ({self.repetitions_min}) is above "
+                             f"repetitions_max ({self.repetitions_max})")
+        return self
+
+    @property
+    def auto_repetitions(self) -> bool:
+        return self.repetitions == "auto"
+
+    @property
+    def first_repetitions(self) -> int:
+        """How many repetitions every cell gets before any adaptive decision."""
+        return self.repetitions_min if self.repetitions == "auto" else int(self.repetitions)
 
 
 def _matrix_rule() -> type[BaseModel]:

@@ -96,10 +96,17 @@ def filesystem_used_bytes(path: Path) -> int:
 
 
 def space_figures(storage: ProvisionedStorage) -> dict[str, int]:
-    """The data directory's size (incl. WAL wherever it lives) and the filesystems' use."""
+    """The data directory's size (incl. WAL wherever it lives), split into the data and
+    pg_wal (a 1 GB segment must not pass for data), and the filesystems' use."""
     data = allocated_bytes(storage.pgdata)
-    wal = allocated_bytes(storage.waldir) if storage.waldir else 0
-    figures = {"space_bytes": data + wal, "data_dir_bytes": data,
+    if storage.waldir:
+        wal = allocated_bytes(storage.waldir)
+        total = data + wal
+    else:
+        wal = allocated_bytes(storage.pgdata / "pg_wal")
+        total = data
+    figures = {"space_bytes": total, "data_dir_bytes": data, "pg_wal_bytes": wal,
+               "data_bytes": total - wal,
                "fs_used_bytes": filesystem_used_bytes(storage.data.mountpoint)}
     if storage.waldir and storage.wal:
         figures["wal_dir_bytes"] = wal

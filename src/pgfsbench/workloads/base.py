@@ -10,13 +10,15 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from pgfsbench.collect.txlog import LatencyStats
 from pgfsbench.postgres.binaries import Binaries
 from pgfsbench.spec import Cell
 from pgfsbench.system.journal import Journal
 from pgfsbench.system.runner import Runner
+
+if TYPE_CHECKING:
+    from pgfsbench.collect.txlog import LatencyStats
 
 Series = dict[str, tuple[float, list[Any]]]  # name -> (t0, one value per second)
 

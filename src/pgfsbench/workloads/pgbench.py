@@ -12,7 +12,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pgfsbench.collect.txlog import compress_logs, parse_txlog
 from pgfsbench.spec import Cell, Workload
 from pgfsbench.system.access import readable_by
 from pgfsbench.system.actions import watch_process_group
@@ -277,6 +276,8 @@ class Pgbench:
             extra={k: v for k, v in (("lag_avg_ms", summary.lag_avg_ms),
                                      ("lag_max_ms", summary.lag_max_ms)) if v is not None})
         if log:
+            from pgfsbench.collect.txlog import compress_logs, parse_txlog
+
             logs = sorted(ctx.workdir.glob("txlog.*"))
             m.latency = parse_txlog(logs, sampling_rate=w.sampling_rate, duration_s=seconds)
             if logs:

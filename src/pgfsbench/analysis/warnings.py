@@ -1,0 +1,125 @@
+"""Warnings that change the reading of a result (pure: stored runs in, sentences out).
+
+Shown in the summary, the report and the Markdown: ZFS through FUSE; the substitutions made
+for this machine's ZFS; zfs-fuse's own defaults, which apply to "untuned" cells; loop files
+that all live on one physical disk (a separate "log device" is then the same disk); cells
+with too few repetitions for a verdict; busy hosts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pgfsbench.analysis.compare import MIN_N_VERDICT
+
+
+def _params(run: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(run.get("params") or {})
+
+
+def _fuse_substitutions(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Per-implementation values ({kernel = "lz4", fuse = "lzjb"}) and module parameters a
+    FUSE run could not take."""
+    found: dict[str, set[str]] = {}
+    for r in runs:
+        if not r.get("fuse"):
+            continue
+        storage = _params(r).get("storage") or {}
+        for where in ("pool", "data", "wal"):
+            props = (storage.get(where) or {}).get("properties") or {}
+            for name, value in props.items():
+                if isinstance(value, dict) and "kernel" in value:
+                    fuse = value.get("fuse")
+                    text = (f"{where}.{name}: {value['kernel']} on OpenZFS ran as {fuse}"
+                            if fuse is not None else
+                            f"{where}.{name}={value['kernel']} (OpenZFS only) was not set")
+                    found.setdefault(str(r["storage"]), set()).add(text)
+        for name, value in (storage.get("module_parameters") or {}).items():
+            if isinstance(value, dict) and value.get("fuse") is None:
+                found.setdefault(str(r["storage"]), set()).add(
+                    f"module parameter {name} (OpenZFS only) was skipped")
+    return [f"{storage} on zfs-fuse: {'; '.join(sorted(texts))}"
+            for storage, texts in sorted(found.items())]
+
+
+def _zfsrc(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+    daemons: dict[str, dict[str, Any]] = {}
+    for r in runs:
+        details = (r.get("storage_details") or {}).get("zfs_fuse_daemon")
+        if details:
+            daemons[str(r["storage"])] = details
+    if not daemons:
+        return []
+    zfsrc = next((d.get("zfsrc") for d in daemons.values() if d.get("zfsrc")), "")
+    own = {s: [a for a in d.get("argv") or [] if a.startswith("--") and a not in
+               ("--pidfile", "--no-kstat-mount")] for s, d in daemons.items()}
+    untuned = sorted(s for s, opts in own.items() if not opts)
+    tuned = {s: opts for s, opts in own.items() if opts}
+    if not zfsrc:
+        return []
+    settings = ", ".join(line.strip() for line in zfsrc.splitlines()
+                         if line.strip() and not line.lstrip().startswith("fuse"))
+    text = (f"zfs-fuse applies /etc/zfs/zfsrc to every ZFS cell ({settings}): "
+            f"{', '.join(untuned) or 'no cell'} ran with these, not OpenZFS's defaults "
+            "(ARC up to half of RAM, prefetch on)")
+    if tuned:
+        text += "; " + "; ".join(f"{s} overrode them ({' '.join(o)})"
+                                 for s, o in sorted(tuned.items()))
+        text += ": a difference between these cells may come from these daemon options"
+    return [text]
+
+
+def _one_disk(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+    disks: set[str] = set()
+    loops = False
+    separate = []
+    for r in runs:
+        devices = (r.get("environment") or {}).get("devices") or {}
+        names = list(devices)
+        if any(n.startswith("loop") for n in names):
+            loops = True
+            disks |= {n for n in names if not n.startswith("loop")}
+        details = r.get("storage_details") or {}
+        pool = details.get("pool") or {}
+        if details.get("wal") or pool.get("log") or pool.get("cache"):
+            separate.append(str(r["storage"]))
+    if not loops or len(disks) != 1:
+        return []
+    (disk,) = disks
+    text = f"every loop device is a file on one physical disk ({disk})"
+    if separate:
+        text += (f": the separate WAL volumes and ZFS log or cache devices of "
+                 f"{', '.join(sorted(set(separate)))} share that disk, so they show the "
+                 "software path, not another device")
+    return [text]
+
+
+def _few_repetitions(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+    ok: dict[str, int] = {}
+    for r in runs:
+        if not r.get("superseded_by"):
+            ok.setdefault(str(r["cell"]), 0)
+            if r["status"] == "ok":
+                ok[str(r["cell"])] += 1
+    few = sorted(c for c, n in ok.items() if n < MIN_N_VERDICT)
+    if not few:
+        return []
+    return [f"{len(few)} cell(s) have fewer than {MIN_N_VERDICT} ok repetitions: no verdict is "
+            f"possible for them ({', '.join(few[:4])}{', ...' if len(few) > 4 else ''})"]
+
+
+def reading_warnings(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+    out: list[str] = []
+    if any(r.get("fuse") for r in runs):
+        out.append("ZFS cells ran on zfs-fuse (ZFS through FUSE, pool version 23): their "
+                   "numbers are not kernel OpenZFS numbers")
+    out += _fuse_substitutions(runs)
+    out += _zfsrc(runs)
+    out += _one_disk(runs)
+    out += _few_repetitions(runs)
+    busy = sorted({f"{r['cell']} #{r['repetition']}" for r in runs
+                   if any("busy host" in w for w in (r.get("warnings") or []))})
+    if busy:
+        out.append(f"the host was busy before {len(busy)} run(s): {', '.join(busy[:4])}")
+    return out

@@ -1,0 +1,115 @@
+"""pgfsbench compare."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from pgfsbench.cli import app
+from pgfsbench.cli.results import BaselineOpt, campaign_ids, open_store
+from pgfsbench.system.errors import UsageError
+
+if TYPE_CHECKING:
+    from pgfsbench.analysis.pairs import Pair
+
+STYLE = {"better": "green", "worse": "red", "no significant difference": "", "no verdict": "dim"}
+
+
+def pair_json(p: Pair) -> dict[str, Any]:
+    def side(c: Any, source: str) -> dict[str, Any]:
+        t = c.tps
+        return {"cell": c.cell, "label": c.label, "host": c.host, "source": source,
+                "n": t.n if t else 0, "median": t.median if t else None,
+                "ci95": [t.ci_low, t.ci_high] if t else None}
+
+    cmp = p.throughput
+    return {"baseline": side(p.base, p.base_source), "other": side(p.other, p.other_source),
+            "group": p.base.group_label, "ratio": cmp.ratio, "ci95": [cmp.ci_low, cmp.ci_high],
+            "p": cmp.p_value, "mann_whitney_p": cmp.mann_whitney_p,
+            "verdict": str(cmp.verdict), "text": cmp.words(),
+            "p99": None if p.p99 is None else {"ratio": p.p99.ratio, "verdict":
+                                               str(p.p99.verdict), "text": p.p99.words()}}
+
+
+@app.command("compare")
+def compare_cmd(
+    a: Annotated[str | None, typer.Argument(
+        help="The baseline: a cell id, or a storage, postgres, kernel or workload name "
+             "(globs allowed).")] = None,
+    b: Annotated[str | None, typer.Argument(help="What to compare with it (same forms).")] = None,
+    results: Annotated[list[str] | None, typer.Option(
+        "--results", "-r", help="SQLite file or postgresql:// URL; twice to compare two "
+                                "files cell by cell.")] = None,
+    campaign: Annotated[list[int] | None, typer.Option(
+        "--campaign", help="Campaign id; twice to compare two campaigns cell by cell "
+                           "(default: the latest).")] = None,
+    baseline: BaselineOpt = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Is B faster than A? Ratio of means with its 95% CI (Welch's t test on log
+    throughput) and a verdict, only between comparable cells (same workload, clients,
+    scale). Without A and B, every cell against its group's baseline."""
+    from pgfsbench.analysis.pairs import make_pair, pairs_across, pairs_by_name
+    from pgfsbench.analysis.summary import matches
+    from pgfsbench.report.loading import analyse
+    from pgfsbench.report.terminal import fmt_spread
+
+    targets = results or ["pgfsbench.sqlite"]
+    camps = campaign or []
+    if len(targets) > 2 or len(camps) > 2 or (len(targets) == 2 and len(camps) == 1):
+        raise UsageError("compare takes at most two sources: two --results (each with its "
+                         "own --campaign, or its latest), or two --campaign of one store")
+    pairs: list[Pair]
+    if len(targets) == 2 or len(camps) == 2:
+        sources = []
+        for i in range(2):
+            store = open_store(targets[i] if len(targets) == 2 else targets[0])
+            ids = campaign_ids(store, [camps[i]] if camps else None)
+            name = f"{store.target} campaign {ids[0]}"
+            sources.append((name, analyse(store, ids, baseline).cells))
+        (na, ca), (nb, cb) = sources
+        if a is not None:
+            ca = [c for c in ca if matches(c, a)]
+        pairs = pairs_across(ca, cb, na, nb)
+        if not pairs:
+            raise UsageError("the two sources have no cell in common")
+    else:
+        store = open_store(targets[0])
+        cells = analyse(store, campaign_ids(store, campaign), baseline).cells
+        if (a is None) != (b is None):
+            raise UsageError("give both A and B, or neither (every cell against its baseline)")
+        if a is not None and b is not None:
+            pairs = pairs_by_name(cells, a, b)
+            if not pairs:
+                raise UsageError(f"no comparable cells: {a!r} and {b!r} name no pair with the "
+                                 "same workload, clients and scale")
+        else:
+            by_label = {(c.label, c.group): c for c in cells}
+            pairs = [make_pair(by_label[(c.baseline, c.group)], c) for c in cells
+                     if c.baseline is not None and (c.baseline, c.group) in by_label]
+    if as_json:
+        print(json.dumps([pair_json(p) for p in pairs], indent=1, default=str))
+        return
+    console = Console()
+    table = Table(title="B against A (95% confidence)", title_justify="left")
+    for col in ("A", "B", "A tps ±CI", "B tps ±CI", "B/A [95% CI]", "verdict", "p99"):
+        table.add_column(col, justify="left" if col in ("A", "B", "verdict") else "right")
+    for p in pairs:
+        cmp = p.throughput
+        ratio = "-" if cmp.ratio is None else (
+            f"{(cmp.ratio - 1) * 100:+.1f}%" + ("" if cmp.ci_low is None or cmp.ci_high is None
+                                                else f" [{(cmp.ci_low - 1) * 100:+.1f}%, "
+                                                     f"{(cmp.ci_high - 1) * 100:+.1f}%]"))
+        verdict = Text(f"{cmp.verdict.mark()} {cmp.verdict_words()}",
+                       style=STYLE.get(cmp.verdict.value, ""))
+        p99 = "-" if p.p99 is None or p.p99.change_pct is None else \
+            f"{p.p99.change_pct:+.1f}% {p.p99.verdict.mark()}"
+        table.add_row(p.base.label + (f" ({p.base_source})" if p.base_source else ""),
+                      p.other.label + (f" ({p.other_source})" if p.other_source else ""),
+                      fmt_spread(p.base.tps), fmt_spread(p.other.tps), ratio, verdict, p99)
+    console.print(table)

@@ -1,0 +1,54 @@
+"""The summary as Markdown, for tickets and chat (pure: summaries in, text out)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pgfsbench.analysis.summary import CellSummary, Highlights
+from pgfsbench.report.terminal import fmt_range, fmt_space, fmt_spread, fmt_vs
+
+
+def _row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
+def render_markdown(campaigns: Sequence[Mapping[str, Any]], cells: Sequence[CellSummary],
+                    highlights: Highlights, warnings: Sequence[str]) -> str:
+    names = ", ".join(f"{c.get('name')} (campaign {c.get('id')})" for c in campaigns)
+    lines = [f"# pgfsbench: {names or 'results'}", ""]
+    hosts = sorted({str(c.get("host")) for c in campaigns if c.get("host")})
+    if hosts:
+        lines += [f"Host(s): {', '.join(hosts)}. "
+                  + "; ".join(f"campaign {c.get('id')}: {c.get('started_at', '')[:19]}, "
+                              f"{c.get('status')}" for c in campaigns), ""]
+    if warnings:
+        lines += ["**Read with care:**", ""] + [f"- {w}" for w in warnings] + [""]
+    if highlights.lines:
+        lines += ["## What stands out", ""] + [
+            ("  - " if line.startswith("  ") else "- ") + line.strip()
+            for line in highlights.lines] + [""]
+    lines += ["## Summary", ""]
+    unit = cells[0].unit if cells else "tps"
+    header = ["configuration", "fs", f"{unit} (median ±95% CI)", "vs baseline", "min–max",
+              "p99 ms", "load s", "space data + pg_wal", "runs ok", "stalls"]
+    groups = list(dict.fromkeys(c.group for c in cells))
+    for group in groups:
+        members = [c for c in cells if c.group == group]
+        if len(groups) > 1:
+            lines += [f"**{members[0].group_label}**", ""]
+        lines += [_row(header), _row(["---"] * len(header))]
+        for c in members:
+            lines.append(_row([
+                c.label or c.cell, c.fs + (" (FUSE)" if c.fuse else ""), fmt_spread(c.tps)
+                + (" (unstable)" if c.is_unstable else ""), fmt_vs(c), fmt_range(c.tps),
+                fmt_spread(c.latency_p99_ms, 2), fmt_spread(c.load_seconds, 1), fmt_space(c),
+                f"{c.ok}/{c.runs}", str(c.stall_count)]))
+        lines.append("")
+    lines += ["▲ better, ▼ worse, ≈ no significant difference, ? too few repetitions: "
+              "against each group's baseline (the first configuration), Welch's t test on "
+              "log throughput, 95% confidence.", ""]
+    failures = [(c, e) for c in cells for e in c.errors]
+    if failures:
+        lines += ["## Failed runs", ""] + [f"- {c.label}: {e}" for c, e in failures] + [""]
+    return "\n".join(lines)
