@@ -34,7 +34,8 @@ def test_quick_example_records_five_ok_runs(base: Path) -> None:
                 "repetition", "status", "tps", "latency_avg_ms", "load_seconds",
                 "space_bytes", "error"} <= set(r)
     # the summary table in the shape of the seeds ends the output
-    assert "TPS median" in proc.stdout and "tmpfs/default/default/tpcb-like" in proc.stdout
+    assert "tps ±CI" in proc.stdout and "What stands out" in proc.stdout
+    assert "tmpfs" in proc.stdout and "baseline" in proc.stdout
     detail = show(results, runs[1]["run_id"])
     assert "noatime" in detail["storage_details"]["data"]["mount_options"]
     assert detail["storage_details"]["data"]["loop_direct_io"] is True

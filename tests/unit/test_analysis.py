@@ -160,8 +160,25 @@ def test_frozen_filesystem() -> None:
     assert (ep.start_s, ep.end_s, ep.min_tps) == (10, 13, 0)
     assert ep.cause == "fs_not_accepting_writes" and ep.confidence == "high"
     assert ep.delayed_tx == 3000 and ep.max_latency_ms == 3100.0
-    assert any("0.00 MB/s" in e for e in ep.evidence)
+    assert any("nothing written to the devices under test in 3 of" in e for e in ep.evidence)
     assert ep.as_dict()["cause_text"] == "the filesystem was not accepting writes"
+
+
+def test_frozen_filesystem_with_partial_boundary_seconds() -> None:
+    """A freeze from 9.6 s to 13.4 s: seconds 10 and 14 still saw writes and some
+    transactions; the three frozen ones in between saw none."""
+    al = run_of()
+    al.values["tps"][9] = 50.0
+    stall(al, 10, 13)
+    al.values["tps"][13] = 60.0
+    al.values["disk_write_mbps"][9] = 9.0
+    al.values["disk_write_mbps"][10:13] = 0.0
+    al.values["disk_write_mbps"][13] = 12.0
+    for k in range(9, 14):
+        al.waits[k] = {"Lock/transactionid": 3.0, "IO/WALWrite": 1.0}
+    (ep,) = find_stalls(al)
+    assert (ep.start_s, ep.end_s) == (9, 14)
+    assert ep.cause == "fs_not_accepting_writes" and ep.confidence in ("high", "medium")
 
 
 def test_frozen_filesystem_without_wait_events_says_what_was_missing() -> None:

@@ -216,21 +216,25 @@ def _top(waits: dict[str, float], k: int = 4) -> str:
 
 
 def _fs_not_accepting_writes(c: Context) -> Cause | None:
+    """Throughput stopped and nothing reached the devices for most of the episode (its
+    first and last seconds are often partly before or after the freeze)."""
     if not c.al.has("disk_write_mbps"):
         return None
-    writes = c.mean_in("disk_write_mbps")
+    window = c.al.get("disk_write_mbps")[c.a:c.b + 1]
+    window = window[np.isfinite(window)]
     usual = c.median_out("disk_write_mbps")
+    floor = max(0.05, 0.05 * usual) if math.isfinite(usual) else 0.05
+    quiet = int((window <= floor).sum())
     tps = c.al.throughput()[c.a:c.b + 1]
     med_tps = median_finite(c.al.throughput()[c.outside]) if c.outside.any() else math.nan
-    quiet = writes <= max(0.05, 0.05 * usual) if math.isfinite(usual) else writes <= 0.05
     stopped = bool(np.nanmin(tps) <= 0.05 * med_tps) if math.isfinite(med_tps) else True
-    if not (quiet and stopped):
+    if not window.size or quiet == 0 or quiet * 2 < window.size or not stopped:
         return None
-    evidence = [f"writes to the devices under test {writes:.2f} MB/s during the episode "
-                f"(median {usual:.1f} MB/s the rest of the run)"]
+    evidence = [f"nothing written to the devices under test in {quiet} of the episode's "
+                f"{window.size} second(s) (median {usual:.1f} MB/s the rest of the run)"]
     util = c.mean_in("disk_util_pct")
     if math.isfinite(util):
-        evidence.append(f"device utilisation {util:.0f}%")
+        evidence.append(f"device utilisation {util:.0f}% on average")
     waiting = c.waiting()
     io = {e: n for e, n in waiting.items() if e.startswith(("IO/", "LWLock/", "Lock/"))}
     if not c.al.waits:
