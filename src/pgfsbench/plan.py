@@ -55,6 +55,7 @@ class Plan:
     real_devices: list[str]
     needs_root: bool
     warnings: list[str] = field(default_factory=list)
+    limits: dict[str, list[str]] = field(default_factory=dict)  # storage -> role: caps
     auto: tuple[int, int, float] | None = None  # (min, max, CI target %) with "auto"
     estimated_seconds_max: float | None = None  # with "auto": if every cell needs the max
 
@@ -79,6 +80,7 @@ class Plan:
             "real_devices": self.real_devices,
             "needs_root": self.needs_root,
             "warnings": self.warnings,
+            "device_limits": self.limits,
         }
 
 
@@ -160,8 +162,11 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None,
     needed: dict[str, int] = {}
     real: list[str] = []
     warnings: list[str] = []
+    described: dict[str, list[str]] = {}
     for cell in cells:
         check_devices(cell)
+        if cell.storage_name not in described:
+            described[cell.storage_name] = describe_limits(cell)
         devs = [dev for _, dev in cell_devices(cell)]
         loop_bytes[cell.id] = sum(parse_size(x[5:]) for x in devs if x.startswith("loop:"))
         real += [x for x in devs if x.startswith("/dev/") and x not in real]
@@ -192,8 +197,29 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None,
         if peak and free < min(peak, need * 2):
             warnings.append(f"only {human_bytes(free)} free under {probe} for loop files of up "
                             f"to {human_bytes(peak)}")
+    if any(described.values()):
+        warnings.append("device limits cap IOPS and bandwidth only: latency (an HDD's seek "
+                        "time, a cloud volume's network round trip) is not emulated")
     return Plan(cells, runs, reps, d.load_per, est, loop_bytes, needed, real,
-                any(needs_root(c.fs) for c in cells), warnings, auto, est_max)
+                any(needs_root(c.fs) for c in cells), warnings,
+                {k: v for k, v in described.items() if v}, auto, est_max)
+
+
+def describe_limits(cell: Cell) -> list[str]:
+    """'data: hdd-7200: 78 IOPS, 150 MB/s' for each role of a cell's storage with limits."""
+    from pgfsbench.storage import limits
+
+    by_role = dict(cell_devices(cell))
+    out = []
+    for role, cfg in limits.configured(cell.storage).items():
+        device = by_role.get(role, "")
+        size = parse_size(device[5:]) if device.startswith("loop:") else None
+        try:
+            text = limits.resolve_for(cfg, size).text
+        except ValueError:
+            text = f"{cfg.profile}: capacity from the device at run time"
+        out.append(f"{role}: {text}")
+    return out
 
 
 def is_root() -> bool:

@@ -106,6 +106,18 @@ def wait_for(probe: Callable[[], Any], timeout: float, what: str) -> Any:
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def wait_measuring(proc: subprocess.Popen[str], timeout: float = 180) -> None:
+    """Until pgfsbench's measured pgbench runs; fail at once with its output if it ends."""
+    def probe() -> bool:
+        if proc.poll() is not None:
+            out, err = proc.communicate(timeout=30)
+            raise AssertionError(f"pgfsbench ended ({proc.returncode}) before measuring:\n"
+                                 f"{out[-2000:]}\n{err[-2000:]}")
+        return measuring_pgbench_of(proc.pid)
+
+    wait_for(probe, timeout, "the measured pgbench")
+
+
 def measuring_pgbench_of(parent: int) -> bool:
     """A pgbench run (not the load) started by pgfsbench process ``parent``."""
     for entry in Path("/proc").iterdir():
@@ -145,7 +157,7 @@ def signal_mid_measurement(spec: Path, results: Path, workdir: Path, sig: signal
     wants to see mid-run), send ``sig`` to pgfsbench."""
     proc = start("run", str(spec), "--results", str(results), "--workdir", str(workdir))
     try:
-        wait_for(lambda: measuring_pgbench_of(proc.pid), 180, "the measured pgbench")
+        wait_measuring(proc)
         if before is not None:
             before()
         return kill(proc, sig)

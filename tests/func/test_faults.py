@@ -25,6 +25,7 @@ from tests.func.conftest import (
     show,
     start,
     wait_for,
+    wait_measuring,
     write_spec,
 )
 
@@ -68,7 +69,7 @@ def test_a_killed_postmaster_fails_its_run_and_the_matrix_goes_on(base: Path) ->
     results = base / "r.sqlite"
     proc = start("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
     try:
-        wait_for(lambda: measuring_pgbench_of(proc.pid), 120, "the measured pgbench")
+        wait_measuring(proc, 120)
         time.sleep(1)
         pidfile = base / "work" / "cells" / "run-1" / "mnt" / "data" / "pgdata" / "postmaster.pid"
         os.kill(int(pidfile.read_text().split()[0]), signal.SIGKILL)
@@ -140,7 +141,7 @@ workload = "long"
     mnt = base / "work" / "cells" / "run-1" / "mnt" / "data"
     frozen = False
     try:
-        wait_for(lambda: measuring_pgbench_of(proc.pid), 120, "the measured pgbench")
+        wait_measuring(proc, 120)
         time.sleep(2)
         subprocess.run(["fsfreeze", "--freeze", str(mnt)], check=True)
         frozen = True
@@ -180,7 +181,7 @@ def test_a_second_campaign_on_the_host_is_refused_at_once(base: Path) -> None:
     proc = start("run", str(spec), "--results", str(base / "r.sqlite"), "--workdir",
                  str(base / "work"))
     try:
-        wait_for(lambda: measuring_pgbench_of(proc.pid), 120, "the measured pgbench")
+        wait_measuring(proc, 120)
         second = pgfsbench("run", str(spec), "--results", str(base / "r2.sqlite"), "--workdir",
                            str(base / "work2"), check=False, timeout=60)
         assert second.returncode == 7, second.stderr

@@ -10,12 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from tests.func.conftest import (
-    measuring_pgbench_of,
     pgfsbench,
     runs_of,
     show,
     start,
-    wait_for,
+    wait_measuring,
     write_spec,
 )
 
@@ -38,7 +37,7 @@ def run_with(base: Path, duration: str, during: Callable[[Path], None]) -> dict[
     results = base / "r.sqlite"
     proc = start("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
     try:
-        wait_for(lambda: measuring_pgbench_of(proc.pid), 120, "the measured pgbench")
+        wait_measuring(proc, 120)
         mnt = next((base / "work" / "cells").glob("run-*/mnt/data"))
         during(mnt)
         _, err = proc.communicate(timeout=300)

@@ -14,12 +14,11 @@ from pathlib import Path
 import pytest
 
 from tests.func.conftest import (
-    measuring_pgbench_of,
     pgfsbench,
     runs_of,
     show,
     start,
-    wait_for,
+    wait_measuring,
     write_spec,
 )
 
@@ -60,7 +59,7 @@ def test_a_frozen_second_is_a_stall_with_its_cause_in_json_terminal_and_report(
     mnt = base / "work" / "cells" / "run-1" / "mnt" / "data"
     window: list[float] = []
     try:
-        wait_for(lambda: measuring_pgbench_of(proc.pid), 120, "the measured pgbench")
+        wait_measuring(proc, 120)
         measured = time.time()
         time.sleep(3)
         subprocess.run(["fsfreeze", "--freeze", str(mnt)], check=True)

@@ -296,3 +296,21 @@ def test_auto_repetitions_stop_when_the_interval_is_tight_or_at_the_maximum() ->
     assert reason is not None and reason.startswith("reached the maximum of 8 runs")
     assert auto_stop_reason(rows(1000, failed=7), 8, 2.0) == \
         "reached the maximum of 8 runs (1 ok run(s))"
+
+
+def test_a_checkpoint_on_a_capped_device_says_the_cap_was_reached() -> None:
+    al = run_of()
+    al.limits = {"write_mbps": 12.0}
+    stall(al, 16, 22)
+    al.values["disk_write_mbps"][:] = 7.0
+    al.values["disk_write_mbps"][16:22] = 12.0
+    al.checkpoints = [CheckpointSpan(13.0, 24.0, 2.2, 8.7, "time", 10877)]
+    (ep,) = find_stalls(al)
+    assert ep.cause == "checkpoint" and ep.confidence == "high"
+    assert "writes at the device's emulated limit (12.0 of 12 MB/s)" in ep.evidence
+    alone = run_of()
+    alone.limits = {"write_mbps": 12.0}
+    stall(alone, 5, 8, tps=30.0)
+    alone.values["disk_write_mbps"][5:8] = 11.5
+    (ep,) = find_stalls(alone)
+    assert ep.cause == "device_saturated"

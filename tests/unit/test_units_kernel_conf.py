@@ -57,3 +57,16 @@ def test_initdb_argv() -> None:
 def test_parse_version() -> None:
     assert parse_version("postgres (PostgreSQL) 15.18 (Debian 15.18-0+deb12u1)") == "15.18"
     assert parse_version("postgres (PostgreSQL) 17beta1") == "17"
+
+
+def test_a_bad_setting_is_named_not_the_file(tmp_path: Path) -> None:
+    from pgfsbench.postgres.instance import startup_failure
+
+    log = tmp_path / "postgresql.log"
+    log.write_text(
+        '2026-11-22 19:01:44.895 UTC [5176] LOG:  20 s is outside the valid range for '
+        'parameter "checkpoint_timeout" (30 .. 86400)\n'
+        '2026-11-22 19:01:44.895 UTC [5176] FATAL:  configuration file "/w/pgfsbench.conf" '
+        "contains errors\n")
+    assert startup_failure(log) == ('LOG:  20 s is outside the valid range for parameter '
+                                    '"checkpoint_timeout" (30 .. 86400)')

@@ -62,6 +62,8 @@ class Aligned:
     waits: list[dict[str, float]] = field(default_factory=list)
     checkpoints: list[CheckpointSpan] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
+    # emulated device caps, summed over the devices under test (write_mbps, write_iops...)
+    limits: dict[str, float] = field(default_factory=dict)
 
     def has(self, name: str) -> bool:
         arr = self.values.get(name)
@@ -111,6 +113,13 @@ def align(run: Mapping[str, Any]) -> Aligned:
             c.get("started_s"), float(c["ended_s"]), float(c.get("write_s") or 0),
             float(c.get("sync_s") or 0), str(c.get("reason") or ""), int(c.get("buffers") or 0),
             int(c.get("wal_added") or 0)))
+    for entry in (run.get("storage_details") or {}).get("device_limits") or []:
+        for key, scale, name in (("write_bps", 1e-6, "write_mbps"),
+                                 ("read_bps", 1e-6, "read_mbps"),
+                                 ("write_iops", 1.0, "write_iops"),
+                                 ("read_iops", 1.0, "read_iops")):
+            if entry.get(key):
+                al.limits[name] = al.limits.get(name, 0.0) + float(entry[key]) * scale
     for e in (run.get("metrics") or {}).get("events") or []:
         al.events.append(Event(str(e.get("kind")), float(e["start_s"]),
                                float(e.get("end_s", e["start_s"])), str(e.get("label", ""))))

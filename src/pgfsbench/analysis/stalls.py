@@ -195,6 +195,18 @@ class Context:
         return {e: n for e, n in self.waits().items()
                 if not e.startswith(("CPU/", "Client/", "Activity/"))}
 
+    def at_limit(self) -> str | None:
+        """Writes held at the device's emulated cap during the episode (None: not)."""
+        for name, unit, series in (("write_mbps", "MB/s", "disk_write_mbps"),
+                                   ("write_iops", "IOPS", "disk_write_iops")):
+            cap = self.al.limits.get(name)
+            if cap and self.al.has(series):
+                peak = self.max_in(series)
+                if math.isfinite(peak) and peak >= 0.9 * cap:
+                    return (f"writes at the device's emulated limit ({peak:,.1f} of "
+                            f"{cap:,.0f} {unit})")
+        return None
+
     def missing(self) -> list[str]:
         out = []
         if not self.al.waits:
@@ -269,6 +281,10 @@ def _checkpoint(c: Context) -> Cause | None:
         if math.isfinite(util) and util >= 90:
             score += 0.05
             evidence.append(f"device utilisation {util:.0f}%")
+        at_limit = c.at_limit()
+        if at_limit:
+            score += 0.1
+            evidence.append(at_limit)
         writes, usual = c.mean_in("disk_write_mbps"), c.median_out("disk_write_mbps")
         if math.isfinite(writes) and writes <= max(0.05, 0.05 * (usual if math.isfinite(usual)
                                                                  else 0)):
@@ -355,6 +371,9 @@ def _cpu(c: Context) -> Cause | None:
 def _device_saturated(c: Context) -> Cause | None:
     util, await_in = c.mean_in("disk_util_pct"), c.mean_in("disk_await_ms")
     await_out = c.median_out("disk_await_ms")
+    at_limit = c.at_limit()
+    if at_limit:
+        return Cause("device_saturated", 0.55, (at_limit,))
     if not math.isfinite(util) or util < 95:
         return None
     evidence = [f"device utilisation {util:.0f}%"]

@@ -95,6 +95,24 @@ def _one_disk(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     return [text]
 
 
+def _emulated(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Devices whose IOPS and bandwidth were capped to stand for another kind of device."""
+    by_storage: dict[str, dict[str, str]] = {}
+    mechanism = ""
+    for r in runs:
+        for entry in (r.get("storage_details") or {}).get("device_limits") or []:
+            by_storage.setdefault(str(r["storage"]), {})[str(entry.get("role"))] = \
+                str(entry.get("text"))
+            mechanism = str(entry.get("mechanism") or mechanism)
+    if not by_storage:
+        return []
+    parts = [f"{s} ({'; '.join(f'{role}: {text}' for role, text in roles.items())})"
+             for s, roles in sorted(by_storage.items())]
+    return [f"emulated devices, capped by {mechanism or 'throttling'}: {', '.join(parts)}; "
+            "IOPS and bandwidth only: latency (an HDD's seek, a cloud volume's network round "
+            "trip) is not emulated"]
+
+
 def _few_repetitions(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     ok: dict[str, int] = {}
     for r in runs:
@@ -116,6 +134,7 @@ def reading_warnings(runs: Sequence[Mapping[str, Any]]) -> list[str]:
                    "numbers are not kernel OpenZFS numbers")
     out += _fuse_substitutions(runs)
     out += _zfsrc(runs)
+    out += _emulated(runs)
     out += _one_disk(runs)
     out += _few_repetitions(runs)
     busy = sorted({f"{r['cell']} #{r['repetition']}" for r in runs

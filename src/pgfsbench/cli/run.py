@@ -91,6 +91,9 @@ def print_plan(console: Console, plan: Plan) -> None:
                   f"{human_seconds(plan.estimated_seconds)}{upto}; loop files up to "
                   f"{human_bytes(max(plan.loop_bytes_per_cell.values(), default=0))} at once "
                   "(sparse)")
+    for storage, lines in plan.limits.items():
+        console.print(f"emulated devices of {storage}: " + "; ".join(lines), markup=False,
+                      highlight=False)
     if plan.real_devices:
         console.print(f"[bold red]real devices that would be ERASED[/]: "
                       f"{', '.join(plan.real_devices)} (needs --destroy-data-on for each)")

@@ -1,7 +1,7 @@
 """Preparing a cell: an ordered list of steps, each journaled by the code it calls.
 
-kernel settings -> storage -> its description -> its ceiling -> socket and scratch
-directories -> initdb -> configuration -> start -> database -> load -> settle.
+directories -> kernel settings -> storage -> its description -> device limits -> its
+ceiling (under the limits) -> initdb -> configuration -> start -> load -> settle.
 
 The order is data (`STEPS`): a step that must follow initdb (huge pages sized from the
 server's own figure) or precede the start (a pooler after it) is one entry in the list.
@@ -24,10 +24,10 @@ from pgfsbench.postgres.binaries import Binaries
 from pgfsbench.postgres.instance import SUPERUSER, Instance
 from pgfsbench.results.store import Store
 from pgfsbench.spec import Cell, LoadedSpec
-from pgfsbench.storage import driver_for
+from pgfsbench.storage import driver_for, limits
 from pgfsbench.storage.base import ProvisionContext, ProvisionedStorage, Volume
 from pgfsbench.storage.blockfs import fs_info
-from pgfsbench.storage.devices import DeviceFactory, DevicePolicy
+from pgfsbench.storage.devices import DeviceFactory, DevicePolicy, block_size
 from pgfsbench.system.actions import make_dir
 from pgfsbench.system.journal import Journal
 from pgfsbench.system.runner import Runner
@@ -132,6 +132,28 @@ def _describe_storage(eng: Engine, st: CellState) -> None:
     st.storage_details = storage_details(eng.runner, st.storage)
 
 
+def _limits(eng: Engine, st: CellState) -> None:
+    """Cap the devices under test as the spec's profiles say (journaled, undone after)."""
+    assert st.storage is not None
+    wanted = limits.configured(st.cell.storage)
+    if not wanted:
+        return
+    eng.phase("device limits")
+    mech = limits.require()
+    applied = []
+    for role, cfg in wanted.items():
+        for device in st.storage.device_roles.get(role, ()):
+            resolved = limits.resolve_for(cfg, block_size(device))
+            entry: dict[str, Any] = {"role": role, "device": device, "profile": cfg.profile,
+                                     "capacity_gib": resolved.capacity_gib,
+                                     "text": resolved.text,
+                                     "source": limits.source_of(cfg.profile)}
+            if not resolved.figures.is_unlimited():
+                entry.update(limits.apply(eng.journal, mech, device, resolved.figures))
+            applied.append(entry)
+    st.storage_details["device_limits"] = applied
+
+
 def _ceiling(eng: Engine, st: CellState) -> None:
     """pg_test_fsync and fio on the empty filesystem, once per storage identity."""
     assert st.storage is not None
@@ -189,6 +211,7 @@ STEPS: tuple[tuple[str, Step], ...] = (
     ("kernel", _kernel),
     ("storage", _storage),
     ("storage details", _describe_storage),
+    ("device limits", _limits),
     ("ceiling", _ceiling),
     ("initdb", _initdb),
     ("configure", _configure),

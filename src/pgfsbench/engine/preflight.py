@@ -19,7 +19,7 @@ from pgfsbench.plan import Plan, is_root
 from pgfsbench.postgres.binaries import Binaries, find_binaries
 from pgfsbench.postgres.instance import SUPERUSER
 from pgfsbench.spec import LoadedSpec
-from pgfsbench.storage import driver_for
+from pgfsbench.storage import driver_for, limits
 from pgfsbench.storage.devices import DevicePolicy, check_real_device
 from pgfsbench.system.access import first_unreachable
 from pgfsbench.system.errors import CapabilityError, NeedsRootError, UsageError
@@ -105,6 +105,8 @@ def preflight(loaded: LoadedSpec, plan: Plan, workdir: Path, policy: DevicePolic
                                                                       os_user)
     if problems:
         raise UsageError("; ".join(dict.fromkeys(problems)))
+    if any(limits.configured(c.storage) for c in plan.cells):
+        limits.require()
     for dev in plan.real_devices:
         check_real_device(runner, dev, policy)
     created = not workdir.exists()

@@ -199,6 +199,10 @@ class Instance:
 
 
 _REASON_RE = re.compile(r"(FATAL|PANIC|ERROR):|invalid value|could not|unrecognized")
+# what a bad configuration file says before its FATAL "contains errors"
+_SETTING_RE = re.compile(r"outside the valid range|invalid value for parameter|unrecognized "
+                         r"configuration parameter|cannot be changed|syntax error in file|"
+                         r"requires a (Boolean|numeric|integer) value")
 
 
 def startup_failure(path: Path) -> str:
@@ -209,10 +213,14 @@ def startup_failure(path: Path) -> str:
         return "no server log was written"
     if not lines:
         return "the server log is empty"
+    def bare(line: str) -> str:  # drop the "2026-01-01 00:00:00.000 UTC [123] " prefix
+        return re.sub(r"^\S+ \S+ \S+ \[\d+\] ", "", line)
+
+    settings = list(dict.fromkeys(bare(ln) for ln in lines if _SETTING_RE.search(ln)))
+    if settings:
+        return "; ".join(settings[:3])[:400]
     reasons = [ln for ln in lines if _REASON_RE.search(ln)]
-    line = reasons[0] if reasons else lines[-1]
-    # drop the "2026-01-01 00:00:00.000 UTC [123] " prefix
-    return re.sub(r"^\S+ \S+ \S+ \[\d+\] ", "", line)[:300]
+    return bare(reasons[0] if reasons else lines[-1])[:300]
 
 
 def postmaster_pid(pgdata: Path) -> int | None:

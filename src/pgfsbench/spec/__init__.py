@@ -9,6 +9,7 @@ from pgfsbench.spec.models import (
     BUILTINS,
     BtrfsStorage,
     Defaults,
+    DeviceLimits,
     ExistingStorage,
     Ext4Storage,
     FilesystemStorage,
@@ -29,6 +30,7 @@ from pgfsbench.spec.models import (
 
 __all__ = [
     "BUILTINS", "DIMENSIONS", "SWEEPS", "TABLES", "BtrfsStorage", "Cell", "Defaults",
+    "DeviceLimits",
     "Dimension", "ExistingStorage", "Ext4Storage", "FilesystemStorage", "InitdbOptions",
     "KernelConfig", "LoadedSpec", "PostgresConfig", "Scalar", "Spec", "TmpfsStorage",
     "WalVolume", "Workload", "WorkloadConfig", "XfsStorage", "ZfsDataset", "ZfsPool",

@@ -69,12 +69,38 @@ SizeText = Annotated[str, BeforeValidator(lambda v: _size_text(str(v)))]
 # ---------------------------------------------------------------- storage
 
 
+class DeviceLimits(Model):
+    """Caps on a device's IOPS and bandwidth (MB/s): a named profile (an HDD, a SATA SSD, a
+    cloud volume at a capacity) and/or explicit figures, which override the profile's."""
+
+    profile: str | None = None
+    capacity: SizeText | None = None  # the emulated device's size (default: the device's)
+    read_iops: Annotated[int, Field(ge=1, le=10**9)] | None = None
+    write_iops: Annotated[int, Field(ge=1, le=10**9)] | None = None
+    read_mbps: Annotated[float, Field(gt=0, le=10**6)] | None = None
+    write_mbps: Annotated[float, Field(gt=0, le=10**6)] | None = None
+
+    @model_validator(mode="after")
+    def _known(self) -> DeviceLimits:
+        from pgfsbench.storage.profiles import PROFILES
+
+        if self.profile is not None and self.profile not in PROFILES:
+            raise ValueError(f"profile {self.profile!r} is unknown (profiles: "
+                             f"{', '.join(PROFILES)})")
+        if self.profile is None and all(v is None for v in (
+                self.read_iops, self.write_iops, self.read_mbps, self.write_mbps)):
+            raise ValueError("give a profile or at least one of read_iops, write_iops, "
+                             "read_mbps, write_mbps")
+        return self
+
+
 class BlockVolume(Model):
     """A filesystem made on a device: what mkfs and mount get."""
 
     device: Device = "loop:4G"
     mkfs_options: list[str] = []
     mount_options: list[str] = []
+    limits: DeviceLimits | None = None  # emulate another kind of device on this one
 
     @field_validator("device")
     @classmethod
@@ -150,6 +176,9 @@ class ZfsPool(Model):
     cache: list[Device] = []
     ashift: int | None = None
     properties: dict[str, ZfsValue] = {}
+    limits: DeviceLimits | None = None  # on every member ("HDDs")
+    log_limits: DeviceLimits | None = None  # on the log devices ("an SSD")
+    cache_limits: DeviceLimits | None = None
 
     @field_validator("devices", "log", "cache")
     @classmethod

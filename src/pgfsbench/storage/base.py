@@ -39,6 +39,8 @@ class ProvisionedStorage:
     wal: Volume | None = None
     waldir: Path | None = None
     details: dict[str, Any] = field(default_factory=dict)
+    # the block devices under test by role: data, wal (filesystems); pool, log, cache (ZFS)
+    device_roles: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     @property
     def volumes(self) -> tuple[Volume, ...]:
@@ -46,7 +48,10 @@ class ProvisionedStorage:
 
     @property
     def block_devices(self) -> tuple[str, ...]:
-        return tuple(d for v in self.volumes for d in v.devices)
+        """Every device under test (pool members, log and cache devices for ZFS)."""
+        found = [d for v in self.volumes for d in v.devices]
+        found += [d for devs in self.device_roles.values() for d in devs]
+        return tuple(dict.fromkeys(found))
 
 
 @dataclass

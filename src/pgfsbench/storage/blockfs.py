@@ -68,7 +68,11 @@ class BlockFsDriver:
             prepare_dir(waldir, ctx.postgres_user)
         # initdb wants to create pgdata itself or find it empty; make the parent ours
         prepare_dir(data.mountpoint, ctx.postgres_user)
-        return ProvisionedStorage(name, config.fs, data, pgdata, wal_volume, waldir)
+        roles = {"data": data.devices}
+        if wal_volume is not None:
+            roles["wal"] = wal_volume.devices
+        return ProvisionedStorage(name, config.fs, data, pgdata, wal_volume, waldir,
+                                  device_roles={k: v for k, v in roles.items() if v})
 
     def space(self, storage: ProvisionedStorage, runner: Runner) -> dict[str, Any]:
         return dict(space_figures(storage))

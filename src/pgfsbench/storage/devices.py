@@ -54,7 +54,7 @@ class DeviceFactory:
                                self.directory / f"{label}-{self._count}.img",
                                parse_size(spec_device[5:]))
         check_real_device(self.runner, spec_device, self.policy)
-        return BlockDevice(spec_device, None, _block_size(spec_device))
+        return BlockDevice(spec_device, None, block_size(spec_device))
 
 
 def attach_loop(journal: Journal, runner: Runner, image: Path, size: int) -> BlockDevice:
@@ -99,7 +99,7 @@ def _detach_loop(runner: Runner, args: dict[str, Any]) -> None:
 # ---------------------------------------------------------------- the guard
 
 
-def _block_size(dev: str) -> int:
+def block_size(dev: str) -> int:
     name = Path(os.path.realpath(dev)).name
     try:
         return int(Path(f"/sys/class/block/{name}/size").read_text()) * 512

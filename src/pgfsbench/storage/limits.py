@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pgfsbench.storage.profiles import Figures
+from pgfsbench.storage.profiles import PROFILES, Figures, Resolved, resolve
 from pgfsbench.system.errors import CapabilityError, ProvisionError
 from pgfsbench.system.journal import Journal, Undo, undo_action
 from pgfsbench.system.mountinfo import mount_table
@@ -75,6 +75,38 @@ def require() -> Mechanism:
     return mech
 
 
+def configured(storage: Any) -> dict[str, Any]:
+    """The limits a storage configuration asks for, by device role."""
+    out: dict[str, Any] = {}
+    if getattr(storage, "limits", None) is not None and hasattr(storage, "device"):
+        out["data"] = storage.limits
+    wal = getattr(storage, "wal", None)
+    if wal is not None and getattr(wal, "limits", None) is not None:
+        out["wal"] = wal.limits
+    pool = getattr(storage, "pool", None)
+    if pool is not None:
+        for role, attr in (("pool", "limits"), ("log", "log_limits"), ("cache", "cache_limits")):
+            if getattr(pool, attr) is not None:
+                out[role] = getattr(pool, attr)
+    return out
+
+
+def resolve_for(cfg: Any, device_bytes: int | None) -> Resolved:
+    """A role's limits for one device: the profile at the given capacity (or the device's
+    own size), with the explicit figures over it."""
+    capacity = None
+    if cfg.capacity is not None:
+        from pgfsbench.units import parse_size
+
+        capacity = parse_size(cfg.capacity)
+    return resolve(cfg.profile, capacity or device_bytes,
+                   Figures(cfg.read_iops, cfg.write_iops, cfg.read_mbps, cfg.write_mbps))
+
+
+def source_of(profile: str | None) -> str | None:
+    return PROFILES[profile].source if profile else None
+
+
 def byte_rates(f: Figures) -> dict[str, int]:
     """Caps as the kernel takes them (bytes/s and IOPS); absent caps are left out."""
     out: dict[str, int] = {}
@@ -114,7 +146,7 @@ def parse_io_max(text: str) -> dict[str, dict[str, str]]:
 
 
 def dev_numbers(device: str) -> str:
-    st = os.stat(device)
+    st = Path(device).stat()
     return f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 GIB = 1 << 30
 MIB_S = 1.048576  # MB/s per MiB/s
@@ -198,9 +199,13 @@ def resolve(profile: str | None, capacity_bytes: int | None,
         if p.capacity_matters and gib is None:
             raise ValueError(f"profile {profile} depends on the capacity: give capacity")
         base = p.figures(gib or 0.0)
-    merged = Figures(*(o if o is not None else b for o, b in zip(
-        (overrides.read_iops, overrides.write_iops, overrides.read_mbps, overrides.write_mbps),
-        (base.read_iops, base.write_iops, base.read_mbps, base.write_mbps), strict=True)))
+    def pick(o: Any, b: Any) -> Any:
+        return o if o is not None else b
+
+    merged = Figures(pick(overrides.read_iops, base.read_iops),
+                     pick(overrides.write_iops, base.write_iops),
+                     pick(overrides.read_mbps, base.read_mbps),
+                     pick(overrides.write_mbps, base.write_mbps))
     where = ""
     if profile is not None:
         where = profile + (f" at {math.floor(gib):,} GiB" if gib and

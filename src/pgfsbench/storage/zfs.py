@@ -516,8 +516,9 @@ class ZfsDriver:
             details["module_parameters"] = {
                 p: (MODULE_DIR / "parameters" / p).read_text().strip()
                 for p in config.module_parameters if (MODULE_DIR / "parameters" / p).exists()}
+        roles = {"pool": tuple(devices), "log": tuple(log), "cache": tuple(cache)}
         return ProvisionedStorage(name, "zfs", data, data.mountpoint / "pgdata", wal, waldir,
-                                  details)
+                                  details, {k: v for k, v in roles.items() if v})
 
     def _dataset(self, ctx: ProvisionContext, impl: ZfsImplementation, dataset: str,
                  mountpoint: Path, spec: ZfsDataset, role: str,

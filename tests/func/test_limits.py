@@ -1,0 +1,188 @@
+"""Device limits for real: a loop device capped at 100 write IOPS measures ~100 in fio and
+drops TPS; the caps are read back from the kernel during a run and found gone after a normal
+end, after SIGTERM and after SIGKILL + cleanup; a checkpoint on a bandwidth-capped device is
+found as a stall attributed to the checkpoint (seed 002's story, small)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pgfsbench.storage.limits import V1_FILES, detect, parse_v1
+from tests.func.conftest import (
+    pgfsbench,
+    runs_of,
+    show,
+    signal_mid_measurement,
+    start,
+    wait_measuring,
+    write_spec,
+)
+
+MECH = detect()
+pytestmark = pytest.mark.skipif(MECH is None or MECH.kind != "cgroup-v1-blkio",
+                                reason="needs cgroup v1 blkio throttling")
+
+
+def caps() -> dict[str, dict[str, int]]:
+    """Every throttle rule the kernel holds now, by file."""
+    assert MECH is not None
+    return {name: parse_v1((MECH.root / name).read_text()) for name in V1_FILES.values()}
+
+
+def no_loop_caps() -> bool:
+    return all(not any(dev.startswith("7:") for dev in rules) for rules in caps().values())
+
+
+def test_a_capped_device_measures_its_cap_and_slows_postgresql(base: Path) -> None:
+    assert no_loop_caps()
+    spec = write_spec(base / "s.toml", """
+[defaults]
+scale = 1
+clients = 4
+threads = 2
+duration = "5s"
+warmup = "1s"
+repetitions = 1
+[storage.ext4]
+fs = "ext4"
+device = "loop:1G"
+[storage.ext4-100iops]
+fs = "ext4"
+device = "loop:1G"
+ceiling = true
+limits = { write_iops = 100 }
+""")
+    plan = json.loads(pgfsbench("plan", str(spec), "--json").stdout)
+    assert plan["device_limits"] == {"ext4-100iops": ["data: - read / 100 write IOPS"]}
+    results = base / "r.sqlite"
+    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
+    assert no_loop_caps()  # restored after a normal end
+    free, capped = (show(results, r["run_id"]) for r in runs_of(results))
+    fio = capped["metrics"]["ceiling"]["fio"]
+    assert abs(fio["write_iops"] - 100) <= 15, fio
+    assert capped["tps"] < free["tps"] / 3
+    (entry,) = capped["storage_details"]["device_limits"]
+    assert entry["role"] == "data" and entry["write_iops"] == 100
+    assert entry["mechanism"].startswith("cgroup v1 blkio")
+    summary = pgfsbench("results", "summary", "--results", str(results)).stdout
+    assert "emulated devices" in " ".join(summary.split())
+
+
+def test_caps_are_gone_after_sigterm_and_after_sigkill_and_cleanup(base: Path) -> None:
+    spec = write_spec(base / "s.toml", """
+[defaults]
+scale = 1
+clients = 2
+threads = 1
+duration = "120s"
+warmup = "0s"
+repetitions = 1
+[storage.hdd]
+fs = "xfs"
+device = "loop:512M"
+limits = { profile = "hdd-7200" }
+""")
+    seen: list[dict[str, dict[str, int]]] = []
+    code, _, err = signal_mid_measurement(spec, base / "r.sqlite", base / "work",
+                                          signal.SIGTERM, lambda: seen.append(caps()))
+    assert code == 130, err
+    loop_rules = {name: {d: v for d, v in rules.items() if d.startswith("7:")}
+                  for name, rules in seen[0].items()}
+    assert set(loop_rules["blkio.throttle.write_iops_device"].values()) == {78}
+    assert set(loop_rules["blkio.throttle.write_bps_device"].values()) == {150_000_000}
+    assert no_loop_caps()
+    if shutil.which("zfs-fuse") is None:
+        return
+    # a ZFS pool of "HDDs" with its log on "an SSD": each role capped as its profile says
+    zspec = write_spec(base / "z.toml", """
+[defaults]
+scale = 1
+clients = 2
+threads = 1
+duration = "120s"
+warmup = "0s"
+repetitions = 1
+[storage.zfs]
+fs = "zfs"
+[storage.zfs.pool]
+devices = ["loop:512M"]
+log = ["loop:256M"]
+limits = { profile = "hdd-5400" }
+log_limits = { profile = "sata-ssd" }
+""")
+    seen.clear()
+    code, _, _ = signal_mid_measurement(zspec, base / "z.sqlite", base / "work2",
+                                        signal.SIGKILL, lambda: seen.append(caps()))
+    assert code == -signal.SIGKILL
+    iops = {v for d, v in seen[0]["blkio.throttle.write_iops_device"].items()
+            if d.startswith("7:")}
+    assert iops == {56, 88_000}  # the pool member as a 5400 rpm HDD, the log as a SATA SSD
+    assert not no_loop_caps()  # the killed run left them
+    pgfsbench("cleanup", "--workdir", str(base / "work2"))
+    assert no_loop_caps()
+
+
+def test_a_checkpoint_on_a_capped_device_is_a_stall_attributed_to_it(base: Path) -> None:
+    spec = write_spec(base / "s.toml", """
+[defaults]
+scale = 4
+clients = 8
+threads = 2
+duration = "20s"
+warmup = "1s"
+repetitions = 1
+[storage.slow]
+fs = "ext4"
+device = "loop:1G"
+limits = { write_mbps = 12, write_iops = 600 }
+[postgres.heavy.settings]
+shared_buffers = "256MB"
+checkpoint_timeout = "1h"
+max_wal_size = "4GB"
+checkpoint_flush_after = 0
+[workload.updates]
+builtin = "simple-update"
+""")
+    results = base / "r.sqlite"
+    proc = start("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
+    errors: list[BaseException] = []
+
+    def force_checkpoint() -> None:
+        try:
+            time.sleep(8)  # 8 s of updates dirty thousands of buffers
+            sock = base / "work" / "cells" / "run-1" / "sock"
+            subprocess.run(["psql", "-h", str(sock), "-U", "postgres", "-c", "CHECKPOINT",
+                            "pgbench"], check=True, capture_output=True, timeout=120)
+        except BaseException as exc:
+            errors.append(exc)
+
+    try:
+        wait_measuring(proc, 300)
+        thread = threading.Thread(target=force_checkpoint)
+        thread.start()
+        _, err = proc.communicate(timeout=400)
+        thread.join()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=60)
+    assert proc.returncode == 6 or proc.returncode == 0, err  # 1 repetition: no verdict
+    assert not errors
+    (run,) = runs_of(results)
+    detail = show(results, run["run_id"])
+    forced = [c for c in detail["checkpoints"] if c["reason"].startswith("immediate")]
+    assert forced, detail["checkpoints"]
+    start_s, end_s = forced[0]["started_s"], forced[0]["ended_s"]
+    overlapping = [s for s in detail["stalls"] if s["start_s"] <= end_s + 1
+                   and s["end_s"] >= start_s - 1]
+    assert overlapping, (detail["stalls"], forced)
+    assert all(s["cause"] == "checkpoint" for s in overlapping), overlapping
+    assert any("emulated limit" in e for s in overlapping for e in s["evidence"])
