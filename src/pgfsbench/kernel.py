@@ -115,6 +115,30 @@ def _restore_dirty_pair(runner: Runner, args: dict[str, Any]) -> None:
         sysctl_path(ratio_key).write_text(values[ratio_key] + "\n")
 
 
+def huge_page_facts(meminfo: str | None = None) -> dict[str, int]:
+    """HugePages_Total/Free/Rsvd and Hugepagesize (kB) from /proc/meminfo."""
+    text = meminfo if meminfo is not None else Path("/proc/meminfo").read_text()
+    out: dict[str, int] = {}
+    for line in text.splitlines():
+        name, _, rest = line.partition(":")
+        if name in ("HugePages_Total", "HugePages_Free", "HugePages_Rsvd", "HugePages_Surp",
+                    "Hugepagesize") and rest.split():
+            out[name] = int(rest.split()[0])
+    return out
+
+
+def reserve_huge_pages(journal: Journal, need: int) -> dict[str, Any]:
+    """vm.nr_hugepages raised by ``need`` (journaled); what the kernel really gave."""
+    before = int(read_sysctl("vm.nr_hugepages"))
+    target = before + need
+    write_value(journal, sysctl_path("vm.nr_hugepages"), str(target),
+                what="sysctl vm.nr_hugepages")
+    after = int(read_sysctl("vm.nr_hugepages"))
+    facts = huge_page_facts()
+    return {"asked": need, "obtained": max(0, after - before), "before": before,
+            "after": after, "page_kb": facts.get("Hugepagesize", 0)}
+
+
 def snapshot_vm() -> dict[str, str]:
     """All vm.* sysctls and the THP choice, for the environment record."""
     result: dict[str, str] = {}

@@ -33,7 +33,8 @@ LOAD_SECONDS_PER_SCALE = 0.6  # client-side generation on a small machine, measu
 SETUP_SECONDS = 8.0  # losetup, mkfs, mount, initdb, start, stop, unmount
 # the data directory right after initdb, plus the WAL a load writes on top of the data
 BASE_BYTES = 64 << 20
-LOAD_HEADROOM = 2.0
+LOAD_HEADROOM = 2.0  # warn below this many times the data (the load's WAL, free space)
+MIN_HEADROOM = 1.15  # refuse below this: the data alone would not fit
 
 
 @dataclass(frozen=True)
@@ -173,6 +174,11 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None,
         data = workload_for(cell, d).estimated_bytes(cell)
         needed[cell.id] = int(BASE_BYTES + data * LOAD_HEADROOM)
         cap = data_capacity(cell)
+        if cap is not None and cap < BASE_BYTES + data * MIN_HEADROOM:
+            raise UsageError(f"storage {cell.storage_name} ({human_bytes(cap)}) cannot hold "
+                             f"{cell.workload.name} at scale {cell.scale}: its data alone is "
+                             f"about {human_bytes(data)} ({human_bytes(needed[cell.id])} with "
+                             "the WAL of the load); give it a larger device or a smaller scale")
         if cap is not None and cap < needed[cell.id]:
             warnings.append(f"{cell.storage_name}: {human_bytes(cap)} may be too small for "
                             f"scale {cell.scale} (about {human_bytes(needed[cell.id])} needed)")

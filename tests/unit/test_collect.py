@@ -131,3 +131,32 @@ def test_rate_limited_log_keeps_schedule_lag_as_percentiles_and_series() -> None
     assert stats.lag_ms["max"] == round(lags.max(), 3)
     assert len(stats.series["lag_avg_ms"]) == len(stats.series["tps_log"]) == 3
     assert stats.as_dict()["schedule_lag_ms"] == stats.lag_ms
+
+
+def test_pgbouncer_stats_and_pools_as_its_console_returns_them() -> None:
+    """Rows as psycopg returns them from pgbouncer 1.18's SHOW STATS / SHOW POOLS."""
+    from decimal import Decimal
+
+    from pgfsbench.collect.pooler import PoolerSample, pooler_series, pools_sum, stats_row
+
+    def stats(xacts: int, wait_us: int) -> list[dict[str, object]]:
+        return [{"database": "pgbench", "total_xact_count": Decimal(xacts),
+                 "total_wait_time": Decimal(wait_us), "avg_wait_time": Decimal("247851")},
+                {"database": "pgbouncer", "total_xact_count": Decimal("2")}]
+
+    pools = [{"database": "pgbench", "user": "postgres", "cl_active": 2, "cl_waiting": 4,
+              "sv_active": 2, "sv_idle": 0, "maxwait": 0, "maxwait_us": 5000,
+              "pool_mode": "transaction"},
+             {"database": "pgbouncer", "user": "pgbouncer", "cl_active": 1, "cl_waiting": 0}]
+    assert stats_row(stats(3062, 5754852), "pgbench")["total_xact_count"] == 3062.0
+    assert pools_sum(pools, "pgbench")["cl_waiting"] == 4.0
+    samples = [PoolerSample(100.0, stats_row(stats(0, 0), "pgbench"), pools_sum(pools, "pgbench")),
+               PoolerSample(101.0, stats_row(stats(1000, 2_000_000), "pgbench"),
+                            pools_sum(pools, "pgbench")),
+               PoolerSample(102.0, stats_row(stats(2500, 2_600_000), "pgbench"),
+                            pools_sum(pools, "pgbench"))]
+    figures = pooler_series(samples, start=100.0)
+    assert figures.series["pooler_tps"] == (1.0, [1000.0, 1500.0])
+    assert figures.series["pooler_wait_ms"] == (1.0, [2.0, 0.4])  # us per transaction / 1000
+    assert figures.series["pooler_clients_waiting"] == (1.0, [4.0, 4.0])
+    assert figures.totals == {"transactions": 2500.0, "avg_wait_ms": 1.04}

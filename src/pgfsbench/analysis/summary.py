@@ -58,6 +58,7 @@ class CellSummary:
     scale: int | None = None
     clients: int | None = None
     rate: float | None = None
+    rate_share: float | None = None  # a share of the cell's maximum ("75%" -> 0.75)
     host: str | None = None
     campaign_id: int | None = None
     values: tuple[float, ...] = ()  # the ok runs' throughput (for comparisons)
@@ -85,6 +86,8 @@ class CellSummary:
             parts.append(f"scale {self.scale}")
         if self.rate:
             parts.append(f"rate {self.rate:g}/s")
+        if self.rate_share:
+            parts.append(f"at {self.rate_share * 100:g}% of max")
         if self.host:
             parts.append(f"on {self.host}")
         return ", ".join(parts)
@@ -106,6 +109,12 @@ def _rate(run: Mapping[str, Any]) -> float | None:
     params = run.get("params") or {}
     rate = (params.get("workload") or {}).get("rate")
     return float(rate) if rate else None
+
+
+def _share(run: Mapping[str, Any]) -> float | None:
+    params = run.get("params") or {}
+    share = (params.get("workload") or {}).get("rate_fraction")
+    return float(share) if share else None
 
 
 def _space(run: Mapping[str, Any], key: str) -> float | None:
@@ -191,6 +200,7 @@ def summarise(runs: Iterable[Mapping[str, Any]], *, baseline: str | None = None,
             unit=next((str(r["throughput_unit"]) for r in rows if r.get("throughput_unit")),
                       "tps"),
             scale=first.get("scale"), clients=first.get("clients"), rate=_rate(first),
+            rate_share=_share(first),
             host=host, campaign_id=first.get("campaign_id"),
             values=tuple(float(v) for v in thr if v is not None),
             p99_values=tuple(float(v) for v in p99 if v is not None),

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from pgfsbench.collect.checkpoints import parse_checkpoints
+from pgfsbench.collect.pooler import PoolerSampler, pooler_series
 from pgfsbench.collect.procfs import device_facts, underlying_devices
 from pgfsbench.collect.samplers import (
     OsSampler,
@@ -42,7 +43,8 @@ def devices_under_test(block_devices: tuple[str, ...]) -> list[str]:
 
 class Observation:
     def __init__(self, conninfo: str, major: int, block_devices: tuple[str, ...],
-                 server_log: Path, *, enabled: bool = True, wait_hz: float = 10.0):
+                 server_log: Path, *, enabled: bool = True, wait_hz: float = 10.0,
+                 pooler: PoolerSampler | None = None):
         self.enabled = enabled
         self.devices = devices_under_test(block_devices)
         # the loop/pool devices themselves are what is under test; the disks beneath
@@ -52,25 +54,44 @@ class Observation:
         self.server_log = server_log
         self.pg = PgSampler(conninfo, major, wait_hz) if enabled else None
         self.os = OsSampler() if enabled else None
+        self.pooler = pooler if enabled else None
         self.start_counters: dict[str, Any] | None = None
         self.measured_start: float | None = None
+        self._cpu_at_start = 0.0
 
     def start(self) -> None:
         if self.os:
             self.os.start()
         if self.pg:
             self.pg.start()
+        if self.pooler:
+            self.pooler.start()
 
     def mark_measured_start(self) -> float:
         if self.pg:
             with contextlib.suppress(Exception):
                 self.start_counters = self.pg.snapshot()
         self.measured_start = time.time()
+        self._cpu_at_start = self.cpu_seconds()
         return self.measured_start
+
+    def cpu_seconds(self) -> float:
+        """CPU time the samplers have used so far (their threads only)."""
+        return sum(s.cpu_seconds for s in (self.pg, self.os, self.pooler) if s is not None)
 
     def finish(self) -> ObservationResult:
         start = self.measured_start or time.time()
         result = ObservationResult(measured_start=start)
+        measured_s = max(1e-6, time.time() - start)
+        sampler_cpu = self.cpu_seconds() - self._cpu_at_start
+        result.metrics["observer"] = {
+            "sampler_cpu_s": round(sampler_cpu, 4),
+            "sampler_cpu_pct_of_a_core": round(100 * sampler_cpu / measured_s, 3)}
+        if self.pooler:
+            pooler_samples = self.pooler.stop()
+            figures = pooler_series(pooler_samples, start)
+            result.series.update(figures.series)
+            result.metrics["pooler"] = {**figures.totals, "errors": self.pooler.errors}
         end_counters = None
         if self.pg:
             with contextlib.suppress(Exception):

@@ -43,15 +43,18 @@ class Ticker(threading.Thread):
         self._tick = tick
         self._stop_event = threading.Event()
         self.errors: list[str] = []
+        self.cpu_seconds = 0.0  # what the ticks cost this thread (the observer's own cost)
 
     def run(self) -> None:
         next_at = time.monotonic()
         while not self._stop_event.is_set():
+            cpu = time.thread_time()
             try:
                 self._tick()
             except Exception as exc:  # a sampler must never break the run it watches
                 if len(self.errors) < 20:
                     self.errors.append(f"{type(exc).__name__}: {exc}")
+            self.cpu_seconds += time.thread_time() - cpu
             next_at += self.interval
             delay = next_at - time.monotonic()
             if delay < 0:  # fell behind (machine overloaded): skip, do not burst
@@ -82,6 +85,7 @@ class PgSampler:
         self._counters_sql = sql("counters_17" if major >= 17 else "counters")
         self._waits_sql = sql("wait_events")
         self._count = 0
+        self.own_commits = 0
         self._per_counter = max(1, round(wait_hz))
         self._ticker = Ticker("pg-sampler", 1.0 / wait_hz, self._tick)
 
@@ -95,12 +99,16 @@ class PgSampler:
         assert self._conn is not None
         now = time.time()
         rows = self._conn.execute(self._waits_sql).fetchall()
+        self.own_commits += 1  # each autocommit statement is a transaction of its own
         self.samples.waits.append((now, Counter({str(e): int(n) for e, n in rows})))
         if self._count % self._per_counter == 0:
             with self._conn.cursor(row_factory=dict_row) as cur:
                 row = cur.execute(self._counters_sql).fetchone()
+            self.own_commits += 1
             if row:
-                self.samples.counters.append({k: _num(v) for k, v in row.items()})
+                # the sampler's own transactions, subtracted from xact_commit in the series
+                self.samples.counters.append({**{k: _num(v) for k, v in row.items()},
+                                              "own_commits": self.own_commits})
         self._count += 1
 
     def snapshot(self) -> dict[str, Any] | None:
@@ -118,6 +126,10 @@ class PgSampler:
                              options=STATEMENT_TIMEOUT) as conn, \
                 conn.cursor(row_factory=dict_row) as cur:
             return [{k: _num(v) for k, v in r.items()} for r in cur.execute(sql("stat_io"))]
+
+    @property
+    def cpu_seconds(self) -> float:
+        return self._ticker.cpu_seconds
 
     def stop(self) -> PgSamples:
         self._ticker.stop()
@@ -169,6 +181,10 @@ class OsSampler:
     def stop(self) -> list[OsSample]:
         self._ticker.stop()
         return self.samples
+
+    @property
+    def cpu_seconds(self) -> float:
+        return self._ticker.cpu_seconds
 
 
 # ---------------------------------------------------------------- samples -> series
@@ -259,8 +275,11 @@ def pg_series(samples: PgSamples, start: float) -> Series:
                 dt = float(b["t"]) - float(a["t"]) or 1.0
                 if a.get(key) is None or b.get(key) is None:
                     values.append(None)
-                else:
-                    values.append(round((float(b[key]) - float(a[key])) * scale / dt, 3))
+                    continue
+                delta = float(b[key]) - float(a[key])
+                if key == "xact_commit":  # not the sampler's own transactions
+                    delta -= float(b.get("own_commits", 0)) - float(a.get("own_commits", 0))
+                values.append(round(max(0.0, delta) * scale / dt, 3))
             out[name] = _place(offsets, values)
     if samples.waits:
         per_second: dict[int, list[Counter[str]]] = {}

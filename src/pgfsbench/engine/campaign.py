@@ -40,7 +40,10 @@ from pgfsbench.system.runner import Runner
 ARTIFACT_KINDS = {"pgbench.stdout": "pgbench_stdout", "pgbench.stderr": "pgbench_stderr",
                   "warmup.stdout": "warmup_stdout", "warmup.stderr": "warmup_stderr",
                   "pgbench-init.txt": "pgbench_init", "txlog.gz": "txlog",
-                  "postgresql.log": "server_log", "commands.sh": "commands"}
+                  "postgresql.log": "server_log", "commands.sh": "commands",
+                  "sysbench.stdout": "sysbench_output",
+                  "sysbench-warmup.stdout": "sysbench_warmup_output",
+                  "sysbench-prepare.txt": "sysbench_prepare"}
 
 
 @dataclass
@@ -85,7 +88,8 @@ class Campaign:
         campaign_id = self._campaign_id(ready.binaries.version_line)
         journal.note(campaign_id=campaign_id)
         eng = Engine(self.loaded, self.plan, self.store, self.workdir, self.runner,
-                     journal, self.policy, ready.binaries, ready.os_user, self.events.phase)
+                     journal, self.policy, ready.binaries, ready.os_user, self.events.phase,
+                     campaign_id)
         result = CampaignResult(campaign_id)
         try:
             for group in self._groups(runs):
@@ -340,11 +344,15 @@ def _tail(path: Path, lines: int) -> list[str]:
 
 
 def cell_params(cell: Any) -> dict[str, Any]:
+    """The cell's whole configuration, as stored with each run (JSON)."""
+    workload = {k: v for k, v in vars(cell.workload).items() if k != "config"}
+    if cell.workload.config is not None:
+        workload["config"] = cell.workload.config.model_dump()
     return {
         "storage": cell.storage.model_dump(),
         "postgres": cell.postgres.model_dump(),
         "kernel": cell.kernel.model_dump(),
-        "workload": vars(cell.workload),
+        "workload": workload,
         "scale": cell.scale,
     }
 

@@ -1,7 +1,8 @@
 """Preparing a cell: an ordered list of steps, each journaled by the code it calls.
 
 directories -> kernel settings -> storage -> its description -> device limits -> its
-ceiling (under the limits) -> initdb -> configuration -> start -> load -> settle.
+ceiling (under the limits) -> initdb -> configuration -> huge pages (sized by the
+configured server) -> start -> pooler -> load -> settle.
 
 The order is data (`STEPS`): a step that must follow initdb (huge pages sized from the
 server's own figure) or precede the start (a pooler after it) is one entry in the list.
@@ -20,6 +21,7 @@ from pgfsbench import kernel
 from pgfsbench.collect import ceiling
 from pgfsbench.engine.records import Prepared
 from pgfsbench.plan import Plan
+from pgfsbench.postgres import pgbouncer
 from pgfsbench.postgres.binaries import Binaries
 from pgfsbench.postgres.instance import SUPERUSER, Instance
 from pgfsbench.results.store import Store
@@ -29,6 +31,7 @@ from pgfsbench.storage.base import ProvisionContext, ProvisionedStorage, Volume
 from pgfsbench.storage.blockfs import fs_info
 from pgfsbench.storage.devices import DeviceFactory, DevicePolicy, block_size
 from pgfsbench.system.actions import make_dir
+from pgfsbench.system.errors import InstanceError
 from pgfsbench.system.journal import Journal
 from pgfsbench.system.runner import Runner
 from pgfsbench.workloads import workload_for
@@ -49,6 +52,7 @@ class Engine:
     binaries: Binaries
     os_user: str | None
     phase: Callable[[str], None]
+    campaign_id: int = 0
 
     def artifacts_dir(self, run_id: int) -> Path:
         path = self.store.artifacts_root / f"run-{run_id}"
@@ -74,6 +78,8 @@ class CellState:
     initdb_output: str = ""
     load: LoadResult | None = None
     space_after_load: dict[str, Any] = field(default_factory=dict)
+    bouncer: pgbouncer.Bouncer | None = None
+    huge_pages: dict[str, Any] | None = None
 
     def prepared(self) -> Prepared:
         assert self.storage is not None
@@ -88,9 +94,14 @@ class CellState:
             fuse=bool(self.storage.details.get("fuse", False)))
 
     def context(self, eng: Engine, artifacts: Path) -> WorkloadContext:
+        """Clients connect through the pooler when there is one; loading does not."""
         assert self.instance is not None and self.scratch is not None
         server = self.endpoint(eng)
-        return WorkloadContext(eng.runner, eng.journal, eng.binaries, server, server,
+        clients = server
+        if self.bouncer is not None:
+            clients = Endpoint(str(self.bouncer.socket_dir), pgbouncer.PORT, SUPERUSER,
+                               server.dbname)
+        return WorkloadContext(eng.runner, eng.journal, eng.binaries, clients, server,
                                self.scratch, artifacts, eng.os_user, eng.loaded.base_dir)
 
     def endpoint(self, eng: Engine) -> Endpoint:
@@ -185,11 +196,43 @@ def _configure(eng: Engine, st: CellState) -> None:
     st.instance.configure(st.cell.postgres.settings)
 
 
+def _huge_pages(eng: Engine, st: CellState) -> None:
+    """huge_pages = on/try: reserve as many huge pages as the server says it needs
+    (postgres -C shared_memory_size_in_huge_pages), on top of those already reserved;
+    journaled, the old count restored after the cell."""
+    assert st.instance is not None
+    setting = str(st.cell.postgres.settings.get("huge_pages", "off")).lower()
+    if setting not in ("on", "try", "true", "1"):
+        return
+    eng.phase("huge pages")
+    need = st.instance.shared_memory_huge_pages(eng.runner)
+    st.huge_pages = kernel.reserve_huge_pages(eng.journal, need)
+    got, asked = st.huge_pages["obtained"], st.huge_pages["asked"]
+    if got < asked and setting in ("on", "true", "1"):
+        raise InstanceError(f"huge_pages = on: the kernel gave {got} of the {asked} huge pages "
+                            f"asked for ({st.huge_pages['page_kb']} kB each; vm.nr_hugepages "
+                            f"{st.huge_pages['before']} -> {st.huge_pages['after']})")
+
+
 def _start(eng: Engine, st: CellState) -> None:
     assert st.instance is not None
     eng.phase("starting PostgreSQL")
     st.instance.start(eng.journal, eng.runner, eng.loaded.spec.defaults.startup_timeout)
     st.instance.create_database(eng.loaded.spec.defaults.database)
+
+
+def _pooler(eng: Engine, st: CellState) -> None:
+    assert st.instance is not None and st.celldir is not None
+    pooler = st.cell.postgres.pooler
+    if pooler is None:
+        return
+    eng.phase("starting pgbouncer")
+    st.bouncer = pgbouncer.start(eng.journal, eng.runner, pooler, st.celldir,
+                                 st.instance.socket_dir, st.instance.port, SUPERUSER,
+                                 eng.os_user)
+    st.storage_details["pooler"] = {"kind": pooler.kind, "version": st.bouncer.version,
+                                    "config": (st.bouncer.directory / "pgbouncer.ini")
+                                    .read_text()}
 
 
 def _load(eng: Engine, st: CellState) -> None:
@@ -215,7 +258,9 @@ STEPS: tuple[tuple[str, Step], ...] = (
     ("ceiling", _ceiling),
     ("initdb", _initdb),
     ("configure", _configure),
+    ("huge pages", _huge_pages),
     ("start", _start),
+    ("pooler", _pooler),
     ("load", _load),
     ("settle", _settle),
 )

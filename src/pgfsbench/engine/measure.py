@@ -8,20 +8,27 @@ run that stalled are the evidence of why.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import resource
 import subprocess
 import time
+from pathlib import Path
 from typing import Any
 
 from pgfsbench import kernel
 from pgfsbench.collect.host import busy_warning, host_environment, sample_load
 from pgfsbench.collect.observation import Observation, ObservationResult
+from pgfsbench.collect.pooler import PoolerSampler
 from pgfsbench.engine.cell import CellState, Engine, sync_volumes
 from pgfsbench.engine.events import Events
 from pgfsbench.engine.records import RunRecord, RunStatus
 from pgfsbench.plan import PlannedRun
+from pgfsbench.postgres import pgbouncer
+from pgfsbench.postgres.instance import SUPERUSER
+from pgfsbench.spec import Cell
 from pgfsbench.storage import driver_for
 from pgfsbench.system.errors import PgfsbenchError, Stalled, WorkloadError
-from pgfsbench.workloads.base import Measurement, Progress
+from pgfsbench.workloads.base import Measurement, Progress, WorkloadContext
 
 SERIES_UNITS = {"wal_mbps": "MB/s", "dirty_kb": "kB", "writeback_kb": "kB",
                 "disk_write_mbps": "MB/s", "disk_read_mbps": "MB/s", "disk_await_ms": "ms",
@@ -48,6 +55,62 @@ class Watchdog:
         return None
 
 
+def reference_max(eng: Engine, cell: Cell) -> tuple[float, str] | None:
+    """The same cell's unthrottled throughput in this campaign (median of its ok runs)."""
+    base = cell.coordinates()
+    found = []
+    for r in eng.store.list_runs(eng.campaign_id, status="ok"):
+        params = r.get("params") or {}
+        w = params.get("workload") or {}
+        if w.get("rate") is None and w.get("rate_fraction") is None and \
+                r["storage"] == base["storage"] and r["postgres"] == base["postgres"] and \
+                r["kernel"] == base["kernel"] and r["workload"] == base["workload"] and \
+                str(r.get("scale")) == base["scale"] and str(r.get("clients")) == base["clients"] \
+                and r.get("throughput"):
+            found.append((float(r["throughput"]), int(r["run_id"])))
+    if not found:
+        return None
+    values = sorted(v for v, _ in found)
+    return values[len(values) // 2], "the same cell unthrottled: run(s) " + ", ".join(
+        str(i) for _, i in found)
+
+
+def paced(eng: Engine, cell: Cell, st: CellState, ctx: WorkloadContext, dog: Watchdog
+          ) -> tuple[Cell, dict[str, Any] | None]:
+    """A rate given as a share of the cell's maximum, made absolute: the maximum is the same
+    cell's unthrottled result in this campaign, else measured now (not counted)."""
+    w = cell.workload
+    if not w.rate_fraction:
+        return cell, None
+    ref = reference_max(eng, cell)
+    if ref is None:
+        seconds = min(w.duration_s, 30.0)
+        eng.phase(f"finding the maximum ({seconds:g} s unthrottled)")
+        free = dataclasses.replace(cell, workload=dataclasses.replace(w, rate=None,
+                                                                      rate_fraction=None))
+        m = st.workload.run(ctx, free, seconds, measured=False,
+                            on_progress=lambda p: dog.progress(p.throughput), stalled=dog.check)
+        if not m.ok or not m.throughput:
+            raise WorkloadError("could not measure the maximum throughput for rate = "
+                                f"{w.rate_fraction * 100:g}%: "
+                                + (m.errors[-1] if m.errors else "no throughput"))
+        ref = (m.throughput, f"measured now: {seconds:g} s unthrottled")
+    target = ref[0] * w.rate_fraction
+    return (dataclasses.replace(cell, workload=dataclasses.replace(w, rate=target)),
+            {"share": w.rate_fraction, "max_tps": round(ref[0], 2),
+             "target_tps": round(target, 2), "max_from": ref[1]})
+
+
+def capped_log(cell: Cell, expected_tps: float | None, most: int) -> Cell:
+    """Sample the transaction log when the rate would write more than ``most`` lines a
+    second (pgbench --sampling-rate: the rate used is kept with the percentiles)."""
+    w = cell.workload
+    if not most or not expected_tps or expected_tps * w.sampling_rate <= most:
+        return cell
+    rate = max(0.0001, round(most / expected_tps, 4))
+    return dataclasses.replace(cell, workload=dataclasses.replace(w, sampling_rate=rate))
+
+
 def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
                 events: Events) -> RunRecord:
     assert st.instance is not None and st.storage is not None
@@ -63,13 +126,20 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
         warnings.append(busy)
         events.warning(f"{cell.id} #{planned.repetition}: {busy}")
     ctx = st.context(eng, art)
+    pooler = None
+    if st.bouncer is not None:
+        bouncer = st.bouncer
+        pooler = PoolerSampler(lambda command: pgbouncer.console(bouncer, SUPERUSER, command),
+                               d.database)
     observation = Observation(st.instance.conninfo(d.database), eng.binaries.major,
                               st.storage.block_devices, st.instance.log_path,
-                              enabled=d.samplers, wait_hz=d.wait_event_hz)
+                              enabled=d.samplers, wait_hz=d.wait_event_hz, pooler=pooler)
     observation.start()
     warm: Measurement | None = None
     m: Measurement | None = None
     observed: ObservationResult | None = None
+    pacing: dict[str, Any] | None = None
+    children_cpu = 0.0
     try:
         if w.warmup_s > 0:
             eng.phase(f"warm-up {w.warmup_s:g} s")
@@ -79,6 +149,10 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
                                    stalled=dog.check)
             if warm.stalled:
                 raise Stalled(f"during the warm-up: {warm.stalled}")
+        dog = Watchdog(d.stall_timeout)
+        cell, pacing = paced(eng, cell, st, ctx, dog)
+        expected = cell.workload.rate or (warm.throughput if warm else None)
+        cell = capped_log(cell, expected, d.txlog_max_lines_per_s)
         eng.phase(f"measuring {w.duration_s:g} s")
         observation.mark_measured_start()
         dog = Watchdog(d.stall_timeout)
@@ -87,13 +161,30 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
             dog.progress(p.throughput)
             events.live(p.t, p.throughput, "tps")
 
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
         m = st.workload.run(ctx, cell, w.duration_s, measured=True, on_progress=live,
                             stalled=dog.check)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        children_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     finally:
         observed = observation.finish()
         # what the samplers saw is kept even when the run failed: it is the evidence
         with contextlib.suppress(Exception):
             store_observation(eng, run_id, observed, m, w.warmup_s, w.duration_s)
+    metrics: dict[str, Any] = {
+        **observed.metrics, "wal_records": observed.wal_records, "host_load": load.as_dict(),
+        "latency_log": m.latency.as_dict() if m.latency else None,
+        "tool": {"name": st.workload.tool, **m.extra},
+        "ceiling": {k: v for k, v in (st.ceiling or {}).items()
+                    if not k.endswith("_raw")} or None}
+    metrics["observer"] = {**metrics.get("observer", {}),
+                           "benchmark_cpu_s": round(children_cpu, 3),
+                           "txlog_bytes": _size(art / "txlog.gz"),
+                           "txlog_sampling_rate": cell.workload.sampling_rate}
+    if pacing:
+        metrics["rate"] = pacing
+    if st.huge_pages is not None:
+        metrics["huge_pages"] = {**st.huge_pages, "at_end": kernel.huge_page_facts()}
     record = RunRecord(
         status=RunStatus.OK, throughput=m.throughput, throughput_unit=m.unit,
         tps=m.throughput if m.unit == "tps" else None,
@@ -102,13 +193,7 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
         failed_transactions=m.failed_transactions, initial_connection_ms=m.initial_connection_ms,
         latency_ms=m.latency.percentiles_ms if m.latency else None,
         wal_bytes=observed.wal_bytes, wal_fpi=observed.wal_fpi, warnings=warnings,
-        artifacts_dir=str(art),
-        metrics={**observed.metrics, "wal_records": observed.wal_records,
-                 "host_load": load.as_dict(),
-                 "latency_log": m.latency.as_dict() if m.latency else None,
-                 "tool": {"name": st.workload.tool, **m.extra},
-                 "ceiling": {k: v for k, v in (st.ceiling or {}).items()
-                             if not k.endswith("_raw")} or None})
+        artifacts_dir=str(art), metrics=metrics)
     if not m.ok:
         # keep what the tool measured, then fail with the cause (the engine names the root)
         record.status = RunStatus.FAILED
@@ -127,6 +212,13 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
     return record
 
 
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None
+
+
 def store_observation(eng: Engine, run_id: int, observed: ObservationResult,
                       m: Measurement | None, warmup_s: float, duration_s: float) -> None:
     store = eng.store
@@ -136,11 +228,12 @@ def store_observation(eng: Engine, run_id: int, observed: ObservationResult,
     for name, (t0, values) in observed.series.items():
         store.put_series(run_id, name, values, unit=SERIES_UNITS.get(name, ""), t0=t0)
     latency = m.latency if m is not None else None
-    if latency is not None:
+    if latency is not None and latency.series:
         offset = round(latency.start_epoch - (observed.measured_start or latency.start_epoch))
         for name, values in latency.series.items():
             store.put_series(run_id, name, values,
                              unit="ms" if name.endswith("_ms") else "tps", t0=1.0 + offset)
+    if latency is not None and latency.histogram:
         store.put_series(run_id, "latency_histogram",
                          [[b, n] for b, n in sorted(latency.histogram.items())],
                          unit="[bucket = ln(latency us) * 100, count]", step=0.0)
@@ -168,7 +261,7 @@ def run_environment(eng: Engine, st: CellState,
         env[st.workload.tool] = subprocess.run(
             [eng.binaries.tool("pgbench") if st.workload.tool == "pgbench" else st.workload.tool,
              "--version"], capture_output=True, text=True, timeout=30,
-            check=False).stdout.strip()
+            check=False).stdout.strip().splitlines()[0]
     if st.instance is not None:
         with contextlib.suppress(PgfsbenchError, Exception):
             env["pg_settings_changed"] = st.instance.changed_settings()

@@ -171,6 +171,23 @@ class Instance:
         except psycopg.OperationalError:
             return False
 
+    def shared_memory_huge_pages(self, runner: Runner) -> int:
+        """How many huge pages this configured (stopped) server needs (PostgreSQL 15+)."""
+        if self.binaries.major < 15:
+            raise InstanceError("huge_pages sizing needs PostgreSQL 15 or later "
+                                "(shared_memory_size_in_huge_pages)")
+        try:
+            done = runner.run([self.binaries.tool("postgres"), "-D", str(self.pgdata), "-C",
+                               "shared_memory_size_in_huge_pages"], timeout=120,
+                              user=self.os_user)
+        except CommandError as exc:
+            raise InstanceError(f"postgres -C shared_memory_size_in_huge_pages: {exc}") from None
+        try:
+            return int(done.stdout.strip().splitlines()[-1])
+        except (ValueError, IndexError):
+            raise InstanceError("postgres -C shared_memory_size_in_huge_pages said "
+                                f"{done.stdout.strip()!r}") from None
+
     def alive(self) -> bool | None:
         """Is the postmaster we started still there (None: it never started)?"""
         if self.pid is None:

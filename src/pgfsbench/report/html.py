@@ -122,20 +122,28 @@ def _bar_group(cells: Sequence[CellSummary]) -> dict[str, Any]:
 def _sweeps(cells: Sequence[CellSummary]) -> list[dict[str, Any]]:
     """Throughput and p99 against clients, and against scale, where the campaign swept them."""
     out = []
-    for dim in ("clients", "scale"):
+    for dim in ("clients", "scale", "rate"):
         lines: dict[str, list[tuple[float, CellSummary]]] = {}
         for c in cells:
-            x = getattr(c, dim)
+            if dim == "rate":
+                x: float | None = c.rate_share * 100 if c.rate_share else (
+                    100.0 if c.rate is None else None)
+            else:
+                x = getattr(c, dim)
             if x is None or c.tps is None:
                 continue
-            other = "clients" if dim == "scale" else "scale"
-            key = (f"{c.storage}/{c.postgres}/{c.kernel}/{c.workload} "
-                   f"({other} {getattr(c, other)})" + (f" on {c.host}" if c.host else ""))
+            others = [o for o in ("clients", "scale") if o != dim]
+            key = (f"{c.storage}/{c.postgres}/{c.kernel}/{c.workload} ("
+                   + ", ".join(f"{o} {getattr(c, o)}" for o in others) + ")"
+                   + (f" on {c.host}" if c.host else ""))
+            if dim != "rate":
+                key += f" {c.rate_share * 100:g}%" if c.rate_share else ""
             lines.setdefault(key, []).append((float(x), c))
         lines = {k: sorted(v, key=lambda p: p[0]) for k, v in lines.items() if len(v) > 1}
         if not lines:
             continue
-        out.append({"dim": dim, "lines": [
+        label = {"rate": "load (% of the maximum)"}.get(dim, dim)
+        out.append({"dim": label, "lines": [
             {"name": k, "x": [x for x, _ in v],
              "y": [_num(c.tps.median) if c.tps else None for _, c in v],
              "lo": [_num(c.tps.median - (c.tps.ci_low or c.tps.median)) if c.tps else None

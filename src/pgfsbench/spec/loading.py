@@ -23,7 +23,9 @@ from pgfsbench.spec.models import (
     Defaults,
     ExistingStorage,
     Ext4Storage,
+    PgbenchWorkload,
     Spec,
+    SysbenchWorkload,
     TmpfsStorage,
     XfsStorage,
     ZfsStorage,
@@ -128,6 +130,7 @@ def validate_spec(path: Path, text: str, data: dict[str, Any],
 # ---------------------------------------------------------------- error messages
 
 _TAGS = {"ext4", "xfs", "btrfs", "tmpfs", "existing", "zfs"}
+_TOOLS: dict[str, type[BaseModel]] = {"pgbench": PgbenchWorkload, "sysbench": SysbenchWorkload}
 _STORAGE_MODELS: dict[str, type[BaseModel]] = {
     "ext4": Ext4Storage, "xfs": XfsStorage, "btrfs": BtrfsStorage, "tmpfs": TmpfsStorage,
     "existing": ExistingStorage, "zfs": ZfsStorage,
@@ -136,8 +139,14 @@ _STORAGE_MODELS: dict[str, type[BaseModel]] = {
 
 def format_validation_error(path: Path, exc: ValidationError, data: Mapping[str, Any]) -> str:
     lines = []
-    for err in exc.errors():
+    errors = exc.errors()
+    # a value that may be one or many fails both ways: keep the reason, not "not a list"
+    located = {tuple(_drop_union_tags([str(p) for p in e["loc"]])) for e in errors
+               if e["type"] not in ("list_type",)}
+    for err in errors:
         loc = _drop_union_tags([str(p) for p in err["loc"]])
+        if err["type"] == "list_type" and tuple(loc) in located:
+            continue
         where = ".".join(loc) if loc else "(top level)"
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
@@ -147,6 +156,8 @@ def format_validation_error(path: Path, exc: ValidationError, data: Mapping[str,
             msg = "fs must be one of ext4, xfs, btrfs, tmpfs, zfs, existing"
         elif err["type"] == "union_tag_not_found":
             msg = "missing 'fs' (one of ext4, xfs, btrfs, tmpfs, zfs, existing)"
+        elif err["type"] == "tool":
+            msg = "tool must be pgbench or sysbench"
         elif msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
         line = f"{path}: {where}: {msg}"
@@ -162,6 +173,8 @@ def _drop_union_tags(loc: list[str]) -> list[str]:
     out: list[str] = []
     for i, part in enumerate(loc):
         if i == 2 and loc[0] == "storage" and part in _TAGS:
+            continue
+        if i == 2 and loc[0] == "workload" and part in _TOOLS:
             continue
         if i > 0 and part.startswith(("str", "int", "float", "bool", "dict[", "list[",
                                       "function-", "constrained-", "is-instance")):
@@ -189,6 +202,13 @@ def allowed_keys(loc: Sequence[str], data: Mapping[str, Any]) -> list[str]:
                 if model is None:
                     return []
                 tp = model
+            elif i == 1 and loc[0] == "workload":  # the workload union: by its tool
+                entry = (data.get("workload") or {}).get(part) or {}
+                tool = entry.get("tool", "pgbench") if isinstance(entry, dict) else None
+                picked = _TOOLS.get(str(tool))
+                if picked is None:
+                    return []
+                tp = picked
         elif get_origin(tp) is list:
             tp = get_args(tp)[0]
         else:

@@ -18,9 +18,10 @@ from pgfsbench.spec.dimensions import SWEEPS, TABLES
 from pgfsbench.spec.models import (
     Defaults,
     KernelConfig,
+    PgbenchWorkload,
     PostgresConfig,
     Spec,
-    WorkloadConfig,
+    WorkloadBase,
     rule_patterns,
 )
 
@@ -37,10 +38,12 @@ class Workload:
     threads: int
     duration_s: float
     warmup_s: float
-    rate: float | None
+    rate: float | None  # transactions per second (absolute)
     protocol: str
     extra_args: tuple[str, ...]
     sampling_rate: float = 1.0
+    rate_fraction: float | None = None  # a share of the cell's own maximum ("75%")
+    config: Any = None  # the workload's spec model (tool-specific fields)
 
 
 @dataclass(frozen=True)
@@ -77,7 +80,8 @@ class Cell:
         return {"storage": self.storage_name, "postgres": self.postgres_name,
                 "kernel": self.kernel_name, "workload": self.workload.name,
                 "scale": str(self.scale), "clients": str(self.workload.clients),
-                "rate": _fmt(self.workload.rate) if self.workload.rate else "max"}
+                "rate": (f"{self.workload.rate_fraction * 100:g}%"
+                         if self.workload.rate_fraction else _fmt(self.workload.rate))}
 
 
 def _fmt(v: float | int | None) -> str:
@@ -86,7 +90,7 @@ def _fmt(v: float | int | None) -> str:
     return str(int(v)) if float(v).is_integer() else f"{v:g}"
 
 
-def _values(w: WorkloadConfig, d: Defaults, dim: str) -> list[Any]:
+def _values(w: WorkloadBase, d: Defaults, dim: str) -> list[Any]:
     """A workload's values for a swept dimension (the workload's own, else the default)."""
     own = getattr(w, dim, None)
     chosen = own if own is not None else getattr(d, dim, None)
@@ -95,22 +99,28 @@ def _values(w: WorkloadConfig, d: Defaults, dim: str) -> list[Any]:
     return list(chosen) if isinstance(chosen, list) else [chosen]
 
 
-def resolve_workload(name: str, w: WorkloadConfig, d: Defaults, clients: int,
-                     rate: float | None) -> Workload:
+def resolve_workload(name: str, w: WorkloadBase, d: Defaults, clients: int,
+                     rate: float | str | None) -> Workload:
     threads = w.threads or d.threads
+    if rate == "max":
+        rate = None
+    fraction = float(rate[:-1]) / 100 if isinstance(rate, str) else None
+    pg = w if isinstance(w, PgbenchWorkload) else None
     return Workload(
         name=name,
-        tool=w.tool,
-        builtin=w.builtin or (None if w.scripts else "tpcb-like"),
-        scripts=tuple(w.scripts),
+        tool=str(getattr(w, "tool", "pgbench")),
+        builtin=(pg.builtin or (None if pg.scripts else "tpcb-like")) if pg else None,
+        scripts=tuple(pg.scripts) if pg else (),
         clients=clients,
         threads=min(threads, clients),  # pgbench refuses more threads than clients
         duration_s=w.duration if w.duration is not None else d.duration,
         warmup_s=w.warmup if w.warmup is not None else d.warmup,
-        rate=rate,
-        protocol=w.protocol,
+        rate=float(rate) if rate is not None and fraction is None else None,
+        protocol=pg.protocol if pg else "simple",
         extra_args=tuple(w.extra_args),
-        sampling_rate=w.sampling_rate or d.sampling_rate,
+        sampling_rate=(pg.sampling_rate if pg and pg.sampling_rate else d.sampling_rate),
+        rate_fraction=fraction,
+        config=w,
     )
 
 

@@ -12,10 +12,13 @@ from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
+    Tag,
     create_model,
     field_validator,
     model_validator,
@@ -266,10 +269,35 @@ def check_setting_value(name: str, value: Scalar) -> None:
         raise ValueError(f"{name}: {value} is too large")
 
 
+class Pooler(Model):
+    """A connection pooler between the clients and PostgreSQL (Debian's pgbouncer): started
+    on a private unix socket, the workload connects through it, the samplers do not."""
+
+    kind: Literal["pgbouncer"] = "pgbouncer"
+    pool_mode: Literal["session", "transaction", "statement"] = "transaction"
+    default_pool_size: Annotated[int, Field(ge=1, le=10_000)] = 20
+    max_client_conn: Annotated[int, Field(ge=1, le=1_000_000)] = 10_000
+    settings: dict[str, Scalar] = {}  # more pgbouncer.ini settings
+
+    @field_validator("settings")
+    @classmethod
+    def _settings(cls, v: dict[str, Scalar]) -> dict[str, Scalar]:
+        reserved = {"listen_addr", "listen_port", "unix_socket_dir", "auth_type", "auth_file",
+                    "admin_users", "stats_users", "pidfile", "logfile", "user", "stats_period"}
+        for name, value in v.items():
+            if not re.fullmatch(r"[a-z_]+", name):
+                raise ValueError(f"{name!r} is not a pgbouncer setting name")
+            if name in reserved:
+                raise ValueError(f"{name}: pgfsbench sets it (a private unix socket only)")
+            check_setting_value(name, value)
+        return v
+
+
 class PostgresConfig(Model):
     description: str = ""
     settings: dict[str, Scalar] = {}
     initdb: InitdbOptions = InitdbOptions()
+    pooler: Pooler | None = None
 
     @field_validator("settings")
     @classmethod
@@ -345,9 +373,30 @@ class KernelConfig(Model):
 # ---------------------------------------------------------------- workload
 
 BUILTINS = ("tpcb-like", "simple-update", "select-only")
+SYSBENCH_SCRIPTS = ("oltp_read_write", "oltp_read_only", "oltp_write_only", "oltp_point_select",
+                    "oltp_update_index", "oltp_update_non_index", "oltp_insert", "oltp_delete",
+                    "select_random_points", "select_random_ranges")
 Clients = Annotated[int, Field(ge=1, le=100_000)]
 Scale = Annotated[int, Field(ge=1, le=1_000_000)]
-Rate = Annotated[float, Field(gt=0, le=1e9)]
+
+
+def _rate(v: Any) -> Any:
+    """A rate is transactions per second, or a share of the cell's own maximum: "75%"."""
+    if isinstance(v, str):
+        text = v.strip()
+        if text == "max":
+            return text  # no limit: as fast as it goes (the reference for shares)
+        if text.endswith("%"):
+            pct = float(text[:-1])
+            if not 0 < pct <= 100:
+                raise ValueError(f"{v!r}: a share of the maximum is between 0% and 100%")
+            return f"{pct:g}%"
+        raise ValueError(f"{v!r} is not a rate: a number of transactions per second, a share "
+                         "of the cell's maximum such as \"75%\", or \"max\"")
+    return v
+
+
+Rate = Annotated[float | str, BeforeValidator(_rate)]
 
 
 def _one_or_many(v: Any) -> Any:
@@ -360,23 +409,38 @@ def _one_or_many(v: Any) -> Any:
     return v
 
 
-class WorkloadConfig(Model):
+def _check_rate(v: Any) -> Any:
+    for r in (v if isinstance(v, list) else [v]):
+        if isinstance(r, int | float) and not isinstance(r, bool) and not 0 < r <= 1e9:
+            raise ValueError("a rate is above 0 and at most 1e9 transactions per second")
+    return v
+
+
+class WorkloadBase(Model):
+    """What every workload has: its clients, size, duration and pace."""
+
     description: str = ""
-    tool: Literal["pgbench"] = "pgbench"
-    builtin: Literal["tpcb-like", "simple-update", "select-only"] | None = None
-    scripts: list[str] = []  # pgbench -f FILE[@WEIGHT], relative to the spec file
     clients: Annotated[Clients | list[Clients] | None, BeforeValidator(_one_or_many)] = None
     threads: Annotated[int, Field(ge=1, le=10_000)] | None = None
     scale: Annotated[Scale | list[Scale] | None, BeforeValidator(_one_or_many)] = None
     duration: Duration | None = None
     warmup: Duration | None = None
-    rate: Annotated[Rate | list[Rate] | None, BeforeValidator(_one_or_many)] = None
-    protocol: Literal["simple", "extended", "prepared"] = "simple"
-    sampling_rate: float | None = Field(None, gt=0, le=1)
+    rate: Annotated[Rate | list[Rate] | None, BeforeValidator(_one_or_many),
+                    AfterValidator(_check_rate)] = None
     extra_args: list[str] = []
 
+
+class PgbenchWorkload(WorkloadBase):
+    """pgbench: a builtin script or your own, with -l for exact latencies."""
+
+    tool: Literal["pgbench"] = "pgbench"
+    builtin: Literal["tpcb-like", "simple-update", "select-only"] | None = None
+    scripts: list[str] = []  # pgbench -f FILE[@WEIGHT], relative to the spec file
+    protocol: Literal["simple", "extended", "prepared"] = "simple"
+    sampling_rate: float | None = Field(None, gt=0, le=1)
+
     @model_validator(mode="after")
-    def _what(self) -> WorkloadConfig:
+    def _what(self) -> PgbenchWorkload:
         if self.builtin and self.scripts:
             raise ValueError("give either builtin or scripts, not both")
         for script in self.scripts:
@@ -386,9 +450,58 @@ class WorkloadConfig(Model):
         return self
 
 
+class SysbenchWorkload(WorkloadBase):
+    """sysbench's OLTP scripts (pgsql driver). Size: `tables` x `table_size` rows; without
+    table_size, the cell's scale counts rows in units of 10,000 (sysbench's default)."""
+
+    tool: Literal["sysbench"]
+    script: Literal[SYSBENCH_SCRIPTS] = "oltp_read_write"  # type: ignore[valid-type]
+    tables: Annotated[int, Field(ge=1, le=10_000)] = 1
+    table_size: Annotated[int, Field(ge=1, le=10**10)] | None = None
+    # reads/writes per transaction, e.g. "80/20": point selects vs index + non-index updates
+    mix: str | None = None
+    options: dict[str, Scalar] = {}  # more --name=value options of the script
+    percentile: Annotated[int, Field(ge=1, le=100)] = 99
+
+    @field_validator("mix")
+    @classmethod
+    def _mix(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        parts = v.split("/")
+        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts) or \
+                sum(int(p) for p in parts) != 100 or (int(parts[0]) == 0 and int(parts[1]) == 0):
+            raise ValueError(f"mix {v!r}: reads/writes in %, adding up to 100 (e.g. \"80/20\")")
+        return v
+
+    @field_validator("options")
+    @classmethod
+    def _options(cls, v: dict[str, Scalar]) -> dict[str, Scalar]:
+        for name, value in v.items():
+            if not re.fullmatch(r"[a-z][a-z0-9_-]*", name):
+                raise ValueError(f"{name!r} is not a sysbench option name")
+            check_setting_value(name, value)
+        return v
+
+
+def _workload_tag(v: Any) -> str:
+    if isinstance(v, dict):
+        return str(v.get("tool", "pgbench"))
+    return str(getattr(v, "tool", "pgbench"))
+
+
+WorkloadConfig = Annotated[
+    Annotated[PgbenchWorkload, Tag("pgbench")] | Annotated[SysbenchWorkload, Tag("sysbench")],
+    Discriminator(_workload_tag, custom_error_type="tool",
+                  custom_error_message="tool must be pgbench or sysbench"),
+]
+
+
 class Defaults(Model):
     scale: Annotated[Scale | list[Scale], BeforeValidator(_one_or_many)] = 1
     clients: Annotated[Clients | list[Clients], BeforeValidator(_one_or_many)] = 8
+    rate: Annotated[Rate | list[Rate] | None, BeforeValidator(_one_or_many),
+                    AfterValidator(_check_rate)] = None
     threads: Annotated[int, Field(ge=1, le=10_000)] = 2
     duration: Duration = 60.0
     warmup: Duration = 10.0
@@ -406,6 +519,9 @@ class Defaults(Model):
     pg_bindir: str | None = None
     samplers: bool = True  # PostgreSQL, wait-event and OS samplers during every run
     sampling_rate: float = Field(1.0, gt=0, le=1)  # pgbench --sampling-rate of the -l log
+    # at high rates the log is sampled to keep at most this many lines a second (the rate
+    # used is recorded, so counts and percentiles stay right in expectation); 0: never
+    txlog_max_lines_per_s: Annotated[int, Field(ge=0, le=10_000_000)] = 5000
     wait_event_hz: float = Field(10.0, gt=0, le=50)
     startup_timeout: Duration = 120.0
     # a run whose workload completes no transaction for this long is ended and failed
@@ -470,7 +586,7 @@ class Spec(Model):
     storage: dict[str, StorageConfig]
     postgres: dict[str, PostgresConfig] = {"default": PostgresConfig()}
     kernel: dict[str, KernelConfig] = {"default": KernelConfig()}
-    workload: dict[str, WorkloadConfig] = {"tpcb-like": WorkloadConfig(builtin="tpcb-like")}
+    workload: dict[str, WorkloadConfig] = {"tpcb-like": PgbenchWorkload(builtin="tpcb-like")}
     matrix: Matrix = Matrix()
 
     @model_validator(mode="after")

@@ -45,8 +45,9 @@ class Figures:
             return (f"{format(r, fmt) if r is not None else '-'} read / "
                     f"{format(w, fmt) if w is not None else '-'} write {unit}")
 
+        small = min(v for v in (self.read_mbps, self.write_mbps, 1000.0) if v is not None)
         parts = [pair(self.read_iops, self.write_iops, "IOPS", ",d"),
-                 pair(self.read_mbps, self.write_mbps, "MB/s", ",.0f")]
+                 pair(self.read_mbps, self.write_mbps, "MB/s", ",.1f" if small < 100 else ",.0f")]
         return ", ".join(p for p in parts if p)
 
 

@@ -113,15 +113,17 @@ class Runner:
         user: str | None = None,
         cwd: Path | str | None = None,
         env: Mapping[str, str] | None = None,
+        merge_stderr: bool = False,
     ) -> Child:
-        """Start a long child in its own process group; stdout to a file, stderr streamed."""
+        """Start a long child in its own process group; stdout to a file, stderr streamed
+        line by line (with ``merge_stderr``, both streamed, and the file left empty)."""
         self._note(argv, user)
         out = stdout_path.open("w")
         try:
             proc = subprocess.Popen(
                 list(argv),
-                stdout=out,
-                stderr=subprocess.PIPE,
+                stdout=subprocess.PIPE if merge_stderr else out,
+                stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
                 stdin=subprocess.DEVNULL,
                 text=True,
                 errors="replace",
@@ -172,8 +174,9 @@ class Child:
         self._listeners.append(listener)
 
     def _read_stderr(self) -> None:
-        assert self.proc.stderr is not None
-        for line in self.proc.stderr:
+        stream = self.proc.stderr if self.proc.stderr is not None else self.proc.stdout
+        assert stream is not None
+        for line in stream:
             self._stderr_lines.append(line)
             for listener in self._listeners:
                 listener(line.rstrip("\n"))

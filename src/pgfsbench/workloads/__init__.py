@@ -6,6 +6,7 @@ from __future__ import annotations
 from pgfsbench.spec import Cell, Defaults
 from pgfsbench.workloads.base import Workload
 from pgfsbench.workloads.pgbench import Pgbench
+from pgfsbench.workloads.sysbench import Sysbench
 
 
 def workload_for(cell: Cell, defaults: Defaults) -> Workload:
@@ -13,4 +14,6 @@ def workload_for(cell: Cell, defaults: Defaults) -> Workload:
     tool = cell.workload.tool
     if tool == "pgbench":
         return Pgbench(defaults.generation, defaults.foreign_keys, defaults.samplers)
+    if tool == "sysbench":
+        return Sysbench()
     raise ValueError(f"no workload driver for {tool!r}")

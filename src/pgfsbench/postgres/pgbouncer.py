@@ -1,0 +1,129 @@
+"""pgbouncer in front of the instance: its configuration (pure), its start as a journaled
+child on a private unix socket (no TCP: listen_addr is never set), and its admin console.
+
+The workload connects through it; pgfsbench's samplers connect to PostgreSQL directly, and
+read pgbouncer's own SHOW STATS / SHOW POOLS every second (a client's wait for a server
+connection is the pooler's own latency).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from pgfsbench.spec import Pooler, Scalar
+from pgfsbench.system.actions import make_dir, watch_process_group
+from pgfsbench.system.errors import CapabilityError, InstanceError
+from pgfsbench.system.journal import Journal
+from pgfsbench.system.runner import Child, Runner
+from pgfsbench.system.wait import wait_until
+
+PORT = 6432
+BINARY = "pgbouncer"
+
+
+def _ini(value: Scalar) -> str:
+    if isinstance(value, bool):
+        return "1" if value else "0"
+    text = str(value)
+    if any(ord(c) < 32 for c in text):
+        raise InstanceError(f"refusing a pgbouncer value with a control character: {text!r}")
+    return text
+
+
+def render_ini(pooler: Pooler, directory: Path, socket_dir: Path, pg_socket: Path,
+               pg_port: int, user: str) -> str:
+    """pgbouncer.ini: every database of the instance, through its unix socket."""
+    lines = ["; written by pgfsbench: unix socket only (no listen_addr)",
+             "[databases]",
+             f"* = host={pg_socket} port={pg_port}",
+             "", "[pgbouncer]",
+             f"unix_socket_dir = {socket_dir}", f"listen_port = {PORT}",
+             "auth_type = trust", f"auth_file = {directory / 'userlist.txt'}",
+             f"admin_users = {user}", f"stats_users = {user}",
+             f"pidfile = {directory / 'pgbouncer.pid'}",
+             f"logfile = {directory / 'pgbouncer.log'}",
+             f"pool_mode = {pooler.pool_mode}",
+             f"default_pool_size = {pooler.default_pool_size}",
+             f"max_client_conn = {pooler.max_client_conn}",
+             "stats_period = 1",  # SHOW STATS totals refreshed every second, not every 60
+             "ignore_startup_parameters = extra_float_digits,options,application_name"]
+    lines += [f"{k} = {_ini(v)}" for k, v in pooler.settings.items()]
+    return "\n".join(lines) + "\n"
+
+
+@dataclass
+class Bouncer:
+    child: Child
+    directory: Path
+    socket_dir: Path
+    version: str
+
+    def conninfo(self, user: str) -> str:
+        return f"host={self.socket_dir} port={PORT} user={user} dbname=pgbouncer"
+
+
+def version(runner: Runner) -> str:
+    if shutil.which(BINARY) is None:
+        raise CapabilityError("pgbouncer is not installed (Debian package pgbouncer)")
+    done = runner.run([BINARY, "--version"], timeout=30, check=False)
+    return (done.stdout or done.stderr).strip().splitlines()[0] if (done.stdout or
+                                                                    done.stderr) else "?"
+
+
+def start(journal: Journal, runner: Runner, pooler: Pooler, celldir: Path, pg_socket: Path,
+          pg_port: int, user: str, os_user: str | None) -> Bouncer:
+    """Start pgbouncer as the PostgreSQL OS user, in its own process group (journaled)."""
+    ver = version(runner)
+    directory = make_dir(journal, celldir / "pgbouncer", owner=os_user, mode=0o755)
+    socket_dir = make_dir(journal, celldir / "pgbsock", owner=os_user, mode=0o700)
+    (directory / "userlist.txt").write_text(f'"{user}" ""\n')
+    ini = directory / "pgbouncer.ini"
+    ini.write_text(render_ini(pooler, directory, socket_dir, pg_socket, pg_port, user))
+    if os_user:
+        for f in (ini, directory / "userlist.txt"):
+            shutil.chown(f, os_user, os_user)
+    child = runner.spawn([BINARY, str(ini)], stdout_path=directory / "stdout.txt",
+                         user=os_user, cwd=directory)
+    watch_process_group(journal, child.pid, child.start_time, f"pgbouncer pid {child.pid}")
+    bouncer = Bouncer(child, directory, socket_dir, ver)
+
+    def answers() -> bool:
+        if child.poll() is not None:
+            raise InstanceError(f"pgbouncer exited {child.poll()}: {log_tail(directory)}")
+        try:
+            console(bouncer, user, "SHOW VERSION")
+        except psycopg.Error:
+            return False
+        return True
+
+    wait_until(answers, timeout=30, interval=0.2, what="pgbouncer to answer")
+    return bouncer
+
+
+def log_tail(directory: Path, lines: int = 3) -> str:
+    try:
+        text = (directory / "pgbouncer.log").read_text(errors="replace")
+    except OSError:
+        return "no log"
+    return " | ".join(text.strip().splitlines()[-lines:])
+
+
+def console(bouncer: Bouncer, user: str, command: str) -> list[dict[str, Any]]:
+    """A command of pgbouncer's admin console (simple query protocol only)."""
+    with psycopg.connect(bouncer.conninfo(user), autocommit=True, connect_timeout=5) as conn:
+        cur = psycopg.ClientCursor(conn)
+        cur.execute(command)
+        cols = [c.name for c in cur.description or []]
+        return [dict(zip(cols, row, strict=True)) for row in cur.fetchall()]
+
+
+def stop(bouncer: Bouncer) -> None:
+    with contextlib.suppress(subprocess.TimeoutExpired, OSError):
+        bouncer.child.kill_tree(grace=5)

@@ -1,0 +1,147 @@
+"""The workloads the seeds ran, for real at tiny size: sysbench, a client sweep, a rate at a
+share of the maximum, pgbouncer in front of the server, huge pages."""
+
+from __future__ import annotations
+
+import json
+import signal
+import statistics
+from pathlib import Path
+
+import pytest
+
+from tests.func.conftest import (
+    leftovers,
+    pgfsbench,
+    runs_of,
+    show,
+    signal_mid_measurement,
+    write_spec,
+)
+
+TINY = """
+[defaults]
+scale = 1
+clients = 2
+threads = 1
+duration = "{duration}"
+warmup = "1s"
+repetitions = 1
+[storage.ram]
+fs = "tmpfs"
+size = "512M"
+"""
+
+
+def test_sysbench_oltp_with_the_seeds_80_20_mix(base: Path) -> None:
+    spec = write_spec(base / "s.toml", TINY.format(duration="3s") + """
+[workload.oltp]
+tool = "sysbench"
+script = "oltp_read_write"
+tables = 2
+table_size = 1000
+mix = "80/20"
+""")
+    results = base / "r.sqlite"
+    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
+    (run,) = runs_of(results)
+    assert run["status"] == "ok" and run["throughput"] > 0 and run["load_seconds"] > 0
+    detail = show(results, run["run_id"])
+    tool = detail["metrics"]["tool"]
+    assert tool["name"] == "sysbench" and tool["qps"] > run["throughput"]
+    assert tool["reads"] / (tool["reads"] + tool["writes"]) == pytest.approx(0.8, abs=0.01)
+    lat = detail["latency_ms"]
+    assert 0 < lat["p50"] <= lat["p99"] <= lat["max"]
+    for name in ("tps", "qps", "lat_p99_ms", "errors_per_s", "waits", "disk_write_mbps"):
+        assert detail["series"][name]["values"], name
+    assert "sysbench_output" in detail["artifacts"]
+    assert detail["environment"]["sysbench"].startswith("sysbench 1.")
+
+
+def test_a_client_sweep_and_a_rate_at_half_the_maximum(base: Path) -> None:
+    spec = write_spec(base / "s.toml", TINY.format(duration="5s") + """
+[workload.sweep]
+builtin = "select-only"
+clients = [1, 4]
+[workload.paced]
+builtin = "tpcb-like"
+rate = ["max", "50%"]
+""")
+    results = base / "r.sqlite"
+    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
+    runs = {r["cell"]: r for r in runs_of(results)}
+    assert set(runs) == {"ram/default/default/sweep@clients=1,rate=max",
+                         "ram/default/default/sweep@clients=4,rate=max",
+                         "ram/default/default/paced@clients=2,rate=max",
+                         "ram/default/default/paced@clients=2,rate=50%"}
+    assert all(r["status"] == "ok" for r in runs.values())
+    full = runs["ram/default/default/paced@clients=2,rate=max"]
+    half = show(results, runs["ram/default/default/paced@clients=2,rate=50%"]["run_id"])
+    pacing = half["metrics"]["rate"]
+    assert pacing["max_from"].startswith("the same cell unthrottled")
+    assert pacing["max_tps"] == pytest.approx(full["throughput"], rel=1e-6)
+    assert half["throughput"] == pytest.approx(full["throughput"] / 2, rel=0.10)
+    assert "schedule_lag_ms" in half["metrics"]["latency_log"]
+    # the sampler's own transactions are not counted as the workload's commits
+    commits = [v for v in half["series"]["commits_per_s"]["values"][2:] if v is not None]
+    assert statistics.median(commits) == pytest.approx(half["throughput"], rel=0.10)
+    summary = json.loads(pgfsbench("results", "summary", "--results", str(results),
+                                   "--json").stdout)
+    groups = {c["group"] for c in summary["cells"]}
+    assert "sweep, 1 clients, scale 1, on vm" in groups or any("1 clients" in g for g in groups)
+
+
+def test_pgbouncer_in_front_and_gone_after_sigkill_and_cleanup(base: Path) -> None:
+    spec = write_spec(base / "s.toml", TINY.format(duration="4s") + """
+[postgres.pooled]
+pooler = { kind = "pgbouncer", pool_mode = "transaction", default_pool_size = 2 }
+[workload.w]
+clients = 6
+threads = 2
+""")
+    results = base / "r.sqlite"
+    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
+    (run,) = runs_of(results)
+    assert run["status"] == "ok", run
+    detail = show(results, run["run_id"])
+    pooler = detail["storage_details"]["pooler"]
+    assert pooler["version"].startswith("PgBouncer") or "bouncer" in pooler["version"].lower()
+    settings = [ln.split("=")[0].strip() for ln in pooler["config"].splitlines() if "=" in ln]
+    assert "listen_addr" not in settings and "pool_mode = transaction" in pooler["config"]
+    through = [v for v in detail["series"]["pooler_tps"]["values"] if v]
+    assert through and statistics.median(through) == pytest.approx(run["throughput"], rel=0.3)
+    assert max(detail["series"]["pooler_clients_waiting"]["values"]) >= 1  # 6 clients, 2 slots
+    assert detail["metrics"]["pooler"]["avg_wait_ms"] > 0
+    long = write_spec(base / "long.toml", TINY.format(duration="120s") + """
+[postgres.pooled]
+pooler = { kind = "pgbouncer" }
+""")
+    code, _, _ = signal_mid_measurement(long, base / "r2.sqlite", base / "work2",
+                                        signal.SIGKILL)
+    assert code == -signal.SIGKILL
+    assert any("pgbouncer" in x for x in leftovers(base))
+    pgfsbench("cleanup", "--workdir", str(base / "work2"))
+    assert not any("pgbouncer" in x for x in leftovers(base))
+
+
+def test_huge_pages_are_reserved_for_the_server_and_given_back(base: Path) -> None:
+    nr = Path("/proc/sys/vm/nr_hugepages")
+    before = nr.read_text().strip()
+    spec = write_spec(base / "s.toml", TINY.format(duration="2s") + """
+[postgres.huge]
+settings = { huge_pages = "on", shared_buffers = "64MB" }
+""")
+    results = base / "r.sqlite"
+    proc = pgfsbench("run", str(spec), "--results", str(results), "--workdir",
+                     str(base / "work"), check=False)
+    assert nr.read_text().strip() == before  # given back, whatever happened
+    (run,) = runs_of(results)
+    if run["status"] != "ok":
+        assert "the kernel gave" in run["error"], run["error"]
+        pytest.skip(f"this kernel gave too few huge pages: {run['error']}")
+    assert proc.returncode == 0
+    hp = show(results, run["run_id"])["metrics"]["huge_pages"]
+    assert hp["asked"] > 0 and hp["obtained"] == hp["asked"]
+    at_end = hp["at_end"]
+    in_use = at_end["HugePages_Total"] - at_end["HugePages_Free"] + at_end["HugePages_Rsvd"]
+    assert in_use >= hp["asked"] * 0.9  # the server really mapped them
