@@ -3,21 +3,26 @@
 The worst case for overhead: PostgreSQL on tmpfs, select-only with prepared statements
 (CPU-bound, tens of thousands of transactions a second on 2 cores, so the pgbench
 transaction log and the samplers compete with it). Runs are alternated (off, on, off,
-on, ...) so drift hits both sides alike; prints each pair's ratio, the median and spread.
-Needs root.
+on, ...) so drift hits both sides alike. Prints each pair's ratio, then the ratio of means
+as the geometric mean of the paired ratios with its 95% confidence interval (t on the log
+ratios), and what the samplers themselves cost in CPU (their threads' time, in % of one
+core, during the measured phase). Needs root.
 
-    .venv/bin/python bench/overhead.py [--pairs 5] [--duration 20s]
+    .venv/bin/python bench/overhead.py [--pairs 10] [--duration 20s]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from pgfsbench.analysis.stats import t_quantile
 
 SPEC = """
 name = "overhead"
@@ -36,7 +41,8 @@ protocol = "prepared"
 """
 
 
-def one_run(spec: Path, results: Path, workdir: Path, samplers: bool, duration: str) -> float:
+def one_run(spec: Path, results: Path, workdir: Path, samplers: bool,
+            duration: str) -> tuple[float, dict[str, float]]:
     subprocess.run([sys.executable, "-m", "pgfsbench", "run", str(spec), "--results",
                     str(results), "--workdir", str(workdir), "--set", f"duration={duration}",
                     "--set", f"samplers={'true' if samplers else 'false'}"],
@@ -45,12 +51,16 @@ def one_run(spec: Path, results: Path, workdir: Path, samplers: bool, duration: 
                           str(results), "--json"], check=True, capture_output=True, text=True)
     last = json.loads(out.stdout)[-1]
     assert last["status"] == "ok", last
-    return float(last["tps"])
+    shown = subprocess.run([sys.executable, "-m", "pgfsbench", "results", "show",
+                            str(last["run_id"]), "--results", str(results), "--json"],
+                           check=True, capture_output=True, text=True)
+    observer = (json.loads(shown.stdout).get("metrics") or {}).get("observer") or {}
+    return float(last["tps"]), observer
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=5)
+    parser.add_argument("--pairs", type=int, default=10)
     parser.add_argument("--duration", default="20s")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="pgfsb-overhead-", dir="/var/tmp") as tmp:
@@ -58,17 +68,29 @@ def main() -> None:
         work.chmod(0o755)
         spec = work / "overhead.toml"
         spec.write_text(SPEC)
-        ratios = []
+        ratios, observer = [], []
         for i in range(1, args.pairs + 1):
-            bare = one_run(spec, work / "r.sqlite", work / "w", False, args.duration)
-            measured = one_run(spec, work / "r.sqlite", work / "w", True, args.duration)
+            bare, _ = one_run(spec, work / "r.sqlite", work / "w", False, args.duration)
+            measured, obs = one_run(spec, work / "r.sqlite", work / "w", True, args.duration)
             ratios.append(measured / bare)
+            observer.append(obs)
             print(f"pair {i}: samplers off {bare:,.0f} tps, on {measured:,.0f} tps, "
-                  f"ratio {measured / bare:.4f}", flush=True)
-        spread = (f"min {min(ratios):.4f}, max {max(ratios):.4f}"
-                  + (f", stdev {statistics.stdev(ratios):.4f}" if len(ratios) > 1 else ""))
-        print(f"TPS ratio (samplers on / off): median {statistics.median(ratios):.4f} "
-              f"({spread}, {len(ratios)} pairs of {args.duration})")
+                  f"ratio {measured / bare:.4f}; samplers used "
+                  f"{obs.get('sampler_cpu_pct_of_a_core', float('nan')):.2f}% of a core",
+                  flush=True)
+        logs = [math.log(r) for r in ratios]
+        centre = statistics.fmean(logs)
+        half = (t_quantile(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+                if len(logs) > 1 else float("nan"))
+        cpu = [o["sampler_cpu_pct_of_a_core"] for o in observer
+               if o.get("sampler_cpu_pct_of_a_core") is not None]
+        print(f"TPS ratio (samplers on / off), {len(ratios)} alternated pairs of "
+              f"{args.duration}: {math.exp(centre):.4f}, 95% CI [{math.exp(centre - half):.4f}, "
+              f"{math.exp(centre + half):.4f}] (median {statistics.median(ratios):.4f}, "
+              f"min {min(ratios):.4f}, max {max(ratios):.4f})")
+        if cpu:
+            print(f"samplers' own CPU: median {statistics.median(cpu):.3f}% of one core "
+                  f"(max {max(cpu):.3f}%)")
 
 
 if __name__ == "__main__":

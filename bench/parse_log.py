@@ -15,6 +15,7 @@ import argparse
 import shutil
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -22,7 +23,6 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-from pgfsbench.collect.txlog import parse_txlog
 from pgfsbench.postgres.binaries import find_binaries
 
 
@@ -46,12 +46,43 @@ def generate(path: Path, lines: int, seconds: int = 120, clients: int = 50) -> N
     frame.write_csv(path, separator=" ", include_header=False)
 
 
-def time_pgfsbench(path: Path) -> float:
-    started = time.perf_counter()
-    stats = parse_txlog([path], duration_s=120)
-    elapsed = time.perf_counter() - started
-    assert stats is not None and stats.series["lat_p99_ms"]
-    return elapsed
+PARSE_ONE = """
+import sys, threading, time
+from pathlib import Path
+from pgfsbench.collect.txlog import parse_txlog
+
+def status(key):
+    for line in open("/proc/self/status"):
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+peak_anon = [0.0]
+done = threading.Event()
+def watch():
+    while not done.wait(0.02):
+        peak_anon[0] = max(peak_anon[0], status("RssAnon"))
+threading.Thread(target=watch, daemon=True).start()
+path = Path(sys.argv[1])
+started = time.perf_counter()
+stats = parse_txlog([path], duration_s=120)
+elapsed = time.perf_counter() - started
+done.set()
+assert stats is not None and stats.series["lat_p99_ms"]
+print(elapsed, status("VmHWM"), max(peak_anon[0], status("RssAnon")))
+"""
+
+
+def time_pgfsbench(path: Path) -> tuple[float, float, float]:
+    """(seconds, peak resident MB, peak anonymous MB) of the parser, in a process of its
+    own. Read from the child's /proc/self/status: getrusage's ru_maxrss would count the
+    generator's memory too, as Linux carries the pre-exec peak of a forked child over.
+    The resident peak includes the log's pages, which polars maps from the page cache;
+    the anonymous peak (sampled every 20 ms) is the memory the parser really holds."""
+    out = subprocess.run([sys.executable, "-c", PARSE_ONE, str(path)], check=True,
+                         capture_output=True, text=True).stdout
+    elapsed, hwm, anon = (float(x) for x in out.strip().splitlines()[-1].split())
+    return elapsed, hwm, anon
 
 
 def time_copy_percentile(path: Path, workdir: Path) -> float:
@@ -92,6 +123,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=10_000_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--skip-copy", action="store_true",
+                        help="time pgfsbench's parser only (not COPY + percentile_disc)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="pgfsb-bench-", dir="/var/tmp") as tmp:
         work = Path(tmp)
@@ -102,9 +135,13 @@ def main() -> None:
         print(f"generated {args.lines:,} lines ({log.stat().st_size / 1e6:.0f} MB) "
               f"in {time.perf_counter() - t:.1f} s")
         ours = [time_pgfsbench(log) for _ in range(args.repeat)]
-        rates = [args.lines / s for s in ours]
+        rates = [args.lines / s for s, _, _ in ours]
         print(f"pgfsbench parser : {statistics.median(rates) / 1e6:6.2f} M lines/s "
-              f"(median of {args.repeat}; min {min(rates) / 1e6:.2f}, max {max(rates) / 1e6:.2f})")
+              f"(median of {args.repeat}; min {min(rates) / 1e6:.2f}, max {max(rates) / 1e6:.2f});"
+              f" peak resident {max(r for _, r, _ in ours):,.0f} MB (with the mapped log),"
+              f" peak anonymous {max(a for _, _, a in ours):,.0f} MB")
+        if args.skip_copy:
+            return
         (work / "pg").mkdir()
         theirs = time_copy_percentile(log, work / "pg")
         other = args.lines / theirs

@@ -4,6 +4,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pgfsbench.collect import txlog
 from pgfsbench.collect.checkpoints import parse_checkpoints
 from pgfsbench.collect.procfs import (
     cpu_percentages,
@@ -83,6 +84,29 @@ def test_txlog_failed_lines_sampling_and_several_files(tmp_path: Path) -> None:
     assert stats.series["tps_log"] == [4.0, 2.0]  # counts / sampling rate, per second
     assert stats.percentiles_ms["max"] == 3.0
     assert parse_txlog([tmp_path / "missing"]) is None
+
+
+def test_txlog_in_small_blocks_gives_what_one_block_gives(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines split across blocks, partial aggregates merged, and a transaction that
+    started before anything in the first block (a 5-second one, logged late): the
+    second pass counts seconds from its start, as reading it whole does."""
+    lines = DATA.joinpath("txlog", "pg15_tpcb_4clients.log").read_text().splitlines()
+    first_end = [int(x) for x in lines[0].split()[4:6]]
+    end = first_end[0] * 1_000_000 + first_end[1] + 2_500_000
+    lines.insert(len(lines) // 2, f"3 9999 5000000 0 {end // 1_000_000} {end % 1_000_000}")
+    path = tmp_path / "log.1"
+    path.write_text("\n".join(lines))  # and no line end at the very end
+    whole = parse_txlog([path])
+    monkeypatch.setattr(txlog, "CHUNK_BYTES", 997)
+    monkeypatch.setattr(txlog, "_MERGE_EVERY", 3)
+    blocks = parse_txlog([path])
+    assert whole is not None and blocks is not None
+    assert blocks == whole
+    assert blocks.transactions == 3001
+    assert blocks.start_epoch == pytest.approx((end - 5_000_000) / 1e6)
+    # seconds count from the long one's start: nothing ended in the first two
+    assert blocks.series["tps_log"][:2] == [0.0, 0.0] and sum(blocks.series["tps_log"]) == 3001
 
 
 def test_bucket_midpoints_are_within_half_a_percent() -> None:

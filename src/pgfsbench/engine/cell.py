@@ -199,10 +199,12 @@ def _configure(eng: Engine, st: CellState) -> None:
 def _huge_pages(eng: Engine, st: CellState) -> None:
     """huge_pages = on/try: reserve as many huge pages as the server says it needs
     (postgres -C shared_memory_size_in_huge_pages), on top of those already reserved;
-    journaled, the old count restored after the cell."""
+    journaled, the old count restored after the cell. A kernel configuration that sets
+    vm.nr_hugepages itself is taken as given: the user chose the count, and a shortfall
+    is then the server's to report."""
     assert st.instance is not None
     setting = str(st.cell.postgres.settings.get("huge_pages", "off")).lower()
-    if setting not in ("on", "try", "true", "1"):
+    if setting not in ("on", "try", "true", "1") or "vm.nr_hugepages" in st.cell.kernel.sysctl:
         return
     eng.phase("huge pages")
     need = st.instance.shared_memory_huge_pages(eng.runner)
