@@ -34,7 +34,7 @@ BUG_EXIT = 70
 
 
 def _register() -> None:
-    from pgfsbench.cli import cleanup, compare, results, run  # noqa: F401
+    from pgfsbench.cli import cleanup, compare, doctor, results, run  # noqa: F401
 
 
 def _workdir_from_argv(argv: list[str]) -> Path:

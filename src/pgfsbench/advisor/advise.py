@@ -1,0 +1,226 @@
+"""Advice turned into a spec: the configuration found against the recommended alternatives,
+on the same kind of storage, sized to the free space of the work directory, so the advice
+is measured on the user's own hardware before it is adopted.
+
+Input is the doctor's JSON (its findings and facts) or just a filesystem named on the
+command line. The output is a dict ready for TOML; `pgfsbench plan` validates it like any
+spec.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pgfsbench.units import human_bytes
+
+GiB = 1 << 30
+BYTES_PER_SCALE = 16 << 20  # pgbench: ~15 MiB of data per scale unit, indexes included
+# mount options a benchmark should carry over from the live filesystem (the rest are
+# the kernel's defaults or describe this particular mount)
+CARRIED_OPTIONS = ("barrier=0", "nobarrier", "barrier=off", "data=writeback", "data=journal",
+                   "noatime", "strictatime", "lazytime", "nodatacow", "nodatasum")
+UNSAFE_OPTIONS = ("barrier=0", "nobarrier", "barrier=off", "data=writeback", "strictatime",
+                  "nodatasum")
+CARRIED_ZFS = ("recordsize", "compression", "primarycache", "logbias", "atime", "sync")
+COMPRESSION = {"kernel": "lz4", "fuse": "lzjb"}  # what each ZFS has that is cheap
+
+
+@dataclass(frozen=True)
+class Advice:
+    spec: dict[str, Any]
+    reasons: list[str]  # why each alternative is in the matrix
+
+
+def _fired(doctor: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    out: dict[str, list[dict[str, Any]]] = {}
+    for f in doctor.get("findings", []):
+        if f.get("severity") in ("WARN", "BAD"):
+            out.setdefault(str(f["rule"]), []).append(f)
+    return out
+
+
+def _data_path(doctor: dict[str, Any]) -> dict[str, Any] | None:
+    paths = (doctor.get("facts") or {}).get("paths") or []
+    for p in paths:
+        if p.get("role") == "data directory":
+            return dict(p)
+    return dict(paths[0]) if paths else None
+
+
+def device_size(free_bytes: int | None, devices: int = 1) -> int:
+    """A loop file size that leaves the work directory's filesystem half free: between
+    1 GiB and 16 GiB, per device of the storage."""
+    if free_bytes is None:
+        return 4 * GiB
+    size = free_bytes // 2 // max(1, devices)
+    return max(1 * GiB, min(16 * GiB, size // GiB * GiB))
+
+
+def fitting_scale(size: int, ram_bytes: int | None) -> int:
+    """A pgbench scale whose data takes about 40% of the device (the load's WAL and the
+    run's growth take the rest), at most 100 and at most a quarter of RAM."""
+    scale = int(size * 0.4 // BYTES_PER_SCALE)
+    if ram_bytes:
+        scale = min(scale, int(ram_bytes * 0.25 // BYTES_PER_SCALE))
+    return max(1, min(100, scale))
+
+
+def _size_text(n: int) -> str:
+    return f"{n // GiB}G" if n % GiB == 0 else f"{n // (1 << 20)}M"
+
+
+def _storage_from_path(fs: str, path: dict[str, Any] | None, size: str,
+                       zfs_kind: str) -> dict[str, Any]:
+    if fs == "tmpfs":
+        return {"fs": "tmpfs", "size": size}
+    if fs == "zfs":
+        props = {k: v for k, v in ((path or {}).get("zfs") or {}).items() if k in CARRIED_ZFS}
+        if "recordsize" in props and str(props["recordsize"]).isdigit():
+            props["recordsize"] = f"{int(props['recordsize']) // 1024}K"
+        return {"fs": "zfs", "implementation": zfs_kind if zfs_kind in ("kernel", "fuse")
+                else "any", "pool": {"devices": [f"loop:{size}"]},
+                "data": {"properties": props}}
+    opts = [o for o in ((path or {}).get("mount") or {}).get("options", [])
+            if o in CARRIED_OPTIONS]
+    storage: dict[str, Any] = {"fs": fs, "device": f"loop:{size}"}
+    if opts:
+        storage["mount_options"] = opts
+    return storage
+
+
+def advise(doctor: dict[str, Any] | None, fs: str | None, free_bytes: int | None,
+           scale: int | None = None, workload: str = "tpcb-like",
+           duration: str = "60s", repetitions: int = 3) -> Advice:
+    """A spec comparing what the doctor found (or the named filesystem's defaults) with the
+    recommended alternatives."""
+    doctor = doctor or {}
+    facts = doctor.get("facts") or {}
+    fired = _fired(doctor)
+    path = _data_path(doctor)
+    fs = fs or (path or {}).get("fstype") or "ext4"
+    if fs not in ("ext4", "xfs", "btrfs", "zfs", "tmpfs"):
+        fs = "ext4"
+    zfs_kind = str((facts.get("zfs") or {}).get("kind") or "any")
+    ram = (facts.get("host") or {}).get("memory_bytes")
+    size_bytes = device_size(free_bytes)
+    size = _size_text(size_bytes)
+    reasons: list[str] = []
+    storage: dict[str, dict[str, Any]] = {}
+    current = _storage_from_path(fs, path, size, zfs_kind)
+    storage["as-found"] = current
+
+    # ---- storage alternatives
+    if fs == "tmpfs":
+        for alt in ("ext4", "xfs"):
+            storage[alt] = {"fs": alt, "device": f"loop:{size}"}
+        reasons.append("tmpfs is not durable: ext4 and xfs on a disk, against tmpfs as the "
+                       "ceiling")
+    elif fs == "zfs":
+        comp: Any = COMPRESSION.get(zfs_kind, COMPRESSION)
+        base = dict(current["data"]["properties"])
+        for rs in ("8K", "16K", "32K"):
+            props = {**base, "recordsize": rs, "compression": comp}
+            if props.get("primarycache") in ("metadata", "none"):
+                props["primarycache"] = "all"
+            if props.get("sync") == "disabled":
+                props["sync"] = "standard"
+            storage[f"rs{rs.lower()}-compressed"] = {**current, "data": {"properties": props}}
+        reasons.append("ZFS: recordsize 8K/16K/32K with compression (primarycache=all, "
+                       "sync=standard) against the dataset as found")
+    else:
+        opts = list(current.get("mount_options", []))
+        safe = [o for o in opts if o not in UNSAFE_OPTIONS]
+        if safe != opts:
+            storage["safe-options"] = {**current, "mount_options": safe} if safe else {
+                k: v for k, v in current.items() if k != "mount_options"}
+            reasons.append(f"mount options without {', '.join(o for o in opts if o not in safe)}"
+                           " (the cost of safety, measured)")
+        if "noatime" not in opts and fs in ("ext4", "xfs", "btrfs"):
+            storage["noatime"] = {**current, "mount_options": [*safe, "noatime"]}
+            reasons.append("noatime against the default relatime")
+
+    # ---- PostgreSQL settings as found, and the alternatives the findings call for
+    settings = ((facts.get("postgresql") or {}).get("settings") or {})
+    kept = {k: settings[k] for k in ("full_page_writes", "wal_init_zero", "wal_recycle",
+                                     "fsync", "synchronous_commit", "max_wal_size",
+                                     "checkpoint_timeout") if k in settings}
+    sb = settings.get("shared_buffers")
+    kept["shared_buffers"] = sb if sb and _fits(sb, ram) else "128MB"
+    postgres: dict[str, dict[str, Any]] = {"as-found": {"settings": dict(kept)}}
+    if "fpw-off-torn-pages" in fired or "btrfs-nodatacow" in fired:
+        postgres["fpw-on"] = {"settings": {**kept, "full_page_writes": "on"}}
+        reasons.append("full_page_writes = on: what safety costs on this filesystem")
+    elif fs == "zfs" and kept.get("full_page_writes", "on") == "on":
+        postgres["fpw-off"] = {"settings": {**kept, "full_page_writes": "off"}}
+        reasons.append("full_page_writes = off, safe on ZFS with recordsize >= 8K")
+    if "cow-wal-init-zero" in fired or (fs in ("zfs", "btrfs") and not settings):
+        postgres["no-wal-zero"] = {"settings": {**kept, "wal_init_zero": "off",
+                                                "wal_recycle": "off"}}
+        reasons.append("wal_init_zero and wal_recycle off on a copy-on-write filesystem")
+    if "fsync-off" in fired:
+        postgres["fsync-on"] = {"settings": {**kept, "fsync": "on"}}
+        reasons.append("fsync = on")
+    if "checkpoints-requested" in fired:
+        postgres["bigger-wal"] = {"settings": {**kept, "max_wal_size": "4GB"}}
+        reasons.append("max_wal_size 4GB: fewer requested checkpoints")
+
+    # ---- kernel
+    vm = facts.get("vm") or {}
+    kernel: dict[str, dict[str, Any]] = {}
+    if "dirty-gigabytes" in fired or "thp-always" in fired:
+        now: dict[str, Any] = {}
+        rec: dict[str, Any] = {}
+        if "dirty-gigabytes" in fired:
+            for k in ("vm.dirty_background_bytes", "vm.dirty_bytes"):
+                if str(vm.get(k, "0")) != "0":
+                    now[k] = int(vm[k])
+            for k in ("vm.dirty_background_ratio", "vm.dirty_ratio"):
+                if k.replace("ratio", "bytes") not in now and k in vm:
+                    now[k] = int(vm[k])
+            rec = {"vm.dirty_background_bytes": 64 << 20, "vm.dirty_bytes": 512 << 20}
+            reasons.append("vm.dirty_background_bytes 64MB / vm.dirty_bytes 512MB against "
+                           "the dirty limits as found")
+        kernel["as-found"] = {"sysctl": now}
+        kernel["recommended"] = {"sysctl": rec}
+        if "thp-always" in fired:
+            kernel["as-found"]["transparent_hugepage"] = "always"
+            kernel["recommended"]["transparent_hugepage"] = "never"
+            reasons.append("transparent huge pages never against always")
+
+    chosen_scale = scale or fitting_scale(size_bytes, int(ram) if ram else None)
+    spec: dict[str, Any] = {
+        "name": f"advise-{fs}",
+        "description": (f"pgfsbench advise: {fs} as found against the recommended "
+                        f"alternatives, on {size} loop devices (scale {chosen_scale}, "
+                        f"about {human_bytes(chosen_scale * BYTES_PER_SCALE)} of data)"),
+        "defaults": {"scale": chosen_scale, "clients": 8, "threads": 2, "duration": duration,
+                     "warmup": "10s", "repetitions": repetitions},
+        "storage": storage, "postgres": postgres,
+        "workload": {workload: {"builtin": workload}},
+    }
+    if kernel:
+        spec["kernel"] = kernel
+    if not reasons:
+        reasons.append("nothing to change was found: the configuration as found, to keep "
+                       "as a baseline")
+    return Advice(spec, reasons)
+
+
+def _fits(value: str, ram: Any) -> bool:
+    from pgfsbench.units import parse_size
+
+    try:
+        n = parse_size(value.replace("kB", "K"))
+    except ValueError:
+        return False
+    return not ram or n < int(ram) * 0.25
+
+
+def to_toml(advice: Advice) -> str:
+    import tomli_w
+
+    head = "".join(f"# {r}\n" for r in advice.reasons)
+    return ("# Written by `pgfsbench advise`: every alternative below is there because\n"
+            + head + "# Check it with `pgfsbench plan FILE`, run it with `pgfsbench run FILE`.\n\n"
+            + tomli_w.dumps(advice.spec))
