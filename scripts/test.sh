@@ -4,6 +4,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/bootstrap.sh
+# PostgreSQL 18 for the version tests (Debian 12 has 15 only); cached after the first time
+bash scripts/fetch-postgresql.sh 18.6.0
 .venv/bin/ruff check
 .venv/bin/mypy
 exec .venv/bin/pytest "$@"

@@ -6,6 +6,7 @@ when the cell ends (or by `pgfsbench cleanup` after a kill).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -137,6 +138,12 @@ def reserve_huge_pages(journal: Journal, need: int) -> dict[str, Any]:
     facts = huge_page_facts()
     return {"asked": need, "obtained": max(0, after - before), "before": before,
             "after": after, "page_kb": facts.get("Hugepagesize", 0)}
+
+
+def drop_caches() -> None:
+    """Write dirty pages out, then drop the page cache, dentries and inodes (needs root)."""
+    os.sync()
+    (PROC_SYS / "vm" / "drop_caches").write_text("3\n")
 
 
 def snapshot_vm() -> dict[str, str]:

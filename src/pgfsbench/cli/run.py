@@ -62,10 +62,30 @@ def plan_cmd(
                         loaded.spec.defaults.busy_steal_pct)
     if busy:
         plan.warnings.append(busy.replace("before the run", "now"))
+    _check_versions(loaded, plan)
     if as_json:
         print(json.dumps(plan.as_dict(), indent=1))
         return
     print_plan(Console(), plan)
+
+
+def _check_versions(loaded: LoadedSpec, plan: Plan) -> None:
+    """Each configuration's PostgreSQL, asked (read only) which settings it knows: an
+    unknown one is refused now; what this machine cannot run is said (run skips it)."""
+    from pgfsbench.engine.preflight import check_postgres_versions
+    from pgfsbench.postgres.binaries import find_binaries
+    from pgfsbench.system.errors import InstanceError
+
+    try:
+        default = find_binaries(loaded.spec.defaults.pg_bindir)
+        _, unsupported, problems = check_postgres_versions(plan.cells, default)
+    except InstanceError as exc:
+        plan.warnings.append(f"PostgreSQL not checked: {exc}")
+        return
+    if problems:
+        raise UsageError("; ".join(dict.fromkeys(problems)))
+    plan.warnings.extend(f"not supported here (run skips it): {c}: {why}"
+                         for c, why in unsupported.items())
 
 
 def print_plan(console: Console, plan: Plan) -> None:
@@ -199,6 +219,8 @@ def run_spec(loaded: LoadedSpec, results: str, workdir: Path, destroy_data_on: l
     counts = ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()))
     console.print(f"{len(result.run_ids)} run(s) this time: {counts or 'none'}",
                   markup=False, highlight=False)
+    for cell_id, why in result.unsupported.items():
+        console.print(f"not supported here: {cell_id}: {why}", markup=False, highlight=False)
     return store, result
 
 

@@ -82,7 +82,11 @@ class PgSampler:
         self.major = major
         self.samples = PgSamples()
         self._conn: psycopg.Connection[Any] | None = None
-        self._counters_sql = sql("counters_17" if major >= 17 else "counters")
+        self._counters_sql = sql("counters_18" if major >= 18 else
+                                 "counters_17" if major >= 17 else "counters")
+        # merged into each counters row: pg_stat_io totals (16+), AIOs in flight (18+)
+        self._extra_sql = [sql(n) for n, since in (("io_totals", 16), ("aios", 18))
+                           if major >= since]
         self._waits_sql = sql("wait_events")
         self._count = 0
         self.own_commits = 0
@@ -104,6 +108,11 @@ class PgSampler:
         if self._count % self._per_counter == 0:
             with self._conn.cursor(row_factory=dict_row) as cur:
                 row = cur.execute(self._counters_sql).fetchone()
+                for extra in self._extra_sql:
+                    more = cur.execute(extra).fetchone()
+                    if row is not None and more is not None:
+                        row = {**row, **more}
+                    self.own_commits += 1
             self.own_commits += 1
             if row:
                 # the sampler's own transactions, subtracted from xact_commit in the series
@@ -258,7 +267,11 @@ RATE_COUNTERS = {
     "buffers_backend": ("backend_buffers_per_s", 1.0), "blks_read": ("blks_read_per_s", 1.0),
     "wal_sync": ("wal_syncs_per_s", 1.0), "wal_write": ("wal_writes_per_s", 1.0),
     "temp_bytes": ("temp_mbps", 1e-6),
+    "io_reads": ("io_reads_per_s", 1.0), "io_writes": ("io_writes_per_s", 1.0),
+    "io_writebacks": ("io_writebacks_per_s", 1.0), "io_fsyncs": ("io_fsyncs_per_s", 1.0),
 }
+# values sampled as they are (not rates)
+GAUGES = {"aio_in_flight": "aio_in_flight", "aio_reads_in_flight": "aio_reads_in_flight"}
 
 
 def pg_series(samples: PgSamples, start: float) -> Series:
@@ -281,6 +294,10 @@ def pg_series(samples: PgSamples, start: float) -> Series:
                     delta -= float(b.get("own_commits", 0)) - float(a.get("own_commits", 0))
                 values.append(round(max(0.0, delta) * scale / dt, 3))
             out[name] = _place(offsets, values)
+        for key, name in GAUGES.items():
+            if key in c[0]:
+                out[name] = _place(offsets, [None if b.get(key) is None else float(b[key])
+                                             for b in c[1:]])
     if samples.waits:
         per_second: dict[int, list[Counter[str]]] = {}
         for t, counts in samples.waits:

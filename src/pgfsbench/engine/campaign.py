@@ -52,6 +52,7 @@ class CampaignResult:
     run_ids: list[int] = field(default_factory=list)
     status: CampaignStatus = CampaignStatus.DONE
     counts: dict[str, int] = field(default_factory=dict)
+    unsupported: dict[str, str] = field(default_factory=dict)  # cell id -> why not run
 
     @property
     def not_ok(self) -> int:
@@ -89,8 +90,14 @@ class Campaign:
         journal.note(campaign_id=campaign_id)
         eng = Engine(self.loaded, self.plan, self.store, self.workdir, self.runner,
                      journal, self.policy, ready.binaries, ready.os_user, self.events.phase,
-                     campaign_id)
+                     campaign_id, ready.by_bindir)
         result = CampaignResult(campaign_id)
+        if ready.unsupported:  # "not supported here" is an answer, not a failed run
+            result.unsupported = dict(ready.unsupported)
+            self.store.note_campaign(campaign_id, "not_supported_here", result.unsupported)
+            for cell_id, why in ready.unsupported.items():
+                self.events.warning(f"{cell_id}: {why}; not run")
+            runs = [r for r in runs if r.cell.id not in ready.unsupported]
         try:
             for group in self._groups(runs):
                 self._execute_group(eng, group, result)
@@ -233,7 +240,7 @@ class Campaign:
             fs=cell.fs, postgres=cell.postgres_name, kernel=cell.kernel_name, workload=w.name,
             repetition=planned.repetition, scale=cell.scale, clients=w.clients,
             threads=w.threads, duration_s=w.duration_s, warmup_s=w.warmup_s,
-            params=cell_params(cell), pg_version=eng.binaries.version, host=self.host,
+            params=cell_params(cell), pg_version=eng.binaries_for(cell).version, host=self.host,
             uuid=str(uuid.uuid4()))
         if self.resume is not None:
             self.store.supersede(result.campaign_id, cell.id, planned.repetition, run_id)
@@ -257,7 +264,8 @@ class Campaign:
         env: dict[str, Any] = {}
         with contextlib.suppress(Exception):
             env = {**host_environment(), "vm": kernel.snapshot_vm(),
-                   "postgresql": eng.binaries.version_line}
+                   "postgresql": (eng.binaries_for(state.cell) if state is not None
+                                  else eng.binaries).version_line}
             if state is not None and state.storage is not None:
                 env["mounts"] = {v.role: {"source": v.source, "fs": v.fs,
                                           "options": v.mount_options}

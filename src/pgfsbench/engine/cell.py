@@ -49,10 +49,16 @@ class Engine:
     runner: Runner
     journal: Journal
     policy: DevicePolicy
-    binaries: Binaries
+    binaries: Binaries  # the default PostgreSQL
     os_user: str | None
     phase: Callable[[str], None]
     campaign_id: int = 0
+    by_bindir: dict[str, Binaries] = field(default_factory=dict)  # configurations' own
+
+    def binaries_for(self, cell: Cell) -> Binaries:
+        """The PostgreSQL a cell runs: its configuration's bindir, else the default."""
+        bindir = cell.postgres.bindir
+        return self.by_bindir[bindir] if bindir else self.binaries
 
     def artifacts_dir(self, run_id: int) -> Path:
         path = self.store.artifacts_root / f"run-{run_id}"
@@ -101,7 +107,8 @@ class CellState:
         if self.bouncer is not None:
             clients = Endpoint(str(self.bouncer.socket_dir), pgbouncer.PORT, SUPERUSER,
                                server.dbname)
-        return WorkloadContext(eng.runner, eng.journal, eng.binaries, clients, server,
+        return WorkloadContext(eng.runner, eng.journal, eng.binaries_for(self.cell), clients,
+                               server,
                                self.scratch, artifacts, eng.os_user, eng.loaded.base_dir)
 
     def endpoint(self, eng: Engine) -> Endpoint:
@@ -176,7 +183,7 @@ def _ceiling(eng: Engine, st: CellState) -> None:
         st.ceiling = {"identity": ident, "cached": True, **cached["figures"]}
         return
     eng.phase("measuring the storage's ceiling (pg_test_fsync, fio)")
-    figures = ceiling.measure(eng.runner, eng.binaries.tool("pg_test_fsync"),
+    figures = ceiling.measure(eng.runner, eng.binaries_for(st.cell).tool("pg_test_fsync"),
                               st.storage.data.mountpoint)
     eng.store.put_ceiling(ident, st.cell.storage_name, figures)
     st.ceiling = {"identity": ident, "cached": False, **figures}
@@ -185,7 +192,7 @@ def _ceiling(eng: Engine, st: CellState) -> None:
 def _initdb(eng: Engine, st: CellState) -> None:
     assert st.storage is not None and st.celldir is not None and st.logdir is not None
     sock = socket_dir(eng.journal, st.celldir, eng.os_user)
-    st.instance = Instance(eng.binaries, st.storage.pgdata, st.storage.waldir, sock,
+    st.instance = Instance(eng.binaries_for(st.cell), st.storage.pgdata, st.storage.waldir, sock,
                            st.logdir / "postgresql.log", eng.os_user)
     eng.phase("initdb")
     st.initdb_output = st.instance.init(eng.runner, st.cell.postgres.initdb)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pgfsbench import kernel
-from pgfsbench.collect.host import busy_warning, host_environment, sample_load
+from pgfsbench.collect.host import busy_warning, host_environment, meminfo, sample_load
 from pgfsbench.collect.observation import Observation, ObservationResult
 from pgfsbench.collect.pooler import PoolerSampler
 from pgfsbench.engine.cell import CellState, Engine, sync_volumes
@@ -131,7 +131,10 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
         bouncer = st.bouncer
         pooler = PoolerSampler(lambda command: pgbouncer.console(bouncer, SUPERUSER, command),
                                d.database)
-    observation = Observation(st.instance.conninfo(d.database), eng.binaries.major,
+    cold = getattr(w.config, "cache", "warm") == "cold"
+    cache = cold_cache(eng, st) if cold else None
+    warmup_s = 0.0 if cold else w.warmup_s
+    observation = Observation(st.instance.conninfo(d.database), st.instance.binaries.major,
                               st.storage.block_devices, st.instance.log_path,
                               enabled=d.samplers, wait_hz=d.wait_event_hz, pooler=pooler)
     observation.start()
@@ -141,10 +144,10 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
     pacing: dict[str, Any] | None = None
     children_cpu = 0.0
     try:
-        if w.warmup_s > 0:
-            eng.phase(f"warm-up {w.warmup_s:g} s")
+        if warmup_s > 0:
+            eng.phase(f"warm-up {warmup_s:g} s")
             dog = Watchdog(d.stall_timeout)
-            warm = st.workload.run(ctx, cell, w.warmup_s, measured=False,
+            warm = st.workload.run(ctx, cell, warmup_s, measured=False,
                                    on_progress=lambda p: dog.progress(p.throughput),
                                    stalled=dog.check)
             if warm.stalled:
@@ -170,7 +173,7 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
         observed = observation.finish()
         # what the samplers saw is kept even when the run failed: it is the evidence
         with contextlib.suppress(Exception):
-            store_observation(eng, run_id, observed, m, w.warmup_s, w.duration_s)
+            store_observation(eng, run_id, observed, m, warmup_s, w.duration_s)
     metrics: dict[str, Any] = {
         **observed.metrics, "wal_records": observed.wal_records, "host_load": load.as_dict(),
         "latency_log": m.latency.as_dict() if m.latency else None,
@@ -183,6 +186,7 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
                            "txlog_sampling_rate": cell.workload.sampling_rate}
     if pacing:
         metrics["rate"] = pacing
+    metrics["cache"] = cache or {"state": "warm"}
     if st.huge_pages is not None:
         metrics["huge_pages"] = {**st.huge_pages, "at_end": kernel.huge_page_facts()}
     record = RunRecord(
@@ -210,6 +214,28 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
     record.space = {"after_load": st.space_after_load, "after_run": space_after}
     record.environment = run_environment(eng, st, observed)
     return record
+
+
+def cold_cache(eng: Engine, st: CellState) -> dict[str, Any]:
+    """Empty every cache between the data and the workload, and say what was done:
+    PostgreSQL restarted (shared_buffers emptied), the OS page cache dropped (Cached in
+    /proc/meminfo before and after). ZFS's ARC is not dropped by the page cache: it is named
+    as still warm rather than claimed cold."""
+    assert st.instance is not None and st.storage is not None
+    eng.phase("cold cache: restarting PostgreSQL, dropping the page cache")
+    before = meminfo().get("Cached")
+    st.instance.checkpoint()
+    st.instance.stop(eng.runner)
+    sync_volumes(eng.runner, st.storage)
+    kernel.drop_caches()
+    after = meminfo().get("Cached")
+    st.instance.start(eng.journal, eng.runner, eng.loaded.spec.defaults.startup_timeout)
+    done = {"state": "cold", "postgres_restarted": True, "page_cache_dropped": True,
+            "cached_kb_before": before, "cached_kb_after": after}
+    if st.cell.fs == "zfs":
+        done["zfs_arc"] = ("not dropped: the ARC keeps ZFS's cache (export/import of the "
+                           "pool would empty it); reads may still be served from memory")
+    return done
 
 
 def _size(path: Path) -> int | None:
@@ -249,8 +275,8 @@ def run_environment(eng: Engine, st: CellState,
     """The host, the kernel settings in effect now (read before anything is undone), the
     devices, mounts and PostgreSQL's changed settings."""
     env: dict[str, Any] = {**host_environment(), "vm": kernel.snapshot_vm(),
-                           "postgresql": eng.binaries.version_line,
-                           "pg_bindir": str(eng.binaries.bindir),
+                           "postgresql": eng.binaries_for(st.cell).version_line,
+                           "pg_bindir": str(eng.binaries_for(st.cell).bindir),
                            "initdb_output": st.initdb_output}
     if observed is not None:
         env["devices"] = observed.metrics.get("devices", {})
@@ -258,10 +284,10 @@ def run_environment(eng: Engine, st: CellState,
         env["mounts"] = {v.role: {"source": v.source, "fs": v.fs, "options": v.mount_options}
                          for v in st.storage.volumes}
     with contextlib.suppress(Exception):
-        env[st.workload.tool] = subprocess.run(
-            [eng.binaries.tool("pgbench") if st.workload.tool == "pgbench" else st.workload.tool,
-             "--version"], capture_output=True, text=True, timeout=30,
-            check=False).stdout.strip().splitlines()[0]
+        tool = st.workload.tool
+        path = eng.binaries_for(st.cell).tool(tool) if tool in ("pgbench", "pg_dump") else tool
+        env[tool] = subprocess.run([path, "--version"], capture_output=True, text=True,
+                                   timeout=30, check=False).stdout.strip().splitlines()[0]
     if st.instance is not None:
         with contextlib.suppress(PgfsbenchError, Exception):
             env["pg_settings_changed"] = st.instance.changed_settings()

@@ -11,14 +11,19 @@ import contextlib
 import os
 import pwd
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pgfsbench import kernel
 from pgfsbench.plan import Plan, is_root
-from pgfsbench.postgres.binaries import Binaries, find_binaries
+from pgfsbench.postgres.binaries import (
+    Binaries,
+    find_binaries,
+    io_uring_unsupported,
+    unknown_settings,
+)
 from pgfsbench.postgres.instance import SUPERUSER
-from pgfsbench.spec import LoadedSpec
+from pgfsbench.spec import Cell, LoadedSpec
 from pgfsbench.storage import driver_for, limits
 from pgfsbench.storage.devices import DevicePolicy, check_real_device
 from pgfsbench.system.access import first_unreachable
@@ -36,6 +41,33 @@ class Ready:
     binaries: Binaries
     os_user: str | None  # PostgreSQL and the benchmark run as this user (None: ourselves)
     workdir: Path
+    by_bindir: dict[str, Binaries] = field(default_factory=dict)  # configurations' own
+    # cells this machine cannot run (io_method = io_uring without liburing...): id -> why
+    unsupported: dict[str, str] = field(default_factory=dict)
+
+
+def check_postgres_versions(cells: list[Cell], default: Binaries
+                            ) -> tuple[dict[str, Binaries], dict[str, str], list[str]]:
+    """Each configuration's PostgreSQL (its own bindir, else the default): the binaries by
+    bindir, the cells it cannot run here and why, and the settings it does not know."""
+    by_bindir: dict[str, Binaries] = {}
+    unsupported: dict[str, str] = {}
+    problems: list[str] = []
+    for cell in cells:
+        pg = cell.postgres
+        if pg.bindir and pg.bindir not in by_bindir:
+            by_bindir[pg.bindir] = find_binaries(pg.bindir)
+        binaries = by_bindir[pg.bindir] if pg.bindir else default
+        unknown = unknown_settings(binaries, list(pg.settings))
+        if unknown:
+            problems.append(f"postgres {cell.postgres_name}: PostgreSQL {binaries.version} has "
+                            f"no setting {', '.join(unknown)}")
+        method = str(pg.settings.get("io_method", "")).lower()
+        if method == "io_uring":
+            why = io_uring_unsupported(binaries)
+            if why is not None:
+                unsupported[cell.id] = f"io_method = io_uring is not supported here: {why}"
+    return by_bindir, unsupported, problems
 
 
 def postgres_os_user() -> str | None:
@@ -98,7 +130,7 @@ def preflight(loaded: LoadedSpec, plan: Plan, workdir: Path, policy: DevicePolic
     os_user = postgres_os_user()
     check_workdir(workdir, os_user)
     binaries = find_binaries(loaded.spec.defaults.pg_bindir)
-    problems: list[str] = []
+    by_bindir, unsupported, problems = check_postgres_versions(plan.cells, binaries)
     for cell in plan.cells:
         problems += [f"kernel {cell.kernel_name}: {p}" for p in kernel.check(cell.kernel)]
         problems += workload_for(cell, loaded.spec.defaults).problems(cell, loaded.base_dir,
@@ -119,4 +151,4 @@ def preflight(loaded: LoadedSpec, plan: Plan, workdir: Path, policy: DevicePolic
             with contextlib.suppress(OSError):
                 workdir.rmdir()
         raise
-    return Ready(binaries, os_user, workdir)
+    return Ready(binaries, os_user, workdir, by_bindir, unsupported)

@@ -67,3 +67,73 @@ def find_binaries(configured: str | None = None) -> Binaries:
             return _version_of(bindir)
     raise InstanceError("no PostgreSQL binaries found (tried pg_config and "
                         f"{DEBIAN_GLOB}); set defaults.pg_bindir in the spec")
+
+
+def parse_describe_config(text: str) -> dict[str, str]:
+    """`postgres --describe-config`: setting name -> its type (BOOLEAN, INTEGER, ENUM...)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        parts = line.split("\t")
+        if len(parts) >= 4 and parts[0]:
+            out[parts[0].lower()] = parts[3]
+    return out
+
+
+_DESCRIBED: dict[Path, dict[str, str]] = {}
+
+
+def known_settings(binaries: Binaries) -> dict[str, str]:
+    """The settings this server knows (``postgres --describe-config``, which reads nothing
+    and may run as root); cached per bindir."""
+    if binaries.bindir not in _DESCRIBED:
+        done = subprocess.run([binaries.tool("postgres"), "--describe-config"],
+                              capture_output=True, text=True, timeout=60, check=False)
+        if done.returncode != 0:
+            raise InstanceError(f"{binaries.tool('postgres')} --describe-config failed: "
+                                f"{done.stderr.strip()[:200]}")
+        _DESCRIBED[binaries.bindir] = parse_describe_config(done.stdout)
+    return _DESCRIBED[binaries.bindir]
+
+
+def unknown_settings(binaries: Binaries, names: list[str]) -> list[str]:
+    """Names this server does not know (custom extension settings, with a dot, pass)."""
+    known = known_settings(binaries)
+    return [n for n in names if "." not in n and n.lower() not in known]
+
+
+def configure_flags(binaries: Binaries) -> str:
+    """How the server was built (`pg_config --configure`), "" when pg_config is absent."""
+    pg_config = binaries.bindir / "pg_config"
+    if not pg_config.is_file():
+        return ""
+    done = subprocess.run([str(pg_config), "--configure"], capture_output=True, text=True,
+                          timeout=30, check=False)
+    return done.stdout if done.returncode == 0 else ""
+
+
+def io_uring_unsupported(binaries: Binaries,
+                         disabled_path: Path = Path("/proc/sys/kernel/io_uring_disabled")
+                         ) -> str | None:
+    """Why io_method = io_uring cannot work with these binaries on this kernel (None: it
+    can): before 18, not built with liburing, or io_uring disabled by the kernel."""
+    if binaries.major < 18:
+        return f"PostgreSQL {binaries.version} has no io_method (18+)"
+    flags = configure_flags(binaries)
+    meson_or_unknown = flags.strip() == ""
+    if not meson_or_unknown and "--with-liburing" not in flags:
+        return f"PostgreSQL {binaries.version} in {binaries.bindir} was built without liburing"
+    if meson_or_unknown and not _links_liburing(binaries):
+        return f"PostgreSQL {binaries.version} in {binaries.bindir} was built without liburing"
+    try:
+        if disabled_path.read_text().strip() == "2":
+            return "the kernel disables io_uring (kernel.io_uring_disabled = 2)"
+    except OSError:
+        pass
+    return None
+
+
+def _links_liburing(binaries: Binaries) -> bool:
+    try:
+        return b"liburing" in Path(binaries.tool("postgres")).read_bytes()
+    except OSError:
+        return False

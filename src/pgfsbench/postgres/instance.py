@@ -61,6 +61,8 @@ def initdb_argv(binaries: Binaries, pgdata: Path, waldir: Path | None,
         argv += ["--wal-segsize", str(options.wal_segsize)]
     if options.data_checksums:
         argv.append("--data-checksums")
+    elif binaries.major >= 18:  # 18 turned checksums on by default: keep one default for all
+        argv.append("--no-data-checksums")
     return argv + list(options.extra_args)
 
 

@@ -17,7 +17,8 @@ from pgfsbench.results import schema
 from pgfsbench.system.errors import StoreError, UsageError
 
 LIST_KEYS = ("run_id", "campaign_id", "host", "cell", "storage", "fs", "postgres", "kernel",
-             "workload", "scale", "clients", "repetition", "status", "tps", "throughput",
+             "workload", "pg_version", "scale", "clients", "repetition", "status", "tps",
+             "throughput",
              "throughput_unit", "latency_avg_ms", "load_seconds", "space_bytes", "error",
              "implementation", "fuse", "started_at", "superseded_by", "uuid")
 

@@ -295,9 +295,19 @@ class Pooler(Model):
 
 class PostgresConfig(Model):
     description: str = ""
+    # this configuration's own PostgreSQL (another major version): its bindir; the default
+    # is defaults.pg_bindir, else the newest installed
+    bindir: str | None = None
     settings: dict[str, Scalar] = {}
     initdb: InitdbOptions = InitdbOptions()
     pooler: Pooler | None = None
+
+    @field_validator("bindir")
+    @classmethod
+    def _bindir(cls, v: str | None) -> str | None:
+        if v is not None and not v.startswith("/"):
+            raise ValueError("bindir must be an absolute path (e.g. /usr/lib/postgresql/17/bin)")
+        return v
 
     @field_validator("settings")
     @classmethod
@@ -372,7 +382,7 @@ class KernelConfig(Model):
 
 # ---------------------------------------------------------------- workload
 
-BUILTINS = ("tpcb-like", "simple-update", "select-only")
+BUILTINS = ("tpcb-like", "simple-update", "select-only", "seqscan")
 SYSBENCH_SCRIPTS = ("oltp_read_write", "oltp_read_only", "oltp_write_only", "oltp_point_select",
                     "oltp_update_index", "oltp_update_non_index", "oltp_insert", "oltp_delete",
                     "select_random_points", "select_random_ranges")
@@ -427,6 +437,9 @@ class WorkloadBase(Model):
     warmup: Duration | None = None
     rate: Annotated[Rate | list[Rate] | None, BeforeValidator(_one_or_many),
                     AfterValidator(_check_rate)] = None
+    # "cold": before the measured phase PostgreSQL is restarted (its buffers emptied) and the
+    # OS page cache dropped; no warm-up then (it would warm the cache again)
+    cache: Literal["warm", "cold"] = "warm"
     extra_args: list[str] = []
 
 
@@ -434,7 +447,9 @@ class PgbenchWorkload(WorkloadBase):
     """pgbench: a builtin script or your own, with -l for exact latencies."""
 
     tool: Literal["pgbench"] = "pgbench"
-    builtin: Literal["tpcb-like", "simple-update", "select-only"] | None = None
+    # "seqscan": full scans of pgbench_accounts, each a transaction; reported in MB/s
+    builtin: Literal["tpcb-like", "simple-update", "select-only", "seqscan"] | None = None
+    parallel_workers: Annotated[int, Field(ge=0, le=64)] = 0  # seqscan: per Gather
     scripts: list[str] = []  # pgbench -f FILE[@WEIGHT], relative to the spec file
     protocol: Literal["simple", "extended", "prepared"] = "simple"
     sampling_rate: float | None = Field(None, gt=0, le=1)
@@ -484,6 +499,23 @@ class SysbenchWorkload(WorkloadBase):
         return v
 
 
+class DumpWorkload(WorkloadBase):
+    """pg_dump as a read-throughput workload: the pgbench data (scale) dumped again and
+    again for the duration, to /dev/null (custom format) or to a scratch directory
+    (directory format, `jobs` in parallel); reported in MB/s of the database's size."""
+
+    tool: Literal["pg_dump"]
+    format: Literal["custom", "directory"] = "custom"
+    jobs: Annotated[int, Field(ge=1, le=64)] = 1
+    compress: Annotated[int, Field(ge=0, le=9)] = 0
+
+    @model_validator(mode="after")
+    def _jobs(self) -> DumpWorkload:
+        if self.jobs > 1 and self.format != "directory":
+            raise ValueError("jobs > 1 needs format = \"directory\" (pg_dump -Fd -j N)")
+        return self
+
+
 def _workload_tag(v: Any) -> str:
     if isinstance(v, dict):
         return str(v.get("tool", "pgbench"))
@@ -491,9 +523,10 @@ def _workload_tag(v: Any) -> str:
 
 
 WorkloadConfig = Annotated[
-    Annotated[PgbenchWorkload, Tag("pgbench")] | Annotated[SysbenchWorkload, Tag("sysbench")],
+    Annotated[PgbenchWorkload, Tag("pgbench")] | Annotated[SysbenchWorkload, Tag("sysbench")]
+    | Annotated[DumpWorkload, Tag("pg_dump")],
     Discriminator(_workload_tag, custom_error_type="tool",
-                  custom_error_message="tool must be pgbench or sysbench"),
+                  custom_error_message="tool must be pgbench, sysbench or pg_dump"),
 ]
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pgfsbench.spec import Cell, Defaults
 from pgfsbench.workloads.base import Workload
+from pgfsbench.workloads.dump import Dump
 from pgfsbench.workloads.pgbench import Pgbench
 from pgfsbench.workloads.sysbench import Sysbench
 
@@ -16,4 +17,6 @@ def workload_for(cell: Cell, defaults: Defaults) -> Workload:
         return Pgbench(defaults.generation, defaults.foreign_keys, defaults.samplers)
     if tool == "sysbench":
         return Sysbench()
+    if tool == "pg_dump":
+        return Dump(Pgbench(defaults.generation, defaults.foreign_keys, False))
     raise ValueError(f"no workload driver for {tool!r}")

@@ -7,6 +7,7 @@ its progress reports (-P 1).
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from dataclasses import dataclass, field
@@ -51,11 +52,23 @@ def script_path(script: str, base_dir: Path) -> tuple[Path, str]:
     return path, weight
 
 
+SEQSCAN_TABLE = "pgbench_accounts"
+
+
+def seqscan_script(parallel_workers: int) -> str:
+    """One full scan of the largest table per transaction (parallel workers as asked)."""
+    return (f"SET max_parallel_workers_per_gather = {int(parallel_workers)};\n"
+            f"SELECT count(*) FROM {SEQSCAN_TABLE};\n")
+
+
 def run_argv(pgbench: str, conn: Endpoint, workload: Workload, duration_s: float,
              *, base_dir: Path, progress: bool = True, vacuum: bool = True,
-             log_prefix: Path | None = None, sampling_rate: float | None = None) -> list[str]:
+             log_prefix: Path | None = None, sampling_rate: float | None = None,
+             transactions: int | None = None) -> list[str]:
+    """``transactions``: each client runs that many (-t), instead of for the duration."""
+    length = ["-t", str(transactions)] if transactions else ["-T", str(max(1, round(duration_s)))]
     argv = [pgbench, *conn.libpq_args(), "-c", str(workload.clients), "-j",
-            str(workload.threads), "-T", str(max(1, round(duration_s))), "-M", workload.protocol]
+            str(workload.threads), *length, "-M", workload.protocol]
     if workload.builtin:
         argv += ["-b", workload.builtin]
     for script in workload.scripts:
@@ -222,6 +235,51 @@ class Pgbench:
 
     def run(self, ctx: WorkloadContext, cell: Cell, seconds: float, *, measured: bool,
             on_progress: ProgressCallback, stalled: StallCheck) -> Measurement:
+        if cell.workload.builtin == "seqscan":
+            return self._seqscan(ctx, cell, seconds, measured=measured,
+                                 on_progress=on_progress, stalled=stalled)
+        return self._run(ctx, cell, seconds, measured=measured, on_progress=on_progress,
+                         stalled=stalled)
+
+    def _seqscan(self, ctx: WorkloadContext, cell: Cell, seconds: float, *, measured: bool,
+                 on_progress: ProgressCallback, stalled: StallCheck) -> Measurement:
+        """Scans per second from pgbench, made MB/s by the table's size on disk."""
+        import psycopg
+
+        w = cell.workload
+        script = ctx.workdir / "seqscan.sql"
+        script.write_text(seqscan_script(getattr(w.config, "parallel_workers", 0)))
+        script.chmod(0o644)
+        with psycopg.connect(ctx.server.conninfo(), connect_timeout=10) as conn:
+            row = conn.execute("SELECT pg_relation_size(%s)", (SEQSCAN_TABLE,)).fetchone()
+        table = int(row[0]) if row else 0
+        mb = table / 1e6
+        scan = dataclasses.replace(cell, workload=dataclasses.replace(
+            w, builtin=None, scripts=(str(script),), protocol="simple"))
+
+        def progress(p: Progress) -> None:
+            on_progress(Progress(p.t, p.throughput * mb, p.latency_ms,
+                                 {**p.extra, "scans_per_s": p.throughput}))
+
+        # a cold cache stays cold for one pass only: then each client scans once
+        once = measured and getattr(w.config, "cache", "warm") == "cold"
+        m = self._run(ctx, scan, seconds, measured=measured, on_progress=progress,
+                      stalled=stalled, transactions=1 if once else None)
+        scans = m.throughput
+        m.unit = "MB/s"
+        m.throughput = None if scans is None else round(scans * mb, 3)
+        m.extra = {**m.extra, "scans_per_s": scans, "table": SEQSCAN_TABLE,
+                   "table_bytes": table,
+                   "parallel_workers": getattr(w.config, "parallel_workers", 0)}
+        if "tps" in m.series:
+            t0, values = m.series["tps"]
+            m.series["read_mbps"] = (t0, [None if v is None else round(float(v) * mb, 3)
+                                          for v in values])
+        return m
+
+    def _run(self, ctx: WorkloadContext, cell: Cell, seconds: float, *, measured: bool,
+             on_progress: ProgressCallback, stalled: StallCheck,
+             transactions: int | None = None) -> Measurement:
         w = cell.workload
         name = "pgbench" if measured else "warmup"
         log = measured and self.log_transactions
@@ -230,7 +288,7 @@ class Pgbench:
         argv = run_argv(ctx.binaries.tool("pgbench"), ctx.endpoint, w, seconds,
                         base_dir=ctx.base_dir, vacuum=vacuum,
                         log_prefix=ctx.workdir / "txlog" if log else None,
-                        sampling_rate=w.sampling_rate)
+                        sampling_rate=w.sampling_rate, transactions=transactions)
         stdout_path = ctx.artifacts / f"{name}.stdout"
         child = ctx.runner.spawn(argv, stdout_path=stdout_path, user=ctx.os_user,
                                  cwd=ctx.workdir)
