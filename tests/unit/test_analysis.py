@@ -191,6 +191,15 @@ def test_frozen_filesystem_without_wait_events_says_what_was_missing() -> None:
     assert "wait events (samplers off)" in ep.missing
 
 
+def test_a_run_that_never_writes_is_not_called_frozen() -> None:
+    """A dump or a scan writes nothing all along: a dip in its throughput is not a
+    filesystem refusing writes."""
+    al = run_of(disk_write_mbps=[0.0] * 30)
+    stall(al, 10, 12)
+    (ep,) = find_stalls(al)
+    assert ep.cause != "fs_not_accepting_writes"
+
+
 def test_checkpoint_sync_phase() -> None:
     al = run_of()
     stall(al, 20, 23, tps=50.0)

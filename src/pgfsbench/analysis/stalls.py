@@ -27,6 +27,8 @@ import numpy as np
 
 from pgfsbench.analysis.series import Aligned, median_finite
 
+MIN_USUAL_WRITE_MBPS = 0.2  # below this, "nothing written" is the run's normal state
+
 CAUSES = {
     "fs_not_accepting_writes": "the filesystem was not accepting writes",
     "checkpoint": "a checkpoint",
@@ -235,7 +237,9 @@ def _fs_not_accepting_writes(c: Context) -> Cause | None:
     window = c.al.get("disk_write_mbps")[c.a:c.b + 1]
     window = window[np.isfinite(window)]
     usual = c.median_out("disk_write_mbps")
-    floor = max(0.05, 0.05 * usual) if math.isfinite(usual) else 0.05
+    if not math.isfinite(usual) or usual < MIN_USUAL_WRITE_MBPS:
+        return None  # a run that hardly writes (reads, a dump) says nothing by not writing
+    floor = max(0.05, 0.05 * usual)
     quiet = int((window <= floor).sum())
     tps = c.al.throughput()[c.a:c.b + 1]
     med_tps = median_finite(c.al.throughput()[c.outside]) if c.outside.any() else math.nan

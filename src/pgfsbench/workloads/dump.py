@@ -5,8 +5,9 @@ phase dumps the database again and again until the duration is spent (at least o
 a cold cache exactly once, since a second dump would read what the first left cached):
 custom format to /dev/null, or directory format with `jobs` workers into the run's scratch
 directory (removed after each dump). Throughput is the database's size times the dumps
-done, over the time taken, in MB/s; the per-second series is what pg_dump's processes read
-from the server (/proc/PID/io rchar), so a slow second shows as one.
+done, over the time taken, in MB/s. The per-second series follows pg_dump's output (what
+its processes wrote, /proc/PID/io wchar), scaled so that it sums to the database bytes
+dumped: a slow second shows as one, in the same unit as the throughput.
 """
 
 from __future__ import annotations
@@ -45,8 +46,10 @@ def dump_argv(pg_dump: str, conn: Endpoint, fmt: str, jobs: int, compress: int,
     return argv
 
 
-def read_bytes_of_group(pgid: int) -> int:
-    """Bytes read (rchar) by every process of a process group: pg_dump and its workers."""
+def written_bytes_of_group(pgid: int) -> int:
+    """Bytes written (wchar: its output) by every process of a process group: pg_dump and
+    its workers. What pg_dump receives from the server arrives through recv(), which
+    /proc/PID/io does not count; what it writes out does, and tracks it."""
     total = 0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -57,7 +60,7 @@ def read_bytes_of_group(pgid: int) -> int:
             if int(fields[2]) != pgid:
                 continue
             for line in (entry / "io").read_text().splitlines():
-                if line.startswith("rchar:"):
+                if line.startswith("wchar:"):
                     total += int(line.split()[1])
         except (OSError, ValueError, IndexError):
             continue
@@ -91,15 +94,17 @@ class Dump:
         name = "pg_dump" if measured else "warmup"
         started = time.monotonic()
         per_second: list[float] = []
-        counted = [0.0, started, 0]  # bytes read in the current second, its start, dumps
+        # bytes written in the current second, its start, bytes written in all
+        counted = [0.0, started, 0.0]
         dumps = 0
         errors: list[str] = []
         stderr_all = []
 
         def tick(pgid: int, last: list[int]) -> str | None:
             now = time.monotonic()
-            read = read_bytes_of_group(pgid)
+            read = written_bytes_of_group(pgid)
             counted[0] += max(0, read - last[0])
+            counted[2] += max(0, read - last[0])
             last[0] = read
             if now - counted[1] >= 1.0:
                 mbps = counted[0] / 1e6 / (now - counted[1])
@@ -139,6 +144,9 @@ class Dump:
             dumps += 1
         elapsed = time.monotonic() - started
         (ctx.artifacts / f"{name}.stderr").write_text("".join(stderr_all))
+        if counted[2] > 0 and dumps:  # output bytes -> database bytes
+            factor = db_bytes * dumps / counted[2]
+            per_second = [round(v * factor, 3) for v in per_second]
         mbps = db_bytes * dumps / 1e6 / elapsed if dumps and elapsed > 0 else None
         return Measurement(
             unit="MB/s", throughput=None if mbps is None else round(mbps, 3),
@@ -148,4 +156,5 @@ class Dump:
             errors=tuple(errors), returncode=0 if not errors else 1,
             extra={"dumps": dumps, "database_bytes": db_bytes, "format": fmt, "jobs": jobs,
                    "compress": compress, "seconds": round(elapsed, 3),
-                   "series_from": "rchar of pg_dump's processes (/proc/PID/io)"})
+                   "series_from": "pg_dump's output (/proc/PID/io wchar), scaled to the "
+                                  "database bytes dumped"})
