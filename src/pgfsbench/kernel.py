@@ -159,3 +159,80 @@ def snapshot_vm() -> dict[str, str]:
         if p.exists():
             result[f"transparent_hugepage.{key}"] = selected(p.read_text())
     return result
+
+
+# ---------------------------------------------------------------- memory limit (cgroup v1)
+
+MEMORY_CGROUP_ROOT = Path("/sys/fs/cgroup/memory")
+
+
+def memory_cgroup_available(root: Path = MEMORY_CGROUP_ROOT) -> str | None:
+    """None when a memory limit can be set here, else why not."""
+    if (root / "memory.limit_in_bytes").exists():
+        return None
+    if Path("/sys/fs/cgroup/cgroup.controllers").exists():
+        return ("memory_limit needs the cgroup v1 memory controller; this host has cgroup "
+                "v2 only (not supported yet)")
+    return "memory_limit needs the cgroup v1 memory controller (/sys/fs/cgroup/memory)"
+
+
+def limit_memory(journal: Journal, name: str, limit: int, pids: list[int],
+                 root: Path = MEMORY_CGROUP_ROOT) -> dict[str, Any]:
+    """A memory cgroup of ``limit`` bytes holding ``pids`` (the postmaster and its server
+    processes; backends forked later inherit it): their private memory and the page cache
+    they fill from now on are charged to it. Journaled: undo moves whatever is left back
+    to the root group, then removes the group."""
+    group = root / name
+    journal.record(f"memory cgroup {group} ({limit} bytes)",
+                   Undo("remove_memory_cgroup", {"path": str(group), "root": str(root)}))
+    group.mkdir(exist_ok=True)
+    (group / "memory.limit_in_bytes").write_text(f"{limit}\n")
+    moved = []
+    for pid in pids:
+        try:
+            (group / "cgroup.procs").write_text(f"{pid}\n")
+            moved.append(pid)
+        except (ProcessLookupError, OSError):
+            continue  # a process that ended meanwhile
+    return {"bytes": limit, "cgroup": str(group), "pids_moved": len(moved),
+            "set": int((group / "memory.limit_in_bytes").read_text())}
+
+
+def join_memory_cgroup(group: Path, pids: list[int]) -> None:
+    """Put more processes in an existing memory cgroup (a restarted postmaster)."""
+    for pid in pids:
+        try:
+            (group / "cgroup.procs").write_text(f"{pid}\n")
+        except OSError:
+            continue
+
+
+def memory_cgroup_usage(group: Path) -> dict[str, int]:
+    """Peak and current usage of a memory cgroup, and how often the limit was hit."""
+    out: dict[str, int] = {}
+    for key, fname in (("peak_bytes", "memory.max_usage_in_bytes"),
+                       ("usage_bytes", "memory.usage_in_bytes"),
+                       ("limit_hits", "memory.failcnt")):
+        try:
+            out[key] = int((group / fname).read_text())
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+@undo_action("remove_memory_cgroup")
+def _remove_memory_cgroup(runner: Runner, args: dict[str, Any]) -> None:
+    group, root = Path(args["path"]), Path(args["root"])
+    if not group.exists():
+        return
+    for pid in (group / "cgroup.procs").read_text().split():
+        try:
+            (root / "cgroup.procs").write_text(f"{pid}\n")
+        except OSError:
+            continue
+    try:
+        group.rmdir()
+    except OSError as exc:
+        left = (group / "cgroup.procs").read_text().split()
+        raise ProvisionError(f"{group} could not be removed ({exc.strerror}); processes "
+                             f"left: {' '.join(left[:8]) or 'none'}") from None

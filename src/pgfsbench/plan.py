@@ -11,7 +11,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import shutil
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -145,12 +145,62 @@ def order_runs(cells: list[Cell], repetitions: int, order: str,
     return [PlannedRun(i, c, r) for i, (c, r) in enumerate(pairs)]
 
 
+# the data size each scale relative to memory aims at, as a share of RAM or shared_buffers
+SCALE_TARGETS = {"fits_shared_buffers": ("shared_buffers", 0.5), "fits_ram": ("ram", 0.5),
+                 "exceeds_ram": ("ram", 2.0)}
+
+
+def machine_ram_bytes() -> int:
+    from pgfsbench.collect.host import meminfo
+
+    return int(meminfo().get("MemTotal", 0)) * 1024
+
+
+def shared_buffers_bytes(settings: dict[str, Any]) -> int:
+    """shared_buffers of a configuration (a bare number counts 8 kB pages); 128MB default."""
+    value = next((v for k, v in settings.items() if k.lower() == "shared_buffers"), "128MB")
+    text = str(value).strip()
+    if text.isdigit():
+        return int(text) * 8192
+    return parse_size(text.replace("kB", "K"))
+
+
+def scale_resolver(loaded: LoadedSpec, ram_bytes: int | None = None
+                   ) -> Callable[[Cell, str], tuple[int, dict[str, Any]]]:
+    """Makes "fits_ram", "exceeds_ram", "0.5x_ram", "2x_shared_buffers"... a scale for a
+    cell: the data size it aims at (from the machine's memory, or defaults.memory_limit
+    when set, and the cell's shared_buffers) over what one scale unit of its workload
+    takes on disk."""
+    d = loaded.spec.defaults
+    limit = parse_size(d.memory_limit) if d.memory_limit else None
+    ram = limit or ram_bytes or machine_ram_bytes()
+
+    def resolve(cell: Cell, text: str) -> tuple[int, dict[str, Any]]:
+        sb = shared_buffers_bytes(dict(cell.postgres.settings))
+        if text in SCALE_TARGETS:
+            basis, share = SCALE_TARGETS[text]
+        else:
+            number, _, basis = text.partition("x_")
+            share = float(number)
+        target = share * (ram if basis == "ram" else sb)
+        per_unit = max(1, workload_for(cell, d).estimated_bytes(cell) // max(1, cell.scale))
+        n = max(1, min(1_000_000, round(target / per_unit)))
+        data = n * per_unit
+        return n, {"spec": text, "target_bytes": int(target), "estimated_bytes": data,
+                   "bytes_per_scale": per_unit, "ram_bytes": ram,
+                   "memory_limited": limit is not None, "shared_buffers_bytes": sb,
+                   "ratio_to_ram": round(data / ram, 3) if ram else None,
+                   "ratio_to_shared_buffers": round(data / sb, 3) if sb else None}
+
+    return resolve
+
+
 def make_plan(loaded: LoadedSpec, workdir: Path | None = None,
               only: Sequence[str] = ()) -> Plan:
     """The runs in execution order; ``only`` keeps the cells whose id matches a glob."""
     spec = loaded.spec
     d = spec.defaults
-    cells = expand(spec)
+    cells = expand(spec, scale_resolver(loaded))
     if only:
         cells = [c for c in cells if any(fnmatch.fnmatchcase(c.id, p) for p in only)]
         if not cells:

@@ -62,3 +62,44 @@ jobs = 2
     dump = show(results, runs["dump-dir"]["run_id"])["metrics"]["tool"]
     assert dump["dumps"] >= 1 and dump["format"] == "directory" and dump["jobs"] == 2
     assert not list((base / "work").rglob("dump"))  # the scratch dumps are gone
+
+
+def test_bulk_load_in_parallel_streams_with_each_phase_timed(base: Path) -> None:
+    spec = write_spec(base / "s.toml", """
+[defaults]
+scale = 2
+clients = 1
+threads = 1
+duration = "2s"
+warmup = "0s"
+repetitions = 1
+[storage.xfs]
+fs = "xfs"
+device = "loop:512M"
+[postgres.p]
+settings = { shared_buffers = "32MB", max_wal_size = "1GB" }
+[workload.copy-after]
+tool = "copy"
+rows_per_scale = 50000
+streams = 2
+[workload.copy-before]
+tool = "copy"
+rows_per_scale = 50000
+indexes = "before"
+""")
+    results = base / "r.sqlite"
+    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
+    runs = {r["workload"]: r for r in runs_of(results)}
+    for name, r in runs.items():
+        assert r["status"] == "ok", r
+        full = show(results, r["run_id"])
+        tool = full["metrics"]["tool"]
+        assert full["throughput_unit"] == "MB/s" and full["throughput"] > 0
+        assert tool["rows"] == 100_000 and tool["rows_per_s"] > 0
+        assert tool["source_bytes"] > 100_000 * 84  # the rows really were generated
+        assert tool["wal_bytes_per_mb"] > 0 and tool["table_bytes"] > 0
+        phases = tool["phases_s"]
+        assert phases["copy"] > 0 and phases["vacuum_analyze"] >= 0
+        assert ("index" in phases) == (name == "copy-after")
+        assert full["load_phases"]["generate_source"] > 0
+    assert show(results, runs["copy-after"]["run_id"])["metrics"]["tool"]["streams"] == 2

@@ -38,6 +38,10 @@ SetOpt = Annotated[list[str] | None, typer.Option(
                   "its dotted path (storage.ext4.device=loop:1G).")]
 WorkdirOpt = Annotated[Path, typer.Option(
     help="Where loop files, mount points, data directories and the journal live.")]
+MemoryLimitOpt = Annotated[str | None, typer.Option(
+    "--memory-limit", help="A cgroup memory limit for PostgreSQL and the page cache it "
+                           "fills (e.g. 2G): scales relative to RAM use it as the RAM "
+                           "(same as --set memory_limit=2G).")]
 OnlyOpt = Annotated[list[str] | None, typer.Option(
     "--only", help="Run only the cells whose id (storage/postgres/kernel/workload) matches "
                    "this glob, e.g. 'zfs*' (repeatable).")]
@@ -50,13 +54,14 @@ def plan_cmd(
     workdir: WorkdirOpt = DEFAULT_WORKDIR,
     only: OnlyOpt = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
+    memory_limit: MemoryLimitOpt = None,
 ) -> None:
     """Show the expanded matrix with disk and time estimates; touches nothing."""
     from pgfsbench.collect.host import busy_warning, sample_load
     from pgfsbench.plan import make_plan
     from pgfsbench.spec import load_spec
 
-    loaded = load_spec(spec, sets or [])
+    loaded = load_spec(spec, [*(sets or []), *_memory_set(memory_limit)])
     plan = make_plan(loaded, workdir, only or [])
     busy = busy_warning(sample_load(0.5), loaded.spec.defaults.busy_cpu_pct,
                         loaded.spec.defaults.busy_steal_pct)
@@ -111,6 +116,15 @@ def print_plan(console: Console, plan: Plan) -> None:
                   f"{human_seconds(plan.estimated_seconds)}{upto}; loop files up to "
                   f"{human_bytes(max(plan.loop_bytes_per_cell.values(), default=0))} at once "
                   "(sparse)")
+    for cell in plan.cells:
+        b = cell.scale_basis
+        if b:
+            ram = (f"{human_bytes(b['ram_bytes'])} "
+                   f"{'memory limit (emulated RAM)' if b['memory_limited'] else 'of RAM'}")
+            console.print(f"{cell.id}: scale {cell.scale} = {b['spec']}: about "
+                          f"{human_bytes(b['estimated_bytes'])} of data, {b['ratio_to_ram']:g}x "
+                          f"the {ram}, {b['ratio_to_shared_buffers']:g}x shared_buffers",
+                          markup=False, highlight=False)
     for storage, lines in plan.limits.items():
         console.print(f"emulated devices of {storage}: " + "; ".join(lines), markup=False,
                       highlight=False)
@@ -248,16 +262,21 @@ def run_cmd(
         help="Run what is missing or failed in this campaign (same spec), into it.")] = None,
     host_name: Annotated[str | None, typer.Option(
         help="The host's name in the results (default: this machine's hostname).")] = None,
+    memory_limit: MemoryLimitOpt = None,
 ) -> None:
     """Run the matrix: provision, configure, load, measure, store; undo everything after.
 
     Exits 0 when every run is ok, 6 when some failed or were aborted."""
     from pgfsbench.spec import load_spec
 
-    loaded = load_spec(spec, sets or [])
+    loaded = load_spec(spec, [*(sets or []), *_memory_set(memory_limit)])
     _, result = run_spec(loaded, results, workdir, destroy_data_on or [], force, Console(),
                          only, resume, host_name)
     _exit_status(result)
+
+
+def _memory_set(limit: str | None) -> list[str]:
+    return [f"memory_limit={limit}"] if limit else []
 
 
 def demo_spec() -> Path:

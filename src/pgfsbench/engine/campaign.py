@@ -362,6 +362,7 @@ def cell_params(cell: Any) -> dict[str, Any]:
         "kernel": cell.kernel.model_dump(),
         "workload": workload,
         "scale": cell.scale,
+        "scale_basis": getattr(cell, "scale_basis", None),
     }
 
 

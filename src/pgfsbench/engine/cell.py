@@ -23,7 +23,7 @@ from pgfsbench.engine.records import Prepared
 from pgfsbench.plan import Plan
 from pgfsbench.postgres import pgbouncer
 from pgfsbench.postgres.binaries import Binaries
-from pgfsbench.postgres.instance import SUPERUSER, Instance
+from pgfsbench.postgres.instance import SUPERUSER, Instance, children_of
 from pgfsbench.results.store import Store
 from pgfsbench.spec import Cell, LoadedSpec
 from pgfsbench.storage import driver_for, limits
@@ -34,6 +34,7 @@ from pgfsbench.system.actions import make_dir
 from pgfsbench.system.errors import InstanceError
 from pgfsbench.system.journal import Journal
 from pgfsbench.system.runner import Runner
+from pgfsbench.units import parse_size
 from pgfsbench.workloads import workload_for
 from pgfsbench.workloads.base import Endpoint, LoadResult, Workload, WorkloadContext
 
@@ -86,6 +87,7 @@ class CellState:
     space_after_load: dict[str, Any] = field(default_factory=dict)
     bouncer: pgbouncer.Bouncer | None = None
     huge_pages: dict[str, Any] | None = None
+    memory_limit: dict[str, Any] | None = None
 
     def prepared(self) -> Prepared:
         assert self.storage is not None
@@ -230,6 +232,20 @@ def _start(eng: Engine, st: CellState) -> None:
     st.instance.create_database(eng.loaded.spec.defaults.database)
 
 
+def _memory_limit(eng: Engine, st: CellState) -> None:
+    """defaults.memory_limit: PostgreSQL (postmaster and server processes, and every backend
+    it forks) in a memory cgroup, before the load, so the page cache the load and the run
+    fill is charged to it. shared_buffers, mapped at start, is not."""
+    limit = eng.loaded.spec.defaults.memory_limit
+    if not limit:
+        return
+    assert st.instance is not None and st.instance.pid is not None
+    eng.phase(f"memory limit {limit}")
+    pids = [st.instance.pid] + [p for p, _ in children_of(st.instance.pid)]
+    st.memory_limit = kernel.limit_memory(eng.journal, f"pgfsbench-run-{st.run_id}",
+                                          parse_size(limit), pids)
+
+
 def _pooler(eng: Engine, st: CellState) -> None:
     assert st.instance is not None and st.celldir is not None
     pooler = st.cell.postgres.pooler
@@ -269,6 +285,7 @@ STEPS: tuple[tuple[str, Step], ...] = (
     ("configure", _configure),
     ("huge pages", _huge_pages),
     ("start", _start),
+    ("memory limit", _memory_limit),
     ("pooler", _pooler),
     ("load", _load),
     ("settle", _settle),

@@ -24,10 +24,12 @@ from pgfsbench.engine.events import Events
 from pgfsbench.engine.records import RunRecord, RunStatus
 from pgfsbench.plan import PlannedRun
 from pgfsbench.postgres import pgbouncer
-from pgfsbench.postgres.instance import SUPERUSER
+from pgfsbench.postgres.instance import SUPERUSER, children_of
 from pgfsbench.spec import Cell
 from pgfsbench.storage import driver_for
+from pgfsbench.storage.snapshots import Snapshotter
 from pgfsbench.system.errors import PgfsbenchError, Stalled, WorkloadError
+from pgfsbench.units import human_bytes
 from pgfsbench.workloads.base import Measurement, Progress, WorkloadContext
 
 SERIES_UNITS = {"wal_mbps": "MB/s", "dirty_kb": "kB", "writeback_kb": "kB",
@@ -140,6 +142,8 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
     observation.start()
     warm: Measurement | None = None
     m: Measurement | None = None
+    snapper: Snapshotter | None = None
+    timeline: list[dict[str, Any]] = []
     observed: ObservationResult | None = None
     pacing: dict[str, Any] | None = None
     children_cpu = 0.0
@@ -158,6 +162,9 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
         cell = capped_log(cell, expected, d.txlog_max_lines_per_s)
         eng.phase(f"measuring {w.duration_s:g} s")
         observation.mark_measured_start()
+        snapper = snapshotter_for(eng, st)
+        if snapper is not None:
+            snapper.start()
         dog = Watchdog(d.stall_timeout)
 
         def live(p: Progress) -> None:
@@ -170,6 +177,8 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         children_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     finally:
+        if snapper is not None:
+            timeline = snapper.stop()
         observed = observation.finish()
         # what the samplers saw is kept even when the run failed: it is the evidence
         with contextlib.suppress(Exception):
@@ -187,8 +196,16 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
     if pacing:
         metrics["rate"] = pacing
     metrics["cache"] = cache or {"state": "warm"}
+    if snapper is not None:
+        metrics["snapshots"] = {"taken": snapper.taken, "errors": snapper.errors}
+        metrics["events"] = timeline
     if st.huge_pages is not None:
         metrics["huge_pages"] = {**st.huge_pages, "at_end": kernel.huge_page_facts()}
+    if st.memory_limit is not None:
+        metrics["memory_limit"] = {**st.memory_limit, **kernel.memory_cgroup_usage(
+            Path(st.memory_limit["cgroup"]))}
+        warnings.append(f"memory limited to {human_bytes(st.memory_limit['bytes'])} "
+                        "(cgroup): RAM was emulated; shared_buffers is outside the limit")
     record = RunRecord(
         status=RunStatus.OK, throughput=m.throughput, throughput_unit=m.unit,
         tps=m.throughput if m.unit == "tps" else None,
@@ -216,6 +233,20 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
     return record
 
 
+def snapshotter_for(eng: Engine, st: CellState) -> Snapshotter | None:
+    """The storage's `snapshots`, if any: btrfs snapshots the data directory's subvolume,
+    ZFS the data (and WAL) datasets."""
+    cfg = getattr(st.cell.storage, "snapshots", None)
+    if cfg is None or st.storage is None:
+        return None
+    if st.cell.fs == "zfs":
+        return Snapshotter("zfs", [v.source for v in st.storage.volumes], None, cfg.every,
+                           cfg.keep, eng.journal, eng.runner)
+    return Snapshotter("btrfs", [str(st.storage.pgdata)],
+                       st.storage.data.mountpoint / "snapshots", cfg.every, cfg.keep,
+                       eng.journal, eng.runner)
+
+
 def cold_cache(eng: Engine, st: CellState) -> dict[str, Any]:
     """Empty every cache between the data and the workload, and say what was done:
     PostgreSQL restarted (shared_buffers emptied), the OS page cache dropped (Cached in
@@ -229,7 +260,10 @@ def cold_cache(eng: Engine, st: CellState) -> dict[str, Any]:
     sync_volumes(eng.runner, st.storage)
     kernel.drop_caches()
     after = meminfo().get("Cached")
-    st.instance.start(eng.journal, eng.runner, eng.loaded.spec.defaults.startup_timeout)
+    pid = st.instance.start(eng.journal, eng.runner, eng.loaded.spec.defaults.startup_timeout)
+    if st.memory_limit is not None:  # the restarted server goes back under its limit
+        kernel.join_memory_cgroup(Path(st.memory_limit["cgroup"]),
+                                  [pid] + [p for p, _ in children_of(pid)])
     done = {"state": "cold", "postgres_restarted": True, "page_cache_dropped": True,
             "cached_kb_before": before, "cached_kb_after": after}
     if st.cell.fs == "zfs":

@@ -139,6 +139,10 @@ def preflight(loaded: LoadedSpec, plan: Plan, workdir: Path, policy: DevicePolic
         raise UsageError("; ".join(dict.fromkeys(problems)))
     if any(limits.configured(c.storage) for c in plan.cells):
         limits.require()
+    if loaded.spec.defaults.memory_limit:
+        why = kernel.memory_cgroup_available()
+        if why is not None:
+            raise CapabilityError(why)
     for dev in plan.real_devices:
         check_real_device(runner, dev, policy)
     created = not workdir.exists()

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 import fnmatch
 import itertools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,6 +59,8 @@ class Cell:
     workload: Workload
     scale: int
     swept: tuple[tuple[str, str], ...] = field(default=())  # the values that vary, for the id
+    scale_spec: str | None = None  # "fits_ram", "2x_shared_buffers"... as the spec said
+    scale_basis: dict[str, Any] | None = None  # how it became a number (memory, sizes)
 
     @property
     def base_id(self) -> str:
@@ -79,7 +81,8 @@ class Cell:
         """The cell's value in every dimension (what matrix rules and globs match)."""
         return {"storage": self.storage_name, "postgres": self.postgres_name,
                 "kernel": self.kernel_name, "workload": self.workload.name,
-                "scale": str(self.scale), "clients": str(self.workload.clients),
+                "scale": self.scale_spec or str(self.scale),
+                "clients": str(self.workload.clients),
                 "rate": (f"{self.workload.rate_fraction * 100:g}%"
                          if self.workload.rate_fraction else _fmt(self.workload.rate))}
 
@@ -132,8 +135,13 @@ def _matches(rule: Any, coords: Mapping[str, str]) -> bool:
     return True
 
 
-def expand(spec: Spec) -> list[Cell]:
-    """Every cell, in the order of the spec (tables first, then swept values)."""
+ScaleResolver = Callable[["Cell", str], tuple[int, dict[str, Any]]]
+
+
+def expand(spec: Spec, resolve_scale: ScaleResolver | None = None) -> list[Cell]:
+    """Every cell, in the order of the spec (tables first, then swept values). A scale
+    given relative to memory ("fits_ram") is made a number by ``resolve_scale`` (plan knows
+    the machine and each workload's size per scale unit)."""
     d = spec.defaults
     combos: list[Cell] = []
     for s, p, k, wname in itertools.product(spec.storage, spec.postgres, spec.kernel,
@@ -141,8 +149,16 @@ def expand(spec: Spec) -> list[Cell]:
         w = spec.workload[wname]
         for scale, clients, rate in itertools.product(
                 _values(w, d, "scale"), _values(w, d, "clients"), _values(w, d, "rate")):
-            combos.append(Cell(s, spec.storage[s], p, spec.postgres[p], k, spec.kernel[k],
-                               resolve_workload(wname, w, d, int(clients), rate), int(scale)))
+            cell = Cell(s, spec.storage[s], p, spec.postgres[p], k, spec.kernel[k],
+                        resolve_workload(wname, w, d, int(clients), rate),
+                        scale if isinstance(scale, int) else 1,
+                        scale_spec=None if isinstance(scale, int) else str(scale))
+            if cell.scale_spec is not None:
+                if resolve_scale is None:
+                    raise ValueError(f"scale {cell.scale_spec!r} needs the machine's memory")
+                n, basis = resolve_scale(cell, cell.scale_spec)
+                cell = dataclasses.replace(cell, scale=n, scale_basis=basis)
+            combos.append(cell)
     kept = [c for c in combos if not any(_matches(r, c.coordinates())
                                          for r in spec.matrix.exclude)]
     for rule in spec.matrix.include:

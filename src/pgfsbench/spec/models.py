@@ -119,12 +119,39 @@ class WalVolume(BlockVolume):
     size: SizeText = "1G"  # tmpfs only
 
 
+class Snapshots(Model):
+    """Snapshots taken during the measured phase, every `every`, the last `keep` kept
+    until the phase ends (then all deleted)."""
+
+    every: Duration
+    keep: Annotated[int, Field(ge=1, le=1000)] = 4
+
+    @field_validator("every")
+    @classmethod
+    def _every(cls, v: float) -> float:
+        if v < 1:
+            raise ValueError("snapshots come at most once a second")
+        return v
+
+
+NO_SNAPSHOTS = ("{fs} has no native snapshots (LVM's would need device-mapper, which this "
+                "machine's kernel lacks): take snapshots on btrfs or zfs")
+
+
 class FilesystemStorage(BlockVolume):
     """A filesystem made on a device for the data directory (and optionally its WAL)."""
 
     description: str = ""
     wal: WalVolume | None = None
     ceiling: bool = False  # measure pg_test_fsync and fio on it first (cached)
+    snapshots: Snapshots | None = None  # btrfs only (the data directory is a subvolume)
+
+    @model_validator(mode="after")
+    def _snapshots(self) -> FilesystemStorage:
+        fs = getattr(self, "fs", "")
+        if self.snapshots is not None and fs != "btrfs":
+            raise ValueError(NO_SNAPSHOTS.format(fs=fs))
+        return self
 
 
 class Ext4Storage(FilesystemStorage):
@@ -221,6 +248,7 @@ class ZfsStorage(Model):
     wal: ZfsDataset | None = None
     module_parameters: dict[str, ZfsValue] = {}
     ceiling: bool = False
+    snapshots: Snapshots | None = None  # of the data and WAL datasets
 
 
 StorageConfig = Annotated[
@@ -387,7 +415,21 @@ SYSBENCH_SCRIPTS = ("oltp_read_write", "oltp_read_only", "oltp_write_only", "olt
                     "oltp_update_index", "oltp_update_non_index", "oltp_insert", "oltp_delete",
                     "select_random_points", "select_random_ranges")
 Clients = Annotated[int, Field(ge=1, le=100_000)]
-Scale = Annotated[int, Field(ge=1, le=1_000_000)]
+SCALE_TEXT_RE = re.compile(
+    r"^(fits_shared_buffers|fits_ram|exceeds_ram|(\d+(?:\.\d+)?)x_(ram|shared_buffers))$")
+
+
+def _scale_text(v: str) -> str:
+    text = v.strip().lower()
+    m = SCALE_TEXT_RE.match(text)
+    if not m or (m.group(2) is not None and float(m.group(2)) <= 0):
+        raise ValueError(f"{v!r} is not a scale: a number, or fits_shared_buffers, fits_ram, "
+                         "exceeds_ram, Nx_ram, Nx_shared_buffers (e.g. 0.5x_ram)")
+    return text
+
+
+# a number, or a size relative to memory resolved per cell by plan ("fits_ram", "2x_ram")
+Scale = Annotated[int, Field(ge=1, le=1_000_000)] | Annotated[str, AfterValidator(_scale_text)]
 
 
 def _rate(v: Any) -> Any:
@@ -516,6 +558,17 @@ class DumpWorkload(WorkloadBase):
         return self
 
 
+class CopyWorkload(WorkloadBase):
+    """Bulk load: COPY of scale x rows_per_scale generated rows (pgbench_accounts' shape) in
+    `streams` parallel COPYs, the index built before, after, or not at all; reported in
+    MB/s and rows/s, with each phase timed and the WAL written per MB loaded."""
+
+    tool: Literal["copy"]
+    rows_per_scale: Annotated[int, Field(ge=1, le=100_000_000)] = 100_000
+    streams: Annotated[int, Field(ge=1, le=64)] = 1
+    indexes: Literal["none", "before", "after"] = "after"
+
+
 def _workload_tag(v: Any) -> str:
     if isinstance(v, dict):
         return str(v.get("tool", "pgbench"))
@@ -524,9 +577,9 @@ def _workload_tag(v: Any) -> str:
 
 WorkloadConfig = Annotated[
     Annotated[PgbenchWorkload, Tag("pgbench")] | Annotated[SysbenchWorkload, Tag("sysbench")]
-    | Annotated[DumpWorkload, Tag("pg_dump")],
+    | Annotated[DumpWorkload, Tag("pg_dump")] | Annotated[CopyWorkload, Tag("copy")],
     Discriminator(_workload_tag, custom_error_type="tool",
-                  custom_error_message="tool must be pgbench, sysbench or pg_dump"),
+                  custom_error_message="tool must be pgbench, sysbench, pg_dump or copy"),
 ]
 
 
@@ -562,6 +615,9 @@ class Defaults(Model):
     stall_timeout: Duration = 60.0
     # before each run: CPU busy (excluding idle and iowait) or steal above these, in %
     # of the whole machine, makes the run carry a "busy host" warning
+    # a cgroup memory limit for PostgreSQL (its backends and the page cache they charge):
+    # "exceeds_ram" reachable at a small size; scales relative to RAM use it as the RAM
+    memory_limit: SizeText | None = None
     busy_cpu_pct: float = Field(25.0, ge=0, le=100)
     busy_steal_pct: float = Field(5.0, ge=0, le=100)
 

@@ -6,6 +6,7 @@ is the shared sequence: device -> mkfs -> mount -> directory for PostgreSQL.
 
 from __future__ import annotations
 
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,14 @@ class BlockFsDriver:
             data = make_volume(ctx, "data", config.fs, config.device, "0", config.mkfs_options,
                                config.mount_options)
         pgdata = data.mountpoint / "pgdata"
+        if getattr(config, "snapshots", None) is not None:
+            # the data directory as a subvolume, so that it can be snapshotted; snapshots
+            # go next to it (the filesystem, and they with it, goes at teardown)
+            ctx.runner.run(["btrfs", "subvolume", "create", str(pgdata)], timeout=60)
+            (data.mountpoint / "snapshots").mkdir(mode=0o700)
+            if ctx.postgres_user:
+                shutil.chown(pgdata, ctx.postgres_user, ctx.postgres_user)
+            pgdata.chmod(0o700)
         wal_volume, waldir = None, None
         if config.wal is not None:
             wal_volume = wal_volume_for(ctx, config.wal)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pgfsbench.spec import Cell, Defaults
 from pgfsbench.workloads.base import Workload
+from pgfsbench.workloads.copy import Copy
 from pgfsbench.workloads.dump import Dump
 from pgfsbench.workloads.pgbench import Pgbench
 from pgfsbench.workloads.sysbench import Sysbench
@@ -17,6 +18,8 @@ def workload_for(cell: Cell, defaults: Defaults) -> Workload:
         return Pgbench(defaults.generation, defaults.foreign_keys, defaults.samplers)
     if tool == "sysbench":
         return Sysbench()
+    if tool == "copy":
+        return Copy()
     if tool == "pg_dump":
         return Dump(Pgbench(defaults.generation, defaults.foreign_keys, False))
     raise ValueError(f"no workload driver for {tool!r}")

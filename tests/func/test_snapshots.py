@@ -1,0 +1,79 @@
+"""Snapshots during the measured phase: btrfs (the data directory a subvolume) and ZFS
+(zfs-fuse here), each on the run's timeline, none left afterwards; refused on ext4."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.func.conftest import pgfsbench, runs_of, show, write_spec
+
+SPEC = """
+[defaults]
+scale = 1
+clients = 2
+threads = 1
+duration = "7s"
+warmup = "0s"
+repetitions = 1
+{storage}
+[workload.rw]
+builtin = "tpcb-like"
+"""
+
+
+def _check(results: Path, kind: str) -> dict[str, object]:
+    (run,) = runs_of(results)
+    assert run["status"] == "ok", run
+    full = show(results, run["run_id"])
+    taken = full["metrics"]["snapshots"]["taken"]
+    assert len(taken) >= 2, taken  # every 2 s during 7 s
+    assert not full["metrics"]["snapshots"]["errors"]
+    events = full["metrics"]["events"]
+    assert len(events) == len(taken) and all(e["kind"] == "snapshot" for e in events)
+    assert all(kind in e["label"] for e in events)
+    assert [t["name"] for t in taken] == [f"pgfsb-snap-{i}" for i in range(1, len(taken) + 1)]
+    return full
+
+
+def test_btrfs_snapshots_on_the_timeline(base: Path) -> None:
+    spec = write_spec(base / "s.toml", SPEC.format(storage="""
+[storage.b]
+fs = "btrfs"
+device = "loop:512M"
+snapshots = { every = "2s", keep = 2 }
+"""))
+    results = base / "r.sqlite"
+    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
+    _check(results, "btrfs")
+
+
+def test_zfs_snapshots_on_the_timeline_and_none_left(base: Path) -> None:
+    if shutil.which("zfs") is None:
+        pytest.skip("no ZFS here")
+    spec = write_spec(base / "s.toml", SPEC.format(storage="""
+[storage.z]
+fs = "zfs"
+pool = { devices = ["loop:512M"] }
+snapshots = { every = "2s", keep = 1 }
+"""))
+    results = base / "r.sqlite"
+    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
+    _check(results, "zfs")
+    listed = subprocess.run(["zfs", "list", "-H", "-t", "snapshot"], capture_output=True,
+                            text=True, check=False).stdout
+    assert "pgfsb-snap-" not in listed
+
+
+def test_snapshots_on_ext4_are_refused_saying_why(base: Path) -> None:
+    spec = write_spec(base / "s.toml", SPEC.format(storage="""
+[storage.e]
+fs = "ext4"
+snapshots = { every = "10s" }
+"""))
+    proc = pgfsbench("plan", str(spec), check=False)
+    assert proc.returncode == 2
+    assert "no native snapshots" in proc.stderr and "device-mapper" in proc.stderr
