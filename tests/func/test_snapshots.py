@@ -4,12 +4,21 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.func.conftest import pgfsbench, runs_of, show, write_spec
+from tests.func.conftest import (
+    leftovers,
+    pgfsbench,
+    runs_of,
+    show,
+    signal_mid_measurement,
+    write_spec,
+)
 
 SPEC = """
 [defaults]
@@ -77,3 +86,31 @@ snapshots = { every = "10s" }
     proc = pgfsbench("plan", str(spec), check=False)
     assert proc.returncode == 2
     assert "no native snapshots" in proc.stderr and "device-mapper" in proc.stderr
+
+
+def test_sigkill_with_snapshots_taken_then_cleanup_leaves_nothing(base: Path) -> None:
+    spec = write_spec(base / "s.toml", SPEC.format(storage="""
+[storage.b]
+fs = "btrfs"
+device = "loop:512M"
+snapshots = { every = "1s", keep = 3 }
+""").replace('duration = "7s"', 'duration = "60s"'))
+    work = base / "work"
+
+    def snapshots_taken() -> None:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            snaps = list(work.glob("cells/run-*/mnt/data/snapshots/pgfsb-snap-*"))
+            if len(snaps) >= 2:
+                return
+            time.sleep(0.2)
+        raise AssertionError("no snapshot was taken")
+
+    code, _, _ = signal_mid_measurement(spec, base / "r.sqlite", work, signal.SIGKILL,
+                                        before=snapshots_taken)
+    assert code == -signal.SIGKILL
+    journals = "".join(p.read_text() for p in (work / "journal").glob("*.jsonl"))
+    assert "delete_snapshot" in journals  # each snapshot was journaled before it was taken
+    out = pgfsbench("cleanup", "--workdir", str(work))
+    assert "undone" in out.stdout and "pgfsb-snap-" in out.stdout
+    assert leftovers(base) == []
