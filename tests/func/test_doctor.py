@@ -149,6 +149,13 @@ def test_tmpfs_is_not_durable_and_says_why(base: Path) -> None:
     (rule,) = [f for f in report["findings"] if f["rule"] == "tmpfs-not-durable"]
     assert "reboot or power cut" in rule["why"]
     assert "tmpfs-not-durable" in text and "reboot or power cut" in " ".join(text.split())
+    # advice: tmpfs as found against ext4 and xfs on disks, a spec plan accepts
+    (base / "doctor.json").write_text(json.dumps(report))
+    spec = base / "advice.toml"
+    pgfsbench("advise", "--from", str(base / "doctor.json"), "-o", str(spec), "--scale", "1",
+              "--workdir", str(base / "work"))
+    plan = pgfsbench("plan", str(spec), "--workdir", str(base / "work"))
+    assert "as-found" in plan.stdout and "ext4/" in plan.stdout and "xfs/" in plan.stdout
 
 
 def test_xfs_with_defaults_has_no_bad_finding(base: Path) -> None:

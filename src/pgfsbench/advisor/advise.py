@@ -107,7 +107,10 @@ def advise(doctor: dict[str, Any] | None, fs: str | None, free_bytes: int | None
     size = _size_text(size_bytes)
     reasons: list[str] = []
     storage: dict[str, dict[str, Any]] = {}
-    current = _storage_from_path(fs, path, size, zfs_kind)
+    # tmpfs takes RAM, not disk: at most a quarter of the machine's memory
+    ram_quarter = int(ram) // 4 // GiB * GiB if ram else 4 * GiB
+    current = _storage_from_path(fs, path, _size_text(max(GiB, min(size_bytes, ram_quarter)))
+                                 if fs == "tmpfs" else size, zfs_kind)
     storage["as-found"] = current
 
     # ---- storage alternatives

@@ -33,8 +33,22 @@ err_console = Console(stderr=True)
 BUG_EXIT = 70
 
 
+def _version(value: bool) -> None:
+    if value:
+        from pgfsbench import __version__
+
+        print(f"pgfsbench {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print pgfsbench's version and exit.")) -> None:
+    """Benchmark PostgreSQL on storage stacks from one spec file."""
+
+
 def _register() -> None:
-    from pgfsbench.cli import cleanup, compare, doctor, results, run  # noqa: F401
+    from pgfsbench.cli import cleanup, compare, doctor, fleet, results, run  # noqa: F401
 
 
 def _workdir_from_argv(argv: list[str]) -> Path:

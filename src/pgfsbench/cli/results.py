@@ -23,6 +23,7 @@ app.add_typer(results_app, name="results")
 
 ResultsOpt = Annotated[str, typer.Option("--results", "-r",
                                          help="SQLite file or postgresql:// URL.")]
+HostOpt = Annotated[str | None, typer.Option("--host", help="Only the runs of this host.")]
 
 
 def open_store(results: str) -> Store:
@@ -37,6 +38,7 @@ def open_store(results: str) -> Store:
 def list_cmd(
     results: ResultsOpt = "pgfsbench.sqlite",
     campaign: Annotated[int | None, typer.Option(help="Only this campaign.")] = None,
+    host: HostOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
 ) -> None:
     """One line per run (cell x repetition)."""
@@ -44,7 +46,7 @@ def list_cmd(
     from pgfsbench.results.store import LIST_KEYS
 
     store = open_store(results)
-    runs = store.list_runs(campaign)
+    runs = [r for r in store.list_runs(campaign) if host is None or r.get("host") == host]
     if as_json:
         print(json.dumps([{k: r.get(k) for k in LIST_KEYS} for r in runs], indent=1))
         return
@@ -96,13 +98,14 @@ def export_cmd(
                                             "the file's extension).")] = None,
     series: Annotated[bool, typer.Option(help="Export the per-second series (long form) "
                                                "instead of one row per run.")] = False,
+    host: HostOpt = None,
 ) -> None:
     """Write runs (or their per-second series) as CSV or Parquet for analysis elsewhere."""
     from pgfsbench.results.export import export_runs
 
     chosen = export_format(output, fmt)
     store = open_store(results)
-    n = export_runs(store, output, chosen, series=series)
+    n = export_runs(store, output, chosen, series=series, host=host)
     Console().print(f"wrote {n} rows to {output}")
 
 
@@ -126,7 +129,6 @@ CampaignOpt = Annotated[list[int] | None, typer.Option(
 BaselineOpt = Annotated[str | None, typer.Option(
     help="The baseline of each comparable group: a storage, postgres, kernel or workload "
          "name, or a glob on the cell (default: each group's first cell).")]
-HostOpt = Annotated[str | None, typer.Option("--host", help="Only the runs of this host.")]
 
 
 def print_summary(console: Console, a: Analysed, title: str) -> None:
@@ -195,3 +197,27 @@ def report_cmd(
 
         output.write_text(render_report(a.campaigns, a.runs, a.cells, a.highlights))
     Console().print(f"report: {output.resolve()}")
+
+
+@results_app.command("import")
+def import_cmd(
+    source: Annotated[str, typer.Argument(help="The results file (or URL) to import from.")],
+    results: ResultsOpt = "pgfsbench.sqlite",
+    host: Annotated[str | None, typer.Option(
+        "--host", help="Record the imported runs under this host name (an inventory "
+                       "name); default: the host each run recorded.")] = None,
+) -> None:
+    """Copy campaigns and runs from another results store into this one, idempotently
+    (runs are matched by uuid and host: importing again adds nothing twice)."""
+    from pgfsbench.results.importer import import_store
+
+    src = open_store(source)
+    dst = open_store(results) if "://" in results else _create_store(results)
+    report = import_store(src, dst, host)
+    Console().print(f"{source} -> {results}: {report.text()}", markup=False, highlight=False)
+
+
+def _create_store(results: str) -> Store:
+    from pgfsbench.results.store import Store
+
+    return Store(results)

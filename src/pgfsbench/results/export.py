@@ -20,8 +20,9 @@ def _flat(run: dict[str, Any]) -> dict[str, Any]:
             for k, v in run.items()}
 
 
-def export_runs(store: Store, output: Path, fmt: str, *, series: bool = False) -> int:
-    runs = store.list_runs()
+def export_runs(store: Store, output: Path, fmt: str, *, series: bool = False,
+                host: str | None = None) -> int:
+    runs = [r for r in store.list_runs() if host is None or r.get("host") == host]
     if series:
         rows: list[dict[str, Any]] = []
         for r in runs:

@@ -1,0 +1,144 @@
+"""pgfsbench fleet run | status | resume."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from pgfsbench.cli import app
+from pgfsbench.system.errors import RunsFailed, UsageError
+
+if TYPE_CHECKING:
+    from pgfsbench.fleet.driver import FleetState
+
+fleet_app = typer.Typer(help="Run one spec on many hosts through Ansible; every host's "
+                             "results in one store.", no_args_is_help=True)
+app.add_typer(fleet_app, name="fleet")
+
+DirOpt = Annotated[Path, typer.Option("--fleet-dir", help="Where the fleet keeps its state, "
+                                      "Ansible's files and the fetched results.")]
+DEFAULT_DIR = Path("pgfsbench-fleet")
+
+
+def _importer(results: str):  # type: ignore[no-untyped-def]
+    from pgfsbench.results.importer import import_store
+    from pgfsbench.results.store import Store
+
+    def import_file(path: Path, host: str) -> tuple[str, int | None]:
+        src = Store(str(path))
+        report = import_store(src, Store(results), host)
+        camp = src.latest_campaign_id()
+        return report.text(), camp
+
+    return import_file
+
+
+def _table(state: FleetState) -> Table:
+    table = Table(title=f"fleet {state.run_uuid}", title_justify="left")
+    for col in ("host", "status", "phase", "imported", "error"):
+        table.add_column(col)
+    for h in state.hosts.values():
+        table.add_row(h.name, h.status, h.phase, h.imported, h.error)
+    return table
+
+
+def _printer(console: Console):  # type: ignore[no-untyped-def]
+    seen: dict[str, tuple[str, str]] = {}
+
+    def show(state: FleetState) -> None:
+        for h in state.hosts.values():
+            now = (h.status, h.phase)
+            if seen.get(h.name) != now:
+                seen[h.name] = now
+                console.print(f"{h.name}: {h.status}: {h.phase}", markup=False,
+                              highlight=False)
+
+    return show
+
+
+def _finish(console: Console, state: FleetState) -> None:
+    console.print(_table(state))
+    bad = [h.name for h in state.hosts.values() if h.status != "done"]
+    if bad:
+        raise RunsFailed(f"{len(bad)} host(s) did not finish ({', '.join(bad)}); "
+                         "`pgfsbench fleet resume` runs them again")
+
+
+@fleet_app.command("run")
+def run_cmd(
+    spec: Annotated[Path, typer.Argument(help="The spec file, run on every host.")],
+    inventory: Annotated[Path, typer.Option("--inventory", "-i", help="Ansible inventory.")],
+    results: Annotated[str, typer.Option("--results", "-r", help="The store every host's "
+                                         "results are imported into (postgresql:// or a "
+                                         "SQLite file).")],
+    limit: Annotated[str | None, typer.Option(help="Ansible --limit.")] = None,
+    serial: Annotated[int | None, typer.Option(
+        help="Hosts at a time (hosts sharing a SAN would disturb each other); "
+             "default: all.")] = None,
+    fleet_dir: DirOpt = DEFAULT_DIR,
+    command: Annotated[str, typer.Option(
+        "--pgfsbench-cmd", help="How pgfsbench is run on the hosts.")] = "pgfsbench",
+    sets: Annotated[list[str] | None, typer.Option("--set", help="Passed to `run` on every "
+                                                   "host.")] = None,
+    remote_dir: Annotated[str, typer.Option(
+        help="Where each host keeps the run (its spec, results file and work directory), "
+             "under the fleet run's UUID and the host's inventory name.")] = (
+        "/var/tmp/pgfsbench-fleet"),
+) -> None:
+    """Run SPEC on every host of the inventory and import each host's results as they
+    arrive. Exits 6 when some host did not finish."""
+    from pgfsbench.fleet.driver import new_state, run_fleet
+    from pgfsbench.spec import load_spec
+
+    if not spec.is_file() or not inventory.is_file():
+        raise UsageError(f"{spec if not spec.is_file() else inventory}: no such file")
+    load_spec(spec, sets or [])  # refused here, not on every host
+    run_args = " ".join(f"--set {shlex.quote(s)}" for s in sets or [])
+    state = new_state(spec, inventory, results, fleet_dir, command, run_args, remote_dir)
+    console = Console()
+    console.print(f"fleet run {state.run_uuid}: {spec} on {inventory}"
+                  + (f" (limit {limit})" if limit else "")
+                  + (f", {serial} host(s) at a time" if serial else ""), markup=False)
+    run_fleet(state, limit=limit, serial=serial, on_change=_printer(console),
+              import_file=_importer(results))
+    _finish(console, state)
+
+
+@fleet_app.command("status")
+def status_cmd(fleet_dir: DirOpt = DEFAULT_DIR) -> None:
+    """Each host of the last fleet run: its status, phase, what was imported."""
+    from pgfsbench.fleet.driver import FleetState
+
+    Console().print(_table(FleetState.load(fleet_dir)))
+
+
+@fleet_app.command("resume")
+def resume_cmd(
+    fleet_dir: DirOpt = DEFAULT_DIR,
+    serial: Annotated[int | None, typer.Option(help="Hosts at a time.")] = None,
+) -> None:
+    """Run again the hosts that failed or were unreachable (`run --resume` where the host
+    had begun a campaign), without rerunning those that finished."""
+    from pgfsbench.fleet.driver import FleetState, run_fleet
+
+    state = FleetState.load(fleet_dir)
+    todo = [h for h in state.hosts.values() if h.status != "done"]
+    console = Console()
+    if not todo:
+        console.print("every host finished; nothing to resume")
+        return
+    fresh = ",".join(h.name for h in todo if h.campaign is None)
+    resume = {h.name: h.campaign for h in todo if h.campaign is not None}
+    if fresh:
+        run_fleet(state, limit=fresh, serial=serial, on_change=_printer(console),
+                  import_file=_importer(state.results))
+    if resume:
+        run_fleet(state, limit=None, serial=serial, on_change=_printer(console),
+                  import_file=_importer(state.results),
+                  resume={h: c for h, c in resume.items() if c is not None})
+    _finish(console, state)

@@ -1,0 +1,1 @@
+"""One spec on many hosts through Ansible (ansible-runner), results in one store."""

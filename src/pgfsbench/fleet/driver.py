@@ -1,0 +1,191 @@
+"""One spec on many hosts, through Ansible (ansible-runner's Python API) and the playbook
+shipped in fleet/playbooks/run.yml.
+
+Ansible does the fan-out, per-host failure isolation (an unreachable or failed host drops
+out, the others go on), the detached run (`async`/`poll`) and the fetch; this module
+starts it, follows its events to keep one state line per host, and imports each host's
+results file into the team's results store as soon as it is fetched. The state is kept in
+the fleet directory (fleet.json), so `fleet status` can show it and `fleet resume` can run
+again only the hosts that did not finish, with `run --resume` where the host had begun.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sys
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pgfsbench.system.errors import CapabilityError, UsageError
+
+PLAYBOOK = Path(__file__).resolve().parent / "playbooks" / "run.yml"
+STATE = "fleet.json"
+
+
+@dataclass
+class HostState:
+    name: str
+    status: str = "pending"  # pending, running, done, failed, unreachable
+    phase: str = ""
+    error: str = ""
+    results_file: str | None = None
+    imported: str = ""  # what the import said
+    campaign: int | None = None  # the host's campaign id in its own file (for resume)
+    updated_at: str = ""
+
+
+@dataclass
+class FleetState:
+    run_uuid: str
+    spec: str
+    inventory: str
+    results: str
+    directory: str
+    command: str
+    run_args: str = ""
+    remote_dir: str = "/var/tmp/pgfsbench-fleet"
+    hosts: dict[str, HostState] = field(default_factory=dict)
+    started_at: str = ""
+    ended_at: str = ""
+
+    def save(self) -> None:
+        path = Path(self.directory) / STATE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=1))
+        tmp.replace(path)
+
+    @classmethod
+    def load(cls, directory: Path) -> FleetState:
+        path = directory / STATE
+        if not path.is_file():
+            raise UsageError(f"{path}: no fleet run here (see `pgfsbench fleet run`)")
+        data = json.loads(path.read_text())
+        hosts = {k: HostState(**v) for k, v in data.pop("hosts").items()}
+        return cls(**data, hosts=hosts)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="seconds")
+
+
+def require_ansible() -> Any:
+    try:
+        import ansible_runner  # type: ignore[import-untyped]
+    except ModuleNotFoundError:
+        raise CapabilityError("the fleet needs Ansible: pip install 'pgfsbench[fleet]' "
+                              "(ansible-runner and ansible-core)") from None
+    return ansible_runner
+
+
+Progress = Callable[[FleetState], None]
+
+
+class Follower:
+    """Ansible's events -> host states; imports each host's results as it is fetched."""
+
+    def __init__(self, state: FleetState, on_change: Progress,
+                 import_file: Callable[[Path, str], tuple[str, int | None]]):
+        self.state = state
+        self.on_change = on_change
+        self.import_file = import_file
+
+    def host(self, name: str) -> HostState:
+        if name not in self.state.hosts:
+            self.state.hosts[name] = HostState(name)
+        return self.state.hosts[name]
+
+    def __call__(self, event: dict[str, Any]) -> bool:
+        kind = str(event.get("event", ""))
+        data = event.get("event_data") or {}
+        name = data.get("host")
+        if not name:
+            return True
+        h = self.host(str(name))
+        task = str(data.get("task", ""))
+        res = data.get("res") or {}
+        if kind == "runner_on_start":
+            h.status, h.phase = "running", task
+        elif kind == "runner_on_unreachable":
+            h.status, h.error = "unreachable", str(res.get("msg", "unreachable"))[:300]
+        elif kind == "runner_on_failed" and not data.get("ignore_errors"):
+            h.status = "failed"
+            h.error = str(res.get("msg") or res.get("stderr") or task)[:300]
+        elif kind == "runner_on_ok" and task == "the host's results":
+            local = Path(self.state.directory) / "fetched" / f"{name}.sqlite"
+            if local.is_file():
+                h.results_file = str(local)
+                h.imported, h.campaign = self.import_file(local, str(name))
+        elif kind == "runner_on_ok" and task.startswith("pgfsbench run"):
+            h.phase = "run finished"
+        h.updated_at = _now()
+        self.state.save()
+        self.on_change(self.state)
+        return True
+
+
+def run_fleet(state: FleetState, *, limit: str | None, serial: int | None,
+              on_change: Progress, import_file: Callable[[Path, str], tuple[str, int | None]],
+              resume: dict[str, int] | None = None) -> FleetState:
+    """Run the playbook over the inventory (or ``limit``), ``serial`` hosts at a time.
+    ``resume``: host -> campaign to resume there."""
+    runner = require_ansible()
+    base = Path(state.directory)
+    (base / "fetched").mkdir(parents=True, exist_ok=True)
+    (base / "ansible").mkdir(exist_ok=True)
+    extravars: dict[str, Any] = {
+        "spec": str(Path(state.spec).resolve()), "run_uuid": state.run_uuid,
+        "fetch_dir": str((base / "fetched").resolve()), "pgfsbench_cmd": state.command,
+        "run_args": state.run_args, "pgfsbench_dir": state.remote_dir}
+    if serial:
+        extravars["serial"] = serial
+    follower = Follower(state, on_change, import_file)
+    groups = [(None, limit)] if not resume else [
+        ({"resume_campaign": c}, h) for h, c in resume.items()]
+    for more, hosts in groups:
+        for hostname in (hosts.split(",") if hosts else []):
+            st = follower.host(hostname)
+            st.status, st.error, st.phase = "pending", "", ""
+        result = runner.run(
+            private_data_dir=str(base / "ansible"), playbook=str(PLAYBOOK),
+            inventory=str(Path(state.inventory).resolve()),
+            extravars={**extravars, **(more or {})}, limit=hosts, quiet=True,
+            event_handler=follower, envvars=ansible_env())
+        stats = result.stats or {}
+        for name, hs in state.hosts.items():
+            if name in (stats.get("dark") or {}):
+                hs.status = "unreachable"
+            elif name in (stats.get("failures") or {}):
+                hs.status = "failed"
+            elif name in (stats.get("ok") or {}) and hs.status not in ("failed",
+                                                                          "unreachable"):
+                hs.status = "done"
+    state.ended_at = _now()
+    state.save()
+    on_change(state)
+    return state
+
+
+def ansible_env() -> dict[str, str]:
+    """ansible-playbook from the same environment as pgfsbench (a venv's bin first)."""
+    here = str(Path(sys.executable).parent)
+    return {"PATH": f"{here}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "ANSIBLE_HOST_KEY_CHECKING": "False", "ANSIBLE_NOCOLOR": "1"}
+
+
+def new_state(spec: Path, inventory: Path, results: str, directory: Path, command: str,
+              run_args: str, remote_dir: str = "/var/tmp/pgfsbench-fleet") -> FleetState:
+    directory.mkdir(parents=True, exist_ok=True)
+    old = directory / STATE
+    if old.is_file():  # an earlier fleet run: kept under its uuid
+        previous = json.loads(old.read_text()).get("run_uuid", "previous")
+        old.replace(directory / f"fleet-{previous}.json")
+    state = FleetState(str(uuid.uuid4()), str(spec.resolve()), str(inventory.resolve()),
+                       results, str(directory.resolve()), command, run_args, remote_dir,
+                       started_at=_now())
+    state.save()
+    return state
