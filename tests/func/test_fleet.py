@@ -27,6 +27,9 @@ repetitions = 1
 [storage.ram]
 fs = "tmpfs"
 size = "256M"
+[storage.ram2]
+fs = "tmpfs"
+size = "256M"
 """)
     inventory = base / "hosts.ini"
     inventory.write_text(
@@ -44,21 +47,69 @@ size = "256M"
     assert {h: v["status"] for h, v in state["hosts"].items()} == {"node-a": "done",
                                                                    "node-b": "done"}, state
     runs = runs_of(team)
-    assert sorted(r["host"] for r in runs) == ["node-a", "node-b"]
+    assert sorted(r["host"] for r in runs) == ["node-a", "node-a", "node-b", "node-b"]
     assert all(r["status"] == "ok" for r in runs)
     assert (fleet / "fetched" / "node-a.doctor.json").is_file()
     # importing a fetched file again adds nothing twice
     again = pgfsbench("results", "import", str(fleet / "fetched" / "node-a.sqlite"),
                       "--results", str(team), "--host", "node-a")
-    assert "0 run(s) added, 1 already there" in again.stdout
+    assert "0 run(s) added, 2 already there" in again.stdout
     status = pgfsbench("fleet", "status", "--fleet-dir", str(fleet))
     assert "node-b" in status.stdout and "done" in status.stdout
     # one campaign per host in the team's store; --host keeps one host's runs
     summary = pgfsbench("results", "summary", "--results", str(team), "--campaign", "1",
                         "--campaign", "2", "--host", "node-b")
-    assert "1/1" in summary.stdout  # one run of one host, not two
+    assert "1/1" in summary.stdout and "2/2" not in summary.stdout  # one host's runs
+    # compared within each host, then across the two hosts; the report's host view
+    by_host = json.loads(pgfsbench("compare", "--by", "host", "--results", str(team),
+                                   "--json").stdout)
+    (combined,) = by_host["across_hosts"]
+    assert [h["host"] for h in combined["per_host"]] == ["node-a", "node-b"]
+    assert combined["ratio"] is not None and "across hosts" in combined["verdict"]
+    assert {s["cell"] for s in by_host["host_spread"]} == {"ram/default/default/tpcb-like",
+                                                          "ram2/default/default/tpcb-like"}
+    report = base / "team.html"
+    pgfsbench("report", "--results", str(team), "--campaign", "1", "--campaign", "2", "-o",
+              str(report))
+    html = report.read_text()
+    assert '<table id="hosts">' in html and ">node-a</th>" in html and ">node-b</th>" in html
     # the hosts' own directories are left under the fleet's uuid, nothing mounted or running
     remote = base / "remote" / state["run_uuid"]
     assert (remote / "node-a" / "results.sqlite").is_file()
     assert (remote / "node-b" / "results.sqlite").is_file()
+    shutil.rmtree(base / "remote")
+
+
+def test_an_unreachable_host_is_reported_and_the_other_completes(base: Path) -> None:
+    pytest.importorskip("ansible_runner")
+    spec = write_spec(base / "s.toml", """
+[defaults]
+scale = 1
+clients = 2
+threads = 1
+duration = "2s"
+warmup = "0s"
+repetitions = 1
+[storage.ram]
+fs = "tmpfs"
+size = "256M"
+""")
+    inventory = base / "hosts.ini"
+    inventory.write_text(
+        "[bench]\n"
+        "node-a ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n"
+        "node-x ansible_host=127.0.0.1 ansible_port=1 ansible_user=nobody "
+        "ansible_ssh_common_args='-o ConnectTimeout=5 -o BatchMode=yes'\n")
+    team = base / "team.sqlite"
+    fleet = base / "fleet"
+    proc = pgfsbench("fleet", "run", str(spec), "-i", str(inventory), "--results", str(team),
+                     "--fleet-dir", str(fleet), "--pgfsbench-cmd",
+                     f"{sys.executable} -m pgfsbench", "--remote-dir", str(base / "remote"),
+                     check=False, timeout=900)
+    assert proc.returncode == 6, proc.stdout + proc.stderr
+    assert "node-x" in proc.stderr and "did not finish" in proc.stderr
+    hosts = json.loads((fleet / "fleet.json").read_text())["hosts"]
+    assert hosts["node-a"]["status"] == "done"
+    assert hosts["node-x"]["status"] == "unreachable" and hosts["node-x"]["error"]
+    assert [r["host"] for r in runs_of(team)] == ["node-a"]
     shutil.rmtree(base / "remote")

@@ -57,3 +57,90 @@ def pairs_across(base: Sequence[CellSummary], other: Sequence[CellSummary], base
     by_id = {c.cell: c for c in other}
     return [make_pair(c, by_id[c.cell], base_source, other_source)
             for c in base if c.cell in by_id]
+
+
+@dataclass(frozen=True)
+class AcrossHosts:
+    """The same comparison (B against A, same workload, clients, scale) made on each host,
+    then combined with the host as a block: the geometric mean of the per-host ratios and
+    its 95% t interval over hosts."""
+
+    base: str
+    other: str
+    workload: str
+    per_host: tuple[tuple[str, float | None, str], ...]  # host, ratio, that host's verdict
+    ratio: float | None
+    ci_low: float | None
+    ci_high: float | None
+    verdict: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {"base": self.base, "other": self.other, "workload": self.workload,
+                "per_host": [{"host": h, "ratio": r, "verdict": v} for h, r, v in self.per_host],
+                "ratio": self.ratio, "ci95": [self.ci_low, self.ci_high],
+                "verdict": self.verdict}
+
+
+def across_hosts(pairs: Sequence[Pair]) -> list[AcrossHosts]:
+    """Pairs made within each host, grouped by what they compare, then combined."""
+    from pgfsbench.analysis.compare import MIN_EFFECT, combine_blocks
+
+    groups: dict[tuple[str, str, str, str], list[Pair]] = {}
+    for p in pairs:
+        key = (p.base.label, p.other.label, p.base.workload,
+               f"{p.base.clients}|{p.base.scale}|{p.base.rate}")
+        groups.setdefault(key, []).append(p)
+    out = []
+    for (base, other, workload, _), ps in groups.items():
+        per = tuple((p.base.host or "?", p.throughput.ratio, p.throughput.verdict_words())
+                    for p in sorted(ps, key=lambda p: p.base.host or ""))
+        ratios = [r for _, r, _ in per if r is not None]
+        combined = combine_blocks(ratios)
+        if combined is None:
+            out.append(AcrossHosts(base, other, workload, per, None, None, None,
+                                   "no verdict (no ratio)"))
+            continue
+        ratio, lo, hi = combined
+        if len(ratios) < 2:
+            verdict = f"no verdict across hosts: {len(ratios)} host"
+            lo_v: float | None = None
+            hi_v: float | None = None
+        else:
+            lo_v, hi_v = lo, hi
+            if lo > 1 + MIN_EFFECT:
+                verdict = f"faster on every host taken together (n={len(ratios)} hosts)"
+            elif hi < 1 - MIN_EFFECT:
+                verdict = f"slower on every host taken together (n={len(ratios)} hosts)"
+            else:
+                verdict = f"no significant difference across hosts (n={len(ratios)} hosts)"
+        out.append(AcrossHosts(base, other, workload, per, ratio, lo_v, hi_v, verdict))
+    return out
+
+
+@dataclass(frozen=True)
+class HostSpread:
+    """One configuration on several hosts: how much the hosts disagree."""
+
+    cell: str
+    medians: tuple[tuple[str, float], ...]  # host, median throughput
+    cv: float | None  # across hosts
+
+    def as_dict(self) -> dict[str, object]:
+        return {"cell": self.cell, "medians": dict(self.medians), "cv": self.cv}
+
+
+def host_spread(cells: Sequence[CellSummary]) -> list[HostSpread]:
+    import statistics
+
+    by_label: dict[str, list[CellSummary]] = {}
+    for c in cells:
+        if c.tps is not None:
+            by_label.setdefault(c.cell, []).append(c)
+    out = []
+    for label, cs in by_label.items():
+        meds = tuple(sorted((c.host or "?", c.tps.median) for c in cs if c.tps is not None))
+        vals = [m for _, m in meds]
+        cv = (statistics.stdev(vals) / statistics.mean(vals)
+              if len(vals) >= 2 and statistics.mean(vals) > 0 else None)
+        out.append(HostSpread(label, meds, cv))
+    return out

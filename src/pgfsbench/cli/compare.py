@@ -49,6 +49,10 @@ def compare_cmd(
         "--campaign", help="Campaign id; twice to compare two campaigns cell by cell "
                            "(default: the latest).")] = None,
     baseline: BaselineOpt = None,
+    by: Annotated[str | None, typer.Option(
+        "--by", help="host: compare within each host, then combine the hosts (the geometric "
+                     "mean of per-host ratios with its 95% CI) and show each "
+                     "configuration's host-to-host spread (every campaign by default).")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Is B faster than A? Ratio of means with its 95% CI (Welch's t test on log
@@ -61,6 +65,11 @@ def compare_cmd(
 
     targets = results or ["pgfsbench.sqlite"]
     camps = campaign or []
+    if by is not None:
+        if by != "host":
+            raise UsageError("--by takes host")
+        _by_host(targets, camps, a, b, baseline, as_json)
+        return
     if len(targets) > 2 or len(camps) > 2 or (len(targets) == 2 and len(camps) == 1):
         raise UsageError("compare takes at most two sources: two --results (each with its "
                          "own --campaign, or its latest), or two --campaign of one store")
@@ -113,3 +122,53 @@ def compare_cmd(
                       p.other.label + (f" ({p.other_source})" if p.other_source else ""),
                       fmt_spread(p.base.tps), fmt_spread(p.other.tps), ratio, verdict, p99)
     console.print(table)
+
+
+def _by_host(targets: list[str], camps: list[int], a: str | None, b: str | None,
+             baseline: str | None, as_json: bool) -> None:
+    from pgfsbench.analysis.pairs import across_hosts, host_spread, make_pair, pairs_by_name
+    from pgfsbench.report.loading import analyse
+
+    if len(targets) != 1:
+        raise UsageError("--by host reads one store (import the hosts' files into it)")
+    store = open_store(targets[0])
+    ids = camps or [int(c["id"]) for c in store.campaigns()]
+    if not ids:
+        raise UsageError(f"{store.target} holds no campaign yet")
+    cells = analyse(store, ids, baseline).cells
+    if (a is None) != (b is None):
+        raise UsageError("give both A and B, or neither (every cell against its baseline)")
+    if a is not None and b is not None:
+        pairs = pairs_by_name(cells, a, b)
+    else:
+        by_label = {(c.label, c.group): c for c in cells}
+        pairs = [make_pair(by_label[(c.baseline, c.group)], c) for c in cells
+                 if c.baseline is not None and (c.baseline, c.group) in by_label]
+    combined = across_hosts(pairs)
+    spread = host_spread(cells)
+    if as_json:
+        print(json.dumps({"across_hosts": [c.as_dict() for c in combined],
+                          "host_spread": [s.as_dict() for s in spread]}, indent=1,
+                         default=str))
+        return
+    console = Console()
+    table = Table(title="B against A on each host, then across hosts (95% confidence)",
+                  title_justify="left")
+    for col in ("A", "B", "per host", "across hosts [95% CI]", "verdict"):
+        table.add_column(col)
+    for c in combined:
+        per = ", ".join(f"{h} {'-' if r is None else f'{(r - 1) * 100:+.1f}%'}"
+                        for h, r, _ in c.per_host)
+        ratio = "-" if c.ratio is None else f"{(c.ratio - 1) * 100:+.1f}%" + (
+            "" if c.ci_low is None or c.ci_high is None else
+            f" [{(c.ci_low - 1) * 100:+.1f}%, {(c.ci_high - 1) * 100:+.1f}%]")
+        table.add_row(c.base, c.other, per, ratio, c.verdict)
+    console.print(table)
+    hosts = Table(title="each configuration on each host (median throughput)",
+                  title_justify="left")
+    for col in ("cell", "hosts", "host-to-host CV"):
+        hosts.add_column(col)
+    for s in spread:
+        hosts.add_row(s.cell, ", ".join(f"{h} {m:,.0f}" for h, m in s.medians),
+                      "-" if s.cv is None else f"{s.cv * 100:.1f}%")
+    console.print(hosts)

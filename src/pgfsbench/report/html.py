@@ -182,6 +182,37 @@ def table_rows(cells: Sequence[CellSummary]) -> list[dict[str, Any]]:
     return rows
 
 
+def host_matrix(cells: Sequence[CellSummary], hosts: Sequence[str]) -> list[dict[str, Any]]:
+    """Configuration x host: each cell's median throughput on each host, and the
+    host-to-host spread."""
+    from pgfsbench.analysis.pairs import host_spread
+
+    out = []
+    for s in host_spread(cells):
+        medians = dict(s.medians)
+        out.append({"cell": s.cell,
+                    "values": [f"{medians[h]:,.0f}" if h in medians else "-" for h in hosts],
+                    "cv": "-" if s.cv is None else f"{s.cv * 100:.1f}%"})
+    return out
+
+
+def _across(cells: Sequence[CellSummary]) -> list[dict[str, Any]]:
+    from pgfsbench.analysis.pairs import across_hosts, make_pair
+
+    by_label = {(c.label, c.group): c for c in cells}
+    pairs = [make_pair(by_label[(c.baseline, c.group)], c) for c in cells
+             if c.baseline is not None and (c.baseline, c.group) in by_label]
+    out = []
+    for a in across_hosts(pairs):
+        ratio = "-" if a.ratio is None else f"{(a.ratio - 1) * 100:+.1f}%" + (
+            "" if a.ci_low is None or a.ci_high is None else
+            f" [{(a.ci_low - 1) * 100:+.1f}%, {(a.ci_high - 1) * 100:+.1f}%]")
+        out.append({"base": a.base, "other": a.other, "ratio": ratio, "verdict": a.verdict,
+                    "per_host": ", ".join(f"{h} {'-' if r is None else f'{(r - 1) * 100:+.1f}%'}"
+                                          for h, r, _ in a.per_host)})
+    return out
+
+
 def render_report(campaigns: Sequence[Mapping[str, Any]], runs: Sequence[Mapping[str, Any]],
                   cells: Sequence[CellSummary], highlights: Highlights, *,
                   inline_js: bool = True) -> str:
@@ -196,11 +227,14 @@ def render_report(campaigns: Sequence[Mapping[str, Any]], runs: Sequence[Mapping
         "colours": wait_colours(runs),
     }
     first_stalled = next((i for i, r in enumerate(figures["runs"]) if r["stalls"]), 0)
+    hosts = sorted({c.host or "?" for c in cells})
     env = dict(campaigns[0].get("environment") or {}) if campaigns else {}
     return _env.get_template("report.html.j2").render(
         campaigns=campaigns, env=env, rows=table_rows(cells), highlights=highlights,
         runs=runs, version=__version__, any_fuse=any(c.fuse for c in cells),
         plotly_packed=packed_plotly() if inline_js else "",
         figures_json=json.dumps(figures, separators=(",", ":"), allow_nan=False),
-        first_run=first_stalled,
+        first_run=first_stalled, hosts=hosts if len(hosts) > 1 else [],
+        host_rows=host_matrix(cells, hosts) if len(hosts) > 1 else [],
+        across=_across(cells) if len(hosts) > 1 else [],
         stalled_runs=[(r["label"], s) for r in figures["runs"] for s in r["stalls"]])
