@@ -5,13 +5,22 @@ one store, idempotently."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.func.conftest import pgfsbench, runs_of, write_spec
+from tests.func.conftest import (
+    measuring_pgbench_of,
+    pgfsbench,
+    runs_of,
+    start,
+    wait_for,
+    write_spec,
+)
 
 
 def test_two_inventory_hosts_one_store(base: Path) -> None:
@@ -112,4 +121,68 @@ size = "256M"
     assert hosts["node-a"]["status"] == "done"
     assert hosts["node-x"]["status"] == "unreachable" and hosts["node-x"]["error"]
     assert [r["host"] for r in runs_of(team)] == ["node-a"]
+    shutil.rmtree(base / "remote")
+
+
+def _remote_run_pid(host: str) -> int | None:
+    """The `pgfsbench run` the playbook started for ``host`` (found by its arguments)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            args = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"pgfsbench" in args and b"run" in args and host.encode() in args and \
+                b"--host-name" in args:
+            return int(entry.name)
+    return None
+
+
+def test_a_host_killed_half_way_is_completed_by_fleet_resume(base: Path) -> None:
+    pytest.importorskip("ansible_runner")
+    spec = write_spec(base / "s.toml", """
+[defaults]
+scale = 1
+clients = 2
+threads = 1
+duration = "6s"
+warmup = "0s"
+repetitions = 1
+[storage.ram]
+fs = "tmpfs"
+size = "256M"
+[storage.ram2]
+fs = "tmpfs"
+size = "256M"
+""")
+    inventory = base / "hosts.ini"
+    inventory.write_text("[bench]\nnode-a ansible_connection=local "
+                         "ansible_python_interpreter=/usr/bin/python3\n")
+    team = base / "team.sqlite"
+    fleet = base / "fleet"
+    args = ["--fleet-dir", str(fleet)]
+    proc = start("fleet", "run", str(spec), "-i", str(inventory), "--results", str(team),
+                 *args, "--pgfsbench-cmd", f"{sys.executable} -m pgfsbench",
+                 "--remote-dir", str(base / "remote"))
+    try:
+        pid = wait_for(lambda: _remote_run_pid("node-a"), 120, "the host's run to start")
+        wait_for(lambda: measuring_pgbench_of(pid), 120, "the host's first cell to measure")
+        os.kill(pid, signal.SIGKILL)  # the host's benchmark dies half-way
+        out, err = proc.communicate(timeout=600)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 6, out + err
+    state = json.loads((fleet / "fleet.json").read_text())["hosts"]["node-a"]
+    assert state["status"] == "failed" and state["campaign"] == 1, state
+    resumed = pgfsbench("fleet", "resume", *args, timeout=900)
+    assert "node-a" in resumed.stdout
+    state = json.loads((fleet / "fleet.json").read_text())["hosts"]["node-a"]
+    assert state["status"] == "done", state
+    runs = runs_of(team)
+    current = [r for r in runs if not r["superseded_by"]]
+    assert sorted(r["cell"].split("/")[0] for r in current if r["status"] == "ok") == \
+        ["ram", "ram2"], runs
+    assert {r["campaign_id"] for r in runs} == {1}  # resumed into the same campaign
     shutil.rmtree(base / "remote")

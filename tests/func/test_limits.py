@@ -17,11 +17,12 @@ import pytest
 
 from pgfsbench.storage.limits import V1_FILES, detect, parse_v1
 from tests.func.conftest import (
+    kill,
     pgfsbench,
     runs_of,
     show,
-    signal_mid_measurement,
     start,
+    wait_for,
     wait_measuring,
     write_spec,
 )
@@ -76,6 +77,29 @@ limits = { write_iops = 100 }
     assert "emulated devices" in " ".join(summary.split())
 
 
+def signal_when_capped(spec: Path, results: Path, workdir: Path, sig: signal.Signals,
+                       seen: list[dict[str, dict[str, int]]], devices: int = 1
+                       ) -> tuple[int, str, str]:
+    """Start `run`; once the kernel holds the caps of ``devices`` loop devices (they are
+    set before initdb and the load), note them and send ``sig``: no waiting for a load
+    slowed down by the caps themselves."""
+    proc = start("run", str(spec), "--results", str(results), "--workdir", str(workdir))
+    try:
+        def capped() -> bool:
+            if proc.poll() is not None:
+                raise AssertionError(f"run ended early: {proc.communicate()}")
+            rules = caps()["blkio.throttle.write_iops_device"]
+            return sum(1 for d in rules if d.startswith("7:")) >= devices
+
+        wait_for(capped, 180, "the caps to be set")
+        seen.append(caps())
+        return kill(proc, sig)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=60)
+
+
 def test_caps_are_gone_after_sigterm_and_after_sigkill_and_cleanup(base: Path) -> None:
     spec = write_spec(base / "s.toml", """
 [defaults]
@@ -91,8 +115,8 @@ device = "loop:512M"
 limits = { profile = "hdd-7200" }
 """)
     seen: list[dict[str, dict[str, int]]] = []
-    code, _, err = signal_mid_measurement(spec, base / "r.sqlite", base / "work",
-                                          signal.SIGTERM, lambda: seen.append(caps()))
+    code, _, err = signal_when_capped(spec, base / "r.sqlite", base / "work", signal.SIGTERM,
+                                      seen)
     assert code == 130, err
     loop_rules = {name: {d: v for d, v in rules.items() if d.startswith("7:")}
                   for name, rules in seen[0].items()}
@@ -119,8 +143,8 @@ limits = { profile = "hdd-5400" }
 log_limits = { profile = "sata-ssd" }
 """)
     seen.clear()
-    code, _, _ = signal_mid_measurement(zspec, base / "z.sqlite", base / "work2",
-                                        signal.SIGKILL, lambda: seen.append(caps()))
+    code, _, _ = signal_when_capped(zspec, base / "z.sqlite", base / "work2", signal.SIGKILL,
+                                    seen, devices=2)
     assert code == -signal.SIGKILL
     iops = {v for d, v in seen[0]["blkio.throttle.write_iops_device"].items()
             if d.startswith("7:")}

@@ -31,7 +31,7 @@ SPEC = """
 scale = 2
 clients = 4
 threads = 2
-duration = "10s"
+duration = "8s"
 warmup = "1s"
 repetitions = 3
 [storage.ext4]

@@ -99,7 +99,7 @@ def paced(eng: Engine, cell: Cell, st: CellState, ctx: WorkloadContext, dog: Wat
         ref = (m.throughput, f"measured now: {seconds:g} s unthrottled")
     target = ref[0] * w.rate_fraction
     return (dataclasses.replace(cell, workload=dataclasses.replace(w, rate=target)),
-            {"share": w.rate_fraction, "max_tps": round(ref[0], 2),
+            {"share": w.rate_fraction, "max_tps": ref[0],
              "target_tps": round(target, 2), "max_from": ref[1]})
 
 
