@@ -13,7 +13,7 @@ from pgfsbench.storage import devices, limits, mounts, snapshots, zfs  # noqa: F
 from pgfsbench.system import actions  # noqa: F401
 from pgfsbench.system.errors import PgfsbenchError
 from pgfsbench.system.journal import LeftoverJournal, leftover_journals, undo_leftover
-from pgfsbench.system.runner import Runner
+from pgfsbench.system.runner import Runner, end_orphans
 
 
 @dataclass
@@ -29,6 +29,9 @@ class CleanupReport:
 def cleanup(workdir: Path, runner: Runner | None = None) -> CleanupReport:
     runner = runner or Runner()
     report = CleanupReport()
+    # first the children a killed pgfsbench left running (an initdb, a load, a pg_dump):
+    # they keep the mounts busy that the journals are about to unmount
+    report.undone += [f"ended {what}" for what in end_orphans(children_dir(workdir))]
     for journal in leftover_journals(workdir):
         if journal.locked:
             report.still_running.append(
@@ -45,6 +48,11 @@ def cleanup(workdir: Path, runner: Runner | None = None) -> CleanupReport:
         report.failures += [f"{f.step.what}: {f.error}" for f in failures]
         report.runs_marked_aborted += _mark_runs_aborted(journal)
     return report
+
+
+def children_dir(workdir: Path) -> Path:
+    """Where the pgfsbench processes working in ``workdir`` list their live children."""
+    return workdir / "children"
 
 
 def _mark_runs_aborted(journal: LeftoverJournal) -> int:

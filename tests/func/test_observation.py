@@ -128,6 +128,7 @@ threads = 1
 duration = "1s"
 warmup = "0s"
 repetitions = 2
+ceiling_seconds = 1
 [storage.ext4]
 fs = "ext4"
 device = "loop:512M"

@@ -1,6 +1,7 @@
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -89,3 +90,53 @@ def test_a_live_journal_is_locked(tmp_path: Path) -> None:
     assert left.locked
     journal.undo_since(0)
     journal.close()
+
+
+def test_children_of_a_killed_pgfsbench_are_ended_by_cleanup_and_a_live_ones_are_not(
+        tmp_path: Path) -> None:
+    """A SIGKILLed pgfsbench leaves its children running (each in its own session): an
+    initdb or a load keeps a mount busy. Cleanup ends the children listed by owners that
+    are gone, and never those of a pgfsbench still running (nor a pid reused since)."""
+    from pgfsbench.cleanup import children_dir, cleanup
+    from pgfsbench.system.runner import ChildRegistry, Runner, process_alive, process_start_time
+
+    workdir = tmp_path / "work"
+    # the "killed pgfsbench": a short-lived process whose runner registered a sleep
+    script = ("import sys; from pathlib import Path; from pgfsbench.system.runner import "
+              "ChildRegistry, Runner; r = Runner(registry=ChildRegistry(Path(sys.argv[1]))); "
+              "c = r.spawn(['sleep', '120'], stdout_path=Path(sys.argv[2])); print(c.pid)")
+    owner = subprocess.run([sys.executable, "-c", script, str(children_dir(workdir)),
+                            str(tmp_path / "out")], capture_output=True, text=True, check=True)
+    orphan = int(owner.stdout)
+    orphan_start = process_start_time(orphan)
+    assert process_alive(orphan, orphan_start)  # outlived its parent
+    # a live owner (this test) with a child of its own
+    live = Runner(registry=ChildRegistry(children_dir(workdir)))
+    child = live.spawn(["sleep", "120"], stdout_path=tmp_path / "out2")
+    # and a listed pid that is now someone else's process: never signalled
+    stranger = subprocess.Popen(["sleep", "120"], start_new_session=True)
+    fake = children_dir(workdir) / "4194000-1"
+    fake.mkdir()
+    (fake / str(stranger.pid)).write_text('{"start_time": 1, "argv": "reused"}')
+    try:
+        report = cleanup(workdir)
+        assert any(str(orphan) in line for line in report.undone), report.undone
+        deadline = time.monotonic() + 10
+        while process_alive(orphan, orphan_start) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        # the orphan is a zombie of init at most: gone from our point of view
+        assert not process_alive(orphan, orphan_start) or _zombie(orphan)
+        assert child.poll() is None
+        assert stranger.poll() is None
+        assert not fake.exists()
+    finally:
+        child.kill_tree()
+        stranger.kill()
+        stranger.wait()
+    assert not any(children_dir(workdir).glob("*/*"))  # an ended child is no longer listed
+
+
+def _zombie(pid: int) -> bool:
+    from pgfsbench.system.runner import process_state
+
+    return process_state(pid) == "Z"

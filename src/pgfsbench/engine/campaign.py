@@ -20,7 +20,7 @@ from typing import Any
 
 from pgfsbench import __version__, kernel
 from pgfsbench.analysis.stats import estimate
-from pgfsbench.cleanup import cleanup
+from pgfsbench.cleanup import children_dir, cleanup
 from pgfsbench.collect.host import host_environment, meminfo
 from pgfsbench.engine.cell import CellState, Engine, new_state, prepare
 from pgfsbench.engine.diagnosis import Evidence, Volume, root_cause
@@ -34,7 +34,7 @@ from pgfsbench.spec import LoadedSpec
 from pgfsbench.storage.devices import DevicePolicy
 from pgfsbench.system.errors import Interrupted, PgfsbenchError, UsageError
 from pgfsbench.system.journal import Journal
-from pgfsbench.system.runner import Runner
+from pgfsbench.system.runner import ChildRegistry, Runner
 
 # file names in a run's artifacts directory -> the kind they are stored as
 ARTIFACT_KINDS = {"pgbench.stdout": "pgbench_stdout", "pgbench.stderr": "pgbench_stderr",
@@ -71,6 +71,8 @@ class Campaign:
         self.policy = policy or DevicePolicy()
         self.events: Events = events or QuietEvents()
         self.runner = runner or Runner()
+        if self.runner.registry is None:
+            self.runner.registry = ChildRegistry(children_dir(self.workdir))
         self.resume = resume
         self.host = host or host_environment()["hostname"]
 
@@ -115,6 +117,8 @@ class Campaign:
                     f"could not undo '{failure.step.what}': {failure.error} (run "
                     f"`pgfsbench cleanup --workdir {self.workdir}` once it can be)")
             journal.close()
+            if self.runner.registry is not None:
+                self.runner.registry.close()
             self.store.finish_campaign(campaign_id, str(result.status))
         return result
 

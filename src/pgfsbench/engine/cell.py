@@ -186,7 +186,8 @@ def _ceiling(eng: Engine, st: CellState) -> None:
         return
     eng.phase("measuring the storage's ceiling (pg_test_fsync, fio)")
     figures = ceiling.measure(eng.runner, eng.binaries_for(st.cell).tool("pg_test_fsync"),
-                              st.storage.data.mountpoint)
+                              st.storage.data.mountpoint,
+                              seconds=eng.loaded.spec.defaults.ceiling_seconds)
     eng.store.put_ceiling(ident, st.cell.storage_name, figures)
     st.ceiling = {"identity": ident, "cached": False, **figures}
 

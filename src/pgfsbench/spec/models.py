@@ -610,6 +610,9 @@ class Defaults(Model):
     txlog_max_lines_per_s: Annotated[int, Field(ge=0, le=10_000_000)] = 5000
     wait_event_hz: float = Field(10.0, gt=0, le=50)
     startup_timeout: Duration = 120.0
+    # a storage's ceiling (`ceiling = true`): seconds per pg_test_fsync test (about 18
+    # tests) and a third of fio's run time; longer is steadier, 1 is enough to see a cap
+    ceiling_seconds: Annotated[int, Field(ge=1, le=60)] = 2
     # a run whose workload completes no transaction for this long is ended and failed
     # (a filesystem frozen for good); 0 turns the watchdog off
     stall_timeout: Duration = 60.0

@@ -9,6 +9,7 @@ process tree is ended by pid when cancelled.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shlex
 import signal
@@ -51,6 +52,10 @@ class Runner:
 
     transcript: list[str] = field(default_factory=list)
     on_command: Callable[[str], None] | None = None
+    # Where every live child is listed (pid, start time, argv) while it runs, so that
+    # `pgfsbench cleanup` can end what a SIGKILLed pgfsbench left running (an initdb or a
+    # load writing into a mount that must be unmounted): see `ChildRegistry`.
+    registry: ChildRegistry | None = None
 
     def _note(self, argv: Sequence[str], user: str | None) -> None:
         line = shlex.join(argv)
@@ -91,6 +96,7 @@ class Runner:
             raise CommandError(argv, 127, f"{argv[0]}: command not found") from exc
         except PermissionError as exc:
             raise CommandError(argv, 126, f"{argv[0]}: {exc.strerror}") from exc
+        entry = self.registry.add(proc.pid, argv) if self.registry else None
         try:
             stdout, stderr = proc.communicate(input=input_text, timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -99,6 +105,9 @@ class Runner:
         except BaseException:
             end_unresponsive(proc)
             raise
+        finally:
+            if entry is not None:
+                entry.unlink(missing_ok=True)
         done = Completed(tuple(argv), proc.returncode, stdout, stderr,
                          time.monotonic() - started)
         if check and proc.returncode != 0:
@@ -136,7 +145,8 @@ class Runner:
         except FileNotFoundError as exc:
             out.close()
             raise CommandError(argv, 127, f"{argv[0]}: command not found") from exc
-        return Child(tuple(argv), proc, out)
+        entry = self.registry.add(proc.pid, argv) if self.registry else None
+        return Child(tuple(argv), proc, out, entry)
 
 
 ABANDONED: list[int] = []  # children that would not die (stuck in the kernel, state D)
@@ -159,10 +169,12 @@ def end_unresponsive(proc: subprocess.Popen[str], grace: float = 5.0) -> tuple[s
 class Child:
     """A long-running child in its own process group, ended as a whole tree."""
 
-    def __init__(self, argv: tuple[str, ...], proc: subprocess.Popen[str], out: IO[str]):
+    def __init__(self, argv: tuple[str, ...], proc: subprocess.Popen[str], out: IO[str],
+                 entry: Path | None = None):
         self.argv = argv
         self.proc = proc
         self._out = out
+        self._entry = entry
         self.pid = proc.pid
         self.start_time = process_start_time(proc.pid)
         self._stderr_lines: list[str] = []
@@ -222,6 +234,8 @@ class Child:
     def _finish(self) -> None:
         self._reader.join(timeout=5)
         self._out.close()
+        if self._entry is not None and self.proc.poll() is not None:
+            self._entry.unlink(missing_ok=True)
 
     def kill_tree(self, grace: float = 3.0) -> None:
         """SIGTERM the child's process group, then SIGKILL what is left after ``grace``."""
@@ -237,6 +251,75 @@ class Child:
         # Grandchildren may outlive the leader; the group id is still the leader's pid.
         signal_process_group(self.pid, None, signal.SIGKILL)
         self._finish()
+
+
+class ChildRegistry:
+    """Files ``<dir>/<owner pid>-<owner start>/<child pid>`` naming the children a
+    pgfsbench process has running now. A killed pgfsbench cannot end its children (each
+    runs in its own session, so they outlive it); `pgfsbench cleanup` ends the groups listed
+    under owners that are gone, by pid and start time (never a reused pid)."""
+
+    def __init__(self, directory: Path):
+        self.root = directory
+        me = os.getpid()
+        self.directory = directory / f"{me}-{process_start_time(me)}"
+
+    def add(self, pid: int, argv: Sequence[str]) -> Path | None:
+        entry = self.directory / str(pid)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            entry.write_text(json.dumps({"start_time": process_start_time(pid),
+                                         "argv": shlex.join(argv)[:300]}))
+        except OSError:
+            return None  # a full or read-only disk must not stop the run; cleanup has less
+        return entry
+
+    def close(self) -> None:
+        """Forget this process's list once nothing is left in it (children still listed,
+        e.g. stuck in the kernel, stay listed for cleanup)."""
+        with contextlib.suppress(OSError):
+            self.directory.rmdir()
+        with contextlib.suppress(OSError):
+            self.root.rmdir()
+
+
+def end_orphans(directory: Path) -> list[str]:
+    """End the children listed by pgfsbench processes that are gone (see `ChildRegistry`);
+    return what was ended. Lists of live owners (a run in progress) are left alone."""
+    ended: list[str] = []
+    if not directory.is_dir():
+        return ended
+    for owner in sorted(directory.iterdir()):
+        pid_s, _, start_s = owner.name.partition("-")
+        if not pid_s.isdigit():
+            continue
+        if process_alive(int(pid_s), int(start_s) if start_s.isdigit() else None):
+            continue
+        for entry in sorted(owner.iterdir()):
+            try:
+                info = json.loads(entry.read_text())
+            except (OSError, ValueError):
+                info = {}
+            start = info.get("start_time")
+            if entry.name.isdigit() and isinstance(start, int):
+                pid = int(entry.name)
+                if process_alive(pid, start):
+                    end_group(pid, start)
+                    ended.append(f"pid {pid}: {info.get('argv', '?')}")
+            entry.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            owner.rmdir()
+    return ended
+
+
+def end_group(pid: int, start_time: int | None, grace: float = 5.0) -> None:
+    """SIGTERM a group we started, SIGKILL it after ``grace`` seconds if its leader lives."""
+    signal_process_group(pid, start_time, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and process_alive(pid, start_time):
+        time.sleep(0.1)
+    if process_alive(pid, start_time):
+        signal_process_group(pid, start_time, signal.SIGKILL)
 
 
 def process_start_time(pid: int) -> int | None:
