@@ -8,7 +8,11 @@ as the geometric mean of the paired ratios with its 95% confidence interval (t o
 ratios), and what the samplers themselves cost in CPU (their threads' time, in % of one
 core, during the measured phase). Needs root.
 
-    .venv/bin/python bench/overhead.py [--pairs 10] [--duration 20s]
+    .venv/bin/python bench/overhead.py [--pairs 10] [--duration 20s] [--clients 2]
+
+--clients 1 runs one backend and one pgbench thread: both cores stay busy, but no two
+busy processes share a core, so where the scheduler places them matters less than with
+2 clients (four busy processes on two cores).
 """
 
 from __future__ import annotations
@@ -28,8 +32,8 @@ SPEC = """
 name = "overhead"
 [defaults]
 scale = 10
-clients = 2
-threads = 2
+clients = {clients}
+threads = {clients}
 warmup = "5s"
 repetitions = 1
 [storage.ram]
@@ -62,12 +66,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pairs", type=int, default=10)
     parser.add_argument("--duration", default="20s")
+    parser.add_argument("--clients", type=int, default=2)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="pgfsb-overhead-", dir="/var/tmp") as tmp:
         work = Path(tmp)
         work.chmod(0o755)
         spec = work / "overhead.toml"
-        spec.write_text(SPEC)
+        spec.write_text(SPEC.format(clients=args.clients))
         ratios, observer = [], []
         for i in range(1, args.pairs + 1):
             bare, _ = one_run(spec, work / "r.sqlite", work / "w", False, args.duration)
@@ -85,7 +90,8 @@ def main() -> None:
         cpu = [o["sampler_cpu_pct_of_a_core"] for o in observer
                if o.get("sampler_cpu_pct_of_a_core") is not None]
         print(f"TPS ratio (samplers on / off), {len(ratios)} alternated pairs of "
-              f"{args.duration}: {math.exp(centre):.4f}, 95% CI [{math.exp(centre - half):.4f}, "
+              f"{args.duration}, {args.clients} client(s): {math.exp(centre):.4f}, "
+              f"95% CI [{math.exp(centre - half):.4f}, "
               f"{math.exp(centre + half):.4f}] (median {statistics.median(ratios):.4f}, "
               f"min {min(ratios):.4f}, max {max(ratios):.4f})")
         if cpu:

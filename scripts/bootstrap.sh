@@ -6,6 +6,11 @@ cd "$(dirname "$0")/.."
 
 DEBS=(postgresql-15 postgresql-contrib pgbouncer sysbench fio e2fsprogs xfsprogs btrfs-progs fdisk
       zfs-fuse util-linux procps chromium)
+# --with-tests: what only the tests need (an OpenSSH server the fleet test starts on a
+# private port of 127.0.0.1, its own keys, and stops by pid)
+if [ "${1:-}" = "--with-tests" ]; then
+    DEBS+=(openssh-server openssh-client)
+fi
 missing=()
 for p in "${DEBS[@]}"; do
     dpkg-query -W -f '${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -22,7 +27,17 @@ if [ "${#missing[@]}" -gt 0 ]; then
     mkdir -p /etc/postgresql-common
     grep -qs '^create_main_cluster' /etc/postgresql-common/createcluster.conf ||
         echo 'create_main_cluster = false' >> /etc/postgresql-common/createcluster.conf
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    # Nothing installed here may start a service (no sshd on port 22, no cluster): a
+    # policy-rc.d of ours for the time of the install, removed afterwards.
+    policy=/usr/sbin/policy-rc.d
+    ours=0
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\nexit 101\n' > "$policy" && chmod 755 "$policy" && ours=1
+    fi
+    status=0
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null || status=$?
+    [ "$ours" = 1 ] && rm -f "$policy"
+    [ "$status" = 0 ] || exit "$status"
 fi
 
 if ! command -v uv >/dev/null 2>&1; then

@@ -3,7 +3,7 @@
 # need root: they make loop devices, mount filesystems and start PostgreSQL).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh
+bash scripts/bootstrap.sh --with-tests
 # PostgreSQL 18 for the version tests (Debian 12 has 15 only); cached after the first time
 bash scripts/fetch-postgresql.sh 18.6.0
 .venv/bin/ruff check

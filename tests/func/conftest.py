@@ -6,10 +6,12 @@ pgfsbench) created is still mounted, attached or running.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -19,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from pgfsbench.postgres.binaries import find_binaries
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -86,12 +90,12 @@ def pgfsbench(*args: str, check: bool = True, timeout: float = 600,
     return proc
 
 
-def runs_of(results: Path) -> list[dict[str, Any]]:
+def runs_of(results: Path | str) -> list[dict[str, Any]]:
     out = pgfsbench("results", "list", "--results", str(results), "--json").stdout
     return json.loads(out)  # type: ignore[no-any-return]
 
 
-def show(results: Path, run_id: int) -> dict[str, Any]:
+def show(results: Path | str, run_id: int) -> dict[str, Any]:
     out = pgfsbench("results", "show", str(run_id), "--results", str(results), "--json").stdout
     return json.loads(out)  # type: ignore[no-any-return]
 
@@ -165,3 +169,79 @@ def signal_mid_measurement(spec: Path, results: Path, workdir: Path, sig: signal
         if proc.poll() is None:
             proc.kill()
             proc.communicate(timeout=60)
+
+
+@pytest.fixture
+def results_server(base: Path) -> Iterator[str]:
+    b = find_binaries()
+    data, sock = base / "resultsdb", base / "rsock"
+    for d in (sock, data):
+        d.mkdir(mode=0o700)
+        shutil.chown(d, "postgres", "postgres")
+    as_pg = ["runuser", "-u", "postgres", "--"]
+    subprocess.run([*as_pg, b.tool("initdb"), "-D", str(data), "-A", "trust", "-U",
+                    "postgres"], check=True, capture_output=True, cwd="/")
+    subprocess.run([*as_pg, b.tool("pg_ctl"), "-D", str(data), "-w", "-l", str(data / "log"),
+                    "-o", f"-c listen_addresses='' -c unix_socket_directories={sock}", "start"],
+                   check=True, capture_output=True, cwd="/")
+    try:
+        subprocess.run([b.tool("psql"), "-h", str(sock), "-U", "postgres", "-c",
+                        "CREATE DATABASE results"], check=True, capture_output=True)
+        yield f"postgresql://postgres@/results?host={sock}"
+    finally:
+        subprocess.run([*as_pg, b.tool("pg_ctl"), "-D", str(data), "-m", "fast", "-w",
+                        "stop"], check=False, capture_output=True, cwd="/")
+
+
+@pytest.fixture
+def sshd(base: Path) -> Iterator[dict[str, str]]:
+    """A real OpenSSH server of the test's own on 127.0.0.1 (a free port, its own host key,
+    a key of the test's in its authorized keys), for a fleet host reached over SSH; ended by
+    its pid. Yields the inventory variables that reach it."""
+    binary = shutil.which("sshd") or "/usr/sbin/sshd"
+    if not Path(binary).exists():
+        pytest.skip("no OpenSSH server installed (scripts/bootstrap.sh --with-tests)")
+    d = base / "ssh"
+    d.mkdir(mode=0o700)
+    for key in ("host_key", "client_key"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / key)],
+                       check=True, capture_output=True)
+    (d / "authorized_keys").write_text((d / "client_key.pub").read_text())
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    (d / "sshd_config").write_text(
+        f"Port {port}\nListenAddress 127.0.0.1\nHostKey {d / 'host_key'}\n"
+        f"AuthorizedKeysFile {d / 'authorized_keys'}\nPidFile {d / 'sshd.pid'}\n"
+        "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
+        "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
+        "Subsystem sftp internal-sftp\n")
+    privsep = Path("/run/sshd")  # sshd refuses to start without it
+    made = not privsep.exists()
+    privsep.mkdir(mode=0o755, exist_ok=True)
+    proc = subprocess.Popen([binary, "-D", "-e", "-f", str(d / "sshd_config")],
+                            stdout=subprocess.DEVNULL, stderr=(d / "sshd.log").open("w"),
+                            start_new_session=True)
+    try:
+        def listening() -> bool:
+            if proc.poll() is not None:
+                raise AssertionError(f"sshd ended: {(d / 'sshd.log').read_text()}")
+            with socket.socket() as s:
+                return s.connect_ex(("127.0.0.1", port)) == 0
+
+        wait_for(listening, 30, "sshd to listen")
+        yield {"ansible_host": "127.0.0.1", "ansible_port": str(port), "ansible_user": "root",
+               "ansible_ssh_private_key_file": str(d / "client_key"),
+               "ansible_ssh_args": "-o ControlMaster=no -o StrictHostKeyChecking=no "
+                                   "-o UserKnownHostsFile=/dev/null -o BatchMode=yes",
+               "ansible_python_interpreter": "/usr/bin/python3"}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=15)
+        if made:
+            with contextlib.suppress(OSError):
+                privsep.rmdir()

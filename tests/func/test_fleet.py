@@ -23,7 +23,10 @@ from tests.func.conftest import (
 )
 
 
-def test_two_inventory_hosts_one_store(base: Path) -> None:
+def test_two_inventory_hosts_one_store(base: Path, sshd: dict[str, str],
+                                       results_server: str) -> None:
+    """node-a through Ansible's local connection, node-b over real SSH (its own sshd on
+    127.0.0.1); both hosts' runs in one PostgreSQL results database."""
     pytest.importorskip("ansible_runner")
     spec = write_spec(base / "s.toml", """
 [defaults]
@@ -41,11 +44,12 @@ fs = "tmpfs"
 size = "256M"
 """)
     inventory = base / "hosts.ini"
+    over_ssh = " ".join(f"{k}='{v}'" for k, v in sshd.items())
     inventory.write_text(
         "[bench]\n"
         "node-a ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n"
-        "node-b ansible_connection=local ansible_python_interpreter=/usr/bin/python3\n")
-    team = base / "team.sqlite"
+        f"node-b {over_ssh}\n")
+    team = results_server
     fleet = base / "fleet"
     out = pgfsbench("fleet", "run", str(spec), "-i", str(inventory), "--results", str(team),
                     "--serial", "1", "--fleet-dir", str(fleet), "--pgfsbench-cmd",
@@ -55,10 +59,15 @@ size = "256M"
     state = json.loads((fleet / "fleet.json").read_text())
     assert {h: v["status"] for h, v in state["hosts"].items()} == {"node-a": "done",
                                                                    "node-b": "done"}, state
+    # each host's progress came back while it ran: runs done of total (and an ETA)
+    assert all((v["runs_done"], v["runs_total"]) == (2, 2) for v in state["hosts"].values())
+    assert "node-b: running 2/2 runs" in out.stdout or "node-b: done 2/2 runs" in out.stdout
     runs = runs_of(team)
     assert sorted(r["host"] for r in runs) == ["node-a", "node-a", "node-b", "node-b"]
     assert all(r["status"] == "ok" for r in runs)
     assert (fleet / "fetched" / "node-a.doctor.json").is_file()
+    # node-b really came over SSH: its sshd logged the key's login
+    assert "Accepted publickey for root" in (base / "ssh" / "sshd.log").read_text()
     # importing a fetched file again adds nothing twice
     again = pgfsbench("results", "import", str(fleet / "fetched" / "node-a.sqlite"),
                       "--results", str(team), "--host", "node-a")
@@ -78,7 +87,7 @@ size = "256M"
     assert {s["cell"] for s in by_host["host_spread"]} == {"ram/default/default/tpcb-like",
                                                           "ram2/default/default/tpcb-like"}
     report = base / "team.html"
-    pgfsbench("report", "--results", str(team), "--campaign", "1", "--campaign", "2", "-o",
+    pgfsbench("report", "--results", team, "--campaign", "1", "--campaign", "2", "-o",
               str(report))
     html = report.read_text()
     assert '<table id="hosts">' in html and ">node-a</th>" in html and ">node-b</th>" in html

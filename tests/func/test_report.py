@@ -32,7 +32,7 @@ scale = 2
 clients = 4
 threads = 2
 duration = "8s"
-warmup = "1s"
+warmup = "0s"
 repetitions = 3
 [storage.ext4]
 fs = "ext4"
@@ -139,8 +139,8 @@ def test_clean_runs_have_no_stall_and_one_repetition_has_no_verdict(base: Path) 
 scale = 2
 clients = 2
 threads = 1
-duration = "5s"
-warmup = "1s"
+duration = "3s"
+warmup = "0s"
 repetitions = 5
 [storage.ram]
 fs = "tmpfs"

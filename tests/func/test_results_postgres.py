@@ -2,37 +2,10 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from pgfsbench.postgres.binaries import find_binaries
 from tests.func.conftest import pgfsbench, runs_of, show, write_spec
-
-
-@pytest.fixture
-def results_server(base: Path) -> Iterator[str]:
-    b = find_binaries()
-    data, sock = base / "resultsdb", base / "rsock"
-    for d in (sock, data):
-        d.mkdir(mode=0o700)
-        shutil.chown(d, "postgres", "postgres")
-    as_pg = ["runuser", "-u", "postgres", "--"]
-    subprocess.run([*as_pg, b.tool("initdb"), "-D", str(data), "-A", "trust", "-U",
-                    "postgres"], check=True, capture_output=True, cwd="/")
-    subprocess.run([*as_pg, b.tool("pg_ctl"), "-D", str(data), "-w", "-l", str(data / "log"),
-                    "-o", f"-c listen_addresses='' -c unix_socket_directories={sock}", "start"],
-                   check=True, capture_output=True, cwd="/")
-    try:
-        subprocess.run([b.tool("psql"), "-h", str(sock), "-U", "postgres", "-c",
-                        "CREATE DATABASE results"], check=True, capture_output=True)
-        yield f"postgresql://postgres@/results?host={sock}"
-    finally:
-        subprocess.run([*as_pg, b.tool("pg_ctl"), "-D", str(data), "-m", "fast", "-w",
-                        "stop"], check=False, capture_output=True, cwd="/")
 
 
 def test_runs_are_stored_in_a_postgresql_results_database(base: Path,

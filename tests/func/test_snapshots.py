@@ -70,8 +70,12 @@ pool = { devices = ["loop:512M"] }
 snapshots = { every = "2s", keep = 1 }
 """))
     results = base / "r.sqlite"
-    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
-    _check(results, "zfs")
+    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"),
+              "--set", "workload.rw.cache=cold")
+    full = _check(results, "zfs")
+    # a cold cache on ZFS: the pool exported and imported, so the ARC holds none of it
+    cache = full["metrics"]["cache"]  # type: ignore[index]
+    assert cache["state"] == "cold" and "exported and imported" in cache["zfs_arc"], cache
     listed = subprocess.run(["zfs", "list", "-H", "-t", "snapshot"], capture_output=True,
                             text=True, check=False).stdout
     assert "pgfsb-snap-" not in listed

@@ -25,7 +25,7 @@ pytestmark = [
 
 SMALL = """
 [defaults]
-scale = 2
+scale = 1
 clients = 2
 threads = 1
 duration = "2s"
@@ -141,14 +141,19 @@ def test_sigkill_mid_run_then_cleanup_leaves_no_pool_loop_or_daemon(base: Path) 
 fs = "zfs"
 pool = { layout = "mirror", devices = ["loop:512M", "loop:512M"], log = ["loop:128M"] }
 wal = { properties = { recordsize = "64K" } }
+[workload.cold]
+builtin = "tpcb-like"
+cache = "cold"
 """)
     results = base / "r.sqlite"
+    # killed after the cold cache exported and imported the pool (journaled)
     code, _, _ = signal_mid_measurement(spec, results, base / "work", signal.SIGKILL)
     assert code == -signal.SIGKILL
     assert any(p.startswith("pgfsb_") for p in pools())
     assert leftovers(base)
     out = pgfsbench("cleanup", "--workdir", str(base / "work"))
     assert "zpool create" in out.stdout and "start zfs-fuse" in out.stdout
+    assert "zpool export" in out.stdout
     assert pools() == [] and zfs_fuse_pids() == []
     assert leftovers(base) == []
     assert [r["status"] for r in runs_of(results)] == ["aborted"]

@@ -43,3 +43,44 @@ def test_the_playbook_ships_with_the_package() -> None:
     for needle in ("async:", "poll:", "ansible.builtin.fetch", "cleanup", "run_uuid",
                    "doctor --json", "--host-name {{ inventory_hostname }}", "serial:"):
         assert needle in text, needle
+
+
+def test_the_polled_progress_file_becomes_runs_done_of_total_and_an_eta(tmp_path: Path) -> None:
+    import json
+    import time
+
+    from pgfsbench.cli.run import ProgressFile
+
+    progress = tmp_path / "progress.json"
+    pf = ProgressFile(progress, total=4, estimated_s=400)
+    first = json.loads(progress.read_text())
+    assert (first["done"], first["total"], first["eta_s"], first["finished"]) == (0, 4, 400,
+                                                                                   False)
+    pf.cell = "ext4/default/default/tpcb-like #1"
+    pf.write(phase="measuring")
+    pf.started -= 30  # the first run took 30 s
+    pf.finished_run("ok")
+    now = json.loads(progress.read_text())
+    assert now["done"] == 1 and now["counts"] == {"ok": 1} and 89 <= now["eta_s"] <= 91
+    assert not list(tmp_path.glob("*.tmp"))  # replaced atomically
+
+    state = FleetState("u1", "s.toml", "hosts.ini", "team.sqlite", str(tmp_path), "pgfsbench")
+    shown: list[str] = []
+    f = Follower(state, lambda s: shown.append(s.hosts["a"].phase), lambda p, h: ("", None))
+    f({"event": "runner_on_start", "event_data": {"host": "a",
+                                                   "task": "pgfsbench run progress"}})
+    f({"event": "runner_retry", "event_data": {
+        "host": "a", "task": "pgfsbench run progress",
+        "res": {"stdout_lines": [progress.read_text().strip(), "running"]}}})
+    a = state.hosts["a"]
+    assert a.status == "running" and a.runs() == "1/4" and a.eta() == "0:01:30", a
+    assert a.phase == "running ext4/default/default/tpcb-like #1 · measuring"
+    f({"event": "runner_retry", "event_data": {  # before the run wrote its file
+        "host": "a", "task": "pgfsbench run progress", "res": {"stdout_lines": ["{}",
+                                                                                 "running"]}}})
+    assert a.runs() == "1/4"
+    f({"event": "runner_on_ok", "event_data": {"host": "a", "task": "pgfsbench run result"}})
+    assert a.phase == "run finished"
+    pf.write(finished=True)
+    assert json.loads(progress.read_text())["finished"] is True
+    assert time.time() - json.loads(progress.read_text())["updated"] < 60

@@ -8,13 +8,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.live import Live
 from rich.table import Table
 
 from pgfsbench.cli import app
 from pgfsbench.system.errors import RunsFailed, UsageError
 
 if TYPE_CHECKING:
-    from pgfsbench.fleet.driver import FleetState
+    from pgfsbench.fleet.driver import FleetState, HostState
 
 fleet_app = typer.Typer(help="Run one spec on many hosts through Ansible; every host's "
                              "results in one store.", no_args_is_help=True)
@@ -40,25 +41,47 @@ def _importer(results: str):  # type: ignore[no-untyped-def]
 
 def _table(state: FleetState) -> Table:
     table = Table(title=f"fleet {state.run_uuid}", title_justify="left")
-    for col in ("host", "status", "phase", "imported", "error"):
+    for col in ("host", "status", "runs", "ETA", "phase", "imported", "error"):
         table.add_column(col)
     for h in state.hosts.values():
-        table.add_row(h.name, h.status, h.phase, h.imported, h.error)
+        table.add_row(h.name, h.status, h.runs(), h.eta(), h.phase, h.imported, h.error)
     return table
 
 
-def _printer(console: Console):  # type: ignore[no-untyped-def]
-    seen: dict[str, tuple[str, str]] = {}
+def _line(h: HostState) -> str:
+    runs = f" {h.runs()} runs" if h.runs() else ""
+    eta = f", ETA {h.eta()}" if h.eta() else ""
+    return f"{h.name}: {h.status}{runs}{eta}: {h.phase}"
 
-    def show(state: FleetState) -> None:
+
+class _Printer:
+    """One line per host: on a terminal a live table (host, status, n/N runs, ETA, phase),
+    elsewhere a line whenever a host's status, run count or phase changes."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.seen: dict[str, tuple[str, str, str]] = {}
+        self.live: Live | None = None
+
+    def __enter__(self) -> _Printer:
+        if self.console.is_terminal:
+            self.live = Live(console=self.console, auto_refresh=False, transient=True)
+            self.live.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.live is not None:
+            self.live.stop()
+
+    def __call__(self, state: FleetState) -> None:
+        if self.live is not None:
+            self.live.update(_table(state), refresh=True)
+            return
         for h in state.hosts.values():
-            now = (h.status, h.phase)
-            if seen.get(h.name) != now:
-                seen[h.name] = now
-                console.print(f"{h.name}: {h.status}: {h.phase}", markup=False,
-                              highlight=False)
-
-    return show
+            now = (h.status, h.runs(), h.phase)
+            if self.seen.get(h.name) != now:
+                self.seen[h.name] = now
+                self.console.print(_line(h), markup=False, highlight=False)
 
 
 def _finish(console: Console, state: FleetState) -> None:
@@ -104,8 +127,9 @@ def run_cmd(
     console.print(f"fleet run {state.run_uuid}: {spec} on {inventory}"
                   + (f" (limit {limit})" if limit else "")
                   + (f", {serial} host(s) at a time" if serial else ""), markup=False)
-    run_fleet(state, limit=limit, serial=serial, on_change=_printer(console),
-              import_file=_importer(results))
+    with _Printer(console) as printer:
+        run_fleet(state, limit=limit, serial=serial, on_change=printer,
+                  import_file=_importer(results))
     _finish(console, state)
 
 
@@ -134,11 +158,12 @@ def resume_cmd(
         return
     fresh = ",".join(h.name for h in todo if h.campaign is None)
     resume = {h.name: h.campaign for h in todo if h.campaign is not None}
-    if fresh:
-        run_fleet(state, limit=fresh, serial=serial, on_change=_printer(console),
-                  import_file=_importer(state.results))
-    if resume:
-        run_fleet(state, limit=None, serial=serial, on_change=_printer(console),
-                  import_file=_importer(state.results),
-                  resume={h: c for h, c in resume.items() if c is not None})
+    with _Printer(console) as printer:
+        if fresh:
+            run_fleet(state, limit=fresh, serial=serial, on_change=printer,
+                      import_file=_importer(state.results))
+        if resume:
+            run_fleet(state, limit=None, serial=serial, on_change=printer,
+                      import_file=_importer(state.results),
+                      resume={h: c for h, c in resume.items() if c is not None})
     _finish(console, state)

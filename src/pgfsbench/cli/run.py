@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -138,8 +141,10 @@ def print_plan(console: Console, plan: Plan) -> None:
 class RichEvents:
     """Progress over the whole matrix with ETA, and the current cell's live throughput."""
 
-    def __init__(self, console: Console, plan: Plan):
+    def __init__(self, console: Console, plan: Plan, progress_file: Path | None = None):
         self.console = console
+        self.file = ProgressFile(progress_file, len(plan.runs), plan.estimated_seconds) \
+            if progress_file else None
         self.interactive = console.is_terminal
         self.progress = Progress(
             SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
@@ -155,6 +160,8 @@ class RichEvents:
 
     def __exit__(self, *exc: object) -> None:
         self.progress.stop()
+        if self.file:
+            self.file.write(finished=True)
 
     def _describe(self, extra: str = "") -> None:
         self.progress.update(self.task, description=f"{self.current} {self.phase_text}{extra}")
@@ -163,6 +170,9 @@ class RichEvents:
         self.current = f"[bold]{run.cell.id}[/] #{run.repetition}"
         self.phase_text = ""
         self._describe()
+        if self.file:
+            self.file.cell = f"{run.cell.id} #{run.repetition}"
+            self.file.write(phase="")
         if not self.interactive:
             self.console.print(f"run {run_id}: {run.cell.id} repetition {run.repetition}",
                                markup=False)
@@ -170,12 +180,16 @@ class RichEvents:
     def phase(self, text: str) -> None:
         self.phase_text = f"· {text}"
         self._describe()
+        if self.file:
+            self.file.write(phase=text)
 
     def live(self, second: float, throughput: float, unit: str) -> None:
         self._describe(f" · {throughput:,.0f} {unit} at {second:.0f} s")
 
     def run_finished(self, run: PlannedRun, run_id: int, record: RunRecord) -> None:
         self.progress.advance(self.task)
+        if self.file:
+            self.file.finished_run(record.status)
         if record.status == "ok":
             line = (f"  {run.cell.id} #{run.repetition}: {record.throughput or 0:,.1f} "
                     f"{record.throughput_unit}, latency {record.latency_avg_ms or 0:.3f} ms")
@@ -190,15 +204,56 @@ class RichEvents:
     def extend(self, runs: int) -> None:
         total = self.progress.tasks[0].total or 0
         self.progress.update(self.task, total=total + runs)
+        if self.file:
+            self.file.total += runs
+            self.file.write()
         if not self.interactive:
             self.console.print(f"{runs} more run(s): their confidence intervals are still "
                                "wider than the target", markup=False)
 
 
+class ProgressFile:
+    """The campaign's progress as one JSON object, rewritten atomically at every step, for
+    whoever watches the run from elsewhere (the fleet playbook polls it over SSH):
+    runs done of total, ok/failed, the current cell and phase, and an ETA from the
+    seconds the finished runs took (the plan's estimate until one has)."""
+
+    def __init__(self, path: Path, total: int, estimated_s: float):
+        self.path = path
+        self.total = total
+        self.per_run_s = estimated_s / total if total else 0.0
+        self.started = time.monotonic()
+        self.done = 0
+        self.counts: dict[str, int] = {}
+        self.cell = ""
+        self.phase = ""
+        self.write()
+
+    def finished_run(self, status: str) -> None:
+        self.done += 1
+        self.counts[status] = self.counts.get(status, 0) + 1
+        self.per_run_s = (time.monotonic() - self.started) / self.done
+        self.write()
+
+    def write(self, phase: str | None = None, finished: bool = False) -> None:
+        if phase is not None:
+            self.phase = phase
+        left = max(0, self.total - self.done)
+        data = {"pid": os.getpid(), "done": self.done, "total": self.total,
+                "counts": self.counts, "cell": self.cell, "phase": self.phase,
+                "elapsed_s": round(time.monotonic() - self.started),
+                "eta_s": 0 if finished else round(left * self.per_run_s),
+                "finished": finished, "updated": round(time.time())}
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        with contextlib.suppress(OSError):  # watching must never stop the run
+            tmp.write_text(json.dumps(data) + "\n")
+            tmp.replace(self.path)
+
+
 def run_spec(loaded: LoadedSpec, results: str, workdir: Path, destroy_data_on: list[str],
              force: bool, console: Console, only: list[str] | None = None,
-             resume: int | None = None, host: str | None = None) -> tuple[Store,
-                                                                           CampaignResult]:
+             resume: int | None = None, host: str | None = None,
+             progress_file: Path | None = None) -> tuple[Store, CampaignResult]:
     from pgfsbench.cli.results import print_summary
     from pgfsbench.engine.campaign import Campaign, signals_raise_interrupted
     from pgfsbench.engine.preflight import require_root
@@ -217,8 +272,8 @@ def run_spec(loaded: LoadedSpec, results: str, workdir: Path, destroy_data_on: l
         raise UsageError(f"--destroy-data-on {unconfirmed[0]}: the spec does not name it")
     policy = DevicePolicy(frozenset(destroy_data_on), force)
     # one campaign per host: held before anything is opened or created
-    with host_lock("pgfsbench run", workdir.resolve()), RichEvents(console, plan) as events, \
-            signals_raise_interrupted():
+    with host_lock("pgfsbench run", workdir.resolve()), \
+            RichEvents(console, plan, progress_file) as events, signals_raise_interrupted():
         store = Store(results)
         campaign = Campaign(loaded, plan, store, workdir=workdir, policy=policy, events=events,
                             resume=resume, host=host)
@@ -263,6 +318,9 @@ def run_cmd(
     host_name: Annotated[str | None, typer.Option(
         help="The host's name in the results (default: this machine's hostname).")] = None,
     memory_limit: MemoryLimitOpt = None,
+    progress_file: Annotated[Path | None, typer.Option(
+        help="Keep the progress in this JSON file (runs done of total, current cell and "
+             "phase, ETA), rewritten at every step: for watching from elsewhere.")] = None,
 ) -> None:
     """Run the matrix: provision, configure, load, measure, store; undo everything after.
 
@@ -271,7 +329,7 @@ def run_cmd(
 
     loaded = load_spec(spec, [*(sets or []), *_memory_set(memory_limit)])
     _, result = run_spec(loaded, results, workdir, destroy_data_on or [], force, Console(),
-                         only, resume, host_name)
+                         only, resume, host_name, progress_file)
     _exit_status(result)
 
 

@@ -28,6 +28,7 @@ from pgfsbench.postgres.instance import SUPERUSER, children_of
 from pgfsbench.spec import Cell
 from pgfsbench.storage import driver_for
 from pgfsbench.storage.snapshots import Snapshotter
+from pgfsbench.storage.zfs import evict_pool_cache
 from pgfsbench.system.errors import PgfsbenchError, Stalled, WorkloadError
 from pgfsbench.units import human_bytes
 from pgfsbench.workloads.base import Measurement, Progress, WorkloadContext
@@ -250,26 +251,27 @@ def snapshotter_for(eng: Engine, st: CellState) -> Snapshotter | None:
 def cold_cache(eng: Engine, st: CellState) -> dict[str, Any]:
     """Empty every cache between the data and the workload, and say what was done:
     PostgreSQL restarted (shared_buffers emptied), the OS page cache dropped (Cached in
-    /proc/meminfo before and after). ZFS's ARC is not dropped by the page cache: it is named
-    as still warm rather than claimed cold."""
-    assert st.instance is not None and st.storage is not None
-    eng.phase("cold cache: restarting PostgreSQL, dropping the page cache")
+    /proc/meminfo before and after), and on ZFS the pool exported and imported again (the
+    ARC, which the page cache does not include, evicted)."""
+    assert st.instance is not None and st.storage is not None and st.celldir is not None
+    zfs = st.cell.fs == "zfs" and "pool" in st.storage.details
+    eng.phase("cold cache: restarting PostgreSQL, dropping the page cache"
+              + (", exporting and importing the pool" if zfs else ""))
     before = meminfo().get("Cached")
     st.instance.checkpoint()
     st.instance.stop(eng.runner)
     sync_volumes(eng.runner, st.storage)
+    done: dict[str, Any] = {}
+    if zfs:
+        done.update(evict_pool_cache(eng.journal, eng.runner, st.storage, st.celldir))
     kernel.drop_caches()
     after = meminfo().get("Cached")
     pid = st.instance.start(eng.journal, eng.runner, eng.loaded.spec.defaults.startup_timeout)
     if st.memory_limit is not None:  # the restarted server goes back under its limit
         kernel.join_memory_cgroup(Path(st.memory_limit["cgroup"]),
                                   [pid] + [p for p, _ in children_of(pid)])
-    done = {"state": "cold", "postgres_restarted": True, "page_cache_dropped": True,
-            "cached_kb_before": before, "cached_kb_after": after}
-    if st.cell.fs == "zfs":
-        done["zfs_arc"] = ("not dropped: the ARC keeps ZFS's cache (export/import of the "
-                           "pool would empty it); reads may still be served from memory")
-    return done
+    return {"state": "cold", "postgres_restarted": True, "page_cache_dropped": True,
+            "cached_kb_before": before, "cached_kb_after": after, **done}
 
 
 def _size(path: Path) -> int | None:

@@ -37,6 +37,34 @@ class HostState:
     imported: str = ""  # what the import said
     campaign: int | None = None  # the host's campaign id in its own file (for resume)
     updated_at: str = ""
+    # from the run's progress file, polled by the playbook every 5 s
+    runs_done: int | None = None
+    runs_total: int | None = None
+    eta_s: int | None = None
+    cell: str = ""
+
+    def runs(self) -> str:
+        return "" if self.runs_total is None else f"{self.runs_done or 0}/{self.runs_total}"
+
+    def eta(self) -> str:
+        if self.eta_s is None or self.status != "running":
+            return ""
+        m, s = divmod(self.eta_s, 60)
+        return f"{m // 60}:{m % 60:02d}:{s:02d}"
+
+    def progress(self, line: str) -> None:
+        """The first line of the playbook's progress task: `run --progress-file`'s JSON."""
+        try:
+            data = json.loads(line)
+        except ValueError:
+            return
+        if not isinstance(data, dict) or "total" not in data:
+            return  # not started yet
+        self.runs_done, self.runs_total = int(data.get("done", 0)), int(data["total"])
+        self.eta_s = int(data.get("eta_s") or 0)
+        self.cell = str(data.get("cell", ""))
+        where = " · ".join(x for x in (self.cell, str(data.get("phase", ""))) if x)
+        self.phase = f"running {where}" if where else "running"
 
 
 @dataclass
@@ -109,7 +137,9 @@ class Follower:
         task = str(data.get("task", ""))
         res = data.get("res") or {}
         if kind == "runner_on_start":
-            h.status, h.phase = "running", task
+            h.status = "running"
+            if task != "pgfsbench run progress":  # its retries say more (see below)
+                h.phase = task
         elif kind == "runner_on_unreachable":
             h.status, h.error = "unreachable", str(res.get("msg", "unreachable"))[:300]
         elif kind == "runner_on_failed" and not data.get("ignore_errors"):
@@ -120,7 +150,11 @@ class Follower:
             if local.is_file():
                 h.results_file = str(local)
                 h.imported, h.campaign = self.import_file(local, str(name))
-        elif kind == "runner_on_ok" and task.startswith("pgfsbench run"):
+        elif kind in ("runner_retry", "runner_on_ok") and task == "pgfsbench run progress":
+            lines = res.get("stdout_lines") or []
+            if lines:
+                h.progress(str(lines[0]))
+        elif kind == "runner_on_ok" and task == "pgfsbench run result":
             h.phase = "run finished"
         h.updated_at = _now()
         self.state.save()

@@ -610,3 +610,75 @@ def _zfsrc() -> str:
                          if line.strip() and not line.startswith("#"))
     except OSError:
         return ""
+
+
+ARCSTATS = Path("/proc/spl/kstat/zfs/arcstats")
+
+
+def arc_bytes() -> int | None:
+    """The ARC's size now (kernel OpenZFS; zfs-fuse publishes no arcstats)."""
+    try:
+        for line in ARCSTATS.read_text().splitlines():
+            parts = line.split()
+            if len(parts) == 3 and parts[0] == "size":
+                return int(parts[2])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def evict_pool_cache(journal: Journal, runner: Runner, storage: ProvisionedStorage,
+                     workdir: Path) -> dict[str, Any]:
+    """Empty what the ARC holds of a pool's data the one way ZFS offers for a single pool:
+    export it (every dataset unmounted, its buffers evicted) and import it again from the
+    very devices it was created on (a private directory of links to them, so no other
+    device is scanned). Journaled first: a run killed in between gets its pool imported
+    back by cleanup, then destroyed. PostgreSQL must be stopped."""
+    pool = str(storage.details["pool"]["name"])
+    members = [*storage.device_roles.get("pool", ()), *storage.device_roles.get("log", ()),
+               *storage.device_roles.get("cache", ())]
+    links = workdir / "zpool-import"
+    links.mkdir(exist_ok=True)
+    for i, dev in enumerate(members):
+        link = links / f"{i}-{Path(dev).name}"
+        if not link.is_symlink():
+            link.symlink_to(dev)
+    before = arc_bytes()
+    journal.record(f"zpool export {pool} (cold cache)",
+                   Undo("zpool_import", {"name": pool, "dir": str(links)}))
+
+    def exported() -> bool:
+        # "pool is busy" while the stopped server's last files are being released
+        runner.run(["zpool", "export", pool], timeout=300, check=False)
+        return pool not in existing_pools(runner)
+
+    wait_until(exported, timeout=60, interval=1.0, what=f"zpool export {pool}")
+    _import(runner, pool, links)
+    missing = [str(v.mountpoint) for v in storage.volumes if mount_at(v.mountpoint) is None]
+    if missing:
+        raise ProvisionError(f"zpool import {pool} did not mount {', '.join(missing)}")
+    after = arc_bytes()
+    done: dict[str, Any] = {"zfs_arc": f"pool {pool} exported and imported (its ARC "
+                                       "buffers evicted)"}
+    if before is not None and after is not None:
+        done["arc_bytes_before"], done["arc_bytes_after"] = before, after
+    return done
+
+
+def _import(runner: Runner, pool: str, links: Path) -> None:
+    done = runner.run(["zpool", "import", "-d", str(links), pool], timeout=300, check=False)
+    if pool not in existing_pools(runner):
+        raise ProvisionError(f"zpool import {pool} failed: "
+                             f"{(done.stderr or done.stdout).strip()[-300:]}")
+
+
+@undo_action("zpool_import")
+def _zpool_import(runner: Runner, args: dict[str, Any]) -> None:
+    """Bring an exported pool back, so that the older step can destroy it."""
+    name = str(args["name"])
+    if not name.startswith(POOL_PREFIX):
+        raise ProvisionError(f"refusing to import {name}: not a pgfsbench pool")
+    links = Path(args["dir"])
+    if shutil.which("zpool") is None or name in existing_pools(runner) or not links.is_dir():
+        return
+    _import(runner, name, links)
