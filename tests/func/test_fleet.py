@@ -61,6 +61,9 @@ size = "256M"
                                                                    "node-b": "done"}, state
     # each host's progress came back while it ran: runs done of total (and an ETA)
     assert all((v["runs_done"], v["runs_total"]) == (2, 2) for v in state["hosts"].values())
+    overhead = {h: _controller_s(v) for h, v in state["hosts"].items()}
+    assert all(s is not None and s >= 0 for s in overhead.values()), state
+    print(f"controller seconds per host: {overhead}")  # for the note (pytest -s)
     assert "node-b: running 2/2 runs" in out.stdout or "node-b: done 2/2 runs" in out.stdout
     runs = runs_of(team)
     assert sorted(r["host"] for r in runs) == ["node-a", "node-a", "node-b", "node-b"]
@@ -75,6 +78,14 @@ size = "256M"
     status = pgfsbench("fleet", "status", "--fleet-dir", str(fleet))
     assert "node-b" in status.stdout and "done" in status.stdout
     # one campaign per host in the team's store; --host keeps one host's runs
+    one_host = json.loads(pgfsbench("compare", "ram", "ram2", "--results", team, "--host",
+                                    "node-b", "--json").stdout)
+    assert [(p["baseline"]["host"], p["other"]["host"]) for p in one_host] == [
+        ("node-b", "node-b")]
+    node_a_run = next(r["run_id"] for r in runs if r["host"] == "node-a")
+    wrong = pgfsbench("results", "show", str(node_a_run), "--results", team, "--host",
+                      "node-b", check=False)
+    assert wrong.returncode == 2 and "node-a" in wrong.stderr
     summary = pgfsbench("results", "summary", "--results", str(team), "--campaign", "1",
                         "--campaign", "2", "--host", "node-b")
     assert "1/1" in summary.stdout and "2/2" not in summary.stdout  # one host's runs
@@ -131,6 +142,12 @@ size = "256M"
     assert hosts["node-x"]["status"] == "unreachable" and hosts["node-x"]["error"]
     assert [r["host"] for r in runs_of(team)] == ["node-a"]
     shutil.rmtree(base / "remote")
+
+
+def _controller_s(host: dict[str, object]) -> int | None:
+    from pgfsbench.fleet.driver import HostState
+
+    return HostState(**host).controller_s()  # type: ignore[arg-type]
 
 
 def _remote_run_pid(host: str) -> int | None:

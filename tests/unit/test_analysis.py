@@ -323,3 +323,18 @@ def test_a_checkpoint_on_a_capped_device_says_the_cap_was_reached() -> None:
     alone.values["disk_write_mbps"][5:8] = 11.5
     (ep,) = find_stalls(alone)
     assert ep.cause == "device_saturated"
+
+
+def test_t_quantile_and_p_agree_with_scipy_stats() -> None:
+    """The light scipy.special forms give scipy.stats' values (fractional df included)."""
+    from scipy import stats as sps
+
+    from pgfsbench.analysis.stats import t_quantile, t_two_sided_p
+
+    for df in (1.0, 2.0, 3.7, 10.0, 57.25):
+        for q in (0.5, 0.9, 0.975):
+            assert math.isclose(t_quantile(q, df), float(sps.t.ppf(q, df)), rel_tol=1e-9,
+                                abs_tol=1e-12)
+        for t in (-3.0, 0.2, 2.5):
+            assert math.isclose(t_two_sided_p(t, df), float(2 * sps.t.sf(abs(t), df)),
+                                rel_tol=1e-9, abs_tol=1e-15)

@@ -84,3 +84,12 @@ def test_the_polled_progress_file_becomes_runs_done_of_total_and_an_eta(tmp_path
     pf.write(finished=True)
     assert json.loads(progress.read_text())["finished"] is True
     assert time.time() - json.loads(progress.read_text())["updated"] < 60
+
+
+def test_controller_seconds_are_the_hosts_wall_time_minus_its_run() -> None:
+    from pgfsbench.fleet.driver import HostState
+
+    h = HostState("a", status="done", started_at="2026-11-23T00:00:00+00:00",
+                  ended_at="2026-11-23T00:01:40+00:00", run_s=70)
+    assert h.controller_s() == 30
+    assert HostState("b", started_at="2026-11-23T00:00:00+00:00").controller_s() is None

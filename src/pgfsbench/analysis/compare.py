@@ -18,7 +18,7 @@ from enum import StrEnum
 
 import numpy as np
 
-from pgfsbench.analysis.stats import t_quantile
+from pgfsbench.analysis.stats import t_quantile, t_two_sided_p
 
 MIN_N_VERDICT = 3
 MIN_N_MANN_WHITNEY = 5
@@ -101,10 +101,7 @@ def welch_log(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, flo
     se = math.sqrt(se2)
     df = se2**2 / ((va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1)) \
         if va > 0 and vb > 0 else (na + nb - 2)
-    t = d / se
-    from scipy import stats as sps
-
-    p = float(2 * sps.t.sf(abs(t), df))
+    p = t_two_sided_p(d / se, df)
     half = t_quantile(0.975, df) * se
     return math.exp(d), math.exp(d - half), math.exp(d + half), p
 

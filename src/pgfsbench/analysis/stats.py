@@ -56,10 +56,19 @@ def _seed(vals: list[float]) -> int:
 
 
 def t_quantile(q: float, df: float) -> float:
-    """Student's t quantile (scipy is imported on first use: it takes a second)."""
-    from scipy import stats as sps
+    """Student's t quantile: scipy.special's inverse of the t distribution function (the
+    same value as scipy.stats.t.ppf; scipy.stats alone takes over a second to import, and
+    every command that summarises pays it)."""
+    from scipy import special
 
-    return float(sps.t.ppf(q, df))
+    return float(special.stdtrit(df, q))
+
+
+def t_two_sided_p(t: float, df: float) -> float:
+    """P(|T| >= |t|) for Student's t with ``df`` degrees of freedom (= 2 t.sf(|t|, df))."""
+    from scipy import special
+
+    return float(2 * special.stdtr(df, -abs(t)))
 
 
 def t_interval_log(vals: list[float], level: float = 0.95) -> tuple[float, float]:

@@ -53,6 +53,8 @@ def compare_cmd(
         "--by", help="host: compare within each host, then combine the hosts (the geometric "
                      "mean of per-host ratios with its 95% CI) and show each "
                      "configuration's host-to-host spread (every campaign by default).")] = None,
+    host: Annotated[str | None, typer.Option(
+        "--host", help="Only the runs of this host (a store holding a fleet's hosts).")] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Is B faster than A? Ratio of means with its 95% CI (Welch's t test on log
@@ -68,6 +70,8 @@ def compare_cmd(
     if by is not None:
         if by != "host":
             raise UsageError("--by takes host")
+        if host is not None:
+            raise UsageError("--by host compares every host; --host keeps one: not both")
         _by_host(targets, camps, a, b, baseline, as_json)
         return
     if len(targets) > 2 or len(camps) > 2 or (len(targets) == 2 and len(camps) == 1):
@@ -80,7 +84,7 @@ def compare_cmd(
             store = open_store(targets[i] if len(targets) == 2 else targets[0])
             ids = campaign_ids(store, [camps[i]] if camps else None)
             name = f"{store.target} campaign {ids[0]}"
-            sources.append((name, analyse(store, ids, baseline).cells))
+            sources.append((name, analyse(store, ids, baseline, host).cells))
         (na, ca), (nb, cb) = sources
         if a is not None:
             ca = [c for c in ca if matches(c, a)]
@@ -89,7 +93,7 @@ def compare_cmd(
             raise UsageError("the two sources have no cell in common")
     else:
         store = open_store(targets[0])
-        cells = analyse(store, campaign_ids(store, campaign), baseline).cells
+        cells = analyse(store, campaign_ids(store, campaign), baseline, host).cells
         if (a is None) != (b is None):
             raise UsageError("give both A and B, or neither (every cell against its baseline)")
         if a is not None and b is not None:

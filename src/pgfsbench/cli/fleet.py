@@ -41,10 +41,12 @@ def _importer(results: str):  # type: ignore[no-untyped-def]
 
 def _table(state: FleetState) -> Table:
     table = Table(title=f"fleet {state.run_uuid}", title_justify="left")
-    for col in ("host", "status", "runs", "ETA", "phase", "imported", "error"):
+    for col in ("host", "status", "runs", "ETA", "phase", "controller s", "imported", "error"):
         table.add_column(col)
     for h in state.hosts.values():
-        table.add_row(h.name, h.status, h.runs(), h.eta(), h.phase, h.imported, h.error)
+        ctl = h.controller_s()
+        table.add_row(h.name, h.status, h.runs(), h.eta(), h.phase,
+                      "" if ctl is None else str(ctl), h.imported, h.error)
     return table
 
 

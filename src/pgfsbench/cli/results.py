@@ -57,6 +57,8 @@ def list_cmd(
 def show_cmd(
     run_id: Annotated[int, typer.Argument(help="The run's id (see results list).")],
     results: ResultsOpt = "pgfsbench.sqlite",
+    host: Annotated[str | None, typer.Option(
+        "--host", help="Refuse the run unless it is this host's (a fleet's store).")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON object.")] = False,
 ) -> None:
     """Everything stored about one run, with its stall episodes and their causes."""
@@ -64,6 +66,9 @@ def show_cmd(
 
     store = open_store(results)
     run = store.get_run(run_id)
+    if host is not None and run.get("host") != host:
+        raise UsageError(f"run {run_id} is {run.get('host')!r}'s, not {host!r}'s "
+                         f"(`results list --host {host}` lists that host's runs)")
     run["stalls"] = [e.as_dict() for e in stalls_of(run)]
     if as_json:
         print(json.dumps(run, indent=1, default=str))

@@ -42,6 +42,18 @@ class HostState:
     runs_total: int | None = None
     eta_s: int | None = None
     cell: str = ""
+    # the host's wall time in this fleet run, and the part of it its `pgfsbench run` took:
+    # the rest is the controller's (Ansible, checks, copies, doctor, polling, fetch, import)
+    started_at: str = ""
+    ended_at: str = ""
+    run_s: int | None = None
+
+    def controller_s(self) -> int | None:
+        if not (self.started_at and self.ended_at) or self.run_s is None:
+            return None
+        wall = dt.datetime.fromisoformat(self.ended_at) - dt.datetime.fromisoformat(
+            self.started_at)
+        return max(0, round(wall.total_seconds()) - self.run_s)
 
     def runs(self) -> str:
         return "" if self.runs_total is None else f"{self.runs_done or 0}/{self.runs_total}"
@@ -62,6 +74,7 @@ class HostState:
             return  # not started yet
         self.runs_done, self.runs_total = int(data.get("done", 0)), int(data["total"])
         self.eta_s = int(data.get("eta_s") or 0)
+        self.run_s = int(data.get("elapsed_s") or 0)
         self.cell = str(data.get("cell", ""))
         where = " · ".join(x for x in (self.cell, str(data.get("phase", ""))) if x)
         self.phase = f"running {where}" if where else "running"
@@ -137,6 +150,8 @@ class Follower:
         task = str(data.get("task", ""))
         res = data.get("res") or {}
         if kind == "runner_on_start":
+            if h.status == "pending":
+                h.started_at, h.ended_at, h.run_s = _now(), "", None
             h.status = "running"
             if task != "pgfsbench run progress":  # its retries say more (see below)
                 h.phase = task
@@ -191,6 +206,8 @@ def run_fleet(state: FleetState, *, limit: str | None, serial: int | None,
             event_handler=follower, envvars=ansible_env())
         stats = result.stats or {}
         for name, hs in state.hosts.items():
+            if hs.started_at and not hs.ended_at:
+                hs.ended_at = _now()
             if name in (stats.get("dark") or {}):
                 hs.status = "unreachable"
             elif name in (stats.get("failures") or {}):
