@@ -74,7 +74,7 @@ def test_the_polled_progress_file_becomes_runs_done_of_total_and_an_eta(tmp_path
         "res": {"stdout_lines": [progress.read_text().strip(), "running"]}}})
     a = state.hosts["a"]
     assert a.status == "running" and a.runs() == "1/4" and a.eta() == "0:01:30", a
-    assert a.phase == "running ext4/default/default/tpcb-like #1 · measuring"
+    assert a.phase == "ext4/default/default/tpcb-like #1 · measuring"
     f({"event": "runner_retry", "event_data": {  # before the run wrote its file
         "host": "a", "task": "pgfsbench run progress", "res": {"stdout_lines": ["{}",
                                                                                  "running"]}}})

@@ -123,6 +123,10 @@ def run_cmd(
     if not spec.is_file() or not inventory.is_file():
         raise UsageError(f"{spec if not spec.is_file() else inventory}: no such file")
     load_spec(spec, sets or [])  # refused here, not on every host
+    from pgfsbench.results.store import Store, check_writable
+
+    check_writable(results)  # and reachable, with its schema: before any host starts
+    Store(results).close()
     run_args = " ".join(f"--set {shlex.quote(s)}" for s in sets or [])
     state = new_state(spec, inventory, results, fleet_dir, command, run_args, remote_dir)
     console = Console()

@@ -77,7 +77,7 @@ class HostState:
         self.run_s = int(data.get("elapsed_s") or 0)
         self.cell = str(data.get("cell", ""))
         where = " · ".join(x for x in (self.cell, str(data.get("phase", ""))) if x)
-        self.phase = f"running {where}" if where else "running"
+        self.phase = where or "starting"
 
 
 @dataclass
@@ -172,6 +172,8 @@ class Follower:
         elif kind == "runner_on_ok" and task == "pgfsbench run result":
             h.phase = "run finished"
         h.updated_at = _now()
+        if h.started_at:
+            h.ended_at = h.updated_at  # the host's last event so far (others may follow it)
         self.state.save()
         self.on_change(self.state)
         return True
@@ -206,8 +208,6 @@ def run_fleet(state: FleetState, *, limit: str | None, serial: int | None,
             event_handler=follower, envvars=ansible_env())
         stats = result.stats or {}
         for name, hs in state.hosts.items():
-            if hs.started_at and not hs.ended_at:
-                hs.ended_at = _now()
             if name in (stats.get("dark") or {}):
                 hs.status = "unreachable"
             elif name in (stats.get("failures") or {}):
