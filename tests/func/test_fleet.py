@@ -23,26 +23,20 @@ from tests.func.conftest import (
 )
 
 
+def tiny_spec(duration: str, two: bool = False) -> str:
+    """Tiny tmpfs cells: one (ram) or two (ram, ram2) configurations per host."""
+    spec = ("[defaults]\nscale = 1\nclients = 2\nthreads = 1\n"
+            f'duration = "{duration}"\nwarmup = "0s"\nrepetitions = 1\n'
+            '[storage.ram]\nfs = "tmpfs"\nsize = "256M"\n')
+    return spec + ('[storage.ram2]\nfs = "tmpfs"\nsize = "256M"\n' if two else "")
+
+
 def test_two_inventory_hosts_one_store(base: Path, sshd: dict[str, str],
                                        results_server: str) -> None:
     """node-a through Ansible's local connection, node-b over real SSH (its own sshd on
     127.0.0.1); both hosts' runs in one PostgreSQL results database."""
     pytest.importorskip("ansible_runner")
-    spec = write_spec(base / "s.toml", """
-[defaults]
-scale = 1
-clients = 2
-threads = 1
-duration = "2s"
-warmup = "0s"
-repetitions = 1
-[storage.ram]
-fs = "tmpfs"
-size = "256M"
-[storage.ram2]
-fs = "tmpfs"
-size = "256M"
-""")
+    spec = write_spec(base / "s.toml", tiny_spec("2s", two=True))
     inventory = base / "hosts.ini"
     over_ssh = " ".join(f"{k}='{v}'" for k, v in sshd.items())
     inventory.write_text(
@@ -111,18 +105,7 @@ size = "256M"
 
 def test_an_unreachable_host_is_reported_and_the_other_completes(base: Path) -> None:
     pytest.importorskip("ansible_runner")
-    spec = write_spec(base / "s.toml", """
-[defaults]
-scale = 1
-clients = 2
-threads = 1
-duration = "2s"
-warmup = "0s"
-repetitions = 1
-[storage.ram]
-fs = "tmpfs"
-size = "256M"
-""")
+    spec = write_spec(base / "s.toml", tiny_spec("2s"))
     inventory = base / "hosts.ini"
     inventory.write_text(
         "[bench]\n"
@@ -167,21 +150,7 @@ def _remote_run_pid(host: str) -> int | None:
 
 def test_a_host_killed_half_way_is_completed_by_fleet_resume(base: Path) -> None:
     pytest.importorskip("ansible_runner")
-    spec = write_spec(base / "s.toml", """
-[defaults]
-scale = 1
-clients = 2
-threads = 1
-duration = "6s"
-warmup = "0s"
-repetitions = 1
-[storage.ram]
-fs = "tmpfs"
-size = "256M"
-[storage.ram2]
-fs = "tmpfs"
-size = "256M"
-""")
+    spec = write_spec(base / "s.toml", tiny_spec("6s", two=True))
     inventory = base / "hosts.ini"
     inventory.write_text("[bench]\nnode-a ansible_connection=local "
                          "ansible_python_interpreter=/usr/bin/python3\n")
