@@ -2,18 +2,24 @@
 
 The worst case for overhead: PostgreSQL on tmpfs, select-only with prepared statements
 (CPU-bound, tens of thousands of transactions a second on 2 cores, so the pgbench
-transaction log and the samplers compete with it). Runs are alternated (off, on, off,
-on, ...) so drift hits both sides alike. Prints each pair's ratio, then the ratio of means
-as the geometric mean of the paired ratios with its 95% confidence interval (t on the log
-ratios), and what the samplers themselves cost in CPU (their threads' time, in % of one
-core, during the measured phase). Needs root.
+transaction log and the samplers compete with it). Needs root.
 
-    .venv/bin/python bench/overhead.py [--pairs 10] [--duration 20s] [--clients 2]
+    .venv/bin/python bench/overhead.py [--pairs 12] [--duration 10s] [--clients 2]
+                                       [--between-runs]
 
---clients N sets the clients (and pgbench threads). On this 2-core VM, --clients 1 was far
-noisier than 2, not quieter: 2,900-7,200 TPS from run to run (a single client waits on
-every round trip, so each wake-up latency of the VM's vCPUs shows), ratio 0.909 with a 95%
-CI of [0.697, 1.184] over 10 pairs of 10 s. Use the default.
+By default one campaign, one cell, one server: `samplers = "alternate"` with
+`load_per = "cell"` runs 2 x pairs repetitions of the cell on the same loaded server,
+watched and not watched in turns (ABBA: off on, on off, ...). Each run still has its own
+warm-up; the pair's ratio compares two neighbouring runs of one server, so the run-to-run
+noise of a new server (a new tmpfs, initdb, load, buffer placement) is out of it. The
+ratio of means is the geometric mean of the pairs' ratios, with its 95% confidence
+interval (t on the log ratios); then what the samplers cost in CPU (their threads' time,
+in % of one core, during the measured phase) and pgbench's own CPU, watched and not.
+
+--between-runs alternates whole runs instead (a new server for every run: what the first
+version of this script did). It is far noisier here: 16 pairs of 20 s gave 1.006, 95% CI
+[0.944, 1.073]. --clients N sets the clients (and pgbench threads); on this 2-core VM
+--clients 1 was noisier than 2, not quieter (ratio 0.909, CI [0.697, 1.184] between runs).
 """
 
 from __future__ import annotations
@@ -27,7 +33,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pgfsbench.analysis.stats import t_quantile
+from pgfsbench.analysis.observer import geometric_ci, observer_effects
+from pgfsbench.results.store import Store
 
 SPEC = """
 name = "overhead"
@@ -35,8 +42,9 @@ name = "overhead"
 scale = 10
 clients = {clients}
 threads = {clients}
-warmup = "5s"
-repetitions = 1
+warmup = "{warmup}"
+repetitions = {repetitions}
+load_per = "{load_per}"
 [storage.ram]
 fs = "tmpfs"
 size = "2G"
@@ -46,58 +54,99 @@ protocol = "prepared"
 """
 
 
+def pgfsbench(*args: str) -> str:
+    return subprocess.run([sys.executable, "-m", "pgfsbench", *args], check=True,
+                          capture_output=True, text=True).stdout
+
+
 def one_run(spec: Path, results: Path, workdir: Path, samplers: bool,
             duration: str) -> tuple[float, dict[str, float]]:
-    subprocess.run([sys.executable, "-m", "pgfsbench", "run", str(spec), "--results",
-                    str(results), "--workdir", str(workdir), "--set", f"duration={duration}",
-                    "--set", f"samplers={'true' if samplers else 'false'}"],
-                   check=True, capture_output=True)
-    out = subprocess.run([sys.executable, "-m", "pgfsbench", "results", "list", "--results",
-                          str(results), "--json"], check=True, capture_output=True, text=True)
-    last = json.loads(out.stdout)[-1]
+    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(workdir),
+              "--set", f"duration={duration}",
+              "--set", f"samplers={'true' if samplers else 'false'}")
+    last = json.loads(pgfsbench("results", "list", "--results", str(results), "--json"))[-1]
     assert last["status"] == "ok", last
-    shown = subprocess.run([sys.executable, "-m", "pgfsbench", "results", "show",
-                            str(last["run_id"]), "--results", str(results), "--json"],
-                           check=True, capture_output=True, text=True)
-    observer = (json.loads(shown.stdout).get("metrics") or {}).get("observer") or {}
+    shown = json.loads(pgfsbench("results", "show", str(last["run_id"]), "--results",
+                                 str(results), "--json"))
+    observer = (shown.get("metrics") or {}).get("observer") or {}
     return float(last["tps"]), observer
+
+
+def between_runs(work: Path, args: argparse.Namespace) -> None:
+    spec = work / "overhead.toml"
+    spec.write_text(SPEC.format(clients=args.clients, warmup="5s", repetitions=1,
+                                load_per="repetition"))
+    ratios, observer = [], []
+    for i in range(1, args.pairs + 1):
+        bare, _ = one_run(spec, work / "r.sqlite", work / "w", False, args.duration)
+        measured, obs = one_run(spec, work / "r.sqlite", work / "w", True, args.duration)
+        ratios.append(measured / bare)
+        observer.append(obs)
+        print(f"pair {i}: samplers off {bare:,.0f} tps, on {measured:,.0f} tps, "
+              f"ratio {measured / bare:.4f}; samplers used "
+              f"{obs.get('sampler_cpu_pct_of_a_core', float('nan')):.2f}% of a core",
+              flush=True)
+    ratio, low, high = geometric_ci(ratios)
+    cpu = [o["sampler_cpu_pct_of_a_core"] for o in observer
+           if o.get("sampler_cpu_pct_of_a_core") is not None]
+    print(f"TPS ratio (samplers on / off), {len(ratios)} alternated pairs of whole runs of "
+          f"{args.duration}, {args.clients} client(s): {ratio:.4f}, "
+          f"95% CI [{low or math.nan:.4f}, {high or math.nan:.4f}] "
+          f"(median {statistics.median(ratios):.4f}, min {min(ratios):.4f}, "
+          f"max {max(ratios):.4f})")
+    if cpu:
+        print(f"samplers' own CPU: median {statistics.median(cpu):.3f}% of one core "
+              f"(max {max(cpu):.3f}%)")
+
+
+def in_one_server(work: Path, args: argparse.Namespace) -> None:
+    spec = work / "overhead.toml"
+    spec.write_text(SPEC.format(clients=args.clients, warmup=args.warmup,
+                                repetitions=2 * args.pairs, load_per="cell"))
+    results = work / "r.sqlite"
+    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(work / "w"),
+              "--set", f"duration={args.duration}", "--set", "samplers=alternate")
+    store = Store(str(results))
+    try:
+        runs = store.full_runs()
+    finally:
+        store.close()
+    runs.sort(key=lambda r: int(r["repetition"]))
+    for r in runs:
+        o = (r.get("metrics") or {}).get("observer") or {}
+        print(f"run {r['repetition']:>2}: {'watched' if o.get('on') else 'not watched':<11} "
+              f"{r['status']:<6} {float(r.get('tps') or 0):>10,.0f} tps", flush=True)
+    effects = observer_effects(runs)
+    if not effects:
+        sys.exit("no pair of ok runs: see the runs above")
+    e = effects[0]
+    print(f"pairs' ratios: {', '.join(f'{x:.4f}' for x in e.ratios)}")
+    print(f"TPS ratio (samplers on / off), {e.pairs} ABBA pairs in one server, "
+          f"{args.duration} each after a {args.warmup} warm-up, {args.clients} client(s): "
+          f"{e.ratio:.4f}, 95% CI [{e.ci_low or math.nan:.4f}, "
+          f"{e.ci_high or math.nan:.4f}] (median "
+          f"{statistics.median(e.ratios):.4f}, min {min(e.ratios):.4f}, "
+          f"max {max(e.ratios):.4f})")
+    if e.sampler_cpu_pct is not None:
+        print(f"samplers' own CPU: median {e.sampler_cpu_pct:.3f}% of one core")
+    if e.benchmark_cpu_pct:
+        print("pgbench's CPU (median, % of one core): " + ", ".join(
+            f"{side} {v:.1f}%" for side, v in e.benchmark_cpu_pct.items()))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=10)
-    parser.add_argument("--duration", default="20s")
+    parser.add_argument("--pairs", type=int, default=12)
+    parser.add_argument("--duration", default="10s")
+    parser.add_argument("--warmup", default="3s", help="each run's warm-up (in one server)")
     parser.add_argument("--clients", type=int, default=2)
+    parser.add_argument("--between-runs", action="store_true",
+                        help="a new server for every run (noisier)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="pgfsb-overhead-", dir="/var/tmp") as tmp:
         work = Path(tmp)
         work.chmod(0o755)
-        spec = work / "overhead.toml"
-        spec.write_text(SPEC.format(clients=args.clients))
-        ratios, observer = [], []
-        for i in range(1, args.pairs + 1):
-            bare, _ = one_run(spec, work / "r.sqlite", work / "w", False, args.duration)
-            measured, obs = one_run(spec, work / "r.sqlite", work / "w", True, args.duration)
-            ratios.append(measured / bare)
-            observer.append(obs)
-            print(f"pair {i}: samplers off {bare:,.0f} tps, on {measured:,.0f} tps, "
-                  f"ratio {measured / bare:.4f}; samplers used "
-                  f"{obs.get('sampler_cpu_pct_of_a_core', float('nan')):.2f}% of a core",
-                  flush=True)
-        logs = [math.log(r) for r in ratios]
-        centre = statistics.fmean(logs)
-        half = (t_quantile(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
-                if len(logs) > 1 else float("nan"))
-        cpu = [o["sampler_cpu_pct_of_a_core"] for o in observer
-               if o.get("sampler_cpu_pct_of_a_core") is not None]
-        print(f"TPS ratio (samplers on / off), {len(ratios)} alternated pairs of "
-              f"{args.duration}, {args.clients} client(s): {math.exp(centre):.4f}, "
-              f"95% CI [{math.exp(centre - half):.4f}, "
-              f"{math.exp(centre + half):.4f}] (median {statistics.median(ratios):.4f}, "
-              f"min {min(ratios):.4f}, max {max(ratios):.4f})")
-        if cpu:
-            print(f"samplers' own CPU: median {statistics.median(cpu):.3f}% of one core "
-                  f"(max {max(cpu):.3f}%)")
+        (between_runs if args.between_runs else in_one_server)(work, args)
 
 
 if __name__ == "__main__":

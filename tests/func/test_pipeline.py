@@ -175,19 +175,28 @@ settings = { shared_buffers = "64MB" }
     assert "shared_buffers" in Path(detail["artifacts"]["server_log"]["path"]).read_text()
 
 
-def test_wal_volume_kernel_settings_and_load_per_cell(base: Path) -> None:
+def test_wal_volume_kernel_settings_load_per_cell_and_alternate_samplers(base: Path) -> None:
     before = sysctls()
     spec = write_spec(base / "s.toml", KILL_SPEC.replace('duration = "120s"',
                                                           'duration = "2s"')
                       + '\n[postgres.seg]\ninitdb = { wal_segsize = 32, data_checksums = true }'
                       + '\n[workload.ro]\nbuiltin = "select-only"\nprotocol = "prepared"\n')
     results = base / "r.sqlite"
-    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"),
-              "--set", "load_per=cell")
+    out = pgfsbench("run", str(spec), "--results", str(results), "--workdir",
+                    str(base / "work"), "--set", "load_per=cell", "--set", "samplers=alternate")
     runs = runs_of(results)
     assert [r["status"] for r in runs] == ["ok", "ok"]
     assert runs[0]["load_seconds"] == runs[1]["load_seconds"]  # one load, two measurements
-    detail = show(results, runs[0]["run_id"])
+    # the first run of the pair is not watched (no samplers, no transaction log), the
+    # second is; the summary gives the pair's ratio
+    unwatched, watched = (show(results, r["run_id"]) for r in runs)
+    assert unwatched["metrics"]["observer"]["on"] is False
+    assert watched["metrics"]["observer"]["on"] is True
+    assert "txlog" not in unwatched["artifacts"] and "txlog" in watched["artifacts"]
+    assert not unwatched["series"].get("wal_mbps") and watched["series"]["wal_mbps"]
+    assert watched["latency_ms"]["p99"] > 0 and unwatched["tps"] > 0
+    assert "observer effect in" in out.stdout and "1 pair(s)" in out.stdout
+    detail = unwatched
     assert detail["storage_details"]["wal"]["fs"] == "xfs"
     assert "xfs_info" not in detail["storage_details"]["wal"]["fs_info"]
     assert "isize" in detail["storage_details"]["wal"]["fs_info"]  # xfs_info output kept

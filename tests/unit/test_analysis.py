@@ -338,3 +338,69 @@ def test_t_quantile_and_p_agree_with_scipy_stats() -> None:
         for t in (-3.0, 0.2, 2.5):
             assert math.isclose(t_two_sided_p(t, df), float(2 * sps.t.sf(abs(t), df)),
                                 rel_tol=1e-9, abs_tol=1e-15)
+
+
+# ---------------------------------------------------------------- observer effect
+
+
+def _observer_run(rep: int, tps: float, on: bool, status: str = "ok",
+                  alternating: bool = True, cell: str = "ram/pg/k/ro") -> dict[str, object]:
+    return {"run_id": rep, "campaign_id": 1, "cell": cell, "host": None, "repetition": rep,
+            "status": status, "tps": tps, "duration_s": 10.0,
+            "metrics": {"observer": {"on": on, "alternating": alternating,
+                                     "sampler_cpu_pct_of_a_core": 0.4 if on else 0.0,
+                                     "benchmark_cpu_s": 7.0 if on else 6.5}}}
+
+
+def test_samplers_alternate_in_abba_pairs() -> None:
+    from pgfsbench.spec.models import Defaults
+
+    d = Defaults(samplers="alternate", repetitions=8)
+    assert [d.observed(r) for r in range(1, 9)] == [False, True, True, False,
+                                                    False, True, True, False]
+    assert Defaults(samplers=True).observed(3) and not Defaults(samplers=False).observed(2)
+    for bad in (3, "auto"):
+        with pytest.raises(ValueError, match="even number of repetitions"):
+            Defaults(samplers="alternate", repetitions=bad)
+
+
+def test_an_unwatched_pgbench_run_keeps_no_transaction_log() -> None:
+    from pgfsbench.workloads import unobserved
+    from pgfsbench.workloads.pgbench import Pgbench
+    from pgfsbench.workloads.sysbench import Sysbench
+
+    assert unobserved(Pgbench("client", False, True)) == Pgbench("client", False, False)
+    sysbench = Sysbench()
+    assert unobserved(sysbench) is sysbench
+
+
+def test_observer_effect_pairs_watched_with_unwatched_runs() -> None:
+    from pgfsbench.analysis.observer import observer_effects
+
+    tps = {1: (1000.0, False), 2: (990.0, True), 3: (1010.0, True), 4: (1000.0, False),
+           5: (980.0, False), 6: (975.1, True), 7: (500.0, True), 8: (700.0, False)}
+    runs = [_observer_run(r, t, on, status="failed" if r == 7 else "ok")
+            for r, (t, on) in tps.items()]
+    runs.append(_observer_run(1, 2000.0, True, alternating=False, cell="other"))
+    [e] = observer_effects(runs)
+    assert e.cell == "ram/pg/k/ro" and e.pairs == 3  # the pair with a failed run is left out
+    assert e.ratios == pytest.approx((0.99, 1.01, 0.995))
+    logs = [math.log(x) for x in (0.99, 1.01, 0.995)]
+    centre = sum(logs) / 3
+    half = sps.t.ppf(0.975, 2) * float(np.std(logs, ddof=1)) / math.sqrt(3)
+    assert e.ratio == pytest.approx(math.exp(centre))
+    assert (e.ci_low, e.ci_high) == pytest.approx((math.exp(centre - half),
+                                                   math.exp(centre + half)))
+    assert e.sampler_cpu_pct == pytest.approx(0.4)
+    assert e.benchmark_cpu_pct == {"watched": 70.0, "not watched": 65.0}
+    assert "3 pair(s)" in e.words() and "no significant effect" in e.words()
+
+
+def test_observer_effect_says_slower_when_the_interval_is_below_one() -> None:
+    from pgfsbench.analysis.observer import observer_effects
+
+    runs = [_observer_run(r, 1000.0 if r % 4 in (0, 1) else 900.0 + r, r % 4 in (2, 3))
+            for r in range(1, 9)]
+    [e] = observer_effects(runs)
+    assert e.ci_high is not None and e.ci_high < 1 and "slower" in e.words()
+    assert observer_effects([_observer_run(1, 1000.0, False)]) == []

@@ -1,3 +1,4 @@
+import os
 from collections import Counter
 from pathlib import Path
 
@@ -184,3 +185,16 @@ def test_pgbouncer_stats_and_pools_as_its_console_returns_them() -> None:
     assert figures.series["pooler_wait_ms"] == (1.0, [2.0, 0.4])  # us per transaction / 1000
     assert figures.series["pooler_clients_waiting"] == (1.0, [4.0, 4.0])
     assert figures.totals == {"transactions": 2500.0, "avg_wait_ms": 1.04}
+
+
+def test_process_cpu_from_a_stat_line_with_parentheses_in_the_name() -> None:
+    from pgfsbench.collect.procfs import parse_process_cpu, process_cpu_seconds
+
+    line = ("4242 (postgres: a (b) c) S 1 4242 4242 0 -1 4194560 1200 0 3 0 "
+            "250 75 0 0 20 0 1 0 123456 225525760 2000 18446744073709551615 1 1 0 0 0 0")
+    assert parse_process_cpu(line, 100) == 3.25
+    # this very process, against what the kernel says through os.times()
+    t = os.times()
+    here = process_cpu_seconds(os.getpid())
+    assert here is not None and abs(here - (t.user + t.system)) < 0.05
+    assert process_cpu_seconds(2**22 + 1) is None  # above pid_max: no such process

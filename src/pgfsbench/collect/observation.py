@@ -58,6 +58,7 @@ class Observation:
         self.start_counters: dict[str, Any] | None = None
         self.measured_start: float | None = None
         self._cpu_at_start = 0.0
+        self._backend_cpu_at_start: float | None = None
 
     def start(self) -> None:
         if self.os:
@@ -73,6 +74,7 @@ class Observation:
                 self.start_counters = self.pg.snapshot()
         self.measured_start = time.time()
         self._cpu_at_start = self.cpu_seconds()
+        self._backend_cpu_at_start = self.pg.backend_cpu_seconds() if self.pg else None
         return self.measured_start
 
     def cpu_seconds(self) -> float:
@@ -87,6 +89,15 @@ class Observation:
         result.metrics["observer"] = {
             "sampler_cpu_s": round(sampler_cpu, 4),
             "sampler_cpu_pct_of_a_core": round(100 * sampler_cpu / measured_s, 3)}
+        backend_end = self.pg.backend_cpu_seconds() if self.pg else None
+        if backend_end is not None and self._backend_cpu_at_start is not None:
+            # the server's side of the sampler's queries (10 ms clock ticks)
+            backend = backend_end - self._backend_cpu_at_start
+            result.metrics["observer"].update({
+                "sampler_backend_cpu_s": round(backend, 3),
+                "sampler_backend_cpu_pct_of_a_core": round(100 * backend / measured_s, 3),
+                "observer_cpu_pct_of_a_core": round(100 * (sampler_cpu + backend)
+                                                    / measured_s, 3)})
         if self.pooler:
             pooler_samples = self.pooler.stop()
             figures = pooler_series(pooler_samples, start)

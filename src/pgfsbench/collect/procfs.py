@@ -33,6 +33,23 @@ def parse_stat(text: str) -> CpuTimes:
     raise ValueError("no aggregate cpu line in /proc/stat")
 
 
+def parse_process_cpu(text: str, ticks_per_s: int) -> float:
+    """User + system CPU seconds of a process from its /proc/<pid>/stat line (the command
+    name, in parentheses, may itself hold spaces and parentheses)."""
+    fields = text[text.rindex(")") + 2:].split()
+    # after the name: state is field 3 of the line, utime 14 and stime 15
+    return (int(fields[11]) + int(fields[12])) / ticks_per_s
+
+
+def process_cpu_seconds(pid: int) -> float | None:
+    """CPU seconds a process has used so far; None when it is gone."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return parse_process_cpu(text, os.sysconf("SC_CLK_TCK"))
+
+
 def cpu_percentages(a: CpuTimes, b: CpuTimes) -> dict[str, float]:
     total = b.total - a.total
     if total <= 0:

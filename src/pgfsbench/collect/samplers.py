@@ -28,6 +28,7 @@ from pgfsbench.collect.procfs import (
     parse_meminfo,
     parse_stat,
     parse_vmstat,
+    process_cpu_seconds,
 )
 from pgfsbench.postgres.instance import sql
 
@@ -82,6 +83,7 @@ class PgSampler:
         self.major = major
         self.samples = PgSamples()
         self._conn: psycopg.Connection[Any] | None = None
+        self.backend_pid: int | None = None  # the server process answering the sampler
         self._counters_sql = sql("counters_18" if major >= 18 else
                                  "counters_17" if major >= 17 else "counters")
         # merged into each counters row: pg_stat_io totals (16+), AIOs in flight (18+)
@@ -97,6 +99,7 @@ class PgSampler:
         self._conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=10,
                                      application_name="pgfsbench sampler",
                                      options="-c statement_timeout=2000")
+        self.backend_pid = self._conn.info.backend_pid
         self._ticker.start()
 
     def _tick(self) -> None:
@@ -139,6 +142,11 @@ class PgSampler:
     @property
     def cpu_seconds(self) -> float:
         return self._ticker.cpu_seconds
+
+    def backend_cpu_seconds(self) -> float | None:
+        """What answering the sampler's queries has cost the server so far (its backend's
+        CPU time: the other half of the observer's cost, outside pgfsbench's process)."""
+        return None if self.backend_pid is None else process_cpu_seconds(self.backend_pid)
 
     def stop(self) -> PgSamples:
         self._ticker.stop()

@@ -31,6 +31,7 @@ from pgfsbench.storage.snapshots import Snapshotter
 from pgfsbench.storage.zfs import evict_pool_cache
 from pgfsbench.system.errors import PgfsbenchError, Stalled, WorkloadError
 from pgfsbench.units import human_bytes
+from pgfsbench.workloads import unobserved
 from pgfsbench.workloads.base import Measurement, Progress, WorkloadContext
 
 SERIES_UNITS = {"wal_mbps": "MB/s", "dirty_kb": "kB", "writeback_kb": "kB",
@@ -137,9 +138,11 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
     cold = getattr(w.config, "cache", "warm") == "cold"
     cache = cold_cache(eng, st) if cold else None
     warmup_s = 0.0 if cold else w.warmup_s
+    observed_run = d.observed(planned.repetition)
+    workload = st.workload if observed_run else unobserved(st.workload)
     observation = Observation(st.instance.conninfo(d.database), st.instance.binaries.major,
                               st.storage.block_devices, st.instance.log_path,
-                              enabled=d.samplers, wait_hz=d.wait_event_hz, pooler=pooler)
+                              enabled=observed_run, wait_hz=d.wait_event_hz, pooler=pooler)
     observation.start()
     warm: Measurement | None = None
     m: Measurement | None = None
@@ -173,7 +176,7 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
             events.live(p.t, p.throughput, "tps")
 
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        m = st.workload.run(ctx, cell, w.duration_s, measured=True, on_progress=live,
+        m = workload.run(ctx, cell, w.duration_s, measured=True, on_progress=live,
                             stalled=dog.check)
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         children_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
@@ -190,7 +193,8 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
         "tool": {"name": st.workload.tool, **m.extra},
         "ceiling": {k: v for k, v in (st.ceiling or {}).items()
                     if not k.endswith("_raw")} or None}
-    metrics["observer"] = {**metrics.get("observer", {}),
+    metrics["observer"] = {**metrics.get("observer", {}), "on": observed_run,
+                           "alternating": d.samplers == "alternate",
                            "benchmark_cpu_s": round(children_cpu, 3),
                            "txlog_bytes": _size(art / "txlog.gz"),
                            "txlog_sampling_rate": cell.workload.sampling_rate}

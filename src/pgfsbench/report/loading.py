@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pgfsbench.analysis.observer import observer_effects
 from pgfsbench.analysis.summary import (
     UNSTABLE_PCT,
     CellSummary,
@@ -33,6 +34,7 @@ def analyse(store: Store, campaigns: list[int], baseline: str | None = None,
     runs = store.full_runs(ids, host)
     cells = summarise(runs, baseline=baseline, unstable_pct=unstable_pct)
     h = highlights(cells)
+    h.lines += [e.words() for e in observer_effects(runs)]
     h.warnings = reading_warnings(runs)
     meta = [c for c in store.campaigns() if c["id"] in ids]
     return Analysed(meta, runs, cells, h)

@@ -603,11 +603,15 @@ class Defaults(Model):
     order: Literal["interleaved", "sequential"] = "interleaved"
     database: Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_]{0,62}$")] = "pgbench"
     pg_bindir: str | None = None
-    samplers: bool = True  # PostgreSQL, wait-event and OS samplers during every run
+    # PostgreSQL, wait-event and OS samplers (and pgbench's transaction log) during every
+    # run; "alternate": off and on in turns (pairs in ABBA order: off on, on off, ...), to
+    # measure what observing costs on this stack (with load_per = "cell": in one server's
+    # lifetime, so the server's own run-to-run noise does not hide it)
+    samplers: bool | Literal["alternate"] = True
     sampling_rate: float = Field(1.0, gt=0, le=1)  # pgbench --sampling-rate of the -l log
     # at high rates the log is sampled to keep at most this many lines a second (the rate
     # used is recorded, so counts and percentiles stay right in expectation); 0: never
-    txlog_max_lines_per_s: Annotated[int, Field(ge=0, le=10_000_000)] = 5000
+    txlog_max_lines_per_s: Annotated[int, Field(ge=0, le=10_000_000)] = 1000
     wait_event_hz: float = Field(10.0, gt=0, le=50)
     startup_timeout: Duration = 120.0
     # a storage's ceiling (`ceiling = true`): seconds per pg_test_fsync test (about 18
@@ -636,7 +640,20 @@ class Defaults(Model):
         if self.repetitions_min > self.repetitions_max:
             raise ValueError(f"repetitions_min ({self.repetitions_min}) is above "
                              f"repetitions_max ({self.repetitions_max})")
+        if self.samplers == "alternate" and (self.repetitions == "auto"
+                                             or self.repetitions % 2):
+            raise ValueError('samplers = "alternate" compares pairs of runs: give an even '
+                             f"number of repetitions (not {self.repetitions!r})")
         return self
+
+    def observed(self, repetition: int) -> bool:
+        """Whether the samplers watch this repetition. "alternate" pairs repetitions
+        (1, 2), (3, 4)... in ABBA order: off then on, on then off, off then on..., so a
+        steady drift over the cell's runs weighs on both sides alike."""
+        if self.samplers != "alternate":
+            return bool(self.samplers)
+        pair = (repetition + 1) // 2
+        return (repetition % 2 == 1) == (pair % 2 == 0)
 
     @property
     def auto_repetitions(self) -> bool:

@@ -3,6 +3,8 @@ tool, and the driver that runs them."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from pgfsbench.spec import Cell, Defaults
 from pgfsbench.workloads.base import Workload
 from pgfsbench.workloads.copy import Copy
@@ -15,7 +17,7 @@ def workload_for(cell: Cell, defaults: Defaults) -> Workload:
     """The driver for a cell's workload tool."""
     tool = cell.workload.tool
     if tool == "pgbench":
-        return Pgbench(defaults.generation, defaults.foreign_keys, defaults.samplers)
+        return Pgbench(defaults.generation, defaults.foreign_keys, bool(defaults.samplers))
     if tool == "sysbench":
         return Sysbench()
     if tool == "copy":
@@ -23,3 +25,11 @@ def workload_for(cell: Cell, defaults: Defaults) -> Workload:
     if tool == "pg_dump":
         return Dump(Pgbench(defaults.generation, defaults.foreign_keys, False))
     raise ValueError(f"no workload driver for {tool!r}")
+
+
+def unobserved(workload: Workload) -> Workload:
+    """The same workload without its per-transaction log (a run the samplers do not
+    watch: pgbench without -l)."""
+    if isinstance(workload, Pgbench) and workload.log_transactions:
+        return dataclasses.replace(workload, log_transactions=False)
+    return workload

@@ -1,0 +1,119 @@
+"""What observing cost (pure): the cells run with `samplers = "alternate"` have pairs of
+runs, one watched (samplers and pgbench's transaction log) and one not, in the same cell;
+the ratio of their throughputs, pair by pair, is the observer's effect on this stack."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pgfsbench.analysis.stats import t_quantile
+
+
+@dataclass(frozen=True)
+class ObserverEffect:
+    cell: str
+    host: str | None
+    campaign_id: int | None
+    ratios: tuple[float, ...]  # watched / not watched, one per pair, in run order
+    ratio: float  # geometric mean of the pairs' ratios
+    ci_low: float | None  # 95% t interval on the log ratios (None below 2 pairs)
+    ci_high: float | None
+    sampler_cpu_pct: float | None  # median over the watched runs, % of one core
+    benchmark_cpu_pct: dict[str, float]  # median benchmark CPU, % of one core, by side
+
+    @property
+    def pairs(self) -> int:
+        return len(self.ratios)
+
+    def words(self) -> str:
+        if self.ci_low is None or self.ci_high is None:
+            interval = "one pair: no interval"
+        else:
+            interval = f"95% CI [{self.ci_low:.4f}, {self.ci_high:.4f}]"
+            if self.ci_low > 1 or self.ci_high < 1:
+                interval += (", observing made it "
+                             f"{'faster' if self.ci_low > 1 else 'slower'}")
+            else:
+                interval += ", no significant effect"
+        cpu = ("" if self.sampler_cpu_pct is None
+               else f"; samplers used {self.sampler_cpu_pct:.2f}% of a core")
+        where = f" on {self.host}" if self.host else ""
+        return (f"observer effect in {self.cell}{where}: throughput watched / not watched "
+                f"{self.ratio:.4f} over {self.pairs} pair(s), {interval}{cpu}")
+
+
+def geometric_ci(ratios: Sequence[float]) -> tuple[float, float | None, float | None]:
+    """The geometric mean of paired ratios with its 95% t interval on the log ratios
+    (no interval below two pairs)."""
+    logs = [math.log(x) for x in ratios]
+    centre = statistics.fmean(logs)
+    if len(logs) < 2:
+        return math.exp(centre), None, None
+    half = t_quantile(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return math.exp(centre), math.exp(centre - half), math.exp(centre + half)
+
+
+def _observer(run: Mapping[str, Any]) -> Mapping[str, Any]:
+    return ((run.get("metrics") or {}).get("observer") or {})
+
+
+def _throughput(run: Mapping[str, Any]) -> float | None:
+    v = run.get("throughput") if run.get("throughput") is not None else run.get("tps")
+    return float(v) if v is not None and float(v) > 0 else None
+
+
+def pair_ratios(runs: Iterable[Mapping[str, Any]]) -> list[float]:
+    """The runs of one cell paired (1, 2), (3, 4)... by repetition: watched over not
+    watched for each pair whose two runs are ok and were one of each."""
+    by_rep = {int(r["repetition"]): r for r in runs
+              if r.get("status") == "ok" and "on" in _observer(r)}
+    ratios = []
+    for first in sorted(k for k in by_rep if k % 2 == 1):
+        a, b = by_rep.get(first), by_rep.get(first + 1)
+        if a is None or b is None or bool(_observer(a)["on"]) == bool(_observer(b)["on"]):
+            continue
+        on, off = (a, b) if _observer(a)["on"] else (b, a)
+        x, y = _throughput(on), _throughput(off)
+        if x is not None and y is not None:
+            ratios.append(x / y)
+    return ratios
+
+
+def _cpu_pct(run: Mapping[str, Any]) -> float | None:
+    o = _observer(run)
+    seconds = run.get("duration_s")
+    if o.get("benchmark_cpu_s") is None or not seconds:
+        return None
+    return 100 * float(o["benchmark_cpu_s"]) / float(seconds)
+
+
+def observer_effects(runs: Iterable[Mapping[str, Any]]) -> list[ObserverEffect]:
+    """One effect per cell (and host) whose runs alternated watched and not watched."""
+    cells: dict[tuple[Any, str, Any], list[Mapping[str, Any]]] = {}
+    for r in runs:
+        if r.get("superseded_by") or not _observer(r).get("alternating"):
+            continue
+        cells.setdefault((r.get("campaign_id"), str(r["cell"]), r.get("host")), []).append(r)
+    out = []
+    for (campaign, cell, host), rows in cells.items():
+        ratios = pair_ratios(rows)
+        if not ratios:
+            continue
+        ratio, low, high = geometric_ci(ratios)
+        ok = [r for r in rows if r.get("status") == "ok"]
+        cpu = [float(_observer(r)["sampler_cpu_pct_of_a_core"]) for r in ok
+               if _observer(r).get("on")
+               and _observer(r).get("sampler_cpu_pct_of_a_core") is not None]
+        bench: dict[str, float] = {}
+        for side, on in (("watched", True), ("not watched", False)):
+            vals = [v for r in ok if bool(_observer(r).get("on")) == on
+                    if (v := _cpu_pct(r)) is not None]
+            if vals:
+                bench[side] = round(statistics.median(vals), 2)
+        out.append(ObserverEffect(cell, host, campaign, tuple(ratios), ratio, low,
+                                  high, statistics.median(cpu) if cpu else None, bench))
+    return out
