@@ -4,8 +4,10 @@ The worst case for overhead: PostgreSQL on tmpfs, select-only with prepared stat
 (CPU-bound, tens of thousands of transactions a second on 2 cores, so the pgbench
 transaction log and the samplers compete with it). Needs root.
 
-    .venv/bin/python bench/overhead.py [--pairs 12] [--duration 10s] [--clients 2]
-                                       [--between-runs]
+    .venv/bin/python bench/overhead.py [--pairs 100] [--duration 5s] [--warmup 1s]
+                                       [--clients 2] [--between-runs]
+
+(the defaults take about 25 minutes here; the README has what they gave)
 
 By default one campaign, one cell, one server: `samplers = "alternate"` with
 `load_per = "cell"` runs 2 x pairs repetitions of the cell on the same loaded server,
@@ -136,9 +138,9 @@ def in_one_server(work: Path, args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=12)
-    parser.add_argument("--duration", default="10s")
-    parser.add_argument("--warmup", default="3s", help="each run's warm-up (in one server)")
+    parser.add_argument("--pairs", type=int, default=100)
+    parser.add_argument("--duration", default="5s")
+    parser.add_argument("--warmup", default="1s", help="each run's warm-up (in one server)")
     parser.add_argument("--clients", type=int, default=2)
     parser.add_argument("--between-runs", action="store_true",
                         help="a new server for every run (noisier)")
