@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -88,7 +89,9 @@ def test_two_inventory_hosts_one_store(base: Path, sshd: dict[str, str],
                                    "--json").stdout)
     (combined,) = by_host["across_hosts"]
     assert [h["host"] for h in combined["per_host"]] == ["node-a", "node-b"]
-    assert combined["ratio"] is not None and "across hosts" in combined["verdict"]
+    assert combined["ratio"] is not None
+    assert re.fullmatch(r"(faster|slower|no significant difference) across hosts"
+                        r"( taken together)? \(n=2 hosts\)", combined["verdict"])
     assert {s["cell"] for s in by_host["host_spread"]} == {"ram/default/default/tpcb-like",
                                                           "ram2/default/default/tpcb-like"}
     report = base / "team.html"

@@ -24,7 +24,9 @@ def test_a_consistent_gain_on_every_host_is_faster_across_hosts() -> None:
     assert [h for h, _, _ in combined.per_host] == ["a", "b", "c"]
     assert combined.ratio is not None and 1.09 < combined.ratio < 1.12
     assert combined.ci_low is not None and combined.ci_low > 1.02
-    assert combined.verdict.startswith("faster")
+    assert combined.verdict == "faster across hosts taken together (n=3 hosts)"
+    slower = across_hosts([make_pair(p.other, p.base) for p in pairs])[0]
+    assert slower.verdict == "slower across hosts taken together (n=3 hosts)"
 
 
 def test_hosts_that_disagree_give_no_verdict_and_one_host_none_at_all() -> None:

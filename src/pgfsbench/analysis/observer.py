@@ -10,7 +10,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pgfsbench.analysis.stats import t_quantile
+from pgfsbench.analysis.stats import t_interval_log
+from pgfsbench.analysis.summary import run_throughput
 
 
 @dataclass(frozen=True)
@@ -49,12 +50,11 @@ class ObserverEffect:
 def geometric_ci(ratios: Sequence[float]) -> tuple[float, float | None, float | None]:
     """The geometric mean of paired ratios with its 95% t interval on the log ratios
     (no interval below two pairs)."""
-    logs = [math.log(x) for x in ratios]
-    centre = statistics.fmean(logs)
-    if len(logs) < 2:
-        return math.exp(centre), None, None
-    half = t_quantile(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
-    return math.exp(centre), math.exp(centre - half), math.exp(centre + half)
+    centre = math.exp(statistics.fmean(math.log(x) for x in ratios))
+    if len(ratios) < 2:
+        return centre, None, None
+    low, high = t_interval_log(list(ratios))
+    return centre, low, high
 
 
 def _observer(run: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -62,8 +62,8 @@ def _observer(run: Mapping[str, Any]) -> Mapping[str, Any]:
 
 
 def _throughput(run: Mapping[str, Any]) -> float | None:
-    v = run.get("throughput") if run.get("throughput") is not None else run.get("tps")
-    return float(v) if v is not None and float(v) > 0 else None
+    v = run_throughput(run)
+    return v if v is not None and v > 0 else None
 
 
 def pair_ratios(runs: Iterable[Mapping[str, Any]]) -> list[float]:

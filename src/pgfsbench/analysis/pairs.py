@@ -108,9 +108,9 @@ def across_hosts(pairs: Sequence[Pair]) -> list[AcrossHosts]:
         else:
             lo_v, hi_v = lo, hi
             if lo > 1 + MIN_EFFECT:
-                verdict = f"faster on every host taken together (n={len(ratios)} hosts)"
+                verdict = f"faster across hosts taken together (n={len(ratios)} hosts)"
             elif hi < 1 - MIN_EFFECT:
-                verdict = f"slower on every host taken together (n={len(ratios)} hosts)"
+                verdict = f"slower across hosts taken together (n={len(ratios)} hosts)"
             else:
                 verdict = f"no significant difference across hosts (n={len(ratios)} hosts)"
         out.append(AcrossHosts(base, other, workload, per, ratio, lo_v, hi_v, verdict))

@@ -164,6 +164,13 @@ def unstable_reasons(ok: Sequence[Mapping[str, Any]], est: Estimate | None,
     return tuple(reasons)
 
 
+def run_throughput(run: Mapping[str, Any]) -> float | None:
+    """A run's throughput in its workload's unit (tps for the records made before there
+    was a unit)."""
+    v = run.get("throughput") if run.get("throughput") is not None else run.get("tps")
+    return None if v is None else float(v)
+
+
 def summarise(runs: Iterable[Mapping[str, Any]], *, baseline: str | None = None,
               unstable_pct: float = UNSTABLE_PCT) -> list[CellSummary]:
     """Group runs by cell (and host, in first-seen order), summarise the ok ones, and
@@ -178,8 +185,7 @@ def summarise(runs: Iterable[Mapping[str, Any]], *, baseline: str | None = None,
     for (cell, host), rows in groups.items():
         ok = [r for r in rows if r["status"] == "ok"]
         first = rows[0]
-        thr = [r.get("throughput") if r.get("throughput") is not None else r.get("tps")
-               for r in ok]
+        thr = [run_throughput(r) for r in ok]
         p99 = [(r.get("latency_ms") or {}).get("p99") for r in ok]
         stalls = tuple(RunStalls(int(r["run_id"]), int(r["repetition"]), stalls_of(r))
                        for r in rows)
