@@ -5,7 +5,8 @@ The worst case for overhead: PostgreSQL on tmpfs, select-only with prepared stat
 transaction log and the samplers compete with it). Needs root.
 
     .venv/bin/python bench/overhead.py [--pairs 100] [--duration 5s] [--warmup 1s]
-                                       [--clients 2] [--between-runs]
+                                       [--clients 2] [--between-runs] [--save F.json]
+    .venv/bin/python bench/overhead.py --pool A.json B.json
 
 (the defaults take about 25 minutes here; the README has what they gave)
 
@@ -131,9 +132,35 @@ def in_one_server(work: Path, args: argparse.Namespace) -> None:
           f"max {max(e.ratios):.4f})")
     if e.sampler_cpu_pct is not None:
         print(f"samplers' own CPU: median {e.sampler_cpu_pct:.3f}% of one core")
+    if e.observer_cpu_pct is not None:
+        print(f"the samplers and the server backend answering them: median "
+              f"{e.observer_cpu_pct:.3f}% of one core")
     if e.benchmark_cpu_pct:
         print("pgbench's CPU (median, % of one core): " + ", ".join(
             f"{side} {v:.1f}%" for side, v in e.benchmark_cpu_pct.items()))
+    if args.save:
+        args.save.write_text(json.dumps({
+            "pairs": e.pairs, "duration": args.duration, "warmup": args.warmup,
+            "clients": args.clients, "ratios": e.ratios, "ratio": e.ratio,
+            "ci": [e.ci_low, e.ci_high], "sampler_cpu_pct": e.sampler_cpu_pct,
+            "observer_cpu_pct": e.observer_cpu_pct,
+            "benchmark_cpu_pct": e.benchmark_cpu_pct}, indent=1) + "\n")
+        print(f"saved to {args.save}")
+
+
+def pooled(files: list[Path]) -> None:
+    """The pairs of several saved runs taken together (each pair was made in one server,
+    so pairs from different runs are still paired measurements)."""
+    ratios: list[float] = []
+    for f in files:
+        saved = json.loads(f.read_text())
+        ratios += saved["ratios"]
+        print(f"{f}: {saved['pairs']} pairs, {saved['ratio']:.4f} "
+              f"[{saved['ci'][0]:.4f}, {saved['ci'][1]:.4f}]")
+    ratio, low, high = geometric_ci(ratios)
+    print(f"pooled: {len(ratios)} pairs, TPS ratio {ratio:.4f}, 95% CI "
+          f"[{low or math.nan:.4f}, {high or math.nan:.4f}] (median "
+          f"{statistics.median(ratios):.4f})")
 
 
 def main() -> None:
@@ -144,7 +171,13 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=2)
     parser.add_argument("--between-runs", action="store_true",
                         help="a new server for every run (noisier)")
+    parser.add_argument("--save", type=Path, help="write the pairs' ratios to this JSON file")
+    parser.add_argument("--pool", type=Path, nargs="+", metavar="JSON",
+                        help="measure nothing: pool the pairs of runs saved with --save")
     args = parser.parse_args()
+    if args.pool:
+        pooled(args.pool)
+        return
     with tempfile.TemporaryDirectory(prefix="pgfsb-overhead-", dir="/var/tmp") as tmp:
         work = Path(tmp)
         work.chmod(0o755)

@@ -349,6 +349,7 @@ def _observer_run(rep: int, tps: float, on: bool, status: str = "ok",
             "status": status, "tps": tps, "duration_s": 10.0,
             "metrics": {"observer": {"on": on, "alternating": alternating,
                                      "sampler_cpu_pct_of_a_core": 0.4 if on else 0.0,
+                                     "observer_cpu_pct_of_a_core": 0.7 if on else 0.0,
                                      "benchmark_cpu_s": 7.0 if on else 6.5}}}
 
 
@@ -391,7 +392,8 @@ def test_observer_effect_pairs_watched_with_unwatched_runs() -> None:
     assert e.ratio == pytest.approx(math.exp(centre))
     assert (e.ci_low, e.ci_high) == pytest.approx((math.exp(centre - half),
                                                    math.exp(centre + half)))
-    assert e.sampler_cpu_pct == pytest.approx(0.4)
+    assert e.sampler_cpu_pct == pytest.approx(0.4) and e.observer_cpu_pct == pytest.approx(0.7)
+    assert "samplers used 0.40% of a core (0.70% with their server backend)" in e.words()
     assert e.benchmark_cpu_pct == {"watched": 70.0, "not watched": 65.0}
     assert "3 pair(s)" in e.words() and "no significant effect" in e.words()
 

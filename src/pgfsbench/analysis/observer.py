@@ -25,6 +25,8 @@ class ObserverEffect:
     ci_high: float | None
     sampler_cpu_pct: float | None  # median over the watched runs, % of one core
     benchmark_cpu_pct: dict[str, float]  # median benchmark CPU, % of one core, by side
+    # the samplers plus the server backend answering them (median, % of one core)
+    observer_cpu_pct: float | None = None
 
     @property
     def pairs(self) -> int:
@@ -42,6 +44,8 @@ class ObserverEffect:
                 interval += ", no significant effect"
         cpu = ("" if self.sampler_cpu_pct is None
                else f"; samplers used {self.sampler_cpu_pct:.2f}% of a core")
+        if cpu and self.observer_cpu_pct is not None:
+            cpu += f" ({self.observer_cpu_pct:.2f}% with their server backend)"
         where = f" on {self.host}" if self.host else ""
         return (f"observer effect in {self.cell}{where}: throughput watched / not watched "
                 f"{self.ratio:.4f} over {self.pairs} pair(s), {interval}{cpu}")
@@ -91,6 +95,12 @@ def _cpu_pct(run: Mapping[str, Any]) -> float | None:
     return 100 * float(o["benchmark_cpu_s"]) / float(seconds)
 
 
+def _watched_median(runs: Iterable[Mapping[str, Any]], key: str) -> float | None:
+    vals = [float(_observer(r)[key]) for r in runs
+            if _observer(r).get("on") and _observer(r).get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
 def observer_effects(runs: Iterable[Mapping[str, Any]]) -> list[ObserverEffect]:
     """One effect per cell (and host) whose runs alternated watched and not watched."""
     cells: dict[tuple[Any, str, Any], list[Mapping[str, Any]]] = {}
@@ -105,9 +115,8 @@ def observer_effects(runs: Iterable[Mapping[str, Any]]) -> list[ObserverEffect]:
             continue
         ratio, low, high = geometric_ci(ratios)
         ok = [r for r in rows if r.get("status") == "ok"]
-        cpu = [float(_observer(r)["sampler_cpu_pct_of_a_core"]) for r in ok
-               if _observer(r).get("on")
-               and _observer(r).get("sampler_cpu_pct_of_a_core") is not None]
+        cpu, total = (_watched_median(ok, key) for key in ("sampler_cpu_pct_of_a_core",
+                                                            "observer_cpu_pct_of_a_core"))
         bench: dict[str, float] = {}
         for side, on in (("watched", True), ("not watched", False)):
             vals = [v for r in ok if bool(_observer(r).get("on")) == on
@@ -115,5 +124,5 @@ def observer_effects(runs: Iterable[Mapping[str, Any]]) -> list[ObserverEffect]:
             if vals:
                 bench[side] = round(statistics.median(vals), 2)
         out.append(ObserverEffect(cell, host, campaign, tuple(ratios), ratio, low,
-                                  high, statistics.median(cpu) if cpu else None, bench))
+                                  high, cpu, bench, total))
     return out
