@@ -6,6 +6,7 @@ transaction log and the samplers compete with it). Needs root.
 
     .venv/bin/python bench/overhead.py [--pairs 100] [--duration 5s] [--warmup 1s]
                                        [--clients 2] [--between-runs] [--save F.json]
+                                       [--set txlog_max_lines_per_s=50 ...]
     .venv/bin/python bench/overhead.py --pool A.json B.json
 
 (the defaults take about 25 minutes here; the README has what they gave)
@@ -108,7 +109,8 @@ def in_one_server(work: Path, args: argparse.Namespace) -> None:
                                 repetitions=2 * args.pairs, load_per="cell"))
     results = work / "r.sqlite"
     pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(work / "w"),
-              "--set", f"duration={args.duration}", "--set", "samplers=alternate")
+              "--set", f"duration={args.duration}", "--set", "samplers=alternate",
+              *(a for kv in args.set for a in ("--set", kv)))
     store = Store(str(results))
     try:
         runs = store.full_runs()
@@ -141,7 +143,7 @@ def in_one_server(work: Path, args: argparse.Namespace) -> None:
     if args.save:
         args.save.write_text(json.dumps({
             "pairs": e.pairs, "duration": args.duration, "warmup": args.warmup,
-            "clients": args.clients, "ratios": e.ratios, "ratio": e.ratio,
+            "clients": args.clients, "set": args.set, "ratios": e.ratios, "ratio": e.ratio,
             "ci": [e.ci_low, e.ci_high], "sampler_cpu_pct": e.sampler_cpu_pct,
             "observer_cpu_pct": e.observer_cpu_pct,
             "benchmark_cpu_pct": e.benchmark_cpu_pct}, indent=1) + "\n")
@@ -171,6 +173,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=2)
     parser.add_argument("--between-runs", action="store_true",
                         help="a new server for every run (noisier)")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="passed to `pgfsbench run` (e.g. txlog_max_lines_per_s=100)")
     parser.add_argument("--save", type=Path, help="write the pairs' ratios to this JSON file")
     parser.add_argument("--pool", type=Path, nargs="+", metavar="JSON",
                         help="measure nothing: pool the pairs of runs saved with --save")
