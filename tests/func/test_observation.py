@@ -32,8 +32,10 @@ device = "loop:1G"
 """
 
 
-def run_with(base: Path, duration: str, during: Callable[[Path], None]) -> dict[str, Any]:
-    spec = write_spec(base / "s.toml", SPEC.format(duration=duration))
+def run_with(base: Path, duration: str, during: Callable[[Path], None],
+             defaults: str = "") -> dict[str, Any]:
+    spec = write_spec(base / "s.toml", SPEC.format(duration=duration).replace(
+        "[defaults]\n", "[defaults]\n" + defaults))
     results = base / "r.sqlite"
     proc = start("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
     try:
@@ -97,8 +99,12 @@ def test_frozen_filesystem_shows_zero_tps_and_waiting_backends(base: Path) -> No
         t.start()
         t.join()
 
-    run = run_with(base, "10s", during)
+    # without pgbench's transaction log (txlog = false): the samplers still see it all
+    run = run_with(base, "10s", during, defaults="txlog = false\n")
     assert not thread_errors and frozen_at
+    assert "txlog" not in run["artifacts"] and not run["latency_ms"]
+    assert run["metrics"]["observer"]["on"] is True
+    assert run["metrics"]["observer"]["txlog"] is False
     tps = run["series"]["tps"]["values"]
     assert sum(1 for v in tps if v == 0) >= 2, tps
     waits = run["series"]["waits"]["values"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -373,6 +374,24 @@ def test_an_unwatched_pgbench_run_keeps_no_transaction_log() -> None:
     assert unobserved(Pgbench("client", False, True)) == Pgbench("client", False, False)
     sysbench = Sysbench()
     assert unobserved(sysbench) is sysbench
+
+
+@pytest.mark.parametrize(("samplers", "txlog", "logged"),
+                         [(True, True, True), (True, False, False), (False, True, False),
+                          ("alternate", True, True), ("alternate", False, False)])
+def test_txlog_false_keeps_the_samplers_and_drops_only_pgbench_log(
+        samplers: bool | str, txlog: bool, logged: bool) -> None:
+    from pgfsbench.spec import Defaults, expand, load_spec
+    from pgfsbench.workloads import workload_for
+    from pgfsbench.workloads.pgbench import Pgbench
+
+    d = Defaults.model_validate({"samplers": samplers, "txlog": txlog, "repetitions": 2})
+    assert d.observed(2) is (samplers is not False)  # the samplers do not follow txlog
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    cell = next(c for c in expand(load_spec(examples / "quick.toml").spec)
+                if c.workload.tool == "pgbench")
+    driver = workload_for(cell, d)
+    assert isinstance(driver, Pgbench) and driver.log_transactions is logged
 
 
 def test_observer_effect_pairs_watched_with_unwatched_runs() -> None:

@@ -197,6 +197,7 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
                            "alternating": d.samplers == "alternate",
                            "benchmark_cpu_s": round(children_cpu, 3),
                            "txlog_bytes": _size(art / "txlog.gz"),
+                           "txlog": bool(m.artifacts.get("txlog")),
                            "txlog_sampling_rate": cell.workload.sampling_rate}
     if pacing:
         metrics["rate"] = pacing

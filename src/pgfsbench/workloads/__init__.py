@@ -17,7 +17,8 @@ def workload_for(cell: Cell, defaults: Defaults) -> Workload:
     """The driver for a cell's workload tool."""
     tool = cell.workload.tool
     if tool == "pgbench":
-        return Pgbench(defaults.generation, defaults.foreign_keys, bool(defaults.samplers))
+        return Pgbench(defaults.generation, defaults.foreign_keys,
+                       bool(defaults.samplers) and defaults.txlog)
     if tool == "sysbench":
         return Sysbench()
     if tool == "copy":
