@@ -140,13 +140,17 @@ def in_one_server(work: Path, args: argparse.Namespace) -> None:
     if e.benchmark_cpu_pct:
         print("pgbench's CPU (median, % of one core): " + ", ".join(
             f"{side} {v:.1f}%" for side, v in e.benchmark_cpu_pct.items()))
+    if e.benchmark_cpu_us_per_tx:
+        print("pgbench's CPU per transaction (median): " + ", ".join(
+            f"{side} {v:.2f} us" for side, v in e.benchmark_cpu_us_per_tx.items()))
     if args.save:
         args.save.write_text(json.dumps({
             "pairs": e.pairs, "duration": args.duration, "warmup": args.warmup,
             "clients": args.clients, "set": args.set, "ratios": e.ratios, "ratio": e.ratio,
             "ci": [e.ci_low, e.ci_high], "sampler_cpu_pct": e.sampler_cpu_pct,
             "observer_cpu_pct": e.observer_cpu_pct,
-            "benchmark_cpu_pct": e.benchmark_cpu_pct}, indent=1) + "\n")
+            "benchmark_cpu_pct": e.benchmark_cpu_pct,
+            "benchmark_cpu_us_per_tx": e.benchmark_cpu_us_per_tx}, indent=1) + "\n")
         print(f"saved to {args.save}")
 
 

@@ -347,7 +347,7 @@ def test_t_quantile_and_p_agree_with_scipy_stats() -> None:
 def _observer_run(rep: int, tps: float, on: bool, status: str = "ok",
                   alternating: bool = True, cell: str = "ram/pg/k/ro") -> dict[str, object]:
     return {"run_id": rep, "campaign_id": 1, "cell": cell, "host": None, "repetition": rep,
-            "status": status, "tps": tps, "duration_s": 10.0,
+            "status": status, "tps": tps, "duration_s": 10.0, "transactions": int(tps * 10),
             "metrics": {"observer": {"on": on, "alternating": alternating,
                                      "sampler_cpu_pct_of_a_core": 0.4 if on else 0.0,
                                      "observer_cpu_pct_of_a_core": 0.7 if on else 0.0,
@@ -414,6 +414,12 @@ def test_observer_effect_pairs_watched_with_unwatched_runs() -> None:
     assert e.sampler_cpu_pct == pytest.approx(0.4) and e.observer_cpu_pct == pytest.approx(0.7)
     assert "samplers used 0.40% of a core (0.70% with their server backend)" in e.words()
     assert e.benchmark_cpu_pct == {"watched": 70.0, "not watched": 65.0}
+    # CPU per transaction: medians of 7 s / (10 s x TPS) and 6.5 s / (10 s x TPS)
+    assert e.benchmark_cpu_us_per_tx == pytest.approx(
+        {"watched": round(7e6 / 9900, 2),
+         "not watched": round((6.5e6 / 10000 + 6.5e6 / 9800) / 2, 2)})
+    assert ("the benchmark's CPU per transaction 707.07 us watched, 656.63 us not"
+            in e.words())
     assert "3 pair(s)" in e.words() and "no significant effect" in e.words()
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from pgfsbench.analysis.stats import t_interval_log
@@ -27,6 +27,9 @@ class ObserverEffect:
     benchmark_cpu_pct: dict[str, float]  # median benchmark CPU, % of one core, by side
     # the samplers plus the server backend answering them (median, % of one core)
     observer_cpu_pct: float | None = None
+    # the benchmark's CPU per transaction (median, microseconds), by side: what the
+    # transaction log costs the client whatever the throughput
+    benchmark_cpu_us_per_tx: dict[str, float] = field(default_factory=dict)
 
     @property
     def pairs(self) -> int:
@@ -46,6 +49,10 @@ class ObserverEffect:
                else f"; samplers used {self.sampler_cpu_pct:.2f}% of a core")
         if cpu and self.observer_cpu_pct is not None:
             cpu += f" ({self.observer_cpu_pct:.2f}% with their server backend)"
+        per_tx = self.benchmark_cpu_us_per_tx
+        if "watched" in per_tx and "not watched" in per_tx:
+            cpu += (f"; the benchmark's CPU per transaction {per_tx['watched']:.2f} us "
+                    f"watched, {per_tx['not watched']:.2f} us not")
         where = f" on {self.host}" if self.host else ""
         return (f"observer effect in {self.cell}{where}: throughput watched / not watched "
                 f"{self.ratio:.4f} over {self.pairs} pair(s), {interval}{cpu}")
@@ -95,10 +102,30 @@ def _cpu_pct(run: Mapping[str, Any]) -> float | None:
     return 100 * float(o["benchmark_cpu_s"]) / float(seconds)
 
 
+def _cpu_us_per_tx(run: Mapping[str, Any]) -> float | None:
+    o = _observer(run)
+    done = run.get("transactions")
+    if o.get("benchmark_cpu_s") is None or not done:
+        return None
+    return 1e6 * float(o["benchmark_cpu_s"]) / float(done)
+
+
 def _watched_median(runs: Iterable[Mapping[str, Any]], key: str) -> float | None:
     vals = [float(_observer(r)[key]) for r in runs
             if _observer(r).get("on") and _observer(r).get(key) is not None]
     return statistics.median(vals) if vals else None
+
+
+def _by_side(runs: Sequence[Mapping[str, Any]],
+             figure: Callable[[Mapping[str, Any]], float | None]) -> dict[str, float]:
+    """The median of a run's figure over the watched and over the not-watched runs."""
+    out: dict[str, float] = {}
+    for side, on in (("watched", True), ("not watched", False)):
+        vals = [v for r in runs if bool(_observer(r).get("on")) == on
+                if (v := figure(r)) is not None]
+        if vals:
+            out[side] = round(statistics.median(vals), 2)
+    return out
 
 
 def observer_effects(runs: Iterable[Mapping[str, Any]]) -> list[ObserverEffect]:
@@ -117,12 +144,7 @@ def observer_effects(runs: Iterable[Mapping[str, Any]]) -> list[ObserverEffect]:
         ok = [r for r in rows if r.get("status") == "ok"]
         cpu, total = (_watched_median(ok, key) for key in ("sampler_cpu_pct_of_a_core",
                                                             "observer_cpu_pct_of_a_core"))
-        bench: dict[str, float] = {}
-        for side, on in (("watched", True), ("not watched", False)):
-            vals = [v for r in ok if bool(_observer(r).get("on")) == on
-                    if (v := _cpu_pct(r)) is not None]
-            if vals:
-                bench[side] = round(statistics.median(vals), 2)
+        bench, per_tx = _by_side(ok, _cpu_pct), _by_side(ok, _cpu_us_per_tx)
         out.append(ObserverEffect(cell, host, campaign, tuple(ratios), ratio, low,
-                                  high, cpu, bench, total))
+                                  high, cpu, bench, total, per_tx))
     return out
