@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from pgfsbench.spec import Defaults
 from tests.func.conftest import (
     ROOT,
     leftovers,
@@ -195,6 +196,11 @@ def test_wal_volume_kernel_settings_load_per_cell_and_alternate_samplers(base: P
     assert "txlog" not in unwatched["artifacts"] and "txlog" in watched["artifacts"]
     assert not unwatched["series"].get("wal_mbps") and watched["series"]["wal_mbps"]
     assert watched["latency_ms"]["p99"] > 0 and unwatched["tps"] > 0
+    # no warm-up: the cell's earlier run gives the rate the log is sampled down for
+    cap = Defaults().txlog_max_lines_per_s
+    assert watched["metrics"]["observer"]["txlog_sampling_rate"] == pytest.approx(
+        max(0.0001, round(cap / unwatched["throughput"], 4)), abs=1e-4)
+    assert watched["metrics"]["observer"]["txlog_sampling_rate"] < 1
     assert "observer effect in" in out.stdout and "1 pair(s)" in out.stdout
     detail = unwatched
     assert detail["storage_details"]["wal"]["fs"] == "xfs"

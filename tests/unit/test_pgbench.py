@@ -1,3 +1,4 @@
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,27 @@ def test_parse_progress_lines() -> None:
     zero = parse_progress("progress: 7.0 s, 0.0 tps, lat NaN ms stddev NaN, 0 failed")
     assert zero is not None and zero.tps == 0.0 and zero.latency_ms is None
     assert parse_progress("starting vacuum...end.") is None
+
+
+@pytest.mark.parametrize(("user_rate", "expected_tps", "most", "rate"), [
+    (1.0, 40_000.0, 200, 0.005),      # 40,000 TPS at most 200 lines a second
+    (1.0, 150.0, 200, 1.0),           # under the cap: every transaction logged
+    (0.5, 300.0, 200, 0.5),           # the user's own sampling already under it
+    (0.5, 4_000.0, 200, 0.05),        # the user's sampling above it: capped further
+    (1.0, 40_000.0, 0, 1.0),          # 0: never capped
+    (1.0, None, 200, 1.0),            # no rate known (no warm-up): not capped
+    (1.0, 1e9, 200, 0.0001),          # pgbench's finest rate is the floor
+])
+def test_the_transaction_log_is_sampled_down_to_the_cap(
+        user_rate: float, expected_tps: float | None, most: int, rate: float) -> None:
+    from pgfsbench.engine.measure import capped_log
+    from pgfsbench.spec import expand, load_spec
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    cell = next(c for c in expand(load_spec(examples / "quick.toml").spec)
+                if c.workload.tool == "pgbench")
+    cell = dataclasses.replace(cell, workload=dataclasses.replace(cell.workload,
+                                                                  sampling_rate=user_rate))
+    capped = capped_log(cell, expected_tps, most)
+    assert capped.workload.sampling_rate == pytest.approx(rate)
+    assert dataclasses.replace(capped, workload=cell.workload) == cell  # nothing else

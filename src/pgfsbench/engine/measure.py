@@ -162,7 +162,13 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
                 raise Stalled(f"during the warm-up: {warm.stalled}")
         dog = Watchdog(d.stall_timeout)
         cell, pacing = paced(eng, cell, st, ctx, dog)
+        # the rate the log will see: the pacing, else the warm-up's, else (no warm-up) the
+        # same cell's earlier runs in this campaign; the first run of a cell without a
+        # warm-up logs every transaction
         expected = cell.workload.rate or (warm.throughput if warm else None)
+        if expected is None and observed_run:
+            earlier = reference_max(eng, cell)
+            expected = earlier[0] if earlier else None
         cell = capped_log(cell, expected, d.txlog_max_lines_per_s)
         eng.phase(f"measuring {w.duration_s:g} s")
         observation.mark_measured_start()
