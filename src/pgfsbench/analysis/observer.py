@@ -94,20 +94,20 @@ def pair_ratios(runs: Iterable[Mapping[str, Any]]) -> list[float]:
     return ratios
 
 
+def _cpu_per(run: Mapping[str, Any], denominator: str, scale: float) -> float | None:
+    """The benchmark's CPU seconds divided by one of the run's figures, times ``scale``."""
+    cpu, by = _observer(run).get("benchmark_cpu_s"), run.get(denominator)
+    return None if cpu is None or not by else scale * float(cpu) / float(by)
+
+
 def _cpu_pct(run: Mapping[str, Any]) -> float | None:
-    o = _observer(run)
-    seconds = run.get("duration_s")
-    if o.get("benchmark_cpu_s") is None or not seconds:
-        return None
-    return 100 * float(o["benchmark_cpu_s"]) / float(seconds)
+    """% of one core over the measured phase."""
+    return _cpu_per(run, "duration_s", 100)
 
 
 def _cpu_us_per_tx(run: Mapping[str, Any]) -> float | None:
-    o = _observer(run)
-    done = run.get("transactions")
-    if o.get("benchmark_cpu_s") is None or not done:
-        return None
-    return 1e6 * float(o["benchmark_cpu_s"]) / float(done)
+    """Microseconds per transaction."""
+    return _cpu_per(run, "transactions", 1e6)
 
 
 def _watched_median(runs: Iterable[Mapping[str, Any]], key: str) -> float | None:
