@@ -18,7 +18,8 @@ warm-up; the pair's ratio compares two neighbouring runs of one server, so the r
 noise of a new server (a new tmpfs, initdb, load, buffer placement) is out of it. The
 ratio of means is the geometric mean of the pairs' ratios, with its 95% confidence
 interval (t on the log ratios); then what the samplers cost in CPU (their threads' time,
-in % of one core, during the measured phase) and pgbench's own CPU, watched and not.
+in % of one core, during the measured phase), pgbench's own CPU, watched and not, and
+what watching added to it pair by pair (the transaction log's cost, with its 95% CI).
 
 --between-runs alternates whole runs instead (a new server for every run: what the first
 version of this script did). It is far noisier here: 16 pairs of 20 s gave 1.006, 95% CI
@@ -143,6 +144,13 @@ def in_one_server(work: Path, args: argparse.Namespace) -> None:
     if e.benchmark_cpu_us_per_tx:
         print("pgbench's CPU per transaction (median): " + ", ".join(
             f"{side} {v:.2f} us" for side, v in e.benchmark_cpu_us_per_tx.items()))
+    extra = e.benchmark_cpu_extra_pct
+    if extra is not None:
+        print(f"what watching added to pgbench's CPU, pair by pair: {extra[0]:+.3f} points "
+              f"of one core, 95% CI [{extra[1] or math.nan:+.3f}, {extra[2] or math.nan:+.3f}]")
+    if e.total_cpu_pct is not None:
+        print(f"the whole observer (samplers, their backend, pgbench's log): about "
+              f"{e.total_cpu_pct:.3f}% of one core")
     if args.save:
         args.save.write_text(json.dumps({
             "pairs": e.pairs, "duration": args.duration, "warmup": args.warmup,
@@ -150,7 +158,9 @@ def in_one_server(work: Path, args: argparse.Namespace) -> None:
             "ci": [e.ci_low, e.ci_high], "sampler_cpu_pct": e.sampler_cpu_pct,
             "observer_cpu_pct": e.observer_cpu_pct,
             "benchmark_cpu_pct": e.benchmark_cpu_pct,
-            "benchmark_cpu_us_per_tx": e.benchmark_cpu_us_per_tx}, indent=1) + "\n")
+            "benchmark_cpu_us_per_tx": e.benchmark_cpu_us_per_tx,
+            "benchmark_cpu_extra_pct": extra, "total_cpu_pct": e.total_cpu_pct},
+            indent=1) + "\n")
         print(f"saved to {args.save}")
 
 

@@ -150,3 +150,49 @@ ceiling = true
     assert c1["fio"]["write_iops"] > 0
     text = pgfsbench("results", "show", str(first["run_id"]), "--results", str(results)).stdout
     assert "storage ceiling" in text
+
+
+def test_pg_sampler_through_libpq_sees_a_lock_wait_and_typed_counters(
+        results_server: str) -> None:
+    import psycopg
+
+    from pgfsbench.collect.samplers import PgSampler, Statements
+
+    with psycopg.connect(results_server, autocommit=True) as holder, \
+            psycopg.connect(results_server, autocommit=True) as waiter:
+        holder.execute("CREATE TABLE held (x int)")
+        holder.execute("BEGIN")
+        holder.execute("LOCK TABLE held IN ACCESS EXCLUSIVE MODE")
+        blocked = threading.Thread(target=lambda: waiter.execute("SELECT * FROM held"))
+        blocked.start()
+        sampler = PgSampler(results_server, 15, wait_hz=10)
+        sampler.start()
+        time.sleep(1.5)
+        backend_cpu = sampler.backend_cpu_seconds()  # its server process, still there
+        samples = sampler.stop()
+        holder.execute("COMMIT")
+        blocked.join(timeout=10)
+    assert not samples.errors, samples.errors
+    assert len(samples.waits) >= 10
+    assert all(counts.get("Lock/relation") == 1 for _, counts in samples.waits[2:])
+    # the holder is idle in its transaction: waiting for its client
+    assert all(counts.get("Client/ClientRead") == 1 for _, counts in samples.waits[2:])
+    assert len(samples.counters) >= 2
+    first, last = samples.counters[0], samples.counters[-1]
+    assert isinstance(first["t"], float) and isinstance(first["xact_commit"], int)
+    assert isinstance(first["wal_lsn"], float) and first["wal_lsn"] > 0
+    assert last["own_commits"] > first["own_commits"] >= 2
+    assert sampler.cpu_seconds > 0 and backend_cpu is not None
+
+    # errors come back as psycopg's classes, with the server's message
+    with psycopg.connect(results_server, autocommit=True) as conn:
+        statements = Statements(conn.pgconn, {"ratio": "SELECT 1 / 0 AS r",
+                                              "one": "SELECT 1::int8 AS n, 2.5 AS x"})
+        assert statements.row("one") == {"n": 1, "x": 2.5}
+        try:
+            statements.rows("ratio")
+        except psycopg.errors.DivisionByZero as exc:
+            assert "division by zero" in str(exc)
+        else:
+            raise AssertionError("no error raised")
+        assert statements.row("one") == {"n": 1, "x": 2.5}  # the connection still works

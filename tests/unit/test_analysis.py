@@ -345,13 +345,15 @@ def test_t_quantile_and_p_agree_with_scipy_stats() -> None:
 
 
 def _observer_run(rep: int, tps: float, on: bool, status: str = "ok",
-                  alternating: bool = True, cell: str = "ram/pg/k/ro") -> dict[str, object]:
+                  alternating: bool = True, cell: str = "ram/pg/k/ro",
+                  cpu_s: float | None = None) -> dict[str, object]:
     return {"run_id": rep, "campaign_id": 1, "cell": cell, "host": None, "repetition": rep,
             "status": status, "tps": tps, "duration_s": 10.0, "transactions": int(tps * 10),
             "metrics": {"observer": {"on": on, "alternating": alternating,
                                      "sampler_cpu_pct_of_a_core": 0.4 if on else 0.0,
                                      "observer_cpu_pct_of_a_core": 0.7 if on else 0.0,
-                                     "benchmark_cpu_s": 7.0 if on else 6.5}}}
+                                     "benchmark_cpu_s": cpu_s if cpu_s is not None
+                                     else 7.0 if on else 6.5}}}
 
 
 def test_samplers_alternate_in_abba_pairs() -> None:
@@ -421,6 +423,29 @@ def test_observer_effect_pairs_watched_with_unwatched_runs() -> None:
     assert ("the benchmark's CPU per transaction 707.07 us watched, 656.63 us not"
             in e.words())
     assert "3 pair(s)" in e.words() and "no significant effect" in e.words()
+
+
+def test_observer_effect_adds_what_watching_cost_the_benchmark_pair_by_pair() -> None:
+    from pgfsbench.analysis.observer import observer_effects
+
+    # (repetition, watched, benchmark CPU s over 10 s): pairs (1,2) (3,4) (5,6) (7,8);
+    # run 8 failed, so its pair is left out; run 9 has no partner
+    runs = [_observer_run(rep, 1000.0, on, cpu_s=cpu, status="failed" if rep == 8 else "ok")
+            for rep, on, cpu in ((1, False, 5.50), (2, True, 5.56), (3, True, 5.61),
+                                 (4, False, 5.52), (5, False, 5.40), (6, True, 5.44),
+                                 (7, True, 9.0), (8, False, 1.0), (9, True, 9.0))]
+    [e] = observer_effects(runs)
+    diffs = [0.6, 0.9, 0.4]  # points of % of one core: 100 * (watched - not) / 10 s
+    half = sps.t.ppf(0.975, 2) * float(np.std(diffs, ddof=1)) / math.sqrt(3)
+    mean = sum(diffs) / 3
+    assert e.benchmark_cpu_extra_pct == pytest.approx((mean, mean - half, mean + half))
+    assert e.total_cpu_pct == pytest.approx(0.7 + mean)  # the samplers with their backend
+    assert (f"watching added +{mean:.2f} points of a core to the benchmark (95% CI "
+            f"[{mean - half:+.2f}, {mean + half:+.2f}]), the whole observer about "
+            f"{0.7 + mean:.2f}% of a core") in e.words()
+    [one] = observer_effects(runs[:2])
+    assert one.benchmark_cpu_extra_pct == pytest.approx((0.6, None, None))
+    assert "watching added +0.60 points of a core to the benchmark, the whole" in one.words()
 
 
 def test_observer_effect_says_slower_when_the_interval_is_below_one() -> None:

@@ -198,3 +198,14 @@ def test_process_cpu_from_a_stat_line_with_parentheses_in_the_name() -> None:
     here = process_cpu_seconds(os.getpid())
     assert here is not None and abs(here - (t.user + t.system)) < 0.05
     assert process_cpu_seconds(2**22 + 1) is None  # above pid_max: no such process
+
+
+def test_libpq_text_values_become_what_psycopg_would_give() -> None:
+    from pgfsbench.collect.samplers import _value
+
+    assert _value(None, 20) is None
+    assert _value(b"12345678901", 20) == 12345678901 and isinstance(_value(b"7", 23), int)
+    assert _value(b"1.5", 701) == 1.5 and _value(b"123456789", 1700) == 123456789.0
+    assert isinstance(_value(b"123456789", 1700), float)  # numeric as float, like _num
+    assert _value(b"t", 16) is True and _value(b"f", 16) is False
+    assert _value(b"IO/WALSync", 25) == "IO/WALSync"

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pgfsbench.analysis.stats import t_interval_log
+from pgfsbench.analysis.stats import t_interval, t_interval_log
 from pgfsbench.analysis.summary import run_throughput
 
 
@@ -30,6 +30,20 @@ class ObserverEffect:
     # the benchmark's CPU per transaction (median, microseconds), by side: what the
     # transaction log costs the client whatever the throughput
     benchmark_cpu_us_per_tx: dict[str, float] = field(default_factory=dict)
+    # what watching adds to the benchmark's own CPU (the transaction log's cost), pair by
+    # pair: mean of (watched - not watched) in points of % of one core, with its 95% t
+    # interval (None below two pairs)
+    benchmark_cpu_extra_pct: tuple[float, float | None, float | None] | None = None
+
+    @property
+    def total_cpu_pct(self) -> float | None:
+        """The whole observer in % of one core: the samplers with their backend (or alone
+        when the backend was not measured) plus what watching added to the benchmark."""
+        own = self.observer_cpu_pct if self.observer_cpu_pct is not None \
+            else self.sampler_cpu_pct
+        if own is None or self.benchmark_cpu_extra_pct is None:
+            return None
+        return own + self.benchmark_cpu_extra_pct[0]
 
     @property
     def pairs(self) -> int:
@@ -53,6 +67,14 @@ class ObserverEffect:
         if "watched" in per_tx and "not watched" in per_tx:
             cpu += (f"; the benchmark's CPU per transaction {per_tx['watched']:.2f} us "
                     f"watched, {per_tx['not watched']:.2f} us not")
+        extra = self.benchmark_cpu_extra_pct
+        if extra is not None:
+            low, high = extra[1], extra[2]
+            cpu += (f"; watching added {extra[0]:+.2f} points of a core to the benchmark"
+                    + ("" if low is None or high is None
+                       else f" (95% CI [{low:+.2f}, {high:+.2f}])"))
+            if self.total_cpu_pct is not None:
+                cpu += f", the whole observer about {self.total_cpu_pct:.2f}% of a core"
         where = f" on {self.host}" if self.host else ""
         return (f"observer effect in {self.cell}{where}: throughput watched / not watched "
                 f"{self.ratio:.4f} over {self.pairs} pair(s), {interval}{cpu}")
@@ -77,21 +99,42 @@ def _throughput(run: Mapping[str, Any]) -> float | None:
     return v if v is not None and v > 0 else None
 
 
-def pair_ratios(runs: Iterable[Mapping[str, Any]]) -> list[float]:
-    """The runs of one cell paired (1, 2), (3, 4)... by repetition: watched over not
-    watched for each pair whose two runs are ok and were one of each."""
+def _pairs(runs: Iterable[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any],
+                                                              Mapping[str, Any]]]:
+    """The runs of one cell paired (1, 2), (3, 4)... by repetition, as (watched, not
+    watched), for each pair whose two runs are ok and were one of each."""
     by_rep = {int(r["repetition"]): r for r in runs
               if r.get("status") == "ok" and "on" in _observer(r)}
-    ratios = []
+    out = []
     for first in sorted(k for k in by_rep if k % 2 == 1):
         a, b = by_rep.get(first), by_rep.get(first + 1)
         if a is None or b is None or bool(_observer(a)["on"]) == bool(_observer(b)["on"]):
             continue
-        on, off = (a, b) if _observer(a)["on"] else (b, a)
+        out.append((a, b) if _observer(a)["on"] else (b, a))
+    return out
+
+
+def pair_ratios(runs: Iterable[Mapping[str, Any]]) -> list[float]:
+    """Watched over not watched throughput, pair by pair (see `_pairs`)."""
+    ratios = []
+    for on, off in _pairs(runs):
         x, y = _throughput(on), _throughput(off)
         if x is not None and y is not None:
             ratios.append(x / y)
     return ratios
+
+
+def _paired_cpu_extra(runs: Iterable[Mapping[str, Any]]
+                      ) -> tuple[float, float | None, float | None] | None:
+    """What watching added to the benchmark's CPU (% of one core), pair by pair."""
+    diffs = [a - b for on, off in _pairs(runs)
+             if (a := _cpu_pct(on)) is not None and (b := _cpu_pct(off)) is not None]
+    if not diffs:
+        return None
+    if len(diffs) < 2:
+        return diffs[0], None, None
+    low, high = t_interval(diffs)
+    return statistics.fmean(diffs), low, high
 
 
 def _cpu_per(run: Mapping[str, Any], denominator: str, scale: float) -> float | None:
@@ -146,5 +189,5 @@ def observer_effects(runs: Iterable[Mapping[str, Any]]) -> list[ObserverEffect]:
                                                             "observer_cpu_pct_of_a_core"))
         bench, per_tx = _by_side(ok, _cpu_pct), _by_side(ok, _cpu_us_per_tx)
         out.append(ObserverEffect(cell, host, campaign, tuple(ratios), ratio, low,
-                                  high, cpu, bench, total, per_tx))
+                                  high, cpu, bench, total, per_tx, _paired_cpu_extra(rows)))
     return out
