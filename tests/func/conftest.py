@@ -61,6 +61,15 @@ def leftovers(base: Path) -> list[str]:
     return found
 
 
+def shared_memory() -> set[str]:
+    """The System V segments and the POSIX segments PostgreSQL names in /dev/shm: what a
+    killed postmaster leaves until reboot unless someone removes it."""
+    rows = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
+    found = {f"System V shared memory {r.split()[1]} ({r.split()[3]} bytes)" for r in rows}
+    found |= {f"/dev/shm/{p.name}" for p in Path("/dev/shm").glob("PostgreSQL.*")}
+    return found
+
+
 @pytest.fixture
 def base() -> Iterator[Path]:
     """A directory the test creates (not pytest's tmp_path, whose root another pytest
@@ -68,9 +77,10 @@ def base() -> Iterator[Path]:
     nothing may be left under it, and it is removed."""
     d = Path(tempfile.mkdtemp(prefix="pgfsb-test-", dir="/var/tmp"))
     d.chmod(0o755)
+    memory = shared_memory()  # the tests run one at a time: what is new at the end is ours
     try:
         yield d
-        left = leftovers(d)
+        left = leftovers(d) + sorted(shared_memory() - memory)
         if left:  # clean up for the next tests, then fail loudly
             pgfsbench("cleanup", "--workdir", str(d / "work"), check=False)
         assert left == [], f"left behind: {left}"

@@ -22,6 +22,7 @@ from tests.func.conftest import (
     measuring_pgbench_of,
     pgfsbench,
     runs_of,
+    shared_memory,
     show,
     start,
     wait_for,
@@ -90,6 +91,36 @@ def test_a_killed_postmaster_fails_its_run_and_the_matrix_goes_on(base: Path) ->
     assert detail["environment"]["vm"]["vm.swappiness"]  # kernel settings of a failed run
     assert detail["series"]["tps"]["values"]  # what was measured before it died is kept
     assert campaign_status(results) == "done"
+
+
+def test_a_run_killed_with_its_server_leaves_no_shared_memory_after_cleanup(
+        base: Path) -> None:
+    """The host ends the whole job: pgfsbench and its postmaster die by SIGKILL. The
+    server's System V segment and its dynamic shared memory in /dev/shm would stay until
+    reboot (1 MiB and more each time); cleanup removes them and nothing else."""
+    spec = write_spec(base / "s.toml", TWO_CELLS.format(
+        duration="60s", stall="30s", first='fs = "ext4"\ndevice = "loop:256M"'))
+    memory = shared_memory()
+    proc = start("run", str(spec), "--results", str(base / "r.sqlite"), "--workdir",
+                 str(base / "work"))
+    try:
+        wait_measuring(proc, 120)
+        pidfile = base / "work" / "cells" / "run-1" / "mnt" / "data" / "pgdata" / "postmaster.pid"
+        postmaster = int(pidfile.read_text().split()[0])
+        proc.kill()
+        proc.communicate(timeout=60)
+        os.kill(postmaster, signal.SIGKILL)
+        wait_for(lambda: not os.path.exists(f"/proc/{postmaster}"), 30, "the postmaster to die")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=60)
+    left = shared_memory() - memory  # what the test is about: there is something to remove
+    assert any(x.startswith("/dev/shm/") for x in left), left
+    assert any(x.startswith("System V") for x in left), left
+    pgfsbench("cleanup", "--workdir", str(base / "work"))
+    assert shared_memory() - memory == set()
+    assert leftovers(base) == []
 
 
 def test_a_full_disk_names_the_device_not_the_symptom(base: Path) -> None:

@@ -198,7 +198,7 @@ def _initdb(eng: Engine, st: CellState) -> None:
     st.instance = Instance(eng.binaries_for(st.cell), st.storage.pgdata, st.storage.waldir, sock,
                            st.logdir / "postgresql.log", eng.os_user)
     eng.phase("initdb")
-    st.initdb_output = st.instance.init(eng.runner, st.cell.postgres.initdb)
+    st.initdb_output = st.instance.init(eng.journal, eng.runner, st.cell.postgres.initdb)
 
 
 def _configure(eng: Engine, st: CellState) -> None:

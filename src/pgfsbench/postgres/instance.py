@@ -20,10 +20,11 @@ from typing import Any
 import psycopg
 
 from pgfsbench.postgres.binaries import Binaries
+from pgfsbench.postgres.ipc import postmaster_orphans, release_shared_memory
 from pgfsbench.spec import InitdbOptions, Scalar
 from pgfsbench.system.errors import CommandError, InstanceError, TimeoutExpired
 from pgfsbench.system.journal import Journal, Undo, undo_action
-from pgfsbench.system.runner import Runner, process_alive, process_state
+from pgfsbench.system.runner import Runner, process_alive, process_start_time, process_state
 from pgfsbench.system.wait import wait_until
 
 SUPERUSER = "postgres"
@@ -129,7 +130,11 @@ class Instance:
                                options=f"-c statement_timeout={int(statement_timeout_s * 1000)}",
                                application_name="pgfsbench")
 
-    def init(self, runner: Runner, options: InitdbOptions) -> str:
+    def init(self, journal: Journal, runner: Runner, options: InitdbOptions) -> str:
+        # initdb's own server (postgres --boot, then --single) makes shared memory too: a
+        # run killed during initdb leaves it, with a postmaster.pid naming it
+        journal.record(f"initdb {self.pgdata}", Undo("release_server_memory", {
+            "pgdata": str(self.pgdata)}))
         argv = initdb_argv(self.binaries, self.pgdata, self.waldir, options)
         try:
             done = runner.run(argv, timeout=600, user=self.os_user)
@@ -243,6 +248,8 @@ def startup_failure(path: Path) -> str:
 
 
 def postmaster_pid(pgdata: Path) -> int | None:
+    """The pid on postmaster.pid's first line; negative for a standalone backend (initdb's,
+    or ``postgres --single``), which writes its pid so."""
     try:
         first = (pgdata / "postmaster.pid").read_text().splitlines()[0]
         return int(first)
@@ -298,8 +305,43 @@ def stop_instance(runner: Runner, bindir: str, pgdata: Path, user: str | None,
     cannot die until the kernel lets it go: it is sent SIGKILL, which it receives then, and
     this fails at once saying so rather than waiting for it."""
     pid = postmaster_pid(pgdata)
-    if pid is None or not is_our_postmaster(pid, pgdata):
-        return
+    if pid is None:
+        return  # never started, or it exited and removed its postmaster.pid
+    if pid > 0 and is_our_postmaster(pid, pgdata):
+        _stop_postmaster(runner, bindir, pgdata, pid, user, timeout, immediate)
+    release_after_death(pgdata)
+
+
+def release_after_death(pgdata: Path) -> list[str]:
+    """After the server of ``pgdata`` died without exiting (a postmaster killed, or
+    SIGKILLed by the stop; initdb's standalone server killed with it): end the server
+    processes it left, then release the shared memory they held. Nothing while the
+    postmaster named in postmaster.pid still runs; what was released, one line each."""
+    pid = postmaster_pid(pgdata)
+    if pid is None or (pid > 0 and is_our_postmaster(pid, pgdata)):
+        return []
+    orphans = [(p, process_start_time(p)) for p in postmaster_orphans(pgdata, pid)]
+    for p, start in orphans:
+        if process_alive(p, start):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(p, signal.SIGKILL)
+    blocked = stuck([p for p, start in orphans if process_alive(p, start)])
+    if blocked:  # they hold the shared memory until they die: this step stays journaled
+        raise InstanceError(
+            f"server processes of {pgdata} are stuck in the kernel (pids "
+            f"{', '.join(map(str, blocked[:8]))} in state D) and still hold its shared "
+            "memory; sent SIGKILL: `pgfsbench cleanup` releases it once they are gone")
+    wait_until(lambda: not any(process_alive(p, s) for p, s in orphans), timeout=30,
+               interval=0.1, what="the server processes of a dead postmaster to exit")
+    try:
+        major = int((pgdata / "PG_VERSION").read_text().strip())
+    except (OSError, ValueError):
+        return []
+    return release_shared_memory(pgdata, major)
+
+
+def _stop_postmaster(runner: Runner, bindir: str, pgdata: Path, pid: int, user: str | None,
+                     timeout: float, immediate: bool) -> None:
     children = children_of(pid)
     everyone = [pid] + [c for c, _ in children]
 
@@ -334,6 +376,11 @@ def stop_instance(runner: Runner, bindir: str, pgdata: Path, user: str | None,
             give_up_if_stuck()
             raise
     kill_all()
+
+
+@undo_action("release_server_memory")
+def _release_server_memory(runner: Runner, args: dict[str, Any]) -> None:
+    release_after_death(Path(args["pgdata"]))
 
 
 @undo_action("stop_instance")
