@@ -123,6 +123,42 @@ def test_a_run_killed_with_its_server_leaves_no_shared_memory_after_cleanup(
     assert leftovers(base) == []
 
 
+def initdb_server_in(base: Path) -> int | None:
+    """The pid of initdb's own server (postgres --boot or --single) working under base."""
+    for entry in Path("/proc").iterdir():
+        try:
+            cmd = (entry / "cmdline").read_bytes().split(b"\0")
+            cwd = os.readlink(entry / "cwd")
+        except OSError:
+            continue
+        if (cwd.startswith(str(base)) and cmd[0].endswith(b"/postgres")
+                and (b"--boot" in cmd or b"--single" in cmd)):
+            return int(entry.name)
+    return None
+
+
+def test_a_run_killed_during_initdb_leaves_no_shared_memory_after_cleanup(
+        base: Path) -> None:
+    """Killed while initdb's own server runs: cleanup ends initdb, whose server dies with
+    it, and removes the shared memory that server made (found by the data directory's
+    device and inode: initdb's own cleanup may have removed postmaster.pid)."""
+    spec = write_spec(base / "s.toml", TWO_CELLS.format(
+        duration="5s", stall="30s", first='fs = "tmpfs"\nsize = "256M"'))
+    proc = start("run", str(spec), "--results", str(base / "r.sqlite"), "--workdir",
+                 str(base / "work"))
+    try:
+        wait_for(lambda: initdb_server_in(base), 120, "initdb's server")
+        proc.kill()
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate(timeout=60)
+    out = pgfsbench("cleanup", "--workdir", str(base / "work"))
+    assert "initdb" in out.stdout
+    assert leftovers(base) == []  # and the fixture checks the shared memory
+
+
 def test_a_full_disk_names_the_device_not_the_symptom(base: Path) -> None:
     spec = write_spec(base / "s.toml", TWO_CELLS.format(
         duration="2s", stall="60s", first='fs = "ext4"\ndevice = "loop:300M"').replace(

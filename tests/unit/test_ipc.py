@@ -1,4 +1,4 @@
-"""Parsers of what a killed postmaster leaves in shared memory (captured on PostgreSQL 15,
+"""Parsers of what a dead server leaves in shared memory (captured on PostgreSQL 15,
 Debian 12, x86_64); the removal itself is tested across a real SIGKILL in
 tests/func/test_faults.py."""
 
@@ -9,16 +9,11 @@ import struct
 from pgfsbench.postgres.ipc import (
     DSM_CONTROL_MAGIC,
     SHMEM_MAGIC,
-    ShmemId,
+    ShmemHeader,
     dsm_control,
     parse_sysvipc,
     shmem_header,
-    shmem_id,
 )
-
-PIDFILE = ("3244\n/var/tmp/pgfsb-overhead-2hy8_fyf/w/cells/run-1/mnt/data/pgdata\n"
-           "1795516636\n5432\n/var/tmp/pgfsb-overhead-2hy8_fyf/w/cells/run-1/sock\n\n"
-           "        2    557089\nready   \n")
 
 SYSVIPC = "\n".join([  # as the kernel writes it, the columns' padding shortened
     "       key      shmid perms        size  cpid  lpid nattch   uid   gid  cuid  cgid"
@@ -30,16 +25,6 @@ SYSVIPC = "\n".join([  # as the kernel writes it, the columns' padding shortened
 ]) + "\n"
 
 
-def test_the_segment_is_named_on_line_7_of_postmaster_pid() -> None:
-    assert shmem_id(PIDFILE) == ShmemId(key=2, shmid=557089)
-
-
-def test_a_postmaster_pid_still_being_written_names_none() -> None:
-    assert shmem_id("3244\n/data\n1795516636\n5432\n/sock\n\n") is None
-    assert shmem_id("") is None
-    assert shmem_id("3244\n/d\n1\n5432\n/s\n\n  2\n") is None
-
-
 def test_proc_sysvipc_rows() -> None:
     first, second = parse_sysvipc(SYSVIPC)
     assert (first.key, first.shmid, first.size, first.creator_pid, first.attached,
@@ -49,12 +34,14 @@ def test_proc_sysvipc_rows() -> None:
     assert parse_sysvipc(SYSVIPC.splitlines()[0] + "\n1 2 3\n") == []  # a torn line
 
 
-def test_the_header_of_the_system_v_segment() -> None:
-    header = struct.pack("=iIQQI4xQQQ", SHMEM_MAGIC, 3244, 149520384, 56, 1624641212, 0, 64769,
-                         2)
+def test_the_header_of_the_system_v_segment_names_the_data_directory() -> None:
+    # as read from a segment left by initdb's killed server: device 39, inode 5
+    header = struct.pack("=iIQQI4xQQQ", SHMEM_MAGIC, 17025, 149520384, 56, 3150750794, 0, 39,
+                         5)
     assert len(header) == 56
-    assert shmem_header(header) == (SHMEM_MAGIC, 3244, 1624641212)
-    assert shmem_header(header[:20]) is None
+    assert shmem_header(header) == ShmemHeader(magic=SHMEM_MAGIC, creator_pid=17025,
+                                               dsm_control=3150750794, device=39, inode=5)
+    assert shmem_header(header[:40]) is None
 
 
 def control_segment(items: list[tuple[int, int]], maxitems: int, item_size: int) -> bytes:
@@ -69,22 +56,22 @@ def test_the_control_segment_lists_what_is_in_use_outside_the_main_region() -> N
     data = control_segment([(3191162642, 4), (1641203180, 0), (3461755032, 0), (77, 2),
                             (12, 1)], 674, 40)
     assert len(data) == 26976
-    found = dsm_control(data, 15)
+    found = dsm_control(data)
     assert found is not None
     assert found.nitems == 5 and found.maxitems == 674
     assert found.handles == (3191162642, 12)  # moribund (1) is still there to remove
 
 
 def test_before_14_items_are_smaller_and_odd_handles_are_ordinary() -> None:
-    data = control_segment([(77, 2), (3191162642, 3)], 100, 24)
-    found = dsm_control(data, 13)
+    found = dsm_control(control_segment([(77, 2), (3191162642, 3)], 100, 24))
     assert found is not None and found.handles == (77, 3191162642)
-    assert dsm_control(data, 15) is None  # read as 14+, the items would not fit
 
 
 def test_what_is_not_a_control_segment_is_left_alone() -> None:
     good = control_segment([(10, 2)], 64, 40)
-    assert dsm_control(b"\0" * 32, 15) is None
-    assert dsm_control(b"PostgreSQL", 15) is None
-    assert dsm_control(struct.pack("=III", DSM_CONTROL_MAGIC, 65, 64) + good[12:], 15) is None
-    assert dsm_control(good[:-1], 15) is None
+    assert dsm_control(good) is not None
+    assert dsm_control(b"\0" * 32) is None
+    assert dsm_control(b"PostgreSQL") is None
+    assert dsm_control(struct.pack("=III", DSM_CONTROL_MAGIC, 65, 64) + good[12:]) is None
+    assert dsm_control(good[:-1]) is None  # items of no known size
+    assert dsm_control(control_segment([(10, 2)], 64, 32)) is None

@@ -20,7 +20,7 @@ from typing import Any
 import psycopg
 
 from pgfsbench.postgres.binaries import Binaries
-from pgfsbench.postgres.ipc import postmaster_orphans, release_shared_memory
+from pgfsbench.postgres.ipc import data_dir_identity, postmaster_orphans, release_shared_memory
 from pgfsbench.spec import InitdbOptions, Scalar
 from pgfsbench.system.errors import CommandError, InstanceError, TimeoutExpired
 from pgfsbench.system.journal import Journal, Undo, undo_action
@@ -131,10 +131,19 @@ class Instance:
                                application_name="pgfsbench")
 
     def init(self, journal: Journal, runner: Runner, options: InitdbOptions) -> str:
-        # initdb's own server (postgres --boot, then --single) makes shared memory too: a
-        # run killed during initdb leaves it, with a postmaster.pid naming it
+        # initdb's own server (postgres --boot, then --single) makes shared memory too, and
+        # a run killed during initdb leaves it. It is found by the data directory's device
+        # and inode, so the directory is made here (initdb takes an empty one, and then
+        # empties it rather than removing it when it fails) and its identity journaled.
+        if not self.pgdata.exists():
+            self.pgdata.mkdir(mode=0o700)
+            if self.os_user:
+                import shutil
+
+                shutil.chown(self.pgdata, self.os_user, self.os_user)
+        identity = data_dir_identity(self.pgdata)
         journal.record(f"initdb {self.pgdata}", Undo("release_server_memory", {
-            "pgdata": str(self.pgdata)}))
+            "pgdata": str(self.pgdata), "identity": list(identity) if identity else None}))
         argv = initdb_argv(self.binaries, self.pgdata, self.waldir, options)
         try:
             done = runner.run(argv, timeout=600, user=self.os_user)
@@ -312,15 +321,18 @@ def stop_instance(runner: Runner, bindir: str, pgdata: Path, user: str | None,
     release_after_death(pgdata)
 
 
-def release_after_death(pgdata: Path) -> list[str]:
+def release_after_death(pgdata: Path, identity: tuple[int, int, int] | None = None
+                        ) -> list[str]:
     """After the server of ``pgdata`` died without exiting (a postmaster killed, or
     SIGKILLed by the stop; initdb's standalone server killed with it): end the server
-    processes it left, then release the shared memory they held. Nothing while the
-    postmaster named in postmaster.pid still runs; what was released, one line each."""
+    processes it left, then release the shared memory they held (found by the data
+    directory's device, inode and owner, ``identity`` if it may be gone). Nothing
+    while the postmaster named in postmaster.pid still runs; what was released, one line
+    each."""
     pid = postmaster_pid(pgdata)
-    if pid is None or (pid > 0 and is_our_postmaster(pid, pgdata)):
+    if pid is not None and pid > 0 and is_our_postmaster(pid, pgdata):
         return []
-    orphans = [(p, process_start_time(p)) for p in postmaster_orphans(pgdata, pid)]
+    orphans = [(p, process_start_time(p)) for p in postmaster_orphans(pgdata, pid or 0)]
     for p, start in orphans:
         if process_alive(p, start):
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -333,11 +345,7 @@ def release_after_death(pgdata: Path) -> list[str]:
             "memory; sent SIGKILL: `pgfsbench cleanup` releases it once they are gone")
     wait_until(lambda: not any(process_alive(p, s) for p, s in orphans), timeout=30,
                interval=0.1, what="the server processes of a dead postmaster to exit")
-    try:
-        major = int((pgdata / "PG_VERSION").read_text().strip())
-    except (OSError, ValueError):
-        return []
-    return release_shared_memory(pgdata, major)
+    return release_shared_memory(pgdata, identity)
 
 
 def _stop_postmaster(runner: Runner, bindir: str, pgdata: Path, pid: int, user: str | None,
@@ -380,7 +388,9 @@ def _stop_postmaster(runner: Runner, bindir: str, pgdata: Path, pid: int, user: 
 
 @undo_action("release_server_memory")
 def _release_server_memory(runner: Runner, args: dict[str, Any]) -> None:
-    release_after_death(Path(args["pgdata"]))
+    identity = args.get("identity")
+    release_after_death(Path(args["pgdata"]), (int(identity[0]), int(identity[1]),
+                                               int(identity[2])) if identity else None)
 
 
 @undo_action("stop_instance")

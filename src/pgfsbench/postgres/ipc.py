@@ -1,22 +1,25 @@
-"""The shared memory a killed postmaster leaves behind, found from its data directory and
-released.
+"""The shared memory a dead PostgreSQL server leaves behind, found from its data directory
+and released.
 
-A postmaster that exits removes its shared memory. One that is killed (SIGKILL, the OOM
-killer, a host that ends the run) leaves, until reboot:
+A server that exits removes its shared memory. One that is killed (SIGKILL, the OOM
+killer, a host that ends the run, initdb's own server killed with initdb) leaves, until
+reboot:
 
 - its System V segment (56 bytes with the default ``shared_memory_type = mmap``, the
-  whole of shared_buffers with ``sysv``), named on line 7 of ``postmaster.pid``;
+  whole of shared_buffers with ``sysv``);
 - its dynamic shared memory (``dynamic_shared_memory_type = posix``, the Linux default):
   a control segment ``/dev/shm/PostgreSQL.<handle>``, whose handle is in the System V
   segment's header, and the segments listed in it (PostgreSQL 15's statistics alone keep
   one of 1 MiB; parallel queries and hash joins make more, up to GBs).
 
 PostgreSQL removes them itself when a server starts again on the same data directory; a
-benchmark's data directory is thrown away instead, so pgfsbench removes them, the way
-PostgreSQL does (``dsm_cleanup_using_control_segment``), and touches nothing it cannot tie
-to that data directory: the segment named in ``postmaster.pid`` must have been created by
-the postmaster that file names, carry PostgreSQL's magic number and that creator pid, and
-have nothing attached; only the segments its control segment lists are removed.
+benchmark's data directory is thrown away instead, so pgfsbench removes them the way
+PostgreSQL does (``PGSharedMemoryAttach`` ties a segment to a data directory by the
+device and inode in its header; ``dsm_cleanup_using_control_segment`` removes what the
+control segment lists), and nothing else: postmaster.pid is not needed (initdb's cleanup
+may have removed it), a segment must carry PostgreSQL's magic number and this data
+directory's device and inode, be owned by its owner, and have nothing attached.
+64-bit layouts only.
 """
 
 from __future__ import annotations
@@ -28,8 +31,6 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-from pgfsbench.system.errors import InstanceError
-
 SHMEM_MAGIC = 679834894  # PGShmemMagic
 DSM_CONTROL_MAGIC = 0x9A503D32  # PG_DYNSHMEM_CONTROL_MAGIC
 SHM_DIR = Path("/dev/shm")
@@ -37,14 +38,6 @@ SYSVIPC_SHM = Path("/proc/sysvipc/shm")
 IPC_RMID = 0
 SHM_RDONLY = 0o10000
 _WORD = ctypes.sizeof(ctypes.c_size_t)  # Size, size_t and pointers in the server's structs
-
-
-@dataclass(frozen=True)
-class ShmemId:
-    """Line 7 of postmaster.pid: the System V key and id of the server's segment."""
-
-    key: int
-    shmid: int
 
 
 @dataclass(frozen=True)
@@ -68,17 +61,6 @@ class DsmControl:
     handles: tuple[int, ...]  # in use (reference count above 0), outside the main region
 
 
-def shmem_id(pidfile_text: str) -> ShmemId | None:
-    """The key and id on line 7 of a postmaster.pid ("%9lu %9lu"); None when absent."""
-    lines = pidfile_text.splitlines()
-    if len(lines) < 7:
-        return None
-    parts = lines[6].split()
-    if len(parts) != 2 or not all(p.isdigit() for p in parts):
-        return None
-    return ShmemId(int(parts[0]), int(parts[1]))
-
-
 def parse_sysvipc(text: str) -> list[SysvSegment]:
     """/proc/sysvipc/shm: one header line, then one segment per line."""
     rows = text.splitlines()
@@ -100,37 +82,53 @@ def parse_sysvipc(text: str) -> list[SysvSegment]:
     return found
 
 
-def shmem_header(data: bytes) -> tuple[int, int, int] | None:
-    """(magic, creator pid, dsm control handle) of a PGShmemHeader: int32 magic, pid_t
-    creatorPID, Size totalsize, Size freeoffset, dsm_handle dsm_control."""
-    offset = 8 + 2 * _WORD
-    if len(data) < offset + 4:
+@dataclass(frozen=True)
+class ShmemHeader:
+    """What pgfsbench reads of a PGShmemHeader (64-bit layout): int32 magic, pid_t
+    creatorPID, Size totalsize, Size freeoffset, dsm_handle dsm_control, void *index,
+    dev_t device, ino_t inode: the device and inode of the data directory, which
+    PostgreSQL itself checks to tie a segment to a data directory."""
+
+    magic: int
+    creator_pid: int
+    dsm_control: int
+    device: int
+    inode: int
+
+
+HEADER_SIZE = 56
+
+
+def shmem_header(data: bytes) -> ShmemHeader | None:
+    if len(data) < HEADER_SIZE or _WORD != 8:
         return None
-    magic, creator = struct.unpack_from("=iI", data, 0)
-    (control,) = struct.unpack_from("=I", data, offset)
-    return magic, creator, control
+    magic, creator, _total, _free, control, _index, device, inode = struct.unpack_from(
+        "=iIQQI4xQQQ", data, 0)
+    return ShmemHeader(magic, creator, control, device, inode)
 
 
-def dsm_control(data: bytes, major: int) -> DsmControl | None:
+def dsm_control(data: bytes) -> DsmControl | None:
     """The segments a dsm control segment lists, as PostgreSQL reads them after a crash:
     slots with a reference count, except those in the main region (odd handles, 14+).
 
-    Its items are {dsm_handle handle; uint32 refcnt; [size_t first_page; size_t npages
-    (14+)]; void *impl_private_pm_handle; bool pinned}, after a {magic, nitems, maxitems}
-    header aligned to the word. None when it does not look like one (PostgreSQL's own
-    sanity check: magic, nitems <= maxitems, the items fit)."""
-    if len(data) < 12:
+    A {uint32 magic, nitems, maxitems} header, then maxitems items aligned to 8 bytes:
+    {dsm_handle handle; uint32 refcnt; [size_t first_page; size_t npages (14+)];
+    void *impl_private_pm_handle; bool pinned}, 24 or 40 bytes: the segment is exactly
+    that long, so its length says which. None when it does not look like one
+    (PostgreSQL's own sanity check: magic, nitems <= maxitems, the items fit)."""
+    if len(data) < 16 or _WORD != 8:
         return None
     magic, nitems, maxitems = struct.unpack_from("=III", data, 0)
-    words = 4 if major >= 14 else 2  # first_page, npages, the pointer, the bool (padded)
-    item = 8 + words * _WORD
-    start = -(-12 // _WORD) * _WORD
-    if magic != DSM_CONTROL_MAGIC or nitems > maxitems or start + maxitems * item > len(data):
+    if magic != DSM_CONTROL_MAGIC or maxitems == 0 or nitems > maxitems:
         return None
+    item, rest = divmod(len(data) - 16, maxitems)
+    if rest or item not in (24, 40):
+        return None
+    main_region = item == 40  # PostgreSQL 14+: odd handles live in the main segment
     handles = []
     for i in range(nitems):
-        handle, refcnt = struct.unpack_from("=II", data, start + i * item)
-        if refcnt == 0 or handle == 0 or (major >= 14 and handle & 1):
+        handle, refcnt = struct.unpack_from("=II", data, 16 + i * item)
+        if refcnt == 0 or handle == 0 or (main_region and handle & 1):
             continue
         handles.append(handle)
     return DsmControl(nitems, maxitems, tuple(handles))
@@ -160,54 +158,55 @@ def _remove_segment(shmid: int) -> bool:
     return int(_libc().shmctl(shmid, IPC_RMID, None)) == 0
 
 
-def _segment(shmid: int) -> SysvSegment | None:
+def data_dir_identity(pgdata: Path) -> tuple[int, int, int] | None:
+    """(device, inode) of a data directory, as PostgreSQL writes them in its header, and
+    its owner's uid, the server's."""
     try:
-        rows = parse_sysvipc(SYSVIPC_SHM.read_text())
+        st = pgdata.stat()
     except OSError:
         return None
-    return next((s for s in rows if s.shmid == shmid), None)
+    return st.st_dev, st.st_ino, st.st_uid
 
 
-def release_shared_memory(pgdata: Path, major: int) -> list[str]:
-    """Remove what the killed postmaster of ``pgdata`` left in shared memory; what was
-    removed, one line each. Call only once the postmaster is gone: a segment still
-    attached (a server process still alive) is left, and that is an error."""
+def release_shared_memory(pgdata: Path, identity: tuple[int, int, int] | None = None
+                          ) -> list[str]:
+    """Remove the shared memory dead servers of ``pgdata`` left: every System V segment
+    that nothing has attached, owned by the data directory's owner, whose PostgreSQL
+    header names this data directory's device and inode (``identity``, else the
+    directory's own), with the dynamic shared memory its control segment lists. Other
+    segments are not read: those of other users, and those in use. What was removed,
+    one line each."""
+    identity = identity or data_dir_identity(pgdata)
+    if identity is None:
+        return []
+    device, inode, uid = identity
     try:
-        text = (pgdata / "postmaster.pid").read_text()
-        postmaster = abs(int(text.splitlines()[0]))  # negative: a standalone backend
-    except (OSError, ValueError, IndexError):
+        segments = parse_sysvipc(SYSVIPC_SHM.read_text())
+    except OSError:
         return []
-    ident = shmem_id(text)
-    if ident is None:
-        return []
-    seg = _segment(ident.shmid)
-    if seg is None or seg.key != ident.key or seg.creator_pid != postmaster:
-        return []  # gone already, or the id was reused by someone else since
-    if seg.attached:
-        raise InstanceError(f"the shared memory of {pgdata} (System V segment {seg.shmid}) "
-                            f"is still attached by {seg.attached} process(es): left for "
-                            "`pgfsbench cleanup` once they are gone")
-    header = _read_segment(seg.shmid, min(seg.size, 64))
-    if header is None:
-        return []
-    fields = shmem_header(header)
-    if fields is None or fields[0] != SHMEM_MAGIC or fields[1] != postmaster:
-        return []
-    done = []
-    if fields[2]:
-        done += _release_dsm(fields[2], major, seg.uid)
-    if _remove_segment(seg.shmid):
-        done.append(f"removed shared memory segment {seg.shmid} ({seg.size} bytes) of "
-                    f"{pgdata}")
+    done: list[str] = []
+    for seg in segments:
+        if seg.attached or seg.uid != uid or seg.size < HEADER_SIZE:
+            continue
+        raw = _read_segment(seg.shmid, HEADER_SIZE)
+        header = shmem_header(raw) if raw is not None else None
+        if (header is None or header.magic != SHMEM_MAGIC
+                or (header.device, header.inode) != (device, inode)):
+            continue
+        if header.dsm_control:
+            done += _release_dsm(header.dsm_control, seg.uid)
+        if _remove_segment(seg.shmid):
+            done.append(f"removed shared memory segment {seg.shmid} ({seg.size} bytes) of "
+                        f"{pgdata}")
     return done
 
 
-def _release_dsm(control_handle: int, major: int, uid: int) -> list[str]:
+def _release_dsm(control_handle: int, uid: int) -> list[str]:
     control_path = SHM_DIR / f"PostgreSQL.{control_handle}"
     try:
         if control_path.stat().st_uid != uid:
             return []
-        control = dsm_control(control_path.read_bytes(), major)
+        control = dsm_control(control_path.read_bytes())
     except OSError:
         return []  # another dynamic_shared_memory_type, or gone already
     if control is None:
