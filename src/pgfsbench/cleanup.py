@@ -41,7 +41,7 @@ def cleanup(workdir: Path, runner: Runner | None = None) -> CleanupReport:
         report.journals += 1
         failures = undo_leftover(runner, journal)
         failed_seqs = {f.step.seq for f in failures}
-        for step in journal.steps:
+        for step in reversed(journal.steps):  # the order they were undone in
             if step.seq not in failed_seqs:
                 report.undone.append(step.what)
         report.steps_undone += len(journal.steps) - len(failures)
