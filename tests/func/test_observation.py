@@ -152,11 +152,11 @@ ceiling = true
     assert "storage ceiling" in text
 
 
-def test_pg_sampler_through_libpq_sees_a_lock_wait_and_typed_counters(
+def test_pg_sampler_pipelined_sees_a_lock_wait_and_typed_counters(
         results_server: str) -> None:
     import psycopg
 
-    from pgfsbench.collect.samplers import PgSampler, Statements
+    from pgfsbench.collect.samplers import Job, PgSampler, Statements, Ticker
 
     with psycopg.connect(results_server, autocommit=True) as holder, \
             psycopg.connect(results_server, autocommit=True) as waiter:
@@ -165,34 +165,53 @@ def test_pg_sampler_through_libpq_sees_a_lock_wait_and_typed_counters(
         holder.execute("LOCK TABLE held IN ACCESS EXCLUSIVE MODE")
         blocked = threading.Thread(target=lambda: waiter.execute("SELECT * FROM held"))
         blocked.start()
-        sampler = PgSampler(results_server, 15, wait_hz=10)
-        sampler.start()
-        time.sleep(1.5)
+        sampler = PgSampler(results_server, 15, counters_every=10)
+        sampler.open()
+        job = Job("pg", 1, sampler.tick)
+        ticker = Ticker("test-observer", 0.1, [job])
+        ticker.start()
+        time.sleep(0.75)
+        # from another thread while the ticker runs: the connection is shared under a lock
+        snapshot = sampler.snapshot()
+        time.sleep(0.75)
         backend_cpu = sampler.backend_cpu_seconds()  # its server process, still there
-        samples = sampler.stop()
+        ticker.stop()
+        samples = sampler.close(job.errors)
         holder.execute("COMMIT")
         blocked.join(timeout=10)
     assert not samples.errors, samples.errors
+    assert sampler.behind == 0
     assert len(samples.waits) >= 10
     assert all(counts.get("Lock/relation") == 1 for _, counts in samples.waits[2:])
     # the holder is idle in its transaction: waiting for its client
     assert all(counts.get("Client/ClientRead") == 1 for _, counts in samples.waits[2:])
+    times = [t for t, _ in samples.waits]
+    assert times == sorted(times) and 0.05 < (times[-1] - times[0]) / (len(times) - 1) < 0.2
     assert len(samples.counters) >= 2
     first, last = samples.counters[0], samples.counters[-1]
     assert isinstance(first["t"], float) and isinstance(first["xact_commit"], int)
     assert isinstance(first["wal_lsn"], float) and first["wal_lsn"] > 0
-    assert last["own_commits"] > first["own_commits"] >= 2
-    assert sampler.cpu_seconds > 0 and backend_cpu is not None
+    # one transaction per batch: ten ticks between two counter rows are ten commits
+    assert last["own_commits"] - first["own_commits"] >= 10
+    assert snapshot is not None and snapshot["wal_lsn"] >= first["wal_lsn"]
+    assert ticker.cpu_seconds > 0 and backend_cpu is not None
 
-    # errors come back as psycopg's classes, with the server's message
+    # a statement that fails raises psycopg's class with the server's message once its
+    # batch is in; the rest of that batch is dropped and the connection still works
     with psycopg.connect(results_server, autocommit=True) as conn:
         statements = Statements(conn.pgconn, {"ratio": "SELECT 1 / 0 AS r",
-                                              "one": "SELECT 1::int8 AS n, 2.5 AS x"})
-        assert statements.row("one") == {"n": 1, "x": 2.5}
+                                              "one": "SELECT 1::int8 AS n, 2.5 AS x",
+                                              "slow": "SELECT pg_sleep(0.3)"})
+        assert statements.run(("one",))["one"] == (["n", "x"], [(1, 2.5)])
         try:
-            statements.rows("ratio")
+            statements.run(("ratio", "one"))
         except psycopg.errors.DivisionByZero as exc:
             assert "division by zero" in str(exc)
         else:
             raise AssertionError("no error raised")
-        assert statements.row("one") == {"n": 1, "x": 2.5}  # the connection still works
+        assert statements.run(("one",))["one"][1] == [(1, 2.5)]
+        # a batch not yet answered: no waiting for it, and it is there later
+        statements.send(("slow", "one"))
+        assert statements.receive() is None and statements.in_flight
+        got = statements.receive(wait=5.0)
+        assert got is not None and got["one"][1] == [(1, 2.5)] and not statements.in_flight

@@ -209,3 +209,23 @@ def test_libpq_text_values_become_what_psycopg_would_give() -> None:
     assert isinstance(_value(b"123456789", 1700), float)  # numeric as float, like _num
     assert _value(b"t", 16) is True and _value(b"f", 16) is False
     assert _value(b"IO/WALSync", 25) == "IO/WALSync"
+
+
+def test_os_sampler_reads_its_kept_files_again_from_the_start(tmp_path: Path) -> None:
+    from pgfsbench.collect.samplers import OsSampler
+
+    for name in OsSampler.FILES:
+        (tmp_path / name).write_text(proc(name, 1) if name != "diskstats" else "")
+    # a file longer than one read, as /proc/diskstats is with hundreds of devices
+    disks = proc("diskstats", 1) * 400
+    assert len(disks) > 1 << 16
+    (tmp_path / "diskstats").write_text(disks)
+    sampler = OsSampler(tmp_path)
+    sampler.tick()
+    (tmp_path / "stat").write_text(proc("stat", 2))  # the kernel writes it anew
+    sampler.tick()
+    first, second = sampler.close()
+    assert first.stat == proc("stat", 1) and second.stat == proc("stat", 2)
+    assert first.diskstats == disks and second.vmstat == proc("vmstat", 1)
+    assert parse_stat(first.stat).total < parse_stat(second.stat).total
+    assert sampler._fds == []  # closed

@@ -13,9 +13,11 @@ from pgfsbench.collect.checkpoints import parse_checkpoints
 from pgfsbench.collect.pooler import PoolerSampler, pooler_series
 from pgfsbench.collect.procfs import device_facts, underlying_devices
 from pgfsbench.collect.samplers import (
+    Job,
     OsSampler,
     PgSampler,
     Series,
+    Ticker,
     counter_delta,
     os_series,
     pg_series,
@@ -52,19 +54,28 @@ class Observation:
         self.top_devices = [d for d in self.devices
                             if any(Path(b).name == d for b in block_devices)] or self.devices
         self.server_log = server_log
-        self.pg = PgSampler(conninfo, major, wait_hz) if enabled else None
+        per_second = max(1, round(wait_hz))
+        self.pg = PgSampler(conninfo, major, counters_every=per_second) if enabled else None
         self.os = OsSampler() if enabled else None
         self.pooler = pooler if enabled else None
+        # one thread for the PostgreSQL and OS samplers: the wait events at each tick, the
+        # counters and /proc once a second (the pooler has its own: its console may hang)
+        self._pg_job = Job("pg", 1, self.pg.tick) if self.pg else None
+        self._ticker = Ticker("observer", 1.0 / wait_hz, [
+            *([self._pg_job] if self._pg_job else []),
+            *([Job("os", per_second, self.os.tick)] if self.os else [])])
         self.start_counters: dict[str, Any] | None = None
         self.measured_start: float | None = None
         self._cpu_at_start = 0.0
         self._backend_cpu_at_start: float | None = None
 
     def start(self) -> None:
-        if self.os:
-            self.os.start()
         if self.pg:
-            self.pg.start()
+            self.pg.open()
+        if self.os:
+            self.os.tick()  # the first sample now: each second's rates need the one before
+        if self._ticker.jobs:
+            self._ticker.start()
         if self.pooler:
             self.pooler.start()
 
@@ -78,8 +89,8 @@ class Observation:
         return self.measured_start
 
     def cpu_seconds(self) -> float:
-        """CPU time the samplers have used so far (their threads only)."""
-        return sum(s.cpu_seconds for s in (self.pg, self.os, self.pooler) if s is not None)
+        """CPU time the samplers have used so far (their threads only, wake-ups included)."""
+        return self._ticker.cpu_seconds + (self.pooler.cpu_seconds if self.pooler else 0.0)
 
     def finish(self) -> ObservationResult:
         start = self.measured_start or time.time()
@@ -104,17 +115,19 @@ class Observation:
             result.series.update(figures.series)
             result.metrics["pooler"] = {**figures.totals, "errors": self.pooler.errors}
         end_counters = None
+        self._ticker.stop()
         if self.pg:
             with contextlib.suppress(Exception):
                 end_counters = self.pg.snapshot()
-            samples = self.pg.stop()
-            result.series.update(pg_series(samples, start))
-            result.metrics["pg_sampler_errors"] = samples.errors
             with contextlib.suppress(Exception):
                 result.metrics["stat_io"] = self.pg.stat_io()
+            samples = self.pg.close(self._pg_job.errors if self._pg_job else [])
+            result.series.update(pg_series(samples, start))
+            result.metrics["pg_sampler_errors"] = samples.errors
+            if self.pg.behind:
+                result.metrics["pg_sampler_behind"] = self.pg.behind
         if self.os:
-            os_samples = self.os.stop()
-            series = os_series(os_samples, start, self.devices)
+            series = os_series(self.os.close(), start, self.devices)
             # totals over the devices under test only (not the disk beneath a loop again)
             for k in ("read_mbps", "write_mbps", "read_iops", "write_iops"):
                 parts = [series[f"disk.{d}.{k}"] for d in self.top_devices

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from pgfsbench.collect.samplers import Series, Ticker, _aligned, _place
+from pgfsbench.collect.samplers import Job, Series, Ticker, _aligned, _place
 
 Console = Callable[[str], list[dict[str, Any]]]
 
@@ -56,7 +56,8 @@ class PoolerSampler:
         self.console = console
         self.database = database
         self.samples: list[PoolerSample] = []
-        self._ticker = Ticker("pooler-sampler", 1.0, self._tick)
+        self._job = Job("pooler", 1, self._tick)
+        self._ticker = Ticker("pooler-sampler", 1.0, [self._job])
 
     def _tick(self) -> None:
         t = time.time()
@@ -77,7 +78,7 @@ class PoolerSampler:
 
     @property
     def errors(self) -> list[str]:
-        return self._ticker.errors
+        return self._job.errors
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """Samplers running beside pgbench: PostgreSQL counters (1 s), wait events (10 Hz), OS (1 s).
 
-Each is a thread that ticks on a deadline schedule and stops on an event, so it never
+One thread (a Ticker) drives them on a deadline schedule and stops on an event, so it never
 drifts and never delays the end of a run. Samples carry wall-clock times; `series` turns
 them into per-second series aligned on the measured phase's start.
 """
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import os
+import select
 import threading
 import time
 from collections import Counter
@@ -19,7 +21,6 @@ from typing import Any
 
 import psycopg
 from psycopg import pq
-from psycopg.rows import dict_row
 
 from pgfsbench.collect.procfs import (
     VMSTAT_RECLAIM,
@@ -33,40 +34,80 @@ from pgfsbench.collect.procfs import (
 )
 from pgfsbench.postgres.instance import sql
 
-STATEMENT_TIMEOUT = "-c statement_timeout=5000"  # a stalled server must not hold us up
+
+@dataclass
+class Job:
+    """Something a Ticker does every ``every`` ticks, with the errors it met."""
+
+    name: str
+    every: int
+    run: Callable[[], None]
+    errors: list[str] = field(default_factory=list)
 
 
 class Ticker(threading.Thread):
-    """Calls ``tick`` every ``interval`` seconds (on a deadline schedule) until stopped."""
+    """Runs its jobs every ``interval`` seconds (each job every ``every`` ticks) on a
+    deadline schedule until stopped.
 
-    def __init__(self, name: str, interval: float, tick: Callable[[], None]):
+    One thread for all the samplers of a run: every wake-up of an observer costs the
+    machine under test tens of microseconds of CPU on a VM (a 10 ms sleep costs 40-140 us
+    of CPU here), so observing wakes it as seldom as the sampling rate allows.
+    """
+
+    def __init__(self, name: str, interval: float, jobs: list[Job]):
         super().__init__(name=name, daemon=True)
         self.interval = interval
-        self._tick = tick
-        self._stop_event = threading.Event()
-        self.errors: list[str] = []
-        self.cpu_seconds = 0.0  # what the ticks cost this thread (the observer's own cost)
+        self.jobs = jobs
+        # the wait between ticks is a poll on a pipe that stop() writes to: the cheapest
+        # interruptible sleep Python has here (threading.Event.wait cost 146 us of CPU per
+        # 100 ms wait on this 2-core VM, a kept poll object 85-96 us, C's nanosleep 57 us)
+        self._wake_read, self._wake_write = os.pipe()
+        self._poller = select.poll()
+        self._poller.register(self._wake_read, select.POLLIN)
+        self._stopping = False
+        self._cpu = 0.0
 
     def run(self) -> None:
         next_at = time.monotonic()
-        while not self._stop_event.is_set():
-            cpu = time.thread_time()
-            try:
-                self._tick()
-            except Exception as exc:  # a sampler must never break the run it watches
-                if len(self.errors) < 20:
-                    self.errors.append(f"{type(exc).__name__}: {exc}")
-            self.cpu_seconds += time.thread_time() - cpu
+        count = 0
+        while not self._stopping:
+            # what this thread has used so far, its waits included, as it reads it itself
+            # (no other thread may safely read the clock of a thread that may be ending)
+            self._cpu = time.thread_time()
+            for job in self.jobs:
+                if count % job.every:
+                    continue
+                try:
+                    job.run()
+                except Exception as exc:  # a sampler must never break the run it watches
+                    if len(job.errors) < 20:
+                        job.errors.append(f"{type(exc).__name__}: {exc}")
+            count += 1
             next_at += self.interval
             delay = next_at - time.monotonic()
             if delay < 0:  # fell behind (machine overloaded): skip, do not burst
                 next_at = time.monotonic()
                 delay = 0
-            self._stop_event.wait(delay)
+            if self._poller.poll(delay * 1000):
+                break
+        self._cpu = time.thread_time()
+
+    @property
+    def cpu_seconds(self) -> float:
+        """CPU time this thread has used: its jobs and its wake-ups (the observer's own
+        cost), as of its last tick."""
+        return self._cpu
 
     def stop(self) -> None:
-        self._stop_event.set()
-        self.join(timeout=10)
+        if not self._stopping:
+            self._stopping = True
+            os.write(self._wake_write, b"x")
+        if self.is_alive():
+            self.join(timeout=10)
+        if not self.is_alive() and self._wake_read >= 0:
+            os.close(self._wake_read)
+            os.close(self._wake_write)
+            self._wake_read = self._wake_write = -1
 
 
 @dataclass
@@ -95,23 +136,36 @@ def _value(raw: bytes | None, oid: int) -> Any:
     return raw.decode()
 
 
-def _checked(pgconn: pq.abc.PGconn, res: pq.abc.PGresult,
-             status: pq.ExecStatus) -> pq.abc.PGresult:
-    """The result, or the server's error raised as psycopg would raise it (QueryCanceled
-    for a statement timeout...), so a sampler's errors read the same whichever path."""
-    if res.status == status:
-        return res
-    message = (res.error_message or pgconn.error_message).decode(errors="replace").strip()
-    code = res.error_field(pq.DiagnosticField.SQLSTATE)
+def _error(pgconn: pq.abc.PGconn, res: pq.abc.PGresult | None) -> psycopg.Error:
+    """The server's error as psycopg would raise it (QueryCanceled for a statement
+    timeout...), so a sampler's errors read the same whichever path."""
+    raw = (res.error_message if res is not None else b"") or pgconn.error_message
+    message = raw.decode(errors="replace").strip()
+    code = res.error_field(pq.DiagnosticField.SQLSTATE) if res is not None else None
     cls: type[psycopg.Error] = psycopg.OperationalError
     if code:
         with contextlib.suppress(KeyError):
             cls = psycopg.errors.lookup(code.decode())
-    raise cls(message or f"libpq: {pq.ExecStatus(res.status).name}")
+    status = pq.ExecStatus(res.status).name if res is not None else "no result"
+    return cls(message or f"libpq: {status}")
+
+
+def _rows(res: pq.abc.PGresult) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Column names and typed rows of a result."""
+    oids = [res.ftype(j) for j in range(res.nfields)]
+    names = [(res.fname(j) or b"?").decode() for j in range(res.nfields)]
+    rows = [tuple(_value(res.get_value(i, j), oid) for j, oid in enumerate(oids))
+            for i in range(res.ntuples)]
+    return names, rows
+
+
+Rows = tuple[list[str], list[tuple[Any, ...]]]
 
 
 class Statements:
-    """The sampler's queries, prepared once on its connection and run through libpq.
+    """The sampler's queries, prepared once on its connection and run through libpq in
+    pipeline mode: a batch is sent at one tick and its results read at the next, so the
+    sampling thread never waits for the server (one wake-up per tick instead of two).
 
     The samplers are most of what observing costs, and at 10 Hz psycopg's cursors
     (adaptation, row makers, the prepared-statement cache) cost more than the round trip:
@@ -120,107 +174,203 @@ class Statements:
     """
 
     def __init__(self, pgconn: pq.abc.PGconn, queries: dict[str, str]):
+        if pq.version() < 140000:
+            raise psycopg.NotSupportedError(
+                f"libpq {pq.version()} has no pipeline mode (14 or later is needed)")
         self._pgconn = pgconn
         for name, query in queries.items():
-            _checked(pgconn, pgconn.prepare(name.encode(), query.encode()),
-                     pq.ExecStatus.COMMAND_OK)
+            res = pgconn.prepare(name.encode(), query.encode())
+            if res.status != pq.ExecStatus.COMMAND_OK:
+                raise _error(pgconn, res)
+        pgconn.enter_pipeline_mode()
+        self._sent: tuple[str, ...] | None = None  # the batch in flight
+        self._results: list[pq.abc.PGresult] = []
 
-    def rows(self, name: str) -> tuple[list[str], list[tuple[Any, ...]]]:
-        """Column names and rows of one execution of the statement ``name``."""
-        res = _checked(self._pgconn, self._pgconn.exec_prepared(name.encode(), None),
-                       pq.ExecStatus.TUPLES_OK)
-        oids = [res.ftype(j) for j in range(res.nfields)]
-        names = [(res.fname(j) or b"?").decode() for j in range(res.nfields)]
-        rows = [tuple(_value(res.get_value(i, j), oid) for j, oid in enumerate(oids))
-                for i in range(res.ntuples)]
-        res.clear()
-        return names, rows
+    @property
+    def in_flight(self) -> bool:
+        return self._sent is not None
 
-    def row(self, name: str) -> dict[str, Any] | None:
-        """The first row of one execution, by column name."""
-        names, rows = self.rows(name)
-        return dict(zip(names, rows[0], strict=True)) if rows else None
+    def send(self, names: tuple[str, ...]) -> None:
+        """Send one batch (one implicit transaction: one commit on the server)."""
+        assert self._sent is None, "a batch is already in flight"
+        for name in names:
+            self._pgconn.send_query_prepared(name.encode(), None)
+        self._pgconn.pipeline_sync()
+        self._pgconn.flush()
+        self._sent = names
+
+    def _take(self) -> bool:
+        """Read whatever has arrived, without waiting; True once the batch is whole."""
+        pg = self._pgconn
+        pg.consume_input()
+        while not pg.is_busy():
+            res = pg.get_result()
+            if res is None:  # the end of one statement's results
+                continue
+            if res.status == pq.ExecStatus.PIPELINE_SYNC:
+                return True
+            self._results.append(res)
+        return False
+
+    def receive(self, wait: float = 0.0) -> dict[str, Rows] | None:
+        """The rows of the batch in flight, by statement; None while it is incomplete after
+        ``wait`` seconds. A statement that failed raises the server's error, once the whole
+        batch is in (the connection stays usable)."""
+        if self._sent is None:
+            return None
+        deadline = time.monotonic() + wait
+        while not self._take():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None
+            poller = select.poll()
+            poller.register(self._pgconn.socket, select.POLLIN)
+            poller.poll(left * 1000)
+        names, results = self._sent, self._results
+        self._sent, self._results = None, []
+        out: dict[str, Rows] = {}
+        failure: psycopg.Error | None = None
+        for name, res in zip(names, results, strict=False):
+            if res.status == pq.ExecStatus.TUPLES_OK:
+                out[name] = _rows(res)
+            elif res.status != pq.ExecStatus.PIPELINE_ABORTED and failure is None:
+                failure = _error(self._pgconn, res)
+            res.clear()
+        if failure is not None:
+            raise failure
+        return out
+
+    def run(self, names: tuple[str, ...], timeout: float = 10.0) -> dict[str, Rows]:
+        """Send one batch and wait for it (the batch in flight, if any, is read first and
+        dropped)."""
+        if self._sent is not None:
+            with contextlib.suppress(psycopg.Error):
+                self.receive(timeout)
+            if self._sent is not None:
+                raise psycopg.OperationalError(f"no answer in {timeout:g} s")
+        self.send(names)
+        got = self.receive(timeout)
+        if got is None:
+            raise psycopg.OperationalError(f"no answer in {timeout:g} s")
+        return got
+
+
+def first_row(got: dict[str, Rows], name: str) -> dict[str, Any] | None:
+    """The first row of one statement's rows, by column name."""
+    names, rows = got.get(name, ([], []))
+    return dict(zip(names, rows[0], strict=True)) if rows else None
 
 
 class PgSampler:
-    """One connection: counters every second, pg_stat_activity wait events at 10 Hz."""
+    """One connection: wait events at each tick (10 Hz), counters once a second.
 
-    def __init__(self, conninfo: str, major: int, wait_hz: float = 10.0):
+    Driven by a Ticker (``tick``); ``snapshot`` and ``stat_io`` may be called from another
+    thread at the same time (a lock keeps the connection to one user at a time)."""
+
+    def __init__(self, conninfo: str, major: int, counters_every: int = 10):
         self.conninfo = conninfo
+        self.counters_every = counters_every
+        self._ticks = 0
         self.major = major
         self.samples = PgSamples()
         self._conn: psycopg.Connection[Any] | None = None
         self._statements: Statements | None = None
+        self._lock = threading.Lock()
+        self._sent_at = 0.0
         self.backend_pid: int | None = None  # the server process answering the sampler
-        self._counters_sql = sql("counters_18" if major >= 18 else
-                                 "counters_17" if major >= 17 else "counters")
+        self._counters = "counters_18" if major >= 18 else \
+            "counters_17" if major >= 17 else "counters"
         # merged into each counters row: pg_stat_io totals (16+), AIOs in flight (18+)
-        self._extra = [n for n, since in (("io_totals", 16), ("aios", 18)) if major >= since]
-        self._count = 0
+        self._extra = tuple(n for n, since in (("io_totals", 16), ("aios", 18))
+                            if major >= since)
         self.own_commits = 0
-        self._per_counter = max(1, round(wait_hz))
-        self._ticker = Ticker("pg-sampler", 1.0 / wait_hz, self._tick)
+        self.behind = 0  # ticks skipped because the previous batch had no answer yet
 
-    def start(self) -> None:
+    def open(self) -> None:
         self._conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=10,
                                      application_name="pgfsbench sampler",
                                      options="-c statement_timeout=2000")
         self.backend_pid = self._conn.info.backend_pid
-        self._statements = Statements(self._conn.pgconn, {
-            "waits": sql("wait_events"), "counters": self._counters_sql,
-            **{name: sql(name) for name in self._extra}})
-        self._ticker.start()
+        queries = {"waits": sql("wait_events"), "counters": sql(self._counters),
+                   **{name: sql(name) for name in self._extra}}
+        if self.major >= 16:
+            queries["stat_io"] = sql("stat_io")
+        self._statements = Statements(self._conn.pgconn, queries)
 
-    def _tick(self) -> None:
+    def tick(self) -> None:
+        """Read the last batch's answers (sent a tick ago, so they are in), then send the
+        next: the wait events now, and every ``counters_every`` ticks the counters."""
+        counters = self._ticks % self.counters_every == 0
+        self._ticks += 1
+        with self._lock:
+            st = self._statements
+            assert st is not None
+            if st.in_flight:
+                got = self._receive(0.0)
+                if got is None:  # the server has not answered the last tick yet
+                    self.behind += 1
+                    return
+            self._sent_at = time.time()
+            st.send(("waits", "counters", *self._extra) if counters else ("waits",))
+
+    def _receive(self, wait: float) -> dict[str, Rows] | None:
         assert self._statements is not None
-        now = time.time()
-        _, rows = self._statements.rows("waits")
-        self.own_commits += 1  # each autocommit statement is a transaction of its own
-        self.samples.waits.append((now, Counter({str(e): int(n) for e, n in rows})))
-        if self._count % self._per_counter == 0:
-            row = self._statements.row("counters")
-            self.own_commits += 1
+        sent_at = self._sent_at
+        got = self._statements.receive(wait)
+        if got is None:
+            return None
+        self.own_commits += 1  # the batch was one transaction of the sampler's own
+        if "waits" in got:
+            self.samples.waits.append(
+                (sent_at, Counter({str(e): int(n) for e, n in got["waits"][1]})))
+        row = first_row(got, "counters")
+        if row is not None:
             for extra in self._extra:
-                more = self._statements.row(extra)
-                if row is not None and more is not None:
-                    row = {**row, **more}
-                self.own_commits += 1
-            if row:
-                # the sampler's own transactions, subtracted from xact_commit in the series
-                self.samples.counters.append({**row, "own_commits": self.own_commits})
-        self._count += 1
+                row.update(first_row(got, extra) or {})
+            # the sampler's own transactions, subtracted from xact_commit in the series
+            self.samples.counters.append({**row, "own_commits": self.own_commits})
+        return got
+
+    def _now(self, names: tuple[str, ...]) -> dict[str, Rows]:
+        """One batch run now, on the sampler's connection (the batch in flight is read
+        and kept first)."""
+        with self._lock:
+            if self._statements is None:
+                raise psycopg.OperationalError("the sampler is not connected")
+            if self._statements.in_flight:
+                with contextlib.suppress(psycopg.Error):
+                    self._receive(5.0)
+            got = self._statements.run(names)
+            self.own_commits += 1
+            return got
 
     def snapshot(self) -> dict[str, Any] | None:
         """The counters now (called at the measured phase's start and end)."""
-        with psycopg.connect(self.conninfo, autocommit=True, connect_timeout=10,
-                             options=STATEMENT_TIMEOUT) as conn, \
-                conn.cursor(row_factory=dict_row) as cur:
-            row = cur.execute(self._counters_sql).fetchone()
-            return {k: _num(v) for k, v in row.items()} if row else None
+        row = first_row(self._now(("counters",)), "counters")
+        return {k: _num(v) for k, v in row.items()} if row else None
 
     def stat_io(self) -> list[dict[str, Any]]:
         if self.major < 16:
             return []
-        with psycopg.connect(self.conninfo, autocommit=True, connect_timeout=10,
-                             options=STATEMENT_TIMEOUT) as conn, \
-                conn.cursor(row_factory=dict_row) as cur:
-            return [{k: _num(v) for k, v in r.items()} for r in cur.execute(sql("stat_io"))]
-
-    @property
-    def cpu_seconds(self) -> float:
-        return self._ticker.cpu_seconds
+        names, rows = self._now(("stat_io",))["stat_io"]
+        return [{k: _num(v) for k, v in zip(names, r, strict=True)} for r in rows]
 
     def backend_cpu_seconds(self) -> float | None:
         """What answering the sampler's queries has cost the server so far (its backend's
         CPU time: the other half of the observer's cost, outside pgfsbench's process)."""
         return None if self.backend_pid is None else process_cpu_seconds(self.backend_pid)
 
-    def stop(self) -> PgSamples:
-        self._ticker.stop()
-        self.samples.errors = self._ticker.errors
-        if self._conn is not None:
-            with contextlib.suppress(Exception):
-                self._conn.close()
+    def close(self, errors: list[str]) -> PgSamples:
+        """The samples (the last batch's answers waited for), the connection closed."""
+        with self._lock:
+            if self._statements is not None and self._statements.in_flight:
+                with contextlib.suppress(psycopg.Error):
+                    self._receive(2.0)
+            if self._conn is not None:
+                with contextlib.suppress(Exception):
+                    self._conn.close()
+            self._statements = None
+        self.samples.errors = errors
         return self.samples
 
 
@@ -243,32 +393,37 @@ class OsSample:
 
 
 class OsSampler:
-    """/proc/stat, /proc/diskstats, /proc/meminfo and /proc/vmstat every second (raw text;
-    parsed after the run so the sampler costs next to nothing while pgbench runs)."""
+    """/proc/stat, /proc/diskstats, /proc/meminfo and /proc/vmstat (raw text; parsed after
+    the run so the sampler costs next to nothing while pgbench runs), once a second when
+    driven by a Ticker. The files stay open and are read again from their start (68 us
+    a second here, against 250 us to open and read them each time)."""
 
     FILES = ("stat", "diskstats", "meminfo", "vmstat")
 
     def __init__(self, proc: Path = Path("/proc")):
         self.proc = proc
         self.samples: list[OsSample] = []
-        self._ticker = Ticker("os-sampler", 1.0, self._tick)
+        self._fds: list[int] = []
 
-    def _tick(self) -> None:
+    def tick(self) -> None:
+        if not self._fds:
+            self._fds = [os.open(self.proc / f, os.O_RDONLY) for f in self.FILES]
         t = time.time()
-        texts = [(self.proc / f).read_text() for f in self.FILES]
-        self.samples.append(OsSample(t, *texts))
+        self.samples.append(OsSample(t, *(_read_whole(fd) for fd in self._fds)))
 
-    def start(self) -> None:
-        self._tick()
-        self._ticker.start()
-
-    def stop(self) -> list[OsSample]:
-        self._ticker.stop()
+    def close(self) -> list[OsSample]:
+        for fd in self._fds:
+            os.close(fd)
+        self._fds = []
         return self.samples
 
-    @property
-    def cpu_seconds(self) -> float:
-        return self._ticker.cpu_seconds
+
+def _read_whole(fd: int, chunk: int = 1 << 16) -> str:
+    """A /proc file read again from its start (the kernel writes it anew)."""
+    parts = [os.pread(fd, chunk, 0)]
+    while len(parts[-1]) == chunk:
+        parts.append(os.pread(fd, chunk, chunk * len(parts)))
+    return b"".join(parts).decode()
 
 
 # ---------------------------------------------------------------- samples -> series
