@@ -159,9 +159,22 @@ def in_one_server(work: Path, args: argparse.Namespace) -> None:
             "observer_cpu_pct": e.observer_cpu_pct,
             "benchmark_cpu_pct": e.benchmark_cpu_pct,
             "benchmark_cpu_us_per_tx": e.benchmark_cpu_us_per_tx,
-            "benchmark_cpu_extra_pct": extra, "total_cpu_pct": e.total_cpu_pct},
-            indent=1) + "\n")
+            "benchmark_cpu_extra_pct": extra, "total_cpu_pct": e.total_cpu_pct,
+            "commit": _commit()}, indent=1) + "\n")
         print(f"saved to {args.save}")
+
+
+def _commit() -> str | None:
+    """The pgfsbench commit measured (a dirty tree is marked)."""
+    here = Path(__file__).resolve().parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, check=True,
+                              capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=here, capture_output=True, text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+dirty" if dirty else "")
 
 
 def pooled(files: list[Path]) -> None:
