@@ -26,26 +26,22 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from rawserver import RawServer, raw_server
+
 from pgfsbench.analysis.observer import geometric_ci
 
 
-def as_postgres(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["runuser", "-u", "postgres", "--", *argv], check=check,
-                          capture_output=True, text=True)
-
-
-def one_run(bindir: Path, sock: Path, logdir: Path, arm: str,
-            duration: int) -> tuple[float, float, int]:
+def one_run(server: RawServer, arm: str, duration: int) -> tuple[float, float, int]:
     """(TPS, pgbench's CPU seconds, transactions) of one run of this arm."""
-    for old in logdir.glob("txlog.*"):
+    for old in server.logdir.glob("txlog.*"):
         old.unlink()
-    log = [] if arm == "none" else ["-l", f"--log-prefix={logdir / 'txlog'}",
+    log = [] if arm == "none" else ["-l", f"--log-prefix={server.logdir / 'txlog'}",
                                     f"--sampling-rate={arm}"]
-    base = [str(bindir / "pgbench"), "-h", str(sock), "-S", "-M", "prepared",
-            "-c2", "-j2", "-n"]
-    as_postgres(*base, "-T1", "postgres")  # the same warm-up before every run
+    base = ["-S", "-M", "prepared", "-c2", "-j2", "-n"]
+    subprocess.run(server.pgbench(*base, "-T1"), check=True, capture_output=True)  # warm-up
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = as_postgres(*base, f"-T{duration}", "-P1", *log, "postgres").stdout
+    out = subprocess.run(server.pgbench(*base, f"-T{duration}", "-P1", *log), check=True,
+                         capture_output=True, text=True).stdout
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
     tps = next(float(line.split()[2]) for line in out.splitlines()
@@ -56,35 +52,16 @@ def one_run(bindir: Path, sock: Path, logdir: Path, arm: str,
 
 
 def measure(work: Path, args: argparse.Namespace) -> dict[str, dict[str, object]]:
-    bindir, arms = Path(args.bindir), args.arms.split(",")
-    mnt, sock, logdir = work / "mnt", work / "sock", work / "log"
-    for d in (mnt, sock, logdir):
-        d.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2G", "tmpfs", str(mnt)], check=True)
-    data = mnt / "data"
-    try:
-        for d in (mnt, sock, logdir):
-            subprocess.run(["chown", "postgres", str(d)], check=True)
-        as_postgres(str(bindir / "initdb"), "-D", str(data), "-A", "trust")
-        as_postgres(str(bindir / "pg_ctl"), "-D", str(data), "-l", str(logdir / "server.log"),
-                    "-o", f"-c listen_addresses='' -c unix_socket_directories={sock} "
-                    "-c shared_buffers=1GB", "-w", "start")
-        try:
-            as_postgres(str(bindir / "pgbench"), "-h", str(sock), "-i", "-s", "10", "-q",
-                        "postgres")
-            runs: dict[str, list[tuple[float, float, int]]] = {a: [] for a in arms}
-            rotations = [arms[i:] + arms[:i] for i in range(len(arms))]
-            orders = rotations + [list(reversed(r)) for r in rotations]
-            for block in range(args.blocks):
-                for arm in orders[block % len(orders)]:
-                    runs[arm].append(one_run(bindir, sock, logdir, arm, args.duration))
-                print(f"block {block + 1}: " + ", ".join(
-                    f"{a} {runs[a][-1][0]:,.0f} tps" for a in arms), flush=True)
-        finally:
-            as_postgres(str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop",
-                        check=False)
-    finally:
-        subprocess.run(["umount", str(mnt)], check=False)
+    arms = args.arms.split(",")
+    with raw_server(work, Path(args.bindir)) as server:
+        runs: dict[str, list[tuple[float, float, int]]] = {a: [] for a in arms}
+        rotations = [arms[i:] + arms[:i] for i in range(len(arms))]
+        orders = rotations + [list(reversed(r)) for r in rotations]
+        for block in range(args.blocks):
+            for arm in orders[block % len(orders)]:
+                runs[arm].append(one_run(server, arm, args.duration))
+            print(f"block {block + 1}: " + ", ".join(
+                f"{a} {runs[a][-1][0]:,.0f} tps" for a in arms), flush=True)
     result: dict[str, dict[str, object]] = {}
     for arm in arms:
         ratios = [r[0] / n[0] for r, n in zip(runs[arm], runs["none"], strict=True)]

@@ -215,3 +215,27 @@ def test_pg_sampler_pipelined_sees_a_lock_wait_and_typed_counters(
         assert statements.receive() is None and statements.in_flight
         got = statements.receive(wait=5.0)
         assert got is not None and got["one"][1] == [(1, 2.5)] and not statements.in_flight
+
+
+def test_observation_whose_backend_is_killed_records_why_and_ends_at_once(
+        results_server: str, base: Path) -> None:
+    import psycopg
+
+    from pgfsbench.collect.observation import Observation
+
+    obs = Observation(results_server, 15, (), base / "no-server.log", wait_hz=10)
+    obs.start()
+    obs.mark_measured_start()
+    time.sleep(0.5)
+    assert obs.pg is not None
+    with psycopg.connect(results_server, autocommit=True) as conn:
+        conn.execute("SELECT pg_terminate_backend(%s)", (obs.pg.backend_pid,))
+    time.sleep(0.5)
+    started = time.monotonic()
+    result = obs.finish()
+    assert time.monotonic() - started < 2
+    errors = result.metrics["pg_sampler_errors"]
+    assert errors and "server closed the connection" in errors[0]
+    assert len(result.series["waits"][1]) >= 1  # what it saw before is kept
+    assert result.metrics["observer"]["sampler_cpu_s"] > 0
+    assert result.wal_bytes is None  # no end counters: not a made-up figure

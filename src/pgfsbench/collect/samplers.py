@@ -203,10 +203,15 @@ class Statements:
         """Read whatever has arrived, without waiting; True once the batch is whole."""
         pg = self._pgconn
         pg.consume_input()
+        ended = False
         while not pg.is_busy():
             res = pg.get_result()
-            if res is None:  # the end of one statement's results
+            if res is None:
+                if ended:  # nothing more will come: the connection is gone
+                    raise _error(pg, None)
+                ended = True  # the end of one statement's results
                 continue
+            ended = False
             if res.status == pq.ExecStatus.PIPELINE_SYNC:
                 return True
             self._results.append(res)
@@ -271,6 +276,7 @@ class PgSampler:
         self.conninfo = conninfo
         self.counters_every = counters_every
         self._ticks = 0
+        self._counters_due = False
         self.major = major
         self.samples = PgSamples()
         self._conn: psycopg.Connection[Any] | None = None
@@ -300,7 +306,7 @@ class PgSampler:
     def tick(self) -> None:
         """Read the last batch's answers (sent a tick ago, so they are in), then send the
         next: the wait events now, and every ``counters_every`` ticks the counters."""
-        counters = self._ticks % self.counters_every == 0
+        self._counters_due |= self._ticks % self.counters_every == 0
         self._ticks += 1
         with self._lock:
             st = self._statements
@@ -311,7 +317,9 @@ class PgSampler:
                     self.behind += 1
                     return
             self._sent_at = time.time()
-            st.send(("waits", "counters", *self._extra) if counters else ("waits",))
+            st.send(("waits", "counters", *self._extra) if self._counters_due
+                    else ("waits",))
+            self._counters_due = False
 
     def _receive(self, wait: float) -> dict[str, Rows] | None:
         assert self._statements is not None
