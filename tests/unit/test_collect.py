@@ -229,3 +229,33 @@ def test_os_sampler_reads_its_kept_files_again_from_the_start(tmp_path: Path) ->
     assert first.diskstats == disks and second.vmstat == proc("vmstat", 1)
     assert parse_stat(first.stat).total < parse_stat(second.stat).total
     assert sampler._fds == []  # closed
+
+
+def test_ticker_runs_each_job_at_its_own_pace_and_stops_at_once() -> None:
+    import time
+
+    from pgfsbench.collect.samplers import Job, Ticker
+
+    seen: list[str] = []
+
+    def fails() -> None:
+        seen.append("bad")
+        raise ValueError("broken sampler")
+
+    every, third = Job("every", 1, lambda: seen.append("every")), Job("third", 3, fails)
+    ticker = Ticker("test", 0.02, [every, third])
+    ticker.start()
+    time.sleep(0.25)
+    ticker.stop()
+    n = seen.count("every")
+    assert 4 <= n <= 14 and seen.count("bad") == (n + 2) // 3  # 12 or 13 when idle
+    assert third.errors and third.errors[0] == "ValueError: broken sampler"
+    assert not every.errors and not ticker.is_alive()
+    assert ticker.cpu_seconds > 0
+    # a long interval does not hold up the stop, and a ticker never started stops too
+    slow = Ticker("slow", 3600, [Job("once", 1, lambda: None)])
+    slow.start()
+    started = time.monotonic()
+    slow.stop()
+    assert time.monotonic() - started < 1 and not slow.is_alive()
+    Ticker("never", 1, []).stop()

@@ -61,11 +61,15 @@ class Ticker(threading.Thread):
         # the wait between ticks is a poll on a pipe that stop() writes to: the cheapest
         # interruptible sleep Python has here (threading.Event.wait cost 146 us of CPU per
         # 100 ms wait on this 2-core VM, a kept poll object 85-96 us, C's nanosleep 57 us)
-        self._wake_read, self._wake_write = os.pipe()
+        self._wake_read = self._wake_write = -1  # made when it starts
         self._poller = select.poll()
-        self._poller.register(self._wake_read, select.POLLIN)
         self._stopping = False
         self._cpu = 0.0
+
+    def start(self) -> None:
+        self._wake_read, self._wake_write = os.pipe()
+        self._poller.register(self._wake_read, select.POLLIN)
+        super().start()
 
     def run(self) -> None:
         next_at = time.monotonic()
@@ -101,7 +105,8 @@ class Ticker(threading.Thread):
     def stop(self) -> None:
         if not self._stopping:
             self._stopping = True
-            os.write(self._wake_write, b"x")
+            if self._wake_write >= 0:
+                os.write(self._wake_write, b"x")
         if self.is_alive():
             self.join(timeout=10)
         if not self.is_alive() and self._wake_read >= 0:
