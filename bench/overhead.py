@@ -60,8 +60,13 @@ protocol = "prepared"
 
 
 def pgfsbench(*args: str) -> str:
-    return subprocess.run([sys.executable, "-m", "pgfsbench", *args], check=True,
-                          capture_output=True, text=True).stdout
+    done = subprocess.run([sys.executable, "-m", "pgfsbench", *args], capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        # pgfsbench's own words (a refused spec, a failed run), not a traceback of ours
+        sys.exit(f"pgfsbench {args[0]} exited {done.returncode}:\n"
+                 f"{done.stderr.strip() or done.stdout.strip()}")
+    return done.stdout
 
 
 def one_run(spec: Path, results: Path, workdir: Path, samplers: bool,
@@ -194,7 +199,9 @@ def pooled(files: list[Path]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=100)
+    parser.add_argument("--pairs", type=int, default=100,
+                        help="at most 500 in one server (a campaign runs 1,000 repetitions "
+                        "at most); --pool combines saved runs")
     parser.add_argument("--duration", default="5s")
     parser.add_argument("--warmup", default="1s", help="each run's warm-up (in one server)")
     parser.add_argument("--clients", type=int, default=2)
@@ -209,6 +216,8 @@ def main() -> None:
     if args.pool:
         pooled(args.pool)
         return
+    if not args.between_runs and not 1 <= args.pairs <= 500:
+        parser.error("--pairs: 1 to 500 in one server (2 x pairs repetitions of one cell)")
     with tempfile.TemporaryDirectory(prefix="pgfsb-overhead-", dir="/var/tmp") as tmp:
         work = Path(tmp)
         work.chmod(0o755)
