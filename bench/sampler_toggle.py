@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import statistics
 import subprocess
 import tempfile
@@ -33,12 +32,7 @@ from rawserver import RawServer, raw_server
 
 from pgfsbench.analysis.observer import geometric_ci
 from pgfsbench.collect.observation import Observation
-
-
-def process_ticks(pid: int) -> int:
-    """utime + stime of a process, in clock ticks."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return int(fields[11]) + int(fields[12])
+from pgfsbench.collect.procfs import process_cpu_seconds
 
 
 def child_named(pid: int, name: str, timeout: float = 5.0) -> int:
@@ -65,21 +59,20 @@ def measure(server: RawServer, args: argparse.Namespace) -> dict[str, object]:
     assert proc.stderr is not None
     pgbench = child_named(proc.pid, "pgbench")
     observation: Observation | None = None
-    ticks_per_s = os.sysconf("SC_CLK_TCK")
     # per progress second: (block index or None, keep, tps, pgbench CPU seconds)
     seconds_seen: list[tuple[int | None, bool, float, float]] = []
-    last_cpu = process_ticks(pgbench)
+    last_cpu = process_cpu_seconds(pgbench) or 0.0
     n = 0
     try:
         for line in proc.stderr:
             if not line.startswith("progress:"):
                 continue
             tps = float(line.split()[3])
-            cpu = process_ticks(pgbench)
+            cpu = process_cpu_seconds(pgbench) or last_cpu
             k = (n - 2) // args.block if n >= 2 else None
             block = k if k is not None and k < len(schedule) else None
             keep = block is not None and (n - 2) % args.block != 0
-            seconds_seen.append((block, keep, tps, (cpu - last_cpu) / ticks_per_s))
+            seconds_seen.append((block, keep, tps, cpu - last_cpu))
             last_cpu, n = cpu, n + 1
             # switch for the next second, right after this one's report
             nxt = (n - 2) // args.block if n >= 2 else None
