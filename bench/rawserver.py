@@ -21,6 +21,7 @@ class RawServer:
     bindir: Path
     sock: Path
     logdir: Path  # owned by postgres: the server log, pgbench's transaction logs
+    tmpfs_logdir: Path  # owned by postgres, on the server's tmpfs: logs kept off the disk
 
     @property
     def conninfo(self) -> str:
@@ -49,7 +50,8 @@ def raw_server(work: Path, bindir: Path, scale: int = 10) -> Iterator[RawServer]
         try:
             as_postgres(str(bindir / "pgbench"), "-h", str(sock), "-i", "-s", str(scale),
                         "-q", "postgres")
-            yield RawServer(bindir, sock, logdir)
+            as_postgres("mkdir", str(mnt / "log"))
+            yield RawServer(bindir, sock, logdir, mnt / "log")
         finally:
             as_postgres(str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop",
                         check=False)

@@ -67,12 +67,12 @@ def measure(server: RawServer, args: argparse.Namespace) -> dict[str, object]:
         for line in proc.stderr:
             if not line.startswith("progress:"):
                 continue
-            tps = float(line.split()[3])
+            second_tps = float(line.split()[3])
             cpu = process_cpu_seconds(pgbench) or last_cpu
             k = (n - 2) // args.block if n >= 2 else None
             block = k if k is not None and k < len(schedule) else None
             keep = block is not None and (n - 2) % args.block != 0
-            seconds_seen.append((block, keep, tps, cpu - last_cpu))
+            seconds_seen.append((block, keep, second_tps, cpu - last_cpu))
             last_cpu, n = cpu, n + 1
             # switch for the next second, right after this one's report
             nxt = (n - 2) // args.block if n >= 2 else None
