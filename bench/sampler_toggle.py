@@ -11,8 +11,10 @@ cycle by cycle: the TPS ratio on / off (geometric mean, 95% CI) and what watchin
 to pgbench's CPU per transaction. Needs root.
 
     .venv/bin/python bench/sampler_toggle.py [--cycles 100] [--block 3] [--hz 10]
-        [--bindir /usr/lib/postgresql/15/bin] [--save F.json]
+        [--sched batch|normal|both] [--bindir /usr/lib/postgresql/15/bin] [--save F.json]
 
+--sched both gives every other on-block to each scheduling policy of the observer
+(SCHED_BATCH, the default, and the normal one) and reports each policy's ratio apart.
 --hz raises the sampling rate to make the cost visible (its cost per tick is then the
 figure divided by hz / 10). The README has what it gave.
 """
@@ -52,6 +54,11 @@ def child_named(pid: int, name: str, timeout: float = 5.0) -> int:
 def measure(server: RawServer, args: argparse.Namespace) -> dict[str, object]:
     # block k of the schedule: on in the middle two blocks of every four (off on on off)
     schedule = [k % 4 in (1, 2) for k in range(2 * args.cycles)]
+    # the observer's scheduling policy in each block (--sched both: the two on-blocks of
+    # every four take one each, in turns, so each policy is as often first as second)
+    policy = [args.sched if args.sched != "both" else
+              ("batch" if (k // 4 + (k % 4 == 2)) % 2 == 0 else "normal")
+              for k in range(len(schedule))]
     seconds = args.block * len(schedule) + 3
     proc = subprocess.Popen(server.pgbench("-S", "-M", "prepared", f"-c{args.clients}",
                                            f"-j{args.clients}", "-n", f"-T{seconds}", "-P1"),
@@ -77,9 +84,14 @@ def measure(server: RawServer, args: argparse.Namespace) -> dict[str, object]:
             # switch for the next second, right after this one's report
             nxt = (n - 2) // args.block if n >= 2 else None
             want = nxt is not None and nxt < len(schedule) and schedule[nxt]
+            batch = want and nxt is not None and policy[nxt] == "batch"
+            if want and observation is not None and observation.batch != batch:
+                observation.finish()  # the next block watches under the other policy
+                observation = None
             if want and observation is None:
                 observation = Observation(server.conninfo, args.major, (),
-                                          server.logdir / "server.log", wait_hz=args.hz)
+                                          server.logdir / "server.log", wait_hz=args.hz,
+                                          batch=batch)
                 observation.start()
                 observation.mark_measured_start()
             elif not want and observation is not None:
@@ -97,23 +109,33 @@ def measure(server: RawServer, args: argparse.Namespace) -> dict[str, object]:
         key = (block // 2, schedule[block])
         tps.setdefault(key, []).append(t)
         cpu_per_tx.setdefault(key, []).append(1e6 * cpu / t)
-    cycles = sorted({c for c, _ in tps})
-    ratios = [statistics.fmean(tps[(c, True)]) / statistics.fmean(tps[(c, False)])
-              for c in cycles if (c, True) in tps and (c, False) in tps]
-    extra = [statistics.fmean(cpu_per_tx[(c, True)]) - statistics.fmean(cpu_per_tx[(c, False)])
-             for c in cycles if (c, True) in tps and (c, False) in tps]
-    ratio, low, high = geometric_ci(ratios)
-    mean = statistics.fmean(extra)
-    half = 1.96 * statistics.stdev(extra) / math.sqrt(len(extra)) if len(extra) > 1 else math.nan
     off_us = statistics.fmean(x for (_, on), v in cpu_per_tx.items() if not on for x in v)
-    print(f"samplers at {args.hz:g} Hz, {len(ratios)} cycles of {args.block} s blocks in one "
-          f"pgbench run: TPS on / off {ratio:.4f}, 95% CI [{low or math.nan:.4f}, "
-          f"{high or math.nan:.4f}] (median {statistics.median(ratios):.4f})")
-    print(f"pgbench's CPU per transaction: {off_us:.2f} us off, {mean:+.3f} us on "
-          f"(95% CI [{mean - half:+.3f}, {mean + half:+.3f}]; 10 ms clock ticks)")
-    return {"hz": args.hz, "block": args.block, "cycles": len(ratios), "ratios": ratios,
-            "ratio": ratio, "ci": [low, high], "pgbench_cpu_us_per_tx_off": off_us,
-            "pgbench_cpu_us_per_tx_extra": [mean, mean - half, mean + half]}
+    out: dict[str, object] = {"hz": args.hz, "block": args.block, "sched": args.sched,
+                              "pgbench_cpu_us_per_tx_off": off_us}
+    for name in sorted(set(policy)):
+        # a cycle (block // 2) is one off block and one on block: its policy is the on's
+        cycles = sorted({c for c, _ in tps if (c, True) in tps and (c, False) in tps
+                         and policy[2 * c + (not schedule[2 * c])] == name})
+        ratios = [statistics.fmean(tps[(c, True)]) / statistics.fmean(tps[(c, False)])
+                  for c in cycles]
+        extra = [statistics.fmean(cpu_per_tx[(c, True)]) -
+                 statistics.fmean(cpu_per_tx[(c, False)]) for c in cycles]
+        if not ratios:
+            continue
+        ratio, low, high = geometric_ci(ratios)
+        mean = statistics.fmean(extra)
+        half = (1.96 * statistics.stdev(extra) / math.sqrt(len(extra)) if len(extra) > 1
+                else math.nan)
+        print(f"samplers at {args.hz:g} Hz ({name}), {len(ratios)} cycles of {args.block} s "
+              f"blocks in one pgbench run: TPS on / off {ratio:.4f}, 95% CI "
+              f"[{low or math.nan:.4f}, {high or math.nan:.4f}] "
+              f"(median {statistics.median(ratios):.4f})")
+        print(f"  pgbench's CPU per transaction: {off_us:.2f} us off, {mean:+.3f} us on "
+              f"(95% CI [{mean - half:+.3f}, {mean + half:+.3f}]; 10 ms clock ticks)")
+        out[name] = {"cycles": len(ratios), "ratios": ratios, "ratio": ratio,
+                     "ci": [low, high], "pgbench_cpu_us_per_tx_extra": [mean, mean - half,
+                                                                        mean + half]}
+    return out
 
 
 def main() -> None:
@@ -122,6 +144,8 @@ def main() -> None:
     parser.add_argument("--block", type=int, default=3, help="seconds per block (>= 2)")
     parser.add_argument("--hz", type=float, default=10.0, help="wait-event sampling rate")
     parser.add_argument("--clients", type=int, default=2)
+    parser.add_argument("--sched", choices=("batch", "normal", "both"), default="batch",
+                        help="the observer's scheduling policy (both: in turns, compared)")
     parser.add_argument("--bindir", default="/usr/lib/postgresql/15/bin")
     parser.add_argument("--major", type=int, default=15, help="the server's major version")
     parser.add_argument("--save", type=Path, help="write the cycles' ratios to this JSON file")

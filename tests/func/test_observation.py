@@ -239,3 +239,44 @@ def test_observation_whose_backend_is_killed_records_why_and_ends_at_once(
     assert len(result.series["waits"][1]) >= 1  # what it saw before is kept
     assert result.metrics["observer"]["sampler_cpu_s"] > 0
     assert result.wal_bytes is None  # no end counters: not a made-up figure
+
+
+def test_observer_yields_on_wakeup_under_sched_batch_and_says_so(
+        results_server: str, base: Path) -> None:
+    import os
+
+    from pgfsbench.collect.observation import Observation
+    from pgfsbench.collect.samplers import Job
+
+    seen: dict[bool, tuple[int, int]] = {}
+    for batch in (True, False):
+        obs = Observation(results_server, 15, (), base / "no-server.log", wait_hz=10,
+                          batch=batch)
+        assert obs.pg is not None
+        policies: list[int] = []
+
+        def probe(into: list[int] = policies) -> None:
+            into.append(os.sched_getscheduler(0))
+
+        # what the sampler thread runs under, seen from inside it
+        obs._ticker.jobs.append(Job("probe", 1, probe))
+        obs.start()
+        obs.mark_measured_start()
+        time.sleep(0.4)
+        assert obs.pg.backend_pid is not None
+        backend = os.sched_getscheduler(obs.pg.backend_pid)
+        result = obs.finish()
+        assert policies and len(set(policies)) == 1
+        seen[batch] = (policies[0], backend)
+        sched = result.metrics["observer"]["sched"]
+        if batch:
+            assert sched == {"policy": "batch", "thread": "batch", "backend": "batch"}, sched
+        else:
+            assert sched == {"policy": "normal"}
+    assert seen[True] == (os.SCHED_BATCH, os.SCHED_BATCH)
+    assert seen[False] == (os.SCHED_OTHER, os.SCHED_OTHER)
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER  # the caller's own thread untouched
+    # not watched: nothing scheduled, nothing said
+    idle = Observation(results_server, 15, (), base / "no-server.log", enabled=False)
+    idle.start()
+    assert "sched" not in idle.finish().metrics["observer"]

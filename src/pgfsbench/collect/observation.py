@@ -46,7 +46,7 @@ def devices_under_test(block_devices: tuple[str, ...]) -> list[str]:
 class Observation:
     def __init__(self, conninfo: str, major: int, block_devices: tuple[str, ...],
                  server_log: Path, *, enabled: bool = True, wait_hz: float = 10.0,
-                 pooler: PoolerSampler | None = None):
+                 pooler: PoolerSampler | None = None, batch: bool = True):
         self.enabled = enabled
         self.devices = devices_under_test(block_devices)
         # the loop/pool devices themselves are what is under test; the disks beneath
@@ -55,7 +55,9 @@ class Observation:
                             if any(Path(b).name == d for b in block_devices)] or self.devices
         self.server_log = server_log
         per_second = max(1, round(wait_hz))
-        self.pg = PgSampler(conninfo, major, counters_every=per_second) if enabled else None
+        self.batch = batch
+        self.pg = PgSampler(conninfo, major, counters_every=per_second,
+                            batch=batch) if enabled else None
         self.os = OsSampler() if enabled else None
         self.pooler = pooler if enabled else None
         # one thread for the PostgreSQL and OS samplers: the wait events at each tick, the
@@ -63,7 +65,7 @@ class Observation:
         self._pg_job = Job("pg", 1, self.pg.tick) if self.pg else None
         self._ticker = Ticker("observer", 1.0 / wait_hz, [
             *([self._pg_job] if self._pg_job else []),
-            *([Job("os", per_second, self.os.tick)] if self.os else [])])
+            *([Job("os", per_second, self.os.tick)] if self.os else [])], batch=batch)
         self.start_counters: dict[str, Any] | None = None
         self.measured_start: float | None = None
         self._cpu_at_start = 0.0
@@ -92,6 +94,18 @@ class Observation:
         """CPU time the samplers have used so far (their threads only, wake-ups included)."""
         return self._ticker.cpu_seconds + (self.pooler.cpu_seconds if self.pooler else 0.0)
 
+    def _sched(self) -> dict[str, str]:
+        """How the observer was scheduled: its thread and its backend (SCHED_BATCH, or
+        why not)."""
+        if not self._ticker.jobs:  # not watched: no observer to schedule
+            return {}
+        if not self.batch:
+            return {"policy": "normal"}
+        out = {"policy": "batch", "thread": self._ticker.sched_error or "batch"}
+        if self.pg is not None and self.pg.backend_sched is not None:
+            out["backend"] = self.pg.backend_sched
+        return out
+
     def finish(self) -> ObservationResult:
         start = self.measured_start or time.time()
         result = ObservationResult(measured_start=start)
@@ -99,7 +113,8 @@ class Observation:
         sampler_cpu = self.cpu_seconds() - self._cpu_at_start
         result.metrics["observer"] = {
             "sampler_cpu_s": round(sampler_cpu, 4),
-            "sampler_cpu_pct_of_a_core": round(100 * sampler_cpu / measured_s, 3)}
+            "sampler_cpu_pct_of_a_core": round(100 * sampler_cpu / measured_s, 3),
+            **({"sched": sched} if (sched := self._sched()) else {})}
         backend_end = self.pg.backend_cpu_seconds() if self.pg else None
         if backend_end is not None and self._backend_cpu_at_start is not None:
             # the server's side of the sampler's queries (10 ms clock ticks)

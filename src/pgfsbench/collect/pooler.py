@@ -52,12 +52,12 @@ def pools_sum(rows: list[dict[str, Any]], database: str) -> dict[str, float]:
 
 
 class PoolerSampler:
-    def __init__(self, console: Console, database: str):
+    def __init__(self, console: Console, database: str, *, batch: bool = True):
         self.console = console
         self.database = database
         self.samples: list[PoolerSample] = []
         self._job = Job("pooler", 1, self._tick)
-        self._ticker = Ticker("pooler-sampler", 1.0, [self._job])
+        self._ticker = Ticker("pooler-sampler", 1.0, [self._job], batch=batch)
 
     def _tick(self) -> None:
         t = time.time()

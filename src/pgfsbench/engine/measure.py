@@ -134,7 +134,7 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
     if st.bouncer is not None:
         bouncer = st.bouncer
         pooler = PoolerSampler(lambda command: pgbouncer.console(bouncer, SUPERUSER, command),
-                               d.database)
+                               d.database, batch=d.observer_sched == "batch")
     cold = getattr(w.config, "cache", "warm") == "cold"
     cache = cold_cache(eng, st) if cold else None
     warmup_s = 0.0 if cold else w.warmup_s
@@ -142,7 +142,8 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
     workload = st.workload if observed_run else unobserved(st.workload)
     observation = Observation(st.instance.conninfo(d.database), st.instance.binaries.major,
                               st.storage.block_devices, st.instance.log_path,
-                              enabled=observed_run, wait_hz=d.wait_event_hz, pooler=pooler)
+                              enabled=observed_run, wait_hz=d.wait_event_hz, pooler=pooler,
+                              batch=d.observer_sched == "batch")
     observation.start()
     warm: Measurement | None = None
     m: Measurement | None = None

@@ -619,6 +619,10 @@ class Defaults(Model):
     # used is recorded, so counts and percentiles stay right in expectation); 0: never
     txlog_max_lines_per_s: Annotated[int, Field(ge=0, le=10_000_000)] = 1000
     wait_event_hz: float = Field(10.0, gt=0, le=50)
+    # the sampler thread and its backend run under SCHED_BATCH: same fair share of the CPU
+    # (unlike nice 19, which starved them under 175 clients), but their wake-ups do not
+    # preempt pgbench or a backend mid-transaction. "normal": the default policy
+    observer_sched: Literal["batch", "normal"] = "batch"
     startup_timeout: Duration = 120.0
     # a storage's ceiling (`ceiling = true`): seconds per pg_test_fsync test (about 18
     # tests) and a third of fio's run time; longer is steadier, 1 is enough to see a cap
