@@ -51,6 +51,38 @@ def child_named(pid: int, name: str, timeout: float = 5.0) -> int:
     raise RuntimeError(f"pid {pid} started no {name}")
 
 
+def preempted(pids: list[int]) -> int:
+    """Involuntary context switches of these processes so far, all their threads: each one
+    a task taken off its CPU while it could still run (what an observer's wake-up does to
+    pgbench or a backend when it preempts it)."""
+    total = 0
+    for pid in pids:
+        for status in Path(f"/proc/{pid}/task").glob("*/status"):
+            try:
+                text = status.read_text()
+            except OSError:  # a thread that ended
+                continue
+            for line in text.splitlines():
+                if line.startswith("nonvoluntary_ctxt_switches:"):
+                    total += int(line.split()[1])
+    return total
+
+
+def workload_backends(server: RawServer, exclude: set[int]) -> list[int]:
+    """The server's client backends now (pgbench's, once it is connected)."""
+    lock = next(server.sock.glob(".s.PGSQL.*.lock"))
+    postmaster = int(lock.read_text().split()[0])
+    out = []
+    for kid in Path(f"/proc/{postmaster}/task/{postmaster}/children").read_text().split():
+        try:
+            cmd = Path(f"/proc/{kid}/cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if "[local]" in cmd and int(kid) not in exclude:
+            out.append(int(kid))
+    return out
+
+
 def measure(server: RawServer, args: argparse.Namespace) -> dict[str, object]:
     # block k of the schedule: on in the middle two blocks of every four (off on on off)
     schedule = [k % 4 in (1, 2) for k in range(2 * args.cycles)]
@@ -66,9 +98,12 @@ def measure(server: RawServer, args: argparse.Namespace) -> dict[str, object]:
     assert proc.stderr is not None
     pgbench = child_named(proc.pid, "pgbench")
     observation: Observation | None = None
-    # per progress second: (block index or None, keep, tps, pgbench CPU seconds)
-    seconds_seen: list[tuple[int | None, bool, float, float]] = []
+    # per progress second: (block index or None, keep, tps, pgbench CPU seconds,
+    # involuntary context switches of pgbench and of its backends)
+    seconds_seen: list[tuple[int | None, bool, float, float, int]] = []
     last_cpu = process_cpu_seconds(pgbench) or 0.0
+    watched: list[int] = [pgbench]  # pgbench, then its backends too once connected
+    last_ics = preempted(watched)
     n = 0
     try:
         for line in proc.stderr:
@@ -76,11 +111,15 @@ def measure(server: RawServer, args: argparse.Namespace) -> dict[str, object]:
                 continue
             second_tps = float(line.split()[3])
             cpu = process_cpu_seconds(pgbench) or last_cpu
+            ics = preempted(watched)
+            if n == 1:  # pgbench's clients are connected; no observer yet
+                watched += workload_backends(server, set())
+                ics = preempted(watched)
             k = (n - 2) // args.block if n >= 2 else None
             block = k if k is not None and k < len(schedule) else None
             keep = block is not None and (n - 2) % args.block != 0
-            seconds_seen.append((block, keep, second_tps, cpu - last_cpu))
-            last_cpu, n = cpu, n + 1
+            seconds_seen.append((block, keep, second_tps, cpu - last_cpu, ics - last_ics))
+            last_cpu, last_ics, n = cpu, ics, n + 1
             # switch for the next second, right after this one's report
             nxt = (n - 2) // args.block if n >= 2 else None
             want = nxt is not None and nxt < len(schedule) and schedule[nxt]
@@ -103,15 +142,21 @@ def measure(server: RawServer, args: argparse.Namespace) -> dict[str, object]:
         proc.wait()
     tps: dict[tuple[int, bool], list[float]] = {}
     cpu_per_tx: dict[tuple[int, bool], list[float]] = {}
-    for block, keep, t, cpu in seconds_seen:
+    switches: dict[tuple[int, bool], list[int]] = {}
+    for block, keep, t, cpu, ics in seconds_seen:
         if block is None or not keep or t <= 0:
             continue
         key = (block // 2, schedule[block])
         tps.setdefault(key, []).append(t)
         cpu_per_tx.setdefault(key, []).append(1e6 * cpu / t)
+        switches.setdefault(key, []).append(ics)
     off_us = statistics.fmean(x for (_, on), v in cpu_per_tx.items() if not on for x in v)
+    off_ics = statistics.fmean(x for (_, on), v in switches.items() if not on for x in v)
+    print(f"pgbench and its {len(watched) - 1} backends: {off_ics:,.0f} involuntary context "
+          "switches a second not watched")
     out: dict[str, object] = {"hz": args.hz, "block": args.block, "sched": args.sched,
-                              "pgbench_cpu_us_per_tx_off": off_us}
+                              "pgbench_cpu_us_per_tx_off": off_us,
+                              "involuntary_switches_per_s_off": off_ics}
     for name in sorted(set(policy)):
         # a cycle (block // 2) is one off block and one on block: its policy is the on's
         cycles = sorted({c for c, _ in tps if (c, True) in tps and (c, False) in tps
@@ -120,6 +165,8 @@ def measure(server: RawServer, args: argparse.Namespace) -> dict[str, object]:
                   for c in cycles]
         extra = [statistics.fmean(cpu_per_tx[(c, True)]) -
                  statistics.fmean(cpu_per_tx[(c, False)]) for c in cycles]
+        more = [statistics.fmean(switches[(c, True)]) - statistics.fmean(switches[(c, False)])
+                for c in cycles]
         if not ratios:
             continue
         ratio, low, high = geometric_ci(ratios)
@@ -132,7 +179,14 @@ def measure(server: RawServer, args: argparse.Namespace) -> dict[str, object]:
               f"(median {statistics.median(ratios):.4f})")
         print(f"  pgbench's CPU per transaction: {off_us:.2f} us off, {mean:+.3f} us on "
               f"(95% CI [{mean - half:+.3f}, {mean + half:+.3f}]; 10 ms clock ticks)")
-        out[name] = {"cycles": len(ratios), "ratios": ratios, "ratio": ratio,
+        ics_mean = statistics.fmean(more)
+        ics_half = (1.96 * statistics.stdev(more) / math.sqrt(len(more)) if len(more) > 1
+                    else math.nan)
+        print(f"  their involuntary context switches: {ics_mean:+.1f} a second when watched "
+              f"(95% CI [{ics_mean - ics_half:+.1f}, {ics_mean + ics_half:+.1f}])")
+        out[name] = {"involuntary_switches_per_s_extra": [ics_mean, ics_mean - ics_half,
+                                                          ics_mean + ics_half],
+                     "cycles": len(ratios), "ratios": ratios, "ratio": ratio,
                      "ci": [low, high], "pgbench_cpu_us_per_tx_extra": [mean, mean - half,
                                                                         mean + half]}
     return out

@@ -78,6 +78,9 @@ def test_forced_checkpoint_and_everything_a_run_records(base: Path) -> None:
     assert env["vm"]["vm.dirty_ratio"] and env["pgbench"].startswith("pgbench")
     assert any(d.startswith("loop") for d in env["devices"])
     assert "txlog" in run["artifacts"]
+    # the observer ran under SCHED_BATCH, its backend too (a local server)
+    assert run["metrics"]["observer"]["sched"] == {"policy": "batch", "thread": "batch",
+                                                   "backend": "batch"}
 
 
 def test_frozen_filesystem_shows_zero_tps_and_waiting_backends(base: Path) -> None:

@@ -234,3 +234,12 @@ def test_devices_named_twice_or_missing_are_refused_by_plan(tmp_path: Path) -> N
         make_plan(load_spec(write(tmp_path, missing)))
     assert "loop:SIZE" in error_of(tmp_path, '[storage.a]\nfs = "ext4"\n'
                                              'device = "/dev/../etc/passwd"\n')
+
+
+def test_observer_scheduling_policy_is_batch_unless_told(tmp_path: Path) -> None:
+    base = '[storage.a]\nfs = "tmpfs"\n'
+    assert load_spec(write(tmp_path, base)).spec.defaults.observer_sched == "batch"
+    told = load_spec(write(tmp_path, base), ("observer_sched=normal",)).spec
+    assert told.defaults.observer_sched == "normal"
+    msg = error_of(tmp_path, '[defaults]\nobserver_sched = "idle"\n' + base)
+    assert "observer_sched" in msg
