@@ -219,6 +219,36 @@ def test_pg_sampler_pipelined_sees_a_lock_wait_and_typed_counters(
         got = statements.receive(wait=5.0)
         assert got is not None and got["one"][1] == [(1, 2.5)] and not statements.in_flight
 
+    # a tick's lean path (one statement, one value): the same answers, the same errors
+    with psycopg.connect(results_server, autocommit=True) as conn:
+        statements = Statements(conn.pgconn, {"slow": "SELECT 'late' FROM pg_sleep(0.3)",
+                                              "fails": "SELECT (1 / 0)::text",
+                                              "none": "SELECT 'x' WHERE false"})
+
+        def settled() -> bytes | None:
+            for _ in range(500):
+                done, value = statements.receive_value()
+                if done:
+                    return value
+                time.sleep(0.02)
+            raise AssertionError("no answer in 10 s")
+
+        assert statements.receive_value() == (False, None)  # nothing in flight
+        statements.send(("slow",))
+        assert statements.receive_value() == (False, None) and statements.in_flight
+        assert settled() == b"late" and not statements.in_flight
+        statements.send(("fails",))
+        try:
+            settled()
+        except psycopg.errors.DivisionByZero:
+            pass
+        else:
+            raise AssertionError("no error raised")
+        assert not statements.in_flight
+        statements.send(("none",))
+        assert settled() is None
+        assert statements.run(("slow",))["slow"][1] == [("late",)]
+
 
 def test_observation_whose_backend_is_killed_records_why_and_ends_at_once(
         results_server: str, base: Path) -> None:

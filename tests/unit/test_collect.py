@@ -18,7 +18,13 @@ from pgfsbench.collect.procfs import (
     parse_stat,
     parse_vmstat,
 )
-from pgfsbench.collect.samplers import OsSample, PgSamples, os_series, pg_series
+from pgfsbench.collect.samplers import (
+    OsSample,
+    PgSamples,
+    os_series,
+    parse_waits,
+    pg_series,
+)
 from pgfsbench.collect.txlog import bucket_value_ms, parse_txlog
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -125,12 +131,23 @@ def test_series_alignment_and_wait_averages() -> None:
         counters=[{"t": 1000.0, "wal_bytes": 0, "wal_fpi": 0, "xact_commit": 0},
                   {"t": 1001.0, "wal_bytes": 2_000_000, "wal_fpi": 10, "xact_commit": 500},
                   {"t": 1002.0, "wal_bytes": 3_000_000, "wal_fpi": 10, "xact_commit": 900}],
-        waits=[(1000.05, Counter({"IO/WALSync": 4})), (1000.55, Counter({"IO/WALSync": 2})),
-               (1001.05, Counter({"Lock/tuple": 1}))])
+        # as the server answered: bytes on a tick's lean path, text on the general one
+        raw_waits=[(1000.05, b"4 IO/WALSync"), (1000.55, "2 IO/WALSync"),
+                   (1001.05, b"1 Lock/tuple"), (1001.55, None)])
     series = pg_series(samples, start)
     assert series["wal_mbps"] == (1.0, [2.0, 1.0])
     assert series["commits_per_s"] == (1.0, [500.0, 400.0])
-    assert series["waits"] == (1.0, [{"IO/WALSync": 3.0}, {"Lock/tuple": 1.0}])
+    # a sample with nobody waiting counts: that second's average is halved
+    assert series["waits"] == (1.0, [{"IO/WALSync": 3.0}, {"Lock/tuple": 0.5}])
+
+
+def test_wait_events_answer_is_parsed_whatever_the_event_names() -> None:
+    # an extension's own wait event (PostgreSQL 17+) may hold spaces and colons
+    raw = "2 CPU/running\n1 Extension/my ext: waiting 2\n13 LWLock/WALWrite"
+    assert parse_waits(raw) == Counter({"CPU/running": 2, "Extension/my ext: waiting 2": 1,
+                                        "LWLock/WALWrite": 13})
+    assert parse_waits(raw.encode()) == parse_waits(raw)
+    assert parse_waits(None) == Counter() and parse_waits("") == Counter()
 
 
 def test_os_series_from_captured_snapshots() -> None:
