@@ -184,7 +184,8 @@ def test_wal_volume_kernel_settings_load_per_cell_and_alternate_samplers(base: P
                       + '\n[workload.ro]\nbuiltin = "select-only"\nprotocol = "prepared"\n')
     results = base / "r.sqlite"
     out = pgfsbench("run", str(spec), "--results", str(results), "--workdir",
-                    str(base / "work"), "--set", "load_per=cell", "--set", "samplers=alternate")
+                    str(base / "work"), "--set", "load_per=cell", "--set", "samplers=alternate",
+                    "--set", "txlog=true")
     runs = runs_of(results)
     assert [r["status"] for r in runs] == ["ok", "ok"]
     assert runs[0]["load_seconds"] == runs[1]["load_seconds"]  # one load, two measurements

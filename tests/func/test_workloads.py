@@ -68,7 +68,10 @@ builtin = "tpcb-like"
 rate = ["max", "50%"]
 """)
     results = base / "r.sqlite"
-    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
+    # txlog = "auto" at 1 TPS a CPU: the unpaced runs go without pgbench's log, the paced
+    # one keeps it (its latency is what it is for)
+    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"),
+              "--set", "txlog_max_tps_per_cpu=1")
     runs = {r["cell"]: r for r in runs_of(results)}
     assert set(runs) == {"ram/default/default/sweep@clients=1,rate=max",
                          "ram/default/default/sweep@clients=4,rate=max",
@@ -82,12 +85,22 @@ rate = ["max", "50%"]
     assert pacing["max_tps"] == pytest.approx(full["throughput"], rel=1e-6)
     assert half["throughput"] == pytest.approx(full["throughput"] / 2, rel=0.10)
     assert "schedule_lag_ms" in half["metrics"]["latency_log"]
+    assert half["metrics"]["observer"]["txlog"] is True
+    assert half["metrics"]["observer"]["txlog_left_out"] is None
+    sweep = show(results, runs["ram/default/default/sweep@clients=4,rate=max"]["run_id"])
+    observer = sweep["metrics"]["observer"]
+    assert observer["on"] is True and observer["txlog"] is False
+    assert "above txlog_max_tps_per_cpu = 1:" in observer["txlog_left_out"]
+    assert not sweep["latency_ms"] and "txlog" not in sweep["artifacts"]
+    assert sweep["series"]["waits"]["values"]  # the samplers still ran
     # the sampler's own transactions are not counted as the workload's commits
     commits = [v for v in half["series"]["commits_per_s"]["values"][2:] if v is not None]
     assert statistics.median(commits) == pytest.approx(half["throughput"], rel=0.10)
     summary = json.loads(pgfsbench("results", "summary", "--results", str(results),
                                    "--json").stdout)
     groups = {c["group"] for c in summary["cells"]}
+    [left_out] = [w for w in summary["warnings"] if w.startswith("no latency percentiles")]
+    assert "for 3 cell(s)" in left_out and "sweep@clients=1,rate=max" in left_out
     assert "sweep, 1 clients, scale 1, on vm" in groups or any("1 clients" in g for g in groups)
 
 

@@ -380,9 +380,10 @@ def test_an_unwatched_pgbench_run_keeps_no_transaction_log() -> None:
 
 @pytest.mark.parametrize(("samplers", "txlog", "logged"),
                          [(True, True, True), (True, False, False), (False, True, False),
-                          ("alternate", True, True), ("alternate", False, False)])
+                          ("alternate", True, True), ("alternate", False, False),
+                          (True, "auto", True), (False, "auto", False)])
 def test_txlog_false_keeps_the_samplers_and_drops_only_pgbench_log(
-        samplers: bool | str, txlog: bool, logged: bool) -> None:
+        samplers: bool | str, txlog: bool | str, logged: bool) -> None:
     from pgfsbench.spec import Defaults, expand, load_spec
     from pgfsbench.workloads import workload_for
     from pgfsbench.workloads.pgbench import Pgbench
@@ -456,3 +457,20 @@ def test_observer_effect_says_slower_when_the_interval_is_below_one() -> None:
     [e] = observer_effects(runs)
     assert e.ci_high is not None and e.ci_high < 1 and "slower" in e.words()
     assert observer_effects([_observer_run(1, 1000.0, False)]) == []
+
+
+def test_runs_without_pgbench_log_under_txlog_auto_are_said_once_per_report() -> None:
+    from pgfsbench.analysis.warnings import reading_warnings
+
+    def run(rep: int, cell: str, why: str | None) -> dict[str, object]:
+        return {"run_id": rep, "cell": cell, "repetition": rep, "status": "ok",
+                "metrics": {"observer": {"on": True, "txlog": why is None,
+                                         "txlog_left_out": why}}}
+
+    why = 'txlog = "auto": 60,000 TPS expected on 2 CPU(s)'
+    runs = [run(1, "ram/pg/k/ro", why), run(2, "ram/pg/k/ro", why),
+            run(3, "ram/pg/k/rw", None), run(4, "ram/pg/k/sel", why)]
+    [said] = [w for w in reading_warnings(runs) if "latency percentiles" in w]
+    assert said.startswith("no latency percentiles for 2 cell(s)")
+    assert "ram/pg/k/ro, ram/pg/k/sel" in said and "rw" not in said
+    assert not [w for w in reading_warnings(runs[2:3]) if "latency percentiles" in w]

@@ -131,3 +131,23 @@ def test_the_transaction_log_is_sampled_down_to_the_cap(
     capped = capped_log(cell, expected_tps, most)
     assert capped.workload.sampling_rate == pytest.approx(rate)
     assert dataclasses.replace(capped, workload=cell.workload) == cell  # nothing else
+
+
+@pytest.mark.parametrize(("expected_tps", "cpus", "most", "left_out"), [
+    (60_000.0, 2, 10_000, True),      # the overhead bench's select-only: 30,000 a CPU
+    (20_000.0, 2, 10_000, False),     # exactly at the line: kept
+    (20_001.0, 2, 10_000, True),
+    (60_000.0, 8, 10_000, False),     # the same rate on more CPUs: kept
+    (5_000.0, 2, 1, True),
+    (None, 2, 10_000, False),         # no rate known (no warm-up, first run): kept
+    (0.0, 2, 10_000, False),          # nothing went through the warm-up: kept
+])
+def test_txlog_auto_leaves_the_log_out_above_a_rate_per_cpu(
+        expected_tps: float | None, cpus: int, most: int, left_out: bool) -> None:
+    from pgfsbench.engine.measure import log_left_out
+
+    why = log_left_out(expected_tps, cpus, most)
+    assert (why is not None) is left_out
+    if why:
+        assert f"on {cpus} CPU(s)" in why and f"txlog_max_tps_per_cpu = {most:,}" in why
+        assert "txlog = true keeps it" in why

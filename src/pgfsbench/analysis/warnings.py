@@ -127,6 +127,18 @@ def _few_repetitions(runs: Sequence[Mapping[str, Any]]) -> list[str]:
             f"possible for them ({', '.join(few[:4])}{', ...' if len(few) > 4 else ''})"]
 
 
+def _txlog_left_out(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Runs that went without pgbench's transaction log under txlog = "auto"."""
+    cells = sorted({str(r["cell"]) for r in runs
+                    if ((r.get("metrics") or {}).get("observer") or {}).get("txlog_left_out")})
+    if not cells:
+        return []
+    return [f'no latency percentiles for {len(cells)} cell(s) (txlog = "auto": expected above '
+            "txlog_max_tps_per_cpu transactions a second a CPU, where pgbench's -l costs "
+            "every transaction CPU; txlog = true keeps it): "
+            f"{', '.join(cells[:4])}{', ...' if len(cells) > 4 else ''}"]
+
+
 def reading_warnings(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     out: list[str] = []
     if any(r.get("fuse") for r in runs):
@@ -137,6 +149,7 @@ def reading_warnings(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     out += _emulated(runs)
     out += _one_disk(runs)
     out += _few_repetitions(runs)
+    out += _txlog_left_out(runs)
     busy = sorted({f"{r['cell']} #{r['repetition']}" for r in runs
                    if any("busy host" in w for w in (r.get("warnings") or []))})
     if busy:

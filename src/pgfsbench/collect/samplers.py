@@ -363,7 +363,7 @@ class PgSampler:
         # merged into each counters row: pg_stat_io totals (16+), AIOs in flight (18+)
         self._extra = tuple(n for n, since in (("io_totals", 16), ("aios", 18))
                             if major >= since)
-        self._waits = ("waits",)  # the batch of most ticks, and of one tick a second:
+        self._waits = ("waits",)  # the batch of most ticks; once a second, this one:
         self._batch = ("waits", "counters", *self._extra)
         self._waits_only = False  # whether the batch in flight is ``_waits``
         self.own_commits = 0

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import resource
 import subprocess
 import time
@@ -115,6 +116,18 @@ def capped_log(cell: Cell, expected_tps: float | None, most: int) -> Cell:
     return dataclasses.replace(cell, workload=dataclasses.replace(w, sampling_rate=rate))
 
 
+def log_left_out(expected_tps: float | None, cpus: int, most_per_cpu: int) -> str | None:
+    """Why pgbench's transaction log is left out of a run under txlog = "auto", or None to
+    keep it. -l costs pgbench CPU on every transaction whatever it writes, so a run
+    expected above ``most_per_cpu`` transactions a second per CPU goes without it."""
+    if not expected_tps or cpus < 1 or expected_tps / cpus <= most_per_cpu:
+        return None
+    return (f'txlog = "auto": {expected_tps:,.0f} TPS expected on {cpus} CPU(s), '
+            f"{expected_tps / cpus:,.0f} a CPU, above txlog_max_tps_per_cpu = "
+            f"{most_per_cpu:,}: pgbench's -l would cost every transaction CPU "
+            "(txlog = true keeps it)")
+
+
 def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
                 events: Events) -> RunRecord:
     assert st.instance is not None and st.storage is not None
@@ -151,6 +164,7 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
     timeline: list[dict[str, Any]] = []
     observed: ObservationResult | None = None
     pacing: dict[str, Any] | None = None
+    left_out: str | None = None  # why pgbench's log is not in this run (txlog = auto)
     children_cpu = 0.0
     try:
         if warmup_s > 0:
@@ -170,8 +184,14 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
         if expected is None and observed_run:
             earlier = reference_max(eng, cell)
             expected = earlier[0] if earlier else None
+        if observed_run and d.txlog == "auto" and not cell.workload.rate:
+            left_out = log_left_out(expected, len(os.sched_getaffinity(0)),
+                                    d.txlog_max_tps_per_cpu)
+            if left_out:
+                workload = unobserved(workload)
         cell = capped_log(cell, expected, d.txlog_max_lines_per_s)
-        eng.phase(f"measuring {w.duration_s:g} s")
+        eng.phase(f"measuring {w.duration_s:g} s"
+                  + (" without pgbench's transaction log (txlog = auto)" if left_out else ""))
         observation.mark_measured_start()
         snapper = snapshotter_for(eng, st)
         if snapper is not None:
@@ -205,7 +225,8 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
                            "benchmark_cpu_s": round(children_cpu, 3),
                            "txlog_bytes": _size(art / "txlog.gz"),
                            "txlog": bool(m.artifacts.get("txlog")),
-                           "txlog_sampling_rate": cell.workload.sampling_rate}
+                           "txlog_sampling_rate": cell.workload.sampling_rate,
+                           "txlog_left_out": left_out}
     if pacing:
         metrics["rate"] = pacing
     metrics["cache"] = cache or {"state": "warm"}

@@ -207,9 +207,10 @@ def run_detail(run: Mapping[str, Any]) -> Table:
     if run.get("latency_ms"):
         table.add_row("latency percentiles", ", ".join(
             f"{k} {v:.2f} ms" for k, v in run["latency_ms"].items()))
-    elif ((run.get("metrics") or {}).get("observer") or {}).get("txlog") is False:
-        table.add_row("latency percentiles", "not measured: no transaction log in this run "
-                      "(txlog = false, or the samplers were off)")
+    elif (observer := (run.get("metrics") or {}).get("observer") or {}).get("txlog") is False:
+        table.add_row("latency percentiles", "not measured: no transaction log in this run ("
+                      + (observer.get("txlog_left_out")
+                         or "txlog = false, or the samplers were off") + ")")
     for a in run.get("kernel_applied") or []:
         table.add_row(f"kernel {a['name']}", f"{a['before']} -> {a['after']} (restored after)")
     ceiling = (run.get("metrics") or {}).get("ceiling")

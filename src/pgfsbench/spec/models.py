@@ -609,11 +609,17 @@ class Defaults(Model):
     # lifetime, so the server's own run-to-run noise does not hide it)
     samplers: bool | Literal["alternate"] = True
     # pgbench's per-transaction log (-l) on watched runs: latency percentiles per run and
-    # per second. false keeps the samplers and drops only the log: pgbench's -l path
-    # costs its client CPU on every transaction whatever the sampling rate (measured on 2
-    # saturated cores at ~42,000 TPS: 3-5% of the throughput), so a CPU-bound client
-    # at a high rate that must not pay it turns it off (latency: average and stddev)
-    txlog: bool = True
+    # per second. false keeps the samplers and drops only the log (latency: average and
+    # stddev). -l costs pgbench CPU on every transaction whatever the sampling rate: at
+    # ~44,000 select-only TPS on 2 vCPUs (bench/txlog_turns.py) the throughput was 0.993
+    # [0.985, 1.002] of none with almost no line written, 0.991 [0.984, 0.997] at ~750
+    # lines a second. "auto" keeps it unless the run is expected above
+    # txlog_max_tps_per_cpu transactions a second per CPU (there the log's share of each
+    # transaction's CPU would pass ~0.5%): such a run goes without it and says why. Paced
+    # runs (rate) always keep it: the schedule, not the CPU, sets their throughput, and
+    # their latency is what they are for
+    txlog: bool | Literal["auto"] = "auto"
+    txlog_max_tps_per_cpu: Annotated[int, Field(ge=1)] = 10_000
     sampling_rate: float = Field(1.0, gt=0, le=1)  # pgbench --sampling-rate of the -l log
     # at high rates the log is sampled to keep at most this many lines a second (the rate
     # used is recorded, so counts and percentiles stay right in expectation); 0: never

@@ -18,7 +18,7 @@ def workload_for(cell: Cell, defaults: Defaults) -> Workload:
     tool = cell.workload.tool
     if tool == "pgbench":
         return Pgbench(defaults.generation, defaults.foreign_keys,
-                       bool(defaults.samplers) and defaults.txlog)
+                       bool(defaults.samplers) and defaults.txlog is not False)
     if tool == "sysbench":
         return Sysbench()
     if tool == "copy":

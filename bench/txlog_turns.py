@@ -1,0 +1,155 @@
+"""What pgbench's transaction log (-l) costs, measured in turns that cancel the host's swings.
+
+Raw pgbench, no pgfsbench in the loop: a hand-made server (PostgreSQL on a tmpfs it
+mounts, a private unix socket, select-only with prepared statements: CPU-bound, the
+worst case) with two databases of the same scale. Two pgbench processes, one per
+database, one with the arm's -l and one without, are started together and then take
+turns: while one runs the other is stopped (SIGSTOP), in slots of --slot seconds in ABBA
+order, for --seconds. Each counts what it ran by the server's own count of its
+database's commits (`pg_stat_database.xact_commit`, read once the backends have flushed
+their statistics), so the two had the same running time, in slots a fraction of a second
+apart: the swings of this host's throughput (±10% from one second to the next) fall on
+both. A repetition gives one ratio (with -l / without); which database and which
+process goes first alternate. The arm "none" runs both without -l: the design's own
+bias and noise. Needs root.
+
+    .venv/bin/python bench/txlog_turns.py [--reps 30] [--seconds 20] [--slot 0.2]
+        [--arms none,0.00001,0.0167] [--bindir /usr/lib/postgresql/15/bin] [--save F.json]
+
+At ~45,000 TPS, 0.00001 writes under a line a second (what -l costs every transaction
+whatever it writes), 0.0167 about 750 (about pgfsbench's cap of 1,000 lines a second at
+60,000 TPS). The README has what it gave.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import signal
+import statistics
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+
+from rawserver import RawServer, as_postgres, raw_server
+
+from pgfsbench.analysis.observer import geometric_ci
+
+DATABASES = ("a", "b")
+
+
+def commits(server: RawServer) -> dict[str, int]:
+    out = as_postgres(str(server.bindir / "psql"), "-h", str(server.sock), "-XAt", "-c",
+                      "SELECT datname, xact_commit FROM pg_stat_database "
+                      "WHERE datname IN ('a', 'b')", "postgres").stdout
+    return {name: int(n) for name, n in (line.split("|") for line in out.split())}
+
+
+def start(server: RawServer, rate: str | None, db: str) -> subprocess.Popen[bytes]:
+    """pgbench as the postgres user (its own process: the one to stop and continue)."""
+    log: list[str] = []
+    if rate is not None:
+        for old in server.tmpfs_logdir.glob("tx.*"):
+            old.unlink()
+        log = ["-l", f"--log-prefix={server.tmpfs_logdir / 'tx'}", f"--sampling-rate={rate}"]
+    return subprocess.Popen([str(server.bindir / "pgbench"), "-h", str(server.sock), "-S",
+                             "-M", "prepared", "-c2", "-j2", "-n", "-T3600", *log, db],
+                            user="postgres", stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+
+
+def one_repetition(server: RawServer, arm: str, rep: int, seconds: float,
+                   slot: float) -> tuple[int, int]:
+    """(transactions with the arm's -l, transactions without) in equal running time."""
+    logged_db, plain_db = DATABASES if rep % 2 == 0 else DATABASES[::-1]
+    logged = start(server, None if arm == "none" else arm, logged_db)
+    plain = start(server, None, plain_db)
+    procs = (logged, plain)
+    try:
+        time.sleep(1.0)  # both connected
+        for p in procs:
+            p.send_signal(signal.SIGSTOP)
+        time.sleep(1.5)  # idle backends flush their statistics within a second
+        before = commits(server)
+        first, second = procs if (rep // 2) % 2 == 0 else procs[::-1]
+        order = (first, second, second, first)
+        running: subprocess.Popen[bytes] | None = None
+        t0 = time.monotonic()
+        for k in range(max(4, round(seconds / slot / 4) * 4)):
+            who = order[k % 4]
+            if who is not running:
+                if running is not None:
+                    running.send_signal(signal.SIGSTOP)
+                who.send_signal(signal.SIGCONT)
+                running = who
+            time.sleep(max(0.0, t0 + (k + 1) * slot - time.monotonic()))
+        if running is not None:
+            running.send_signal(signal.SIGSTOP)
+    finally:
+        for p in procs:
+            p.kill()  # stopped or not
+            p.wait()
+    time.sleep(0.5)  # backends flush their statistics as they exit
+    after = commits(server)
+    return after[logged_db] - before[logged_db], after[plain_db] - before[plain_db]
+
+
+def measure(work: Path, args: argparse.Namespace) -> dict[str, dict[str, object]]:
+    arms = args.arms.split(",")
+    counts: dict[str, list[tuple[int, int]]] = {a: [] for a in arms}
+    with raw_server(work, Path(args.bindir)) as server:
+        for db in DATABASES:
+            as_postgres(str(server.bindir / "createdb"), "-h", str(server.sock), db)
+            as_postgres(str(server.bindir / "pgbench"), "-h", str(server.sock), "-i", "-s",
+                        "10", "-q", db)
+        for rep in range(args.reps):
+            for arm in arms if rep % 2 == 0 else arms[::-1]:
+                counts[arm].append(one_repetition(server, arm, rep, args.seconds, args.slot))
+            print(f"repetition {rep + 1}: " + ", ".join(
+                f"{a} {counts[a][-1][0] / counts[a][-1][1]:.4f}" for a in arms)
+                + f" ({sum(counts[arms[0]][-1]) / args.seconds:,.0f} TPS)", flush=True)
+    result: dict[str, dict[str, object]] = {}
+    for arm in arms:
+        ratios = [x / y for x, y in counts[arm]]
+        ratio, low, high = geometric_ci(ratios)
+        sd = statistics.stdev(math.log(r) for r in ratios) if len(ratios) > 1 else math.nan
+        result[arm] = {"ratio": ratio, "ci": [low, high], "sd_log": sd,
+                       "counts": counts[arm]}
+        label = "both without -l" if arm == "none" else f"-l --sampling-rate={arm}"
+        print(f"{label:<30} with / without {ratio:.4f} "
+              f"[{low or math.nan:.4f}, {high or math.nan:.4f}], SD of the log ratios "
+              f"{sd:.4f}, {len(ratios)} repetitions")
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=30)
+    parser.add_argument("--seconds", type=float, default=20.0,
+                        help="turns per repetition, in seconds (each process runs half)")
+    parser.add_argument("--slot", type=float, default=0.2, help="seconds per turn")
+    parser.add_argument("--arms", default="none,0.00001,0.0167")
+    parser.add_argument("--bindir", default="/usr/lib/postgresql/15/bin")
+    parser.add_argument("--save", type=Path, help="write the arms' figures to this JSON file")
+    args = parser.parse_args()
+    for arm in args.arms.split(","):
+        try:
+            ok = arm == "none" or 0 < float(arm) <= 1
+        except ValueError:
+            ok = False
+        if not ok:
+            parser.error(f"bad arm {arm!r}: none, or a sampling rate in (0, 1]")
+    with tempfile.TemporaryDirectory(prefix="pgfsb-turns-", dir="/var/tmp") as tmp:
+        work = Path(tmp)
+        work.chmod(0o755)
+        result = measure(work, args)
+    if args.save:
+        args.save.write_text(json.dumps({"reps": args.reps, "seconds": args.seconds,
+                                         "slot": args.slot, "arms": result}, indent=1) + "\n")
+        print(f"saved to {args.save}")
+
+
+if __name__ == "__main__":
+    main()
