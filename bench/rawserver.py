@@ -4,11 +4,14 @@ Everything is stopped and unmounted on the way out. Needs root."""
 
 from __future__ import annotations
 
+import json
 import subprocess
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 
 def as_postgres(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
@@ -57,3 +60,24 @@ def raw_server(work: Path, bindir: Path, scale: int = 10) -> Iterator[RawServer]
                         check=False)
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
+
+
+def is_rate(text: str) -> bool:
+    """A pgbench --sampling-rate: a number in (0, 1]."""
+    try:
+        return 0 < float(text) <= 1
+    except ValueError:
+        return False
+
+
+def measure_in_workdir(prefix: str, measure: Callable[[Path], dict[str, Any]],
+                       save: Path | None, header: dict[str, Any]) -> None:
+    """``measure`` in a work directory of its own under /var/tmp (removed after), its
+    result saved with ``header`` as JSON to ``save`` when given."""
+    with tempfile.TemporaryDirectory(prefix=prefix, dir="/var/tmp") as tmp:
+        work = Path(tmp)
+        work.chmod(0o755)
+        result = measure(work)
+    if save:
+        save.write_text(json.dumps({**header, "arms": result}, indent=1) + "\n")
+        print(f"saved to {save}")

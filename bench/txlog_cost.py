@@ -21,15 +21,13 @@ second and 0.025 about 1,000 (pgfsbench's default cap). The README has what it g
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import resource
 import statistics
 import subprocess
-import tempfile
 from pathlib import Path
 
-from rawserver import RawServer, raw_server
+from rawserver import RawServer, is_rate, measure_in_workdir, raw_server
 
 from pgfsbench.analysis.observer import geometric_ci
 
@@ -92,13 +90,6 @@ def measure(work: Path, args: argparse.Namespace) -> dict[str, dict[str, object]
     return result
 
 
-def _is_rate(text: str) -> bool:
-    try:
-        return 0 < float(text) <= 1
-    except ValueError:
-        return False
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--blocks", type=int, default=40)
@@ -111,17 +102,10 @@ def main() -> None:
         parser.error('--arms must include "none" (the runs without -l)')
     for arm in args.arms.split(","):
         rate, at, where = arm.partition("@")
-        if arm != "none" and (not _is_rate(rate) or (at and where != "tmpfs")):
+        if arm != "none" and (not is_rate(rate) or (at and where != "tmpfs")):
             parser.error(f"bad arm {arm!r}: none, a sampling rate in (0, 1], or RATE@tmpfs")
-    with tempfile.TemporaryDirectory(prefix="pgfsb-txlog-", dir="/var/tmp") as tmp:
-        work = Path(tmp)
-        work.chmod(0o755)
-        result = measure(work, args)
-    if args.save:
-        args.save.write_text(json.dumps({"blocks": args.blocks, "duration": args.duration,
-                                         "arms": result}, indent=1) + "\n")
-        print(f"saved to {args.save}")
-
+    measure_in_workdir("pgfsb-txlog-", lambda work: measure(work, args), args.save,
+                       {"blocks": args.blocks, "duration": args.duration})
 
 if __name__ == "__main__":
     main()

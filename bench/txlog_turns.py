@@ -24,16 +24,14 @@ whatever it writes), 0.0167 about 750 (about pgfsbench's cap of 1,000 lines a se
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import signal
 import statistics
 import subprocess
-import tempfile
 import time
 from pathlib import Path
 
-from rawserver import RawServer, as_postgres, raw_server
+from rawserver import RawServer, as_postgres, is_rate, measure_in_workdir, raw_server
 
 from pgfsbench.analysis.observer import geometric_ci
 
@@ -135,21 +133,10 @@ def main() -> None:
     parser.add_argument("--save", type=Path, help="write the arms' figures to this JSON file")
     args = parser.parse_args()
     for arm in args.arms.split(","):
-        try:
-            ok = arm == "none" or 0 < float(arm) <= 1
-        except ValueError:
-            ok = False
-        if not ok:
+        if arm != "none" and not is_rate(arm):
             parser.error(f"bad arm {arm!r}: none, or a sampling rate in (0, 1]")
-    with tempfile.TemporaryDirectory(prefix="pgfsb-turns-", dir="/var/tmp") as tmp:
-        work = Path(tmp)
-        work.chmod(0o755)
-        result = measure(work, args)
-    if args.save:
-        args.save.write_text(json.dumps({"reps": args.reps, "seconds": args.seconds,
-                                         "slot": args.slot, "arms": result}, indent=1) + "\n")
-        print(f"saved to {args.save}")
-
+    measure_in_workdir("pgfsb-turns-", lambda work: measure(work, args), args.save,
+                       {"reps": args.reps, "seconds": args.seconds, "slot": args.slot})
 
 if __name__ == "__main__":
     main()
