@@ -151,3 +151,19 @@ def test_txlog_auto_leaves_the_log_out_above_a_rate_per_cpu(
     if why:
         assert f"on {cpus} CPU(s)" in why and f"txlog_max_tps_per_cpu = {most:,}" in why
         assert "txlog = true keeps it" in why
+
+
+def test_txlog_auto_drops_only_a_log_there_is() -> None:
+    from pgfsbench.engine.measure import auto_txlog
+    from pgfsbench.workloads.pgbench import Pgbench
+    from pgfsbench.workloads.sysbench import Sysbench
+
+    logged = Pgbench("client", False, True)
+    without, why = auto_txlog(logged, 60_000.0, 2, 10_000)
+    assert without == Pgbench("client", False, False) and why and "30,000 a CPU" in why
+    assert auto_txlog(logged, 15_000.0, 2, 10_000) == (logged, None)
+    # sysbench's percentiles come from its own histogram: nothing to leave out, nothing said
+    sysbench = Sysbench()
+    assert auto_txlog(sysbench, 1e9, 2, 10_000) == (sysbench, None)
+    plain = Pgbench("client", False, False)  # txlog = false already
+    assert auto_txlog(plain, 1e9, 2, 10_000) == (plain, None)

@@ -33,7 +33,7 @@ from pgfsbench.storage.zfs import evict_pool_cache
 from pgfsbench.system.errors import PgfsbenchError, Stalled, WorkloadError
 from pgfsbench.units import human_bytes
 from pgfsbench.workloads import unobserved
-from pgfsbench.workloads.base import Measurement, Progress, WorkloadContext
+from pgfsbench.workloads.base import Measurement, Progress, Workload, WorkloadContext
 
 SERIES_UNITS = {"wal_mbps": "MB/s", "dirty_kb": "kB", "writeback_kb": "kB",
                 "disk_write_mbps": "MB/s", "disk_read_mbps": "MB/s", "disk_await_ms": "ms",
@@ -128,6 +128,18 @@ def log_left_out(expected_tps: float | None, cpus: int, most_per_cpu: int) -> st
             "(txlog = true keeps it)")
 
 
+def auto_txlog(workload: Workload, expected_tps: float | None, cpus: int,
+               most_per_cpu: int) -> tuple[Workload, str | None]:
+    """txlog = "auto": the workload without its transaction log and why, when it has one
+    (pgbench's -l; sysbench's own percentiles cost nothing extra) and the run is expected
+    above ``most_per_cpu``; else the workload as it is and None."""
+    without = unobserved(workload)
+    if without is workload:
+        return workload, None
+    why = log_left_out(expected_tps, cpus, most_per_cpu)
+    return (without, why) if why else (workload, None)
+
+
 def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
                 events: Events) -> RunRecord:
     assert st.instance is not None and st.storage is not None
@@ -185,10 +197,8 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
             earlier = reference_max(eng, cell)
             expected = earlier[0] if earlier else None
         if observed_run and d.txlog == "auto" and not cell.workload.rate:
-            left_out = log_left_out(expected, len(os.sched_getaffinity(0)),
-                                    d.txlog_max_tps_per_cpu)
-            if left_out:
-                workload = unobserved(workload)
+            workload, left_out = auto_txlog(workload, expected, len(os.sched_getaffinity(0)),
+                                            d.txlog_max_tps_per_cpu)
         cell = capped_log(cell, expected, d.txlog_max_lines_per_s)
         eng.phase(f"measuring {w.duration_s:g} s"
                   + (" without pgbench's transaction log (txlog = auto)" if left_out else ""))
