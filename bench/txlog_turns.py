@@ -24,102 +24,46 @@ whatever it writes), 0.0167 about 750 (about pgfsbench's cap of 1,000 lines a se
 from __future__ import annotations
 
 import argparse
-import math
-import signal
-import statistics
-import subprocess
-import time
 from pathlib import Path
 
-from rawserver import RawServer, as_postgres, is_rate, measure_in_workdir, raw_server
-
-from pgfsbench.analysis.observer import geometric_ci
-
-DATABASES = ("a", "b")
-
-
-def commits(server: RawServer) -> dict[str, int]:
-    out = as_postgres(str(server.bindir / "psql"), "-h", str(server.sock), "-XAt", "-c",
-                      "SELECT datname, xact_commit FROM pg_stat_database "
-                      "WHERE datname IN ('a', 'b')", "postgres").stdout
-    return {name: int(n) for name, n in (line.split("|") for line in out.split())}
-
-
-def start(server: RawServer, rate: str | None, db: str) -> subprocess.Popen[bytes]:
-    """pgbench as the postgres user (its own process: the one to stop and continue)."""
-    log: list[str] = []
-    if rate is not None:
-        for old in server.tmpfs_logdir.glob("tx.*"):
-            old.unlink()
-        log = ["-l", f"--log-prefix={server.tmpfs_logdir / 'tx'}", f"--sampling-rate={rate}"]
-    return subprocess.Popen([str(server.bindir / "pgbench"), "-h", str(server.sock), "-S",
-                             "-M", "prepared", "-c2", "-j2", "-n", "-T3600", *log, db],
-                            user="postgres", stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+from rawserver import RawServer, is_rate, measure_in_workdir, raw_server
+from turns import (
+    DATABASES,
+    Lane,
+    arm_summary,
+    clear_logs,
+    make_databases,
+    start_pgbench,
+    take_turns,
+)
 
 
 def one_repetition(server: RawServer, arm: str, rep: int, seconds: float,
                    slot: float) -> tuple[int, int]:
     """(transactions with the arm's -l, transactions without) in equal running time."""
     logged_db, plain_db = DATABASES if rep % 2 == 0 else DATABASES[::-1]
-    logged = start(server, None if arm == "none" else arm, logged_db)
-    plain = start(server, None, plain_db)
-    procs = (logged, plain)
-    try:
-        time.sleep(1.0)  # both connected
-        for p in procs:
-            p.send_signal(signal.SIGSTOP)
-        time.sleep(1.5)  # idle backends flush their statistics within a second
-        before = commits(server)
-        first, second = procs if (rep // 2) % 2 == 0 else procs[::-1]
-        order = (first, second, second, first)
-        running: subprocess.Popen[bytes] | None = None
-        t0 = time.monotonic()
-        for k in range(max(4, round(seconds / slot / 4) * 4)):
-            who = order[k % 4]
-            if who is not running:
-                if running is not None:
-                    running.send_signal(signal.SIGSTOP)
-                who.send_signal(signal.SIGCONT)
-                running = who
-            time.sleep(max(0.0, t0 + (k + 1) * slot - time.monotonic()))
-        if running is not None:
-            running.send_signal(signal.SIGSTOP)
-    finally:
-        for p in procs:
-            p.kill()  # stopped or not
-            p.wait()
-    time.sleep(0.5)  # backends flush their statistics as they exit
-    after = commits(server)
-    return after[logged_db] - before[logged_db], after[plain_db] - before[plain_db]
+    log: list[str] = []
+    if arm != "none":
+        clear_logs(server.tmpfs_logdir)
+        log = ["-l", f"--log-prefix={server.tmpfs_logdir / 'tx'}", f"--sampling-rate={arm}"]
+    lanes = (Lane(start_pgbench(server, logged_db, log), logged_db),
+             Lane(start_pgbench(server, plain_db), plain_db))
+    return take_turns(server, lanes, (rep // 2) % 2, seconds, slot)
 
 
 def measure(work: Path, args: argparse.Namespace) -> dict[str, dict[str, object]]:
     arms = args.arms.split(",")
     counts: dict[str, list[tuple[int, int]]] = {a: [] for a in arms}
     with raw_server(work, Path(args.bindir)) as server:
-        for db in DATABASES:
-            as_postgres(str(server.bindir / "createdb"), "-h", str(server.sock), db)
-            as_postgres(str(server.bindir / "pgbench"), "-h", str(server.sock), "-i", "-s",
-                        "10", "-q", db)
+        make_databases(server)
         for rep in range(args.reps):
             for arm in arms if rep % 2 == 0 else arms[::-1]:
                 counts[arm].append(one_repetition(server, arm, rep, args.seconds, args.slot))
             print(f"repetition {rep + 1}: " + ", ".join(
                 f"{a} {counts[a][-1][0] / counts[a][-1][1]:.4f}" for a in arms)
                 + f" ({sum(counts[arms[0]][-1]) / args.seconds:,.0f} TPS)", flush=True)
-    result: dict[str, dict[str, object]] = {}
-    for arm in arms:
-        ratios = [x / y for x, y in counts[arm]]
-        ratio, low, high = geometric_ci(ratios)
-        sd = statistics.stdev(math.log(r) for r in ratios) if len(ratios) > 1 else math.nan
-        result[arm] = {"ratio": ratio, "ci": [low, high], "sd_log": sd,
-                       "counts": counts[arm]}
-        label = "both without -l" if arm == "none" else f"-l --sampling-rate={arm}"
-        print(f"{label:<30} with / without {ratio:.4f} "
-              f"[{low or math.nan:.4f}, {high or math.nan:.4f}], SD of the log ratios "
-              f"{sd:.4f}, {len(ratios)} repetitions")
-    return result
+    return {arm: arm_summary("both without -l" if arm == "none" else
+                             f"-l --sampling-rate={arm}", counts[arm]) for arm in arms}
 
 
 def main() -> None:
