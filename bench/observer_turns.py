@@ -39,7 +39,16 @@ import sys
 from pathlib import Path
 
 from rawserver import RawServer, measure_in_workdir, raw_server
-from turns import DATABASES, Lane, arm_summary, make_databases, start_pgbench, take_turns
+from turns import (
+    DATABASES,
+    Lane,
+    arm_summary,
+    make_databases,
+    print_repetition,
+    start_pgbench,
+    take_turns,
+    turns_parser,
+)
 
 from pgfsbench.collect.observation import Observation
 from pgfsbench.collect.procfs import parse_schedstat
@@ -135,9 +144,7 @@ def measure(work: Path, args: argparse.Namespace) -> dict[str, dict[str, object]
                 n, cost = one_repetition(server, args, arm, rep)
                 counts[arm].append(n)
                 costs[arm].append(cost)
-            print(f"repetition {rep + 1}: " + ", ".join(
-                f"{a} {counts[a][-1][0] / counts[a][-1][1]:.4f}" for a in arms)
-                + f" ({sum(counts[arms[0]][-1]) / args.seconds:,.0f} TPS)", flush=True)
+            print_repetition(rep, counts, args.seconds)
     result: dict[str, dict[str, object]] = {}
     for arm in arms:
         label = {"none": "neither watched", "batch": "watched (SCHED_BATCH)",
@@ -154,16 +161,9 @@ def measure(work: Path, args: argparse.Namespace) -> dict[str, dict[str, object]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=20)
-    parser.add_argument("--seconds", type=float, default=20.0,
-                        help="turns per repetition, in seconds (each process runs half)")
-    parser.add_argument("--slot", type=float, default=0.25, help="seconds per turn")
-    parser.add_argument("--arms", default="none,batch", help=f"of {', '.join(ARMS)}")
+    parser = turns_parser(__doc__, 20, 0.25, "none,batch", f"of {', '.join(ARMS)}")
     parser.add_argument("--hz", type=float, default=10.0, help="wait-event sampling rate")
-    parser.add_argument("--bindir", default="/usr/lib/postgresql/15/bin")
     parser.add_argument("--major", type=int, default=15, help="the server's major version")
-    parser.add_argument("--save", type=Path, help="write the arms' figures to this JSON file")
     parser.add_argument("--child", nargs=2, metavar=("CONNINFO", "SERVER_LOG"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -13,6 +13,7 @@ observer of `observer_turns.py`).
 
 from __future__ import annotations
 
+import argparse
 import math
 import signal
 import statistics
@@ -124,3 +125,26 @@ def arm_summary(label: str, counts: list[tuple[int, int]]) -> dict[str, object]:
           f"[{low or math.nan:.4f}, {high or math.nan:.4f}], SD of the log ratios "
           f"{sd:.4f}, {len(ratios)} repetitions")
     return {"ratio": ratio, "ci": [low, high], "sd_log": sd, "counts": counts}
+
+
+def turns_parser(doc: str, reps: int, slot: float, arms: str,
+                 arms_help: str | None = None) -> argparse.ArgumentParser:
+    """The arguments every turns bench takes, with its own defaults."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=reps)
+    parser.add_argument("--seconds", type=float, default=20.0,
+                        help="turns per repetition, in seconds (each process runs half)")
+    parser.add_argument("--slot", type=float, default=slot, help="seconds per turn")
+    parser.add_argument("--arms", default=arms, help=arms_help)
+    parser.add_argument("--bindir", default="/usr/lib/postgresql/15/bin")
+    parser.add_argument("--save", type=Path, help="write the arms' figures to this JSON file")
+    return parser
+
+
+def print_repetition(rep: int, counts: dict[str, list[tuple[int, int]]],
+                     seconds: float) -> None:
+    """One line per repetition: each arm's ratio, and the throughput of the turns."""
+    arms = list(counts)
+    print(f"repetition {rep + 1}: " + ", ".join(
+        f"{a} {counts[a][-1][0] / counts[a][-1][1]:.4f}" for a in arms)
+        + f" ({sum(counts[arms[0]][-1]) / seconds:,.0f} TPS)", flush=True)

@@ -33,8 +33,10 @@ from turns import (
     arm_summary,
     clear_logs,
     make_databases,
+    print_repetition,
     start_pgbench,
     take_turns,
+    turns_parser,
 )
 
 
@@ -59,22 +61,13 @@ def measure(work: Path, args: argparse.Namespace) -> dict[str, dict[str, object]
         for rep in range(args.reps):
             for arm in arms if rep % 2 == 0 else arms[::-1]:
                 counts[arm].append(one_repetition(server, arm, rep, args.seconds, args.slot))
-            print(f"repetition {rep + 1}: " + ", ".join(
-                f"{a} {counts[a][-1][0] / counts[a][-1][1]:.4f}" for a in arms)
-                + f" ({sum(counts[arms[0]][-1]) / args.seconds:,.0f} TPS)", flush=True)
+            print_repetition(rep, counts, args.seconds)
     return {arm: arm_summary("both without -l" if arm == "none" else
                              f"-l --sampling-rate={arm}", counts[arm]) for arm in arms}
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--reps", type=int, default=30)
-    parser.add_argument("--seconds", type=float, default=20.0,
-                        help="turns per repetition, in seconds (each process runs half)")
-    parser.add_argument("--slot", type=float, default=0.2, help="seconds per turn")
-    parser.add_argument("--arms", default="none,0.00001,0.0167")
-    parser.add_argument("--bindir", default="/usr/lib/postgresql/15/bin")
-    parser.add_argument("--save", type=Path, help="write the arms' figures to this JSON file")
+    parser = turns_parser(__doc__, 30, 0.2, "none,0.00001,0.0167")
     args = parser.parse_args()
     for arm in args.arms.split(","):
         if arm != "none" and not is_rate(arm):
