@@ -341,6 +341,50 @@ def test_t_quantile_and_p_agree_with_scipy_stats() -> None:
                                 rel_tol=1e-9, abs_tol=1e-15)
 
 
+def test_signed_rank_critical_values_are_the_published_table() -> None:
+    """Two-sided 5% critical values of the Wilcoxon signed-rank statistic (the table in
+    every nonparametrics text), none below 6 values; the normal approximation used above
+    SIGNED_RANK_EXACT_MAX_N is within one rank of the exact value."""
+    import pgfsbench.analysis.stats as st
+
+    table = {6: 0, 7: 2, 8: 3, 9: 5, 10: 8, 11: 10, 12: 13, 13: 17, 14: 21, 15: 25,
+             16: 29, 17: 34, 18: 40, 19: 46, 20: 52, 25: 89, 30: 137}
+    assert {n: st.signed_rank_critical(n) for n in table} == table
+    assert st.signed_rank_critical(5) is None and st.signed_rank_critical(1) is None
+    for n in (40, 120, 300):
+        exact = st.signed_rank_critical(n)
+        assert exact is not None
+        saved = st.SIGNED_RANK_EXACT_MAX_N
+        st.SIGNED_RANK_EXACT_MAX_N = 0
+        try:
+            approx = st.signed_rank_critical(n)
+        finally:
+            st.SIGNED_RANK_EXACT_MAX_N = saved
+        assert approx is not None and abs(approx - exact) <= 1
+
+
+def test_hodges_lehmann_interval_is_what_the_signed_rank_test_does_not_reject() -> None:
+    """scipy's exact Wilcoxon test as the oracle: a shift just inside either end of the
+    interval is not rejected at 5%, just outside it is; the centre is the median of the
+    Walsh averages."""
+    from scipy import stats as sps
+
+    from pgfsbench.analysis.stats import hodges_lehmann
+
+    rng = np.random.default_rng(7)
+    for n in (6, 9, 14, 25):
+        x = rng.standard_t(3, n) * 0.02 - 0.01
+        centre, low, high = hodges_lehmann(list(x))
+        assert low is not None and high is not None and low < centre < high
+        walsh = [(x[i] + x[j]) / 2 for i in range(n) for j in range(i, n)]
+        assert centre == pytest.approx(float(np.median(walsh)))
+        eps = 1e-9
+        for inside, outside in ((low + eps, low - eps), (high - eps, high + eps)):
+            assert sps.wilcoxon(x - inside, method="exact").pvalue > 0.05
+            assert sps.wilcoxon(x - outside, method="exact").pvalue <= 0.05
+    assert hodges_lehmann([0.1, 0.2, 0.3])[1:] == (None, None)
+
+
 # ---------------------------------------------------------------- observer effect
 
 
@@ -424,6 +468,35 @@ def test_observer_effect_pairs_watched_with_unwatched_runs() -> None:
     assert ("the benchmark's CPU per transaction 707.07 us watched, 656.63 us not"
             in e.words())
     assert "3 pair(s)" in e.words() and "no significant effect" in e.words()
+    assert e.robust is not None and e.robust[1:] == (None, None)  # 3 pairs: no interval
+    assert "Hodges-Lehmann" not in e.words()
+
+
+def test_observer_effect_robust_ratio_is_not_dragged_by_one_disturbed_pair() -> None:
+    """A burst of the host's load halves one run: the geometric mean and its t interval
+    move with it, the Hodges-Lehmann ratio and its interval stay with the other pairs."""
+    from pgfsbench.analysis.observer import observer_effects
+
+    # 19 undisturbed pairs and one disturbed (with 20 pairs the 52 lowest of the 210 Walsh
+    # averages bound the interval: more than the 20 that involve the disturbed pair)
+    pair_ratios = [0.998, 1.003, 0.996, 1.001, 0.999, 1.002, 0.997, 1.000, 0.995, 1.004,
+                   0.998, 1.001, 0.997, 1.002, 0.999, 1.000, 0.996, 1.003, 0.998, 0.5]
+    runs = []
+    for k, ratio in enumerate(pair_ratios):
+        off_first = k % 2 == 0
+        runs += [_observer_run(2 * k + 1, 1000.0 if off_first else 1000.0 * ratio,
+                               not off_first),
+                 _observer_run(2 * k + 2, 1000.0 * ratio if off_first else 1000.0,
+                               off_first)]
+    [e] = observer_effects(runs)
+    assert e.ratios == pytest.approx(tuple(pair_ratios))
+    assert e.ratio < 0.97 and e.ci_low is not None and e.ci_low < 0.93
+    assert e.robust is not None
+    centre, low, high = e.robust
+    assert low is not None and high is not None
+    assert 0.997 < centre < 1.0 and 0.99 < low < centre < high < 1.003
+    assert (f"robust to disturbed pairs (Hodges-Lehmann) {centre:.4f} [{low:.4f}, "
+            f"{high:.4f}]") in e.words()
 
 
 def test_observer_effect_adds_what_watching_cost_the_benchmark_pair_by_pair() -> None:

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pgfsbench.analysis.stats import t_interval, t_interval_log
+from pgfsbench.analysis.stats import hodges_lehmann, t_interval, t_interval_log
 from pgfsbench.analysis.summary import run_throughput
 
 
@@ -34,6 +34,10 @@ class ObserverEffect:
     # pair: mean of (watched - not watched) in points of % of one core, with its 95% t
     # interval (None below two pairs)
     benchmark_cpu_extra_pct: tuple[float, float | None, float | None] | None = None
+    # the same ratio robust to a few disturbed pairs (a burst of the host's load in one
+    # run of a pair): Hodges-Lehmann on the log ratios with its Wilcoxon signed-rank 95%
+    # interval (no interval below 6 pairs)
+    robust: tuple[float, float | None, float | None] | None = None
 
     @property
     def total_cpu_pct(self) -> float | None:
@@ -59,6 +63,10 @@ class ObserverEffect:
                              f"{'faster' if self.ci_low > 1 else 'slower'}")
             else:
                 interval += ", no significant effect"
+        if self.robust is not None and self.robust[1] is not None \
+                and self.robust[2] is not None:
+            interval += (f"; robust to disturbed pairs (Hodges-Lehmann) {self.robust[0]:.4f} "
+                         f"[{self.robust[1]:.4f}, {self.robust[2]:.4f}]")
         cpu = ("" if self.sampler_cpu_pct is None
                else f"; samplers used {self.sampler_cpu_pct:.2f}% of a core")
         if cpu and self.observer_cpu_pct is not None:
@@ -88,6 +96,14 @@ def geometric_ci(ratios: Sequence[float]) -> tuple[float, float | None, float | 
         return centre, None, None
     low, high = t_interval_log(list(ratios))
     return centre, low, high
+
+
+def robust_ratio(ratios: Sequence[float]) -> tuple[float, float | None, float | None]:
+    """Paired ratios' Hodges-Lehmann centre with its 95% Wilcoxon signed-rank interval,
+    on the log ratios (no interval below 6 ratios)."""
+    centre, low, high = hodges_lehmann([math.log(x) for x in ratios])
+    return (math.exp(centre), None if low is None else math.exp(low),
+            None if high is None else math.exp(high))
 
 
 def _observer(run: Mapping[str, Any]) -> Mapping[str, Any]:
@@ -189,5 +205,6 @@ def observer_effects(runs: Iterable[Mapping[str, Any]]) -> list[ObserverEffect]:
                                                             "observer_cpu_pct_of_a_core"))
         bench, per_tx = _by_side(ok, _cpu_pct), _by_side(ok, _cpu_us_per_tx)
         out.append(ObserverEffect(cell, host, campaign, tuple(ratios), ratio, low,
-                                  high, cpu, bench, total, per_tx, _paired_cpu_extra(rows)))
+                                  high, cpu, bench, total, per_tx, _paired_cpu_extra(rows),
+                                  robust_ratio(ratios)))
     return out
