@@ -43,7 +43,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pgfsbench.analysis.observer import geometric_ci, observer_effects
+from rawserver import measured_commit
+
+from pgfsbench.analysis.observer import geometric_ci, observer_effects, robust_ratio
 from pgfsbench.results.store import Store
 
 SPEC = """
@@ -143,6 +145,7 @@ def in_one_server(work: Path, args: argparse.Namespace) -> None:
           f"{e.ci_high or math.nan:.4f}] (median "
           f"{statistics.median(e.ratios):.4f}, min {min(e.ratios):.4f}, "
           f"max {max(e.ratios):.4f})")
+    print_robust(e.robust)
     if e.sampler_cpu_pct is not None:
         print(f"samplers' own CPU: median {e.sampler_cpu_pct:.3f}% of one core")
     if e.observer_cpu_pct is not None:
@@ -165,26 +168,13 @@ def in_one_server(work: Path, args: argparse.Namespace) -> None:
         args.save.write_text(json.dumps({
             "pairs": e.pairs, "duration": args.duration, "warmup": args.warmup,
             "clients": args.clients, "set": args.set, "ratios": e.ratios, "ratio": e.ratio,
-            "ci": [e.ci_low, e.ci_high], "sampler_cpu_pct": e.sampler_cpu_pct,
+            "ci": [e.ci_low, e.ci_high], "robust": e.robust, "sampler_cpu_pct": e.sampler_cpu_pct,
             "observer_cpu_pct": e.observer_cpu_pct,
             "benchmark_cpu_pct": e.benchmark_cpu_pct,
             "benchmark_cpu_us_per_tx": e.benchmark_cpu_us_per_tx,
             "benchmark_cpu_extra_pct": extra, "total_cpu_pct": e.total_cpu_pct,
-            "commit": _commit()}, indent=1) + "\n")
+            "commit": measured_commit()}, indent=1) + "\n")
         print(f"saved to {args.save}")
-
-
-def _commit() -> str | None:
-    """The pgfsbench commit measured (a dirty tree is marked)."""
-    here = Path(__file__).resolve().parent
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, check=True,
-                              capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=here, capture_output=True, text=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return None
-    return head + ("+dirty" if dirty else "")
 
 
 def pooled(files: list[Path]) -> None:
@@ -200,6 +190,15 @@ def pooled(files: list[Path]) -> None:
     print(f"pooled: {len(ratios)} pairs, TPS ratio {ratio:.4f}, 95% CI "
           f"[{low or math.nan:.4f}, {high or math.nan:.4f}] (median "
           f"{statistics.median(ratios):.4f})")
+    print_robust(robust_ratio(ratios))
+
+
+def print_robust(robust: tuple[float, float | None, float | None] | None) -> None:
+    """The ratio that a few pairs disturbed by the host's bursts do not move."""
+    if robust is None or robust[1] is None or robust[2] is None:
+        return
+    print(f"robust to disturbed pairs: Hodges-Lehmann {robust[0]:.4f}, 95% CI "
+          f"[{robust[1]:.4f}, {robust[2]:.4f}] (Wilcoxon signed-rank)")
 
 
 def main() -> None:

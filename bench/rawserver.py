@@ -1,12 +1,15 @@
 """A hand-made PostgreSQL server for the benches that drive raw pgbench (no pgfsbench in
 the loop): its data on a tmpfs it mounts, a private unix socket, pgbench tables loaded.
-Everything is stopped and unmounted on the way out. Needs root."""
+Everything is stopped and unmounted on the way out, after Ctrl-C, SIGTERM or SIGHUP too.
+Needs root."""
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -37,7 +40,32 @@ class RawServer:
 
 
 @contextmanager
+def signals_unwind() -> Iterator[None]:
+    """SIGTERM and SIGHUP end the bench as Ctrl-C does, by unwinding, so every ``finally``
+    runs (their default action kills the process and leaves the server running and its
+    tmpfs mounted). The first one unwinds; later ones are ignored while the way out runs."""
+    caught = (signal.SIGTERM, signal.SIGHUP)
+
+    def unwind(signum: int, _frame: object) -> None:
+        for s in caught:
+            signal.signal(s, signal.SIG_IGN)
+        raise SystemExit(f"stopped by signal {signal.Signals(signum).name}: undoing")
+
+    old = {s: signal.signal(s, unwind) for s in caught}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+@contextmanager
 def raw_server(work: Path, bindir: Path, scale: int = 10) -> Iterator[RawServer]:
+    with signals_unwind():
+        yield from _raw_server(work, bindir, scale)
+
+
+def _raw_server(work: Path, bindir: Path, scale: int) -> Iterator[RawServer]:
     mnt, sock, logdir = work / "mnt", work / "sock", work / "log"
     for d in (mnt, sock, logdir):
         d.mkdir()
@@ -73,11 +101,29 @@ def is_rate(text: str) -> bool:
 def measure_in_workdir(prefix: str, measure: Callable[[Path], dict[str, Any]],
                        save: Path | None, header: dict[str, Any]) -> None:
     """``measure`` in a work directory of its own under /var/tmp (removed after), its
-    result saved with ``header`` as JSON to ``save`` when given."""
+    result saved with ``header`` as JSON to ``save`` when given, with the commit measured
+    and when."""
+    started = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     with tempfile.TemporaryDirectory(prefix=prefix, dir="/var/tmp") as tmp:
         work = Path(tmp)
         work.chmod(0o755)
         result = measure(work)
     if save:
-        save.write_text(json.dumps({**header, "arms": result}, indent=1) + "\n")
+        save.write_text(json.dumps({**header, "commit": measured_commit(),
+                                    "started": started,
+                                    "ended": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                                    "arms": result}, indent=1) + "\n")
         print(f"saved to {save}")
+
+
+def measured_commit() -> str | None:
+    """The pgfsbench commit a bench measures (a dirty tree is marked)."""
+    here = Path(__file__).resolve().parent
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, check=True,
+                              capture_output=True, text=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=here, capture_output=True, text=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return head + ("+dirty" if dirty else "")
