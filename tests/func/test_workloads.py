@@ -137,6 +137,44 @@ pooler = { kind = "pgbouncer" }
     assert not any("pgbouncer" in x for x in leftovers(base))
 
 
+def test_prepared_statements_through_a_transaction_pooler(base: Path) -> None:
+    """Debian 12's pgbouncer (1.18) in transaction mode loses server-side prepared
+    statements: sysbench (which prepares by default) runs without them and says so, more
+    threads than server connections; pgbench -M prepared is refused before anything is
+    made."""
+    pooled = """
+[postgres.pooled]
+pooler = { kind = "pgbouncer", pool_mode = "transaction", default_pool_size = 2 }
+"""
+    spec = write_spec(base / "s.toml", TINY.format(duration="3s") + pooled + """
+[workload.oltp]
+tool = "sysbench"
+script = "oltp_read_write"
+tables = 2
+table_size = 1000
+mix = "80/20"
+clients = 8
+""")
+    results = base / "r.sqlite"
+    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
+    (run,) = runs_of(results)
+    assert run["status"] == "ok" and run["throughput"] > 0, run
+    detail = show(results, run["run_id"])
+    why = detail["metrics"]["tool"]["prepared_statements_disabled"]
+    assert "transaction mode does not keep server-side prepared statements" in why
+    assert max(detail["series"]["pooler_clients_waiting"]["values"]) >= 1  # 8 threads, 2 slots
+    refused = write_spec(base / "refused.toml", TINY.format(duration="3s") + pooled + """
+[workload.w]
+builtin = "select-only"
+protocol = "prepared"
+""")
+    done = pgfsbench("run", str(refused), "--results", str(base / "r2.sqlite"), "--workdir",
+                     str(base / "work2"), check=False)
+    assert done.returncode != 0
+    assert "pgbench -M prepared through the pooler of postgres pooled" in done.stderr
+    assert not (base / "work2").exists() and runs_of(base / "r2.sqlite") == []
+
+
 def test_huge_pages_are_reserved_for_the_server_and_given_back(base: Path) -> None:
     nr = Path("/proc/sys/vm/nr_hugepages")
     before = nr.read_text().strip()

@@ -547,3 +547,22 @@ def test_runs_without_pgbench_log_under_txlog_auto_are_said_once_per_report() ->
     assert said.startswith("no latency percentiles for 2 cell(s)")
     assert "ram/pg/k/ro, ram/pg/k/sel" in said and "rw" not in said
     assert not [w for w in reading_warnings(runs[2:3]) if "latency percentiles" in w]
+
+
+def test_sysbench_without_prepared_statements_is_said_next_to_cells_with_them() -> None:
+    from pgfsbench.analysis.warnings import reading_warnings
+
+    def run(rep: int, cell: str, disabled: str | None) -> dict[str, object]:
+        return {"run_id": rep, "cell": cell, "repetition": rep, "status": "ok",
+                "metrics": {"tool": {"name": "sysbench",
+                                     "prepared_statements_disabled": disabled}}}
+
+    why = "pgbouncer 1.18.0 in transaction mode does not keep server-side prepared statements"
+    runs = [run(1, "ext4/pgbouncer/k/oltp", why), run(2, "ext4/seed/k/oltp", None),
+            run(3, "ext4/huge/k/oltp", None)]
+    [said] = [w for w in reading_warnings(runs) if "prepared statements" in w]
+    assert said.startswith("sysbench ran without server-side prepared statements in 1 cell(s)")
+    assert "ext4/pgbouncer/k/oltp" in said and "2 other sysbench cell(s) prepared" in said
+    [alone] = [w for w in reading_warnings(runs[:1]) if "prepared statements" in w]
+    assert "other sysbench" not in alone
+    assert not [w for w in reading_warnings(runs[1:]) if "prepared statements" in w]

@@ -7,6 +7,8 @@ from pathlib import Path
 from pgfsbench.spec import SysbenchWorkload
 from pgfsbench.workloads.base import Endpoint
 from pgfsbench.workloads.sysbench import (
+    ERROR_LINES_KEPT,
+    error_lines,
     histogram_percentiles,
     mix_options,
     parse_report,
@@ -75,3 +77,35 @@ def test_a_failed_connection_is_a_fatal_line() -> None:
     s = parse_run((DATA / "run_noconn.out").read_text() + (DATA / "run_noconn.err").read_text())
     assert s.transactions is None
     assert any("Connection to database failed" in f for f in s.fatal)
+
+
+def test_the_run_error_is_the_cause_not_sysbenchs_wrapper_lines() -> None:
+    """A run's error is its last error line: sysbench's own cause ('Connection to database
+    failed', PostgreSQL's error), not 'Thread initialization failed!' that follows it."""
+    s = parse_run((DATA / "run_noconn.out").read_text() + (DATA / "run_noconn.err").read_text())
+    lines = error_lines(s.fatal)
+    assert lines[-1].startswith("FATAL: Connection to database failed: connection to server on "
+                                "socket")
+    assert "FATAL: Thread initialization failed!" in lines
+    # captured through pgbouncer 1.18 in transaction mode, 175 threads, prepared statements
+    # on: hundreds of FATAL lines, the last one the wrapper
+    s = parse_run((DATA / "run_pooler_thread_init.out").read_text())
+    assert s.fatal[-1] == "FATAL: Thread initialization failed!"
+    lines = error_lines(s.fatal)
+    assert len(lines) == ERROR_LINES_KEPT
+    assert lines[-1].startswith("FATAL: PQprepare() failed: ERROR:  prepared statement")
+    assert lines[-1].endswith("already exists")
+    s = parse_run((DATA / "run_pooler_prepared.out").read_text())
+    assert "does not exist" in error_lines(s.fatal)[-1]
+    assert error_lines(()) == []
+
+
+def test_without_prepared_statements_through_a_transaction_pooler() -> None:
+    cfg = SysbenchWorkload(tool="sysbench", script="oltp_read_write", tables=2)
+    assert "--db-ps-mode=disable" not in run_argv("sysbench", CONN, cfg, 1000, 4, 10.0, None)
+    argv = run_argv("sysbench", CONN, cfg, 1000, 4, 10.0, None, prepared=False)
+    assert "--db-ps-mode=disable" in argv and argv[-1] == "run"
+    own = SysbenchWorkload(tool="sysbench", script="oltp_read_write", tables=2,
+                           options={"db-ps-mode": "auto"})  # the spec's own choice wins
+    argv = run_argv("sysbench", CONN, own, 1000, 4, 10.0, None, prepared=False)
+    assert [a for a in argv if "ps-mode" in a] == ["--db-ps-mode=auto"]

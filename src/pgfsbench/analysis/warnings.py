@@ -3,7 +3,8 @@
 Shown in the summary, the report and the Markdown: ZFS through FUSE; the substitutions made
 for this machine's ZFS; zfs-fuse's own defaults, which apply to "untuned" cells; loop files
 that all live on one physical disk (a separate "log device" is then the same disk); cells
-with too few repetitions for a verdict; busy hosts.
+with too few repetitions for a verdict; runs without pgbench's log or without sysbench's
+prepared statements; busy hosts.
 """
 
 from __future__ import annotations
@@ -139,6 +140,29 @@ def _txlog_left_out(runs: Sequence[Mapping[str, Any]]) -> list[str]:
             f"{', '.join(cells[:4])}{', ...' if len(cells) > 4 else ''}"]
 
 
+def _prepared_disabled(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """sysbench cells that went without prepared statements through a transaction pooler,
+    next to sysbench cells that prepared theirs: their difference includes that."""
+    def tool(r: Mapping[str, Any]) -> Mapping[str, Any]:
+        return (r.get("metrics") or {}).get("tool") or {}
+
+    sysbench = [r for r in runs if tool(r).get("name") == "sysbench"]
+    without = sorted({str(r["cell"]) for r in sysbench
+                      if tool(r).get("prepared_statements_disabled")})
+    if not without:
+        return []
+    text = (f"sysbench ran without server-side prepared statements in {len(without)} "
+            "cell(s), whose pooler would have lost them (--db-ps-mode=disable): "
+            f"{', '.join(without[:4])}{', ...' if len(without) > 4 else ''}")
+    prepared = sorted({str(r["cell"]) for r in sysbench if r.get("status") == "ok"
+                       and not tool(r).get("prepared_statements_disabled")})
+    if prepared:
+        text += (f"; {len(prepared)} other sysbench cell(s) prepared theirs, so a difference "
+                 "between them includes that (options = { \"db-ps-mode\" = \"disable\" } on "
+                 "the workload runs them alike)")
+    return [text]
+
+
 def reading_warnings(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     out: list[str] = []
     if any(r.get("fuse") for r in runs):
@@ -150,6 +174,7 @@ def reading_warnings(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     out += _one_disk(runs)
     out += _few_repetitions(runs)
     out += _txlog_left_out(runs)
+    out += _prepared_disabled(runs)
     busy = sorted({f"{r['cell']} #{r['repetition']}" for r in runs
                    if any("busy host" in w for w in (r.get("warnings") or []))})
     if busy:

@@ -80,7 +80,17 @@ class Campaign:
 
     def execute(self) -> CampaignResult:
         """Run the campaign; the caller holds the host (`system.hostlock.host_lock`)."""
-        ready = preflight(self.loaded, self.plan, self.workdir, self.policy, self.runner)
+        fresh = not self.workdir.exists()
+        try:
+            ready = preflight(self.loaded, self.plan, self.workdir, self.policy, self.runner)
+        except BaseException:
+            # refused: what the checks' commands registered goes, and a workdir they made
+            if self.runner.registry is not None:
+                self.runner.registry.close()
+            if fresh:
+                with contextlib.suppress(OSError):
+                    self.workdir.rmdir()
+            raise
         left = cleanup(self.workdir, self.runner)
         if left.journals:
             self.events.warning(f"undid what {left.journals} killed run(s) left in "

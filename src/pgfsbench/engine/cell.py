@@ -105,13 +105,15 @@ class CellState:
         """Clients connect through the pooler when there is one; loading does not."""
         assert self.instance is not None and self.scratch is not None
         server = self.endpoint(eng)
-        clients = server
-        if self.bouncer is not None:
+        clients, lost = server, None
+        pooler = self.cell.postgres.pooler
+        if self.bouncer is not None and pooler is not None:
             clients = Endpoint(str(self.bouncer.socket_dir), pgbouncer.PORT, SUPERUSER,
                                server.dbname)
+            lost = pgbouncer.prepared_statements_lost(pooler, self.bouncer.version)
         return WorkloadContext(eng.runner, eng.journal, eng.binaries_for(self.cell), clients,
-                               server,
-                               self.scratch, artifacts, eng.os_user, eng.loaded.base_dir)
+                               server, self.scratch, artifacts, eng.os_user,
+                               eng.loaded.base_dir, lost)
 
     def endpoint(self, eng: Engine) -> Endpoint:
         assert self.instance is not None

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pgfsbench import kernel
 from pgfsbench.plan import Plan, is_root
+from pgfsbench.postgres import pgbouncer
 from pgfsbench.postgres.binaries import (
     Binaries,
     find_binaries,
@@ -135,6 +136,10 @@ def preflight(loaded: LoadedSpec, plan: Plan, workdir: Path, policy: DevicePolic
         problems += [f"kernel {cell.kernel_name}: {p}" for p in kernel.check(cell.kernel)]
         problems += workload_for(cell, loaded.spec.defaults).problems(cell, loaded.base_dir,
                                                                       os_user)
+    if any(cell.postgres.pooler is not None for cell in plan.cells):
+        bouncer = pgbouncer.version(runner)  # not installed: refused here, not in a cell
+        for cell in plan.cells:
+            problems += pgbouncer.problems(cell, bouncer)
     if problems:
         raise UsageError("; ".join(dict.fromkeys(problems)))
     if any(limits.configured(c.storage) for c in plan.cells):

@@ -9,6 +9,7 @@ connection is the pooler's own latency).
 from __future__ import annotations
 
 import contextlib
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from typing import Any
 
 import psycopg
 
-from pgfsbench.spec import Pooler, Scalar
+from pgfsbench.spec import Cell, Pooler, Scalar
 from pgfsbench.system.actions import make_dir, watch_process_group
 from pgfsbench.system.errors import CapabilityError, InstanceError
 from pgfsbench.system.journal import Journal
@@ -56,6 +57,59 @@ def render_ini(pooler: Pooler, directory: Path, socket_dir: Path, pg_socket: Pat
              "ignore_startup_parameters = extra_float_digits,options,application_name"]
     lines += [f"{k} = {_ini(v)}" for k, v in pooler.settings.items()]
     return "\n".join(lines) + "\n"
+
+
+# pgbouncer keeps server-side prepared statements across a transaction pooler from 1.21
+# (max_prepared_statements, 0 by default), on by default from 1.24 (200)
+PREPARED_SINCE = (1, 21)
+PREPARED_DEFAULT_SINCE = (1, 24)
+PREPARED_DEFAULT = 200
+
+
+def version_number(text: str) -> tuple[int, ...] | None:
+    """'PgBouncer 1.18.0' (what `pgbouncer --version` prints first) -> (1, 18, 0)."""
+    m = re.search(r"(\d+)\.(\d+)(?:\.(\d+))?", text)
+    return tuple(int(g) for g in m.groups() if g is not None) if m else None
+
+
+def prepared_statements_lost(pooler: Pooler, version: str) -> str | None:
+    """Why server-side prepared statements do not survive this pooler (None: they do). In
+    session mode a client keeps its server connection; in transaction and statement mode
+    the next transaction may run on another one, where the statement was never prepared,
+    unless pgbouncer tracks them itself (1.21+, max_prepared_statements above 0)."""
+    if pooler.pool_mode == "session":
+        return None
+    number = version_number(version)
+    if number is None or number < PREPARED_SINCE:
+        name = (f"pgbouncer {'.'.join(map(str, number))}" if number
+                else f"pgbouncer of unknown version ({version!r})")
+        return (f"{name} in {pooler.pool_mode} mode does not keep server-side prepared "
+                "statements (1.21 and later do, with max_prepared_statements)")
+    default = PREPARED_DEFAULT if number >= PREPARED_DEFAULT_SINCE else 0
+    raw = pooler.settings.get("max_prepared_statements", default)
+    try:
+        kept = int(str(raw))
+    except ValueError:
+        kept = default
+    if kept <= 0:
+        return (f"pgbouncer in {pooler.pool_mode} mode with max_prepared_statements = {kept} "
+                "does not keep server-side prepared statements")
+    return None
+
+
+def problems(cell: Cell, version: str) -> list[str]:
+    """What cannot run through this cell's pooler, said before anything is touched."""
+    pooler = cell.postgres.pooler
+    if pooler is None or cell.workload.tool != "pgbench" or cell.workload.protocol != \
+            "prepared":
+        return []
+    why = prepared_statements_lost(pooler, version)
+    if why is None:
+        return []
+    return [f"{cell.id}: pgbench -M prepared through the pooler of postgres "
+            f"{cell.postgres_name}: {why}, so its statements would be missing on the next "
+            'server connection; use protocol = "extended" (or "simple"), pool_mode = '
+            '"session", or a pgbouncer that keeps them']
 
 
 @dataclass

@@ -63,6 +63,9 @@ class WorkloadContext:
     artifacts: Path  # kept with the run
     os_user: str | None  # the benchmark's OS user (None: the current, non-root user)
     base_dir: Path  # the spec file's directory (relative script paths)
+    # why server-side prepared statements do not survive the endpoint (a transaction
+    # pooler), None when they do
+    prepared_statements_lost: str | None = None
 
 
 @dataclass(frozen=True)

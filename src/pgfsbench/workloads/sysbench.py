@@ -74,10 +74,14 @@ def prepare_argv(sysbench: str, conn: Endpoint, cfg: SysbenchWorkload, rows: int
 
 
 def run_argv(sysbench: str, conn: Endpoint, cfg: SysbenchWorkload, rows: int, clients: int,
-             seconds: float, rate: float | None) -> list[str]:
+             seconds: float, rate: float | None, prepared: bool = True) -> list[str]:
+    """``prepared`` False: without server-side prepared statements (through a transaction
+    pooler that would lose them), unless the spec set db-ps-mode itself."""
     argv = [sysbench, *common_args(conn, cfg, rows), f"--threads={clients}",
             f"--time={max(1, round(seconds))}", "--report-interval=1", "--histogram=on",
             f"--percentile={cfg.percentile}"]
+    if not prepared and "db-ps-mode" not in cfg.options:
+        argv.append("--db-ps-mode=disable")
     if rate:
         argv.append(f"--rate={max(1, round(rate))}")
     return [*argv, *cfg.extra_args, str(SCRIPTS_DIR / f"{cfg.script}.lua"), "run"]
@@ -176,6 +180,23 @@ def parse_run(output: str) -> Summary:
                                   if line.startswith("FATAL:"))))
 
 
+# sysbench's own lines around an error it printed just before (the Lua function that
+# failed, the thread that could not start): never the cause
+_WRAPPER = re.compile(r"Thread initialization failed|`\w+' function failed")
+ERROR_LINES_KEPT = 10
+
+
+def error_lines(fatal: tuple[str, ...]) -> list[str]:
+    """The FATAL lines a run keeps, at most ERROR_LINES_KEPT, the cause last (a run's error
+    is its workload's last error line): the first that is not one of sysbench's wrappers,
+    e.g. 'Connection to database failed: ...' or 'PQprepare() failed: ERROR: ...', not
+    'Thread initialization failed!'."""
+    if not fatal:
+        return []
+    cause = next((line for line in fatal if not _WRAPPER.search(line)), fatal[0])
+    return [*[line for line in fatal if line != cause][:ERROR_LINES_KEPT - 1], cause]
+
+
 def histogram_percentiles(hist: tuple[tuple[float, int], ...]) -> dict[str, float]:
     """p50 ... p99.9 from sysbench's histogram (bucket values, as it prints them)."""
     total = sum(n for _, n in hist)
@@ -239,8 +260,10 @@ class Sysbench:
         cfg = cell.workload.config
         assert isinstance(cfg, SysbenchWorkload)
         name = "sysbench" if measured else "sysbench-warmup"
+        lost = ctx.prepared_statements_lost
         argv = run_argv(self.binary, ctx.endpoint, cfg, table_size(cell),
-                        cell.workload.clients, seconds, cell.workload.rate)
+                        cell.workload.clients, seconds, cell.workload.rate,
+                        prepared=lost is None)
         out_path = ctx.artifacts / f"{name}.stdout"
         child = ctx.runner.spawn(argv, stdout_path=out_path, user=ctx.os_user,
                                  cwd=ctx.workdir, merge_stderr=True)
@@ -266,7 +289,7 @@ class Sysbench:
         output = child.stderr  # stdout and stderr, merged and streamed
         out_path.write_text(output)
         s = parse_run(output)
-        errors = list(s.fatal)
+        errors = error_lines(s.fatal)
         if rc != 0 and not errors:
             errors.append(f"sysbench exited {rc}")
         pct = histogram_percentiles(s.histogram)
@@ -284,7 +307,10 @@ class Sysbench:
             extra={k: v for k, v in (("qps", s.qps), ("queries", s.queries),
                                      ("reads", s.reads), ("writes", s.writes),
                                      ("reconnects", s.reconnects),
-                                     ("ignored_errors", s.ignored_errors)) if v is not None})
+                                     ("ignored_errors", s.ignored_errors),
+                                     ("prepared_statements_disabled",
+                                      lost if "--db-ps-mode=disable" in argv else None))
+                   if v is not None})
 
 
 def report_series(reports: list[Report], percentile: int) -> dict[str, tuple[float,
