@@ -162,6 +162,7 @@ clients = 8
     detail = show(results, run["run_id"])
     why = detail["metrics"]["tool"]["prepared_statements_disabled"]
     assert "transaction mode does not keep server-side prepared statements" in why
+    assert detail["metrics"]["tool"]["prepared_statements"] is False
     assert max(detail["series"]["pooler_clients_waiting"]["values"]) >= 1  # 8 threads, 2 slots
     refused = write_spec(base / "refused.toml", TINY.format(duration="3s") + pooled + """
 [workload.w]

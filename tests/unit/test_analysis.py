@@ -552,9 +552,12 @@ def test_runs_without_pgbench_log_under_txlog_auto_are_said_once_per_report() ->
 def test_sysbench_without_prepared_statements_is_said_next_to_cells_with_them() -> None:
     from pgfsbench.analysis.warnings import reading_warnings
 
-    def run(rep: int, cell: str, disabled: str | None) -> dict[str, object]:
+    def run(rep: int, cell: str, disabled: str | None,
+            prepared: bool | None = None) -> dict[str, object]:
         return {"run_id": rep, "cell": cell, "repetition": rep, "status": "ok",
                 "metrics": {"tool": {"name": "sysbench",
+                                     "prepared_statements": disabled is None
+                                     if prepared is None else prepared,
                                      "prepared_statements_disabled": disabled}}}
 
     why = "pgbouncer 1.18.0 in transaction mode does not keep server-side prepared statements"
@@ -566,3 +569,7 @@ def test_sysbench_without_prepared_statements_is_said_next_to_cells_with_them() 
     [alone] = [w for w in reading_warnings(runs[:1]) if "prepared statements" in w]
     assert "other sysbench" not in alone
     assert not [w for w in reading_warnings(runs[1:]) if "prepared statements" in w]
+    # the spec disabled them everywhere (options = { "db-ps-mode" = "disable" }): alike
+    alike = [run(1, "ext4/pgbouncer/k/oltp", None, prepared=False),
+             run(2, "ext4/seed/k/oltp", None, prepared=False)]
+    assert not [w for w in reading_warnings(alike) if "prepared statements" in w]

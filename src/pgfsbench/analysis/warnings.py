@@ -155,7 +155,7 @@ def _prepared_disabled(runs: Sequence[Mapping[str, Any]]) -> list[str]:
             "cell(s), whose pooler would have lost them (--db-ps-mode=disable): "
             f"{', '.join(without[:4])}{', ...' if len(without) > 4 else ''}")
     prepared = sorted({str(r["cell"]) for r in sysbench if r.get("status") == "ok"
-                       and not tool(r).get("prepared_statements_disabled")})
+                       and tool(r).get("prepared_statements") is True})
     if prepared:
         text += (f"; {len(prepared)} other sysbench cell(s) prepared theirs, so a difference "
                  "between them includes that (options = { \"db-ps-mode\" = \"disable\" } on "

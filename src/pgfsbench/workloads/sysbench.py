@@ -264,6 +264,7 @@ class Sysbench:
         argv = run_argv(self.binary, ctx.endpoint, cfg, table_size(cell),
                         cell.workload.clients, seconds, cell.workload.rate,
                         prepared=lost is None)
+        prepared = "--db-ps-mode=disable" not in argv  # ours, the spec's options or args
         out_path = ctx.artifacts / f"{name}.stdout"
         child = ctx.runner.spawn(argv, stdout_path=out_path, user=ctx.os_user,
                                  cwd=ctx.workdir, merge_stderr=True)
@@ -308,8 +309,10 @@ class Sysbench:
                                      ("reads", s.reads), ("writes", s.writes),
                                      ("reconnects", s.reconnects),
                                      ("ignored_errors", s.ignored_errors),
+                                     ("prepared_statements", prepared),
                                      ("prepared_statements_disabled",
-                                      lost if "--db-ps-mode=disable" in argv else None))
+                                      lost if prepared is False and "db-ps-mode" not in
+                                      cfg.options else None))
                    if v is not None})
 
 
