@@ -31,17 +31,19 @@ repetitions = 1
 fs = "tmpfs"
 size = "512M"
 """
-
-
-def test_sysbench_oltp_with_the_seeds_80_20_mix(base: Path) -> None:
-    spec = write_spec(base / "s.toml", TINY.format(duration="3s") + """
+# sysbench at tiny size with the second seed's read/write mix
+OLTP = """
 [workload.oltp]
 tool = "sysbench"
 script = "oltp_read_write"
 tables = 2
 table_size = 1000
 mix = "80/20"
-""")
+"""
+
+
+def test_sysbench_oltp_with_the_seeds_80_20_mix(base: Path) -> None:
+    spec = write_spec(base / "s.toml", TINY.format(duration="3s") + OLTP)
     results = base / "r.sqlite"
     pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
     (run,) = runs_of(results)
@@ -146,15 +148,8 @@ def test_prepared_statements_through_a_transaction_pooler(base: Path) -> None:
 [postgres.pooled]
 pooler = { kind = "pgbouncer", pool_mode = "transaction", default_pool_size = 2 }
 """
-    spec = write_spec(base / "s.toml", TINY.format(duration="3s") + pooled + """
-[workload.oltp]
-tool = "sysbench"
-script = "oltp_read_write"
-tables = 2
-table_size = 1000
-mix = "80/20"
-clients = 8
-""")
+    spec = write_spec(base / "s.toml", TINY.format(duration="3s") + pooled + OLTP
+                      + "clients = 8\n")
     results = base / "r.sqlite"
     pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
     (run,) = runs_of(results)
