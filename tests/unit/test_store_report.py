@@ -100,3 +100,54 @@ def test_export_csv_and_parquet(tmp_path: Path) -> None:
 def test_engine_urls() -> None:
     assert engine_url("postgresql://u@h/db") == "postgresql+psycopg://u@h/db"
     assert engine_url("r.sqlite").startswith("sqlite:////")
+
+
+def test_html_summary_rows_come_group_by_group(tmp_path: Path) -> None:
+    """A campaign's cells come storage by storage; each comparable group (here the scale)
+    is one block of rows under one heading, as in the terminal and the Markdown."""
+    from pgfsbench.report.html import table_rows
+    from pgfsbench.report.loading import analyse
+
+    store = Store(str(tmp_path / "r.sqlite"))
+    cid = store.start_campaign(name="t", spec_text="x", host="h")
+    for storage in ("ext4", "xfs"):
+        for scale in (2, 10):
+            cell = f"{storage}/d/d/ro@scale={scale}"
+            rid = store.start_run(campaign_id=cid, cell=cell, storage=storage, fs=storage,
+                                  postgres="d", kernel="d", workload="ro", repetition=1,
+                                  clients=4, scale=scale)
+            store.finish_run(rid, "ok", tps=1000.0 * scale + (storage == "xfs"))
+    store.finish_campaign(cid, "done")
+    a = analyse(store, [cid])
+    rows = table_rows(a.cells)
+    groups = [r["group"] for r in rows]
+    assert len(groups) == 4 and len(set(groups)) == 2
+    assert groups[0] == groups[1] and groups[2] == groups[3]  # not interleaved
+    assert [r["id"] for r in rows] == ["ext4/d/d/ro@scale=2", "xfs/d/d/ro@scale=2",
+                                       "ext4/d/d/ro@scale=10", "xfs/d/d/ro@scale=10"]
+    html = render_report(a.campaigns, a.runs, a.cells, a.highlights, inline_js=False)
+    assert html.count('<tr class="group">') == 2
+
+
+def test_a_run_at_a_share_of_its_maximum_is_never_compared_with_an_unpaced_one(
+        tmp_path: Path) -> None:
+    """rate = ["max", "75%"]: the paced cells form their own group (their throughput is
+    three quarters of their own maximum by construction), with their own baseline."""
+    from pgfsbench.report.loading import analyse
+
+    store = Store(str(tmp_path / "r.sqlite"))
+    cid = store.start_campaign(name="t", spec_text="x", host="h")
+    for storage, tps in (("ext4", 3000.0), ("xfs", 3300.0)):
+        for share in (None, 0.75):
+            cell = f"{storage}/d/d/rw@rate={'75%' if share else 'max'}"
+            rid = store.start_run(campaign_id=cid, cell=cell, storage=storage, fs=storage,
+                                  postgres="d", kernel="d", workload="rw", repetition=1,
+                                  clients=8, scale=2,
+                                  params={"workload": {"rate_fraction": share}})
+            store.finish_run(rid, "ok", tps=tps * (share or 1.0))
+    store.finish_campaign(cid, "done")
+    cells = {c.cell: c for c in analyse(store, [cid]).cells}
+    paced = cells["xfs/d/d/rw@rate=75%"]
+    assert paced.group != cells["xfs/d/d/rw@rate=max"].group
+    assert paced.baseline == cells["ext4/d/d/rw@rate=75%"].label
+    assert cells["ext4/d/d/rw@rate=75%"].baseline is None  # the first of its own group

@@ -3,8 +3,8 @@
 Every figure is an Estimate (median, range, 95% CI of the mean); a cell whose
 repetitions disagree more than a threshold is marked unstable, with the likely reason the
 data shows; cells are compared only within a comparable group (same workload, clients,
-scale, rate and host), each against its group's baseline, with a verdict that may be
-"no significant difference".
+scale, rate or share of the maximum, and host), each against its group's baseline, with a
+verdict that may be "no significant difference".
 """
 
 from __future__ import annotations
@@ -72,10 +72,12 @@ class CellSummary:
     baseline: str | None = None  # the label of its group's baseline (None: it is one)
 
     @property
-    def group(self) -> tuple[str, Any, Any, Any, Any]:
+    def group(self) -> tuple[str, Any, Any, Any, Any, Any]:
         """Cells are comparable only within a group: same workload, clients, scale, rate
-        and host (never across workloads)."""
-        return (self.workload, self.clients, self.scale, self.rate, self.host)
+        (a TPS, or a share of each cell's own maximum) and host (never across workloads;
+        never a paced run against an unpaced one)."""
+        return (self.workload, self.clients, self.scale, self.rate, self.rate_share,
+                self.host)
 
     @property
     def group_label(self) -> str:
@@ -231,6 +233,15 @@ def with_labels(cells: list[CellSummary]) -> list[CellSummary]:
     if len({(lb, c.host) for lb, c in zip(labels, cells, strict=True)}) < len(cells):
         labels = [c.cell for c in cells]
     return [dataclasses.replace(c, label=lb) for c, lb in zip(cells, labels, strict=True)]
+
+
+def by_group(cells: Sequence[CellSummary]) -> list[list[CellSummary]]:
+    """The cells of each comparable group together, groups in the order they first appear
+    (a campaign's cells come storage by storage, so one group's cells are apart)."""
+    groups: dict[tuple[Any, ...], list[CellSummary]] = {}
+    for c in cells:
+        groups.setdefault(c.group, []).append(c)
+    return list(groups.values())
 
 
 def matches(cell: CellSummary, pattern: str) -> bool:

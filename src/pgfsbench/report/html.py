@@ -22,7 +22,7 @@ from plotly.offline import get_plotlyjs
 
 from pgfsbench import __version__
 from pgfsbench.analysis.series import align
-from pgfsbench.analysis.summary import CellSummary, Highlights
+from pgfsbench.analysis.summary import CellSummary, Highlights, by_group
 from pgfsbench.report.terminal import fmt_range, fmt_space, fmt_spread, fmt_vs
 
 _env = Environment(loader=PackageLoader("pgfsbench.report", "templates"),
@@ -156,17 +156,16 @@ def _sweeps(cells: Sequence[CellSummary]) -> list[dict[str, Any]]:
 
 
 def table_rows(cells: Sequence[CellSummary]) -> list[dict[str, Any]]:
+    """The summary table's rows, group by group (the template heads each group)."""
     best: dict[tuple[Any, ...], dict[str, str]] = {}
-    for c in cells:
-        best.setdefault(c.group, {})
-    for group in best:
-        members = [c for c in cells if c.group == group]
+    for members in by_group(cells):
+        best[members[0].group] = {}
         for key, higher in (("tps", True), ("latency_p99_ms", False), ("load_seconds", False)):
             vals = [(getattr(c, key).median, c.cell) for c in members if getattr(c, key)]
             if len(vals) > 1:
-                best[group][key] = (max(vals) if higher else min(vals))[1]
+                best[members[0].group][key] = (max(vals) if higher else min(vals))[1]
     rows = []
-    for c in cells:
+    for c in (c for members in by_group(cells) for c in members):
         b = best[c.group]
         rows.append({
             "group": c.group_label, "cell": c.label or c.cell, "id": c.cell, "fs": c.fs,
@@ -218,9 +217,8 @@ def render_report(campaigns: Sequence[Mapping[str, Any]], runs: Sequence[Mapping
                   inline_js: bool = True) -> str:
     labels = {(c.cell, c.host): c.label for c in cells}
     stalls = {s.run_id: s.episodes for c in cells for s in c.stalls}
-    groups = list(dict.fromkeys(c.group for c in cells))
     figures: dict[str, Any] = {
-        "groups": [_bar_group([c for c in cells if c.group == g]) for g in groups],
+        "groups": [_bar_group(members) for members in by_group(cells)],
         "sweeps": _sweeps(cells),
         "runs": [run_data(r, labels.get((str(r["cell"]), r.get("host")), str(r["cell"])),
                           stalls.get(int(r["run_id"]), ())) for r in runs],

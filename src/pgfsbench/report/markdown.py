@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pgfsbench.analysis.summary import CellSummary, Highlights
+from pgfsbench.analysis.summary import CellSummary, Highlights, by_group
 from pgfsbench.report.terminal import fmt_range, fmt_space, fmt_spread, fmt_vs
 
 
@@ -32,9 +32,8 @@ def render_markdown(campaigns: Sequence[Mapping[str, Any]], cells: Sequence[Cell
     unit = cells[0].unit if cells else "tps"
     header = ["configuration", "fs", f"{unit} (median ±95% CI)", "vs baseline", "min–max",
               "p99 ms", "load s", "space data + pg_wal", "runs ok", "stalls"]
-    groups = list(dict.fromkeys(c.group for c in cells))
-    for group in groups:
-        members = [c for c in cells if c.group == group]
+    groups = by_group(cells)
+    for members in groups:
         if len(groups) > 1:
             lines += [f"**{members[0].group_label}**", ""]
         lines += [_row(header), _row(["---"] * len(header))]

@@ -10,7 +10,7 @@ from rich.table import Table
 from rich.text import Text
 
 from pgfsbench.analysis.stats import Estimate
-from pgfsbench.analysis.summary import CellSummary, Highlights
+from pgfsbench.analysis.summary import CellSummary, Highlights, by_group
 from pgfsbench.units import human_bytes
 
 
@@ -50,10 +50,7 @@ def fmt_space(c: CellSummary) -> str:
 def _best(cells: Sequence[CellSummary], key: str, higher: bool) -> set[str]:
     """Cells holding the best value of a column within their comparable group."""
     best: set[str] = set()
-    groups: dict[tuple[object, ...], list[CellSummary]] = {}
-    for c in cells:
-        groups.setdefault(c.group, []).append(c)
-    for members in groups.values():
+    for members in by_group(cells):
         vals = [(getattr(c, key).median, c.cell) for c in members if getattr(c, key)]
         if len(vals) > 1:
             pick = max(vals) if higher else min(vals)
@@ -84,12 +81,11 @@ def summary_table(cells: Sequence[CellSummary], title: str = "Summary",
     best_tps = _best(cells, "tps", True)
     best_p99 = _best(cells, "latency_p99_ms", False)
     best_load = _best(cells, "load_seconds", False)
-    groups = list(dict.fromkeys(c.group for c in cells))
+    groups = by_group(cells)
     legend = Table(show_header=False, box=None, pad_edge=False)
     legend.add_column("#", justify="right")
     legend.add_column("cell")
-    for gi, group in enumerate(groups):
-        members = [c for c in cells if c.group == group]
+    for gi, members in enumerate(groups):
         if len(groups) > 1:
             if gi:
                 table.add_section()
