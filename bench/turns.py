@@ -22,6 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from rawserver import RawServer, as_postgres
 
@@ -55,9 +56,19 @@ def start_pgbench(server: RawServer, db: str,
                             stderr=subprocess.DEVNULL)
 
 
+class Process(Protocol):
+    """What a lane does with its pgbench: a Popen, or pgbench as pgfsbench drives it."""
+
+    def send_signal(self, sig: int, /) -> None: ...
+
+    def kill(self) -> None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
+
+
 @dataclass
 class Lane:
-    pgbench: subprocess.Popen[bytes]
+    pgbench: Process
     db: str
     riders: Sequence[subprocess.Popen[str]] = ()  # run only while this lane's pgbench runs
     running_s: float = field(default=0.0, init=False)  # its pgbench's running time, counted
