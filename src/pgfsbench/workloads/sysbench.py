@@ -310,9 +310,8 @@ class Sysbench:
                                      ("reconnects", s.reconnects),
                                      ("ignored_errors", s.ignored_errors),
                                      ("prepared_statements", prepared),
-                                     ("prepared_statements_disabled",
-                                      lost if prepared is False and "db-ps-mode" not in
-                                      cfg.options else None))
+                                     ("prepared_statements_disabled",  # by us, not the spec
+                                      None if "db-ps-mode" in cfg.options else lost))
                    if v is not None})
 
 
