@@ -17,10 +17,22 @@ import numpy as np
 # the per-second series the analysis reads (when the run has them)
 NUMERIC = ("tps", "tps_log", "lat_p50_ms", "lat_p99_ms", "lat_max_ms", "latency_avg_ms",
            "disk_write_mbps", "disk_read_mbps", "disk_util_pct", "disk_await_ms",
-           "disk_write_iops", "dirty_kb", "writeback_kb", "cpu_iowait_pct", "cpu_idle_pct",
-           "cpu_user_pct", "cpu_system_pct", "vm_allocstall_normal", "vm_allocstall_movable",
-           "vm_pgscan_direct", "vm_pgscan_kswapd", "checkpoint_buffers_per_s", "wal_mbps",
-           "commits_per_s", "lag_avg_ms", "backend_buffers_per_s", "wal_syncs_per_s")
+           "disk_write_iops", "disk_read_iops", "dirty_kb", "writeback_kb", "cpu_iowait_pct",
+           "cpu_idle_pct", "cpu_user_pct", "cpu_system_pct", "cpu_steal_pct",
+           "vm_allocstall_normal", "vm_allocstall_movable", "vm_pgscan_direct",
+           "vm_pgscan_kswapd", "vm_pgmajfault", "checkpoint_buffers_per_s", "wal_mbps",
+           "wal_fpi_per_s", "wal_records_per_s", "commits_per_s", "lag_avg_ms",
+           "backend_buffers_per_s", "wal_syncs_per_s", "own_cpu_pct", "outside_cpu_pct",
+           "outside_read_mbps", "outside_write_mbps", "psi_cpu_some_pct", "psi_io_some_pct",
+           "psi_io_full_pct", "psi_memory_some_pct", "psi_memory_full_pct",
+           "memcg_limit_hits_per_s", "memcg_usage_mb", "memcg_refaults_per_s",
+           "memcg_majfaults_per_s", "pooler_clients_waiting", "pooler_wait_ms",
+           "pooler_servers_active", "pooler_clients_active")
+# per device (disk.<name>.<figure>): each device under test and each disk beneath
+DEVICE_FIGURES = ("write_mbps", "read_mbps", "write_iops", "read_iops", "await_ms",
+                  "util_pct", "in_flight")
+# series with a value per second that is a list or a mapping (kept as they are)
+STRUCTURED = ("blockers", "blocked", "outside_top")
 
 
 @dataclass(frozen=True)
@@ -64,6 +76,14 @@ class Aligned:
     events: list[Event] = field(default_factory=list)
     # emulated device caps, summed over the devices under test (write_mbps, write_iops...)
     limits: dict[str, float] = field(default_factory=dict)
+    # the devices under test and the disks beneath them (a loop device's backing file)
+    under_test: list[str] = field(default_factory=list)
+    beneath: list[str] = field(default_factory=list)
+    # per second: who blocks lock waiters, processes in uninterruptible sleep, the top
+    # processes outside the benchmark (None where not sampled)
+    structured: dict[str, list[Any]] = field(default_factory=dict)
+    # what the run's spec said an episode is (stall_fraction, slowdown_fraction...)
+    thresholds: dict[str, float] = field(default_factory=dict)
 
     def has(self, name: str) -> bool:
         arr = self.values.get(name)
@@ -71,6 +91,14 @@ class Aligned:
 
     def get(self, name: str) -> np.ndarray:
         return self.values.get(name, np.full(self.seconds, np.nan))
+
+    def device(self, name: str, figure: str) -> np.ndarray:
+        """One device's figure per second (disk.<name>.<figure>)."""
+        return self.get(f"disk.{name}.{figure}")
+
+    def sampled(self, name: str) -> bool:
+        """Whether a structured series (blockers, blocked...) was recorded at all."""
+        return any(v is not None for v in self.structured.get(name, []))
 
     def throughput(self) -> np.ndarray:
         """Throughput per second: the tool's own progress, else the transaction log's."""
@@ -93,7 +121,9 @@ def align(run: Mapping[str, Any]) -> Aligned:
         duration = float(len(tps.get("values") or []))
     n = max(0, math.floor(duration + 1e-6))
     al = Aligned(n)
-    for name in NUMERIC:
+    devices = [name for name in series if name.startswith("disk.")
+               and name.rsplit(".", 1)[-1] in DEVICE_FIGURES]
+    for name in (*NUMERIC, *devices):
         s = series.get(name)
         if not s:
             continue
@@ -103,6 +133,16 @@ def align(run: Mapping[str, Any]) -> Aligned:
             if isinstance(v, int | float) and not isinstance(v, bool):
                 arr[k - 1] = float(v)
         al.values[name] = arr
+    for name in STRUCTURED:
+        s = series.get(name)
+        if s:
+            al.structured[name] = [_at(s, k) for k in range(1, n + 1)]
+    metrics = run.get("metrics") or {}
+    stack = metrics.get("block_stack") or {}
+    al.under_test = [str(d) for d in stack.get("under_test") or []]
+    al.beneath = [str(d) for d in stack.get("beneath") or []]
+    al.thresholds = {k: float(v) for k, v in (metrics.get("episodes") or {}).items()
+                     if isinstance(v, int | float)}
     w = series.get("waits")
     if w:
         al.waits = [dict(_at(w, k) or {}) for k in range(1, n + 1)]
@@ -120,7 +160,7 @@ def align(run: Mapping[str, Any]) -> Aligned:
                                  ("read_iops", 1.0, "read_iops")):
             if entry.get(key):
                 al.limits[name] = al.limits.get(name, 0.0) + float(entry[key]) * scale
-    for e in (run.get("metrics") or {}).get("events") or []:
+    for e in metrics.get("events") or []:
         al.events.append(Event(str(e.get("kind")), float(e["start_s"]),
                                float(e.get("end_s", e["start_s"])), str(e.get("label", ""))))
     return al

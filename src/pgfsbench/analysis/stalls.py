@@ -1,61 +1,131 @@
-"""Why did TPS drop? Stall episodes of a run and their probable causes (pure).
+"""Why did throughput drop? Episodes of a run and their causes, weighed (pure).
 
-An episode is a stretch of seconds where throughput falls below a fraction of the run's
-median (0 included), or where the per-second p99 latency rises above a multiple of its
-median; episodes closer than a couple of seconds are one. For each, the evidence of the
-same seconds is weighed for every known cause, and the best is named with a confidence:
+**Episodes.** A *stall* is a stretch of seconds where throughput falls below
+``stall_fraction`` (10%) of the run's median, 0 included; a *slowdown* one of at least
+``slowdown_min_seconds`` (2) below ``slowdown_fraction`` (50%), or where the per-second
+p99 latency rises above ten times its median. Dips a second apart are one episode. A
+first or last second that the series does not cover whole is not a dip by itself.
 
-- the filesystem not accepting writes: backends waiting on I/O while nothing reaches the
-  devices (the signature of a frozen filesystem or a dead device);
-- a checkpoint in its write or sync phase (from the server log and the checkpointer's
-  counters);
-- WAL segment creation (WALInit* waits: zero-filling new segments);
-- a dirty-page writeback surge (Dirty falling fast, Writeback up, the disk busy);
-- page reclaim (direct reclaim, allocation stalls);
-- lock waits; CPU saturation; the device at its limit; a snapshot taken then;
-- "unknown" when nothing fits, saying which evidence was missing.
+**Causes.** Every known cause is a hypothesis with clues for it and against it, read from
+the evidence of the episode's seconds *compared with the rest of the run* (what is always
+there explains nothing): wait events, who blocks the lock waiters, processes stuck in the
+kernel and where, the processes outside the benchmark, the devices under test and the
+disk beneath them, Dirty/Writeback, pressure stall information, checkpoints, snapshots.
+Some clues are decisive because no competitor produces them (a writer asleep in the
+kernel until its filesystem thaws; a lock held by a transaction that does nothing); some
+only fit (nothing written: every full stop looks like that). The cause named is the best
+supported; "high" confidence needs a decisive clue, nothing solid against it, and every
+competitor far behind. Causes that are one mechanism (a checkpoint writing through a
+capped device while new WAL segments are zero-filled) are named together, not as rivals.
+When nothing fits, the answer is "unknown", with the evidence that was not recorded.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
 from pgfsbench.analysis.series import Aligned, median_finite
 
-MIN_USUAL_WRITE_MBPS = 0.2  # below this, "nothing written" is the run's normal state
+STRONG, GOOD, WEAK = 1.0, 0.6, 0.3  # how much a clue weighs
+DEFAULT_THRESHOLDS = {"stall_fraction": 0.1, "slowdown_fraction": 0.5,
+                      "slowdown_min_seconds": 2.0}
+LATENCY_FACTOR = 10.0  # a second whose p99 is this many times the run's: a slowdown
+MERGE_GAP_S = 1  # dips this many normal seconds apart are one episode
 
 CAUSES = {
-    "fs_not_accepting_writes": "the filesystem was not accepting writes",
+    "fs_frozen": "the filesystem was frozen (not accepting writes)",
+    "device_stalled": "the device stopped completing I/O",
+    "locks": "lock waits behind a blocking transaction",
     "checkpoint": "a checkpoint",
     "wal_segment_creation": "WAL segment creation (zero-filling new segments)",
     "writeback": "a dirty-page writeback surge",
-    "reclaim": "page reclaim (memory pressure)",
-    "locks": "lock waits",
-    "cpu": "CPU saturation",
     "device_saturated": "the device at its limit",
+    "host_io": "I/O by others on the same disk",
+    "host_cpu": "CPU taken by other processes on this host",
+    "steal": "CPU taken by the hypervisor (steal time)",
+    "reclaim": "page reclaim (memory pressure)",
+    "pooler": "clients waiting for a pooled server connection",
     "snapshot": "a snapshot taken during the run",
     "unknown": "unknown",
 }
+# causes that are parts of one mechanism (more I/O than the device takes): named together
+IO_LOAD = frozenset({"checkpoint", "wal_segment_creation", "writeback", "device_saturated",
+                     "snapshot"})
+
+# what a process in uninterruptible sleep waits for, by its kernel wait channel
+FREEZE_WCHANS = ("percpu_rwsem_wait", "percpu_down_read", "__percpu_down_read",
+                 "sb_start_write", "__sb_start_write", "sb_wait_write", "freeze_super")
+IO_WCHANS = ("io_schedule", "folio_wait", "wait_on_page", "__wait_on_buffer", "bit_wait_io",
+             "blk_mq_get_tag", "rq_qos_wait", "wbt_wait", "jbd2", "xlog", "xfs_", "btrfs_",
+             "submit_bio_wait", "wait_for_completion_io", "blkdev_issue_flush",
+             "filemap_fdatawait", "__filemap_fdatawait", "ext4_", "blk_", "throtl")
+DIRTY_WCHANS = ("balance_dirty_pages",)
+RECLAIM_WCHANS = ("shrink_", "try_to_free", "throttle_direct_reclaim", "mem_cgroup_",
+                  "__alloc_pages_slowpath", "reclaim_throttle", "congestion_wait")
+# wait events of a backend that is doing I/O (its lock waiters wait because it is slow)
+IO_WAITS = ("IO/", "LWLock/WAL", "LWLock/BufferIO", "LWLock/buffer_io")
+
+
+def _blocked_key(key: str) -> tuple[str, str, str]:
+    """A "blocked" series key: who (benchmark or outside), wait channel, volume."""
+    parts = [*key.split("|"), "", ""]
+    return parts[0], parts[1], parts[2]
+
+
+def wchan_kind(wchan: str) -> str:
+    """freeze, io, dirty, reclaim or other."""
+    for kind, names in (("freeze", FREEZE_WCHANS), ("dirty", DIRTY_WCHANS),
+                        ("reclaim", RECLAIM_WCHANS), ("io", IO_WCHANS)):
+        if wchan.startswith(names):
+            return kind
+    return "other"
 
 
 @dataclass(frozen=True)
-class Cause:
+class Clue:
+    text: str
+    weight: float
+
+
+@dataclass
+class Finding:
+    """One cause weighed: what supports it and what speaks against it."""
+
     key: str
-    score: float  # 0..1: how well the evidence fits
-    evidence: tuple[str, ...]
+    support: list[Clue] = field(default_factory=list)
+    against: list[Clue] = field(default_factory=list)
+    blockers: tuple[dict[str, Any], ...] = ()
 
     @property
-    def text(self) -> str:
-        return CAUSES[self.key]
+    def score(self) -> float:
+        return sum(c.weight for c in self.support) - sum(c.weight for c in self.against)
+
+    @property
+    def decisive(self) -> bool:
+        """A clue no competitor produces, or several that each fit well."""
+        return (any(c.weight >= STRONG for c in self.support)
+                or sum(c.weight for c in self.support if c.weight >= GOOD) >= 3 * GOOD - 1e-9)
+
+    @property
+    def contested(self) -> bool:
+        return any(c.weight >= GOOD for c in self.against)
+
+    def why_not(self) -> str:
+        """Why this cause lost, in words: its weightiest clue against, if any."""
+        if self.against:
+            return max(self.against, key=lambda c: c.weight).text
+        return "weaker evidence"
 
 
 @dataclass(frozen=True)
 class StallEpisode:
+    """A stall or a slowdown, with its cost and its cause."""
+
     start_s: float  # seconds into the measured phase
     end_s: float
     min_tps: float
@@ -64,46 +134,87 @@ class StallEpisode:
     cause: str  # a key of CAUSES
     confidence: str  # high, medium, low
     evidence: tuple[str, ...]
-    alternatives: tuple[tuple[str, float], ...] = ()
+    # the causes it beat: (key, score, why it lost)
+    alternatives: tuple[tuple[str, float, str], ...] = ()
     missing: tuple[str, ...] = ()
+    kind: str = "stall"  # or "slowdown"
+    median_tps: float = 0.0  # the run's median, the episode's reference
+    p99_ms: float | None = None  # the worst per-second p99 during the episode
+    usual_p99_ms: float | None = None  # the median per-second p99 the rest of the run
+    contributing: tuple[str, ...] = ()  # causes of the same mechanism, named with it
+    blockers: tuple[dict[str, Any], ...] = ()  # a lock episode's blocking sessions
 
     @property
     def cause_text(self) -> str:
-        return CAUSES[self.cause]
+        text = CAUSES[self.cause]
+        if self.contributing:
+            text += " with " + " and ".join(CAUSES[c] for c in self.contributing)
+        return text
+
+    @property
+    def length_s(self) -> float:
+        return self.end_s - self.start_s
+
+    @property
+    def depth_pct(self) -> float:
+        """How far below the median throughput it fell, in %."""
+        if self.median_tps <= 0:
+            return 100.0
+        return round(100 * max(0.0, 1 - self.min_tps / self.median_tps), 1)
 
     @property
     def label(self) -> str:
-        return f"stall {self.start_s:g}–{self.end_s:g} s: {self.cause_text}"
+        return f"{self.kind} {self.start_s:g}–{self.end_s:g} s: {self.cause_text}"
+
+    def ruled_out(self) -> str:
+        """The alternatives it beat and why, in one phrase."""
+        return "; ".join(f"not {CAUSES[k]}: {why}" for k, _, why in self.alternatives)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"start_s": self.start_s, "end_s": self.end_s, "min_tps": self.min_tps,
+        return {"kind": self.kind, "start_s": self.start_s, "end_s": self.end_s,
+                "length_s": self.length_s, "min_tps": self.min_tps,
+                "median_tps": self.median_tps, "depth_pct": self.depth_pct,
                 "delayed_tx": self.delayed_tx, "max_latency_ms": self.max_latency_ms,
+                "p99_ms": self.p99_ms, "usual_p99_ms": self.usual_p99_ms,
                 "cause": self.cause, "cause_text": self.cause_text,
+                "contributing": list(self.contributing),
                 "confidence": self.confidence, "evidence": list(self.evidence),
-                "alternatives": [{"cause": k, "score": round(s, 2)}
-                                 for k, s in self.alternatives],
-                "missing_evidence": list(self.missing)}
+                "alternatives": [{"cause": k, "cause_text": CAUSES[k], "score": round(s, 2),
+                                  "why_not": why} for k, s, why in self.alternatives],
+                "missing_evidence": list(self.missing),
+                "blockers": [dict(b) for b in self.blockers]}
 
 
 # ---------------------------------------------------------------- finding episodes
 
 
-def flagged_seconds(al: Aligned, tps_fraction: float, latency_factor: float) -> np.ndarray:
+def thresholds_of(al: Aligned) -> tuple[float, float, int]:
+    """(stall fraction, slowdown fraction, slowdown minimum seconds) of the run's spec."""
+    t = {**DEFAULT_THRESHOLDS, **al.thresholds}
+    return t["stall_fraction"], t["slowdown_fraction"], max(1, int(t["slowdown_min_seconds"]))
+
+
+def flagged_seconds(al: Aligned, fraction: float, latency_factor: float = LATENCY_FACTOR
+                    ) -> np.ndarray:
+    """Seconds below ``fraction`` of the median throughput, or with a p99 above
+    ``latency_factor`` times its median (when ``latency_factor`` > 0)."""
     tps = al.throughput()
     flags = np.zeros(al.seconds, dtype=bool)
     med = median_finite(tps)
     if math.isfinite(med):
         finite = np.isfinite(tps)
-        flags |= finite & ((tps < tps_fraction * med) if med > 0 else (tps <= 0))
-    p99 = al.get("lat_p99_ms")
-    med99 = median_finite(p99)
-    if math.isfinite(med99) and med99 > 0:
-        flags |= np.isfinite(p99) & (p99 > latency_factor * med99)
+        flags |= finite & ((tps < fraction * med) if med > 0 else (tps <= 0))
+    if latency_factor > 0:
+        p99 = al.get("lat_p99_ms")
+        med99 = median_finite(p99)
+        if math.isfinite(med99) and med99 > 0:
+            flags |= np.isfinite(p99) & (p99 > latency_factor * med99)
     return flags
 
 
 def episodes_of(flags: np.ndarray, merge_gap_s: int) -> list[tuple[int, int]]:
-    """(first, last) indices of runs of flagged seconds, merged across short gaps."""
+    """(first, last) indices of runs of flagged seconds, merged across gaps of at most
+    ``merge_gap_s`` seconds."""
     spans: list[tuple[int, int]] = []
     i = 0
     while i < len(flags):
@@ -111,7 +222,7 @@ def episodes_of(flags: np.ndarray, merge_gap_s: int) -> list[tuple[int, int]]:
             j = i
             while j + 1 < len(flags) and flags[j + 1]:
                 j += 1
-            if spans and i - spans[-1][1] - 1 < merge_gap_s:
+            if spans and i - spans[-1][1] - 1 <= merge_gap_s:
                 spans[-1] = (spans[-1][0], j)
             else:
                 spans.append((i, j))
@@ -121,100 +232,279 @@ def episodes_of(flags: np.ndarray, merge_gap_s: int) -> list[tuple[int, int]]:
     return spans
 
 
-def find_stalls(al: Aligned, *, tps_fraction: float = 0.1, latency_factor: float = 10.0,
-                merge_gap_s: int = 2) -> list[StallEpisode]:
+def _partial_edges(al: Aligned) -> set[int]:
+    """Seconds the throughput series may not cover whole: the first and last of the
+    transaction log's (its seconds are the log's, not the measured phase's); the tools'
+    own progress reports cover whole seconds."""
+    if al.has("tps") or al.seconds == 0:
+        return set()
+    finite = np.flatnonzero(np.isfinite(al.get("tps_log")))
+    return {int(finite[0]), int(finite[-1])} if finite.size else set()
+
+
+def find_stalls(al: Aligned, *, stall_fraction: float | None = None,
+                slowdown_fraction: float | None = None,
+                slowdown_min_seconds: int | None = None,
+                latency_factor: float = LATENCY_FACTOR,
+                merge_gap_s: int = MERGE_GAP_S) -> list[StallEpisode]:
+    """The run's stalls and slowdowns, each with its cause (thresholds: the run's own,
+    else the defaults)."""
     if al.seconds == 0:
         return []
-    spans = episodes_of(flagged_seconds(al, tps_fraction, latency_factor), merge_gap_s)
+    sf, df, dmin = thresholds_of(al)
+    sf = sf if stall_fraction is None else stall_fraction
+    df = df if slowdown_fraction is None else slowdown_fraction
+    dmin = dmin if slowdown_min_seconds is None else slowdown_min_seconds
+    stall = flagged_seconds(al, sf, 0.0)
+    slow = flagged_seconds(al, df, latency_factor) | stall
+    for edge in _partial_edges(al):  # a partial second is not a dip by itself
+        stall[edge] = slow[edge] = False
+    spans = []
+    for a, b in episodes_of(slow, merge_gap_s):
+        is_stall = bool(stall[a:b + 1].any())
+        if is_stall or b - a + 1 >= dmin:
+            spans.append((a, b, "stall" if is_stall else "slowdown"))
     inside = np.zeros(al.seconds, dtype=bool)
-    for a, b in spans:
+    for a, b, _ in spans:
         inside[a:b + 1] = True
-    return [_episode(al, a, b, ~inside) for a, b in spans]
+    return [_episode(al, a, b, kind, inside) for a, b, kind in spans]
 
 
-def _episode(al: Aligned, a: int, b: int, outside: np.ndarray) -> StallEpisode:
+def _episode(al: Aligned, a: int, b: int, kind: str, inside: np.ndarray) -> StallEpisode:
     tps = al.throughput()
+    outside = ~inside
     med = median_finite(tps[outside]) if outside.any() else median_finite(tps)
     window = tps[a:b + 1]
     finite = window[np.isfinite(window)]
     delayed = float(np.sum(np.clip(med - finite, 0, None))) if math.isfinite(med) else 0.0
     lat = al.get("lat_max_ms")[a:min(al.seconds, b + 2)]  # delayed ones finish just after
     lat = lat[np.isfinite(lat)]
-    ctx = Context(al, a, b, outside)
-    causes = sorted((c for f in CAUSE_TESTS if (c := f(ctx)) is not None),
-                    key=lambda c: -c.score)
-    best = causes[0] if causes and causes[0].score >= 0.3 else None
-    if best is None:
-        best = Cause("unknown", 0.0, ("no known cause fits the evidence of these seconds",))
-        confidence = "low"
-    else:
-        confidence = "high" if best.score >= 0.7 else "medium" if best.score >= 0.45 else "low"
-        if len(causes) > 1 and causes[1].score >= best.score - 0.1 and confidence != "low":
-            confidence = "medium" if confidence == "high" else "low"  # ambiguous
+    p99 = al.get("lat_p99_ms")
+    p99_in = p99[a:min(al.seconds, b + 2)]
+    p99_in = p99_in[np.isfinite(p99_in)]
+    usual99 = median_finite(p99[outside]) if outside.any() else math.nan
+    ctx = Context(al, a, b, inside)
+    verdict = weigh([f for test in HYPOTHESES if (f := test(ctx)) is not None], ctx)
     return StallEpisode(
         start_s=float(a), end_s=float(b + 1),
         min_tps=float(finite.min()) if finite.size else 0.0,
         delayed_tx=round(delayed), max_latency_ms=float(lat.max()) if lat.size else None,
-        cause=best.key, confidence=confidence, evidence=best.evidence,
-        alternatives=tuple((c.key, c.score) for c in causes if c is not best and c.score >= 0.3),
-        missing=tuple(ctx.missing()))
+        kind=kind, median_tps=round(med, 1) if math.isfinite(med) else 0.0,
+        p99_ms=float(p99_in.max()) if p99_in.size else None,
+        usual_p99_ms=round(usual99, 3) if math.isfinite(usual99) else None, **verdict)
+
+
+# ---------------------------------------------------------------- weighing
+
+
+def weigh(findings: list[Finding], ctx: Context) -> dict[str, Any]:
+    """The cause, its confidence, evidence, the alternatives it beat and what is missing."""
+    missing = tuple(ctx.missing())
+    supported = sorted((f for f in findings if f.support and f.score > 0),
+                       key=lambda f: -f.score)
+    best = supported[0] if supported else None
+    if best is None or best.score < 0.5:
+        why = "no known cause fits the evidence of these seconds"
+        if missing:
+            why += f" ({', '.join(missing)} not recorded)"
+        considered = sorted((f for f in findings if f.support), key=lambda f: -f.score)
+        near = tuple((f.key, round(f.score, 2), f.why_not()) for f in considered[:4])
+        return {"cause": "unknown", "confidence": "low", "evidence": (why,),
+                "alternatives": near, "missing": missing, "contributing": (), "blockers": ()}
+    family = IO_LOAD if best.key in IO_LOAD else frozenset({best.key})
+    rivals = [f for f in findings if f.key not in family and f is not best]
+    runner_up = max((f.score for f in rivals if f.support), default=0.0)
+    rival_decisive = any(f.decisive and not f.contested and f.score > 0 for f in rivals)
+    if (best.decisive and not best.contested and best.score >= 1.3
+            and runner_up <= 0.5 * best.score and not rival_decisive):
+        confidence = "high"
+    elif best.score >= 0.9 and runner_up <= 0.75 * best.score:
+        confidence = "medium"
+    else:
+        confidence = "low"
+    shown = {c.text for c in best.support}
+    contributing = tuple(f.key for f in supported if f is not best and f.key in family
+                         and f.score >= 0.5 and not {c.text for c in f.support} <= shown)
+    beaten = [f for f in findings if f is not best and f.key not in contributing
+              and (f.support or f.against)]
+    beaten.sort(key=lambda f: (-bool(f.support), -f.score))
+    evidence = tuple(c.text for c in sorted(best.support, key=lambda c: -c.weight))
+    evidence += tuple(f"against: {c.text}" for c in best.against)
+    return {"cause": best.key, "confidence": confidence, "evidence": evidence,
+            "alternatives": tuple((f.key, round(f.score, 2), f.why_not())
+                                  for f in beaten[:4]),
+            "missing": missing, "contributing": contributing, "blockers": best.blockers}
 
 
 # ---------------------------------------------------------------- the evidence
 
 
 class Context:
-    """The seconds of one episode, and the rest of the run to compare them with."""
+    """The seconds of one episode, and the rest of the run to compare them with (the
+    seconds of no episode; those next to one are left out when enough remain)."""
 
-    def __init__(self, al: Aligned, a: int, b: int, outside: np.ndarray):
-        self.al, self.a, self.b, self.outside = al, a, b, outside
+    def __init__(self, al: Aligned, a: int, b: int, inside: np.ndarray):
+        self.al, self.a, self.b = al, a, b
+        calm = ~inside
+        near = inside.copy()
+        near[1:] |= inside[:-1]
+        near[:-1] |= inside[1:]
+        self.base = calm & ~near if (calm & ~near).sum() >= 3 else calm
+        self.n = b - a + 1
+        self.throughput_name = "tps" if al.has("tps") else "tps_log"
 
-    def mean_in(self, name: str) -> float:
-        v = self.al.get(name)[self.a:self.b + 1]
-        v = v[np.isfinite(v)]
+    # numeric series
+    def _in(self, name: str, pad: int = 0) -> np.ndarray:
+        v = self.al.get(name)[max(0, self.a - pad):self.b + 1 + pad]
+        out: np.ndarray = v[np.isfinite(v)]
+        return out
+
+    def mean_in(self, name: str, pad: int = 0) -> float:
+        v = self._in(name, pad)
         return float(v.mean()) if v.size else math.nan
 
     def max_in(self, name: str) -> float:
-        v = self.al.get(name)[self.a:self.b + 1]
-        v = v[np.isfinite(v)]
+        v = self._in(name)
         return float(v.max()) if v.size else math.nan
 
-    def median_out(self, name: str) -> float:
+    def min_in(self, name: str) -> float:
+        v = self._in(name)
+        return float(v.min()) if v.size else math.nan
+
+    def min_tps_share(self) -> float:
+        """The episode's lowest throughput as a share of the usual (0: a full stop)."""
+        low, usual = self.min_in(self.throughput_name), self.usual(self.throughput_name)
+        return low / usual if math.isfinite(low) and math.isfinite(usual) and usual > 0 \
+            else 1.0
+
+    def usual(self, name: str) -> float:
         v = self.al.get(name)
-        return median_finite(v[self.outside]) if self.outside.any() else math.nan
+        return median_finite(v[self.base]) if self.base.any() else math.nan
 
-    def waits(self) -> dict[str, float]:
-        """Average backends per wait event over the episode."""
-        secs = self.al.waits[self.a:self.b + 1] if self.al.waits else []
+    def at(self, name: str, i: int) -> float:
+        return float(self.al.get(name)[i]) if 0 <= i < self.al.seconds else math.nan
+
+    def rose(self, name: str, factor: float, floor: float) -> tuple[float, float] | None:
+        """(during, usual) when a series' mean in the episode is at least ``factor`` times
+        its usual value and above ``floor``; None otherwise."""
+        inside, usual = self.mean_in(name), self.usual(name)
+        if not math.isfinite(inside) or inside < floor:
+            return None
+        u = usual if math.isfinite(usual) else 0.0
+        return (inside, u) if inside >= factor * u else None
+
+    # wait events
+    def _mean_waits(self, seconds: Iterable[int]) -> dict[str, float]:
         total: dict[str, float] = {}
-        for sec in secs:
-            for event, n in sec.items():
+        idx = list(seconds)
+        for i in idx:
+            for event, n in self.al.waits[i].items():
                 total[event] = total.get(event, 0.0) + float(n)
-        return {e: n / len(secs) for e, n in total.items()} if secs else {}
+        return {e: n / len(idx) for e, n in total.items()} if idx else {}
 
-    def waiting(self) -> dict[str, float]:
-        """Backends waiting on something other than the CPU or their client."""
-        return {e: n for e, n in self.waits().items()
-                if not e.startswith(("CPU/", "Client/", "Activity/"))}
+    def waits_in(self) -> dict[str, float]:
+        """Backends per wait event, on average over the episode."""
+        if not self.al.waits:
+            return {}
+        return self._mean_waits(range(self.a, self.b + 1))
 
-    def at_limit(self) -> str | None:
-        """Writes held at the device's emulated cap during the episode (None: not)."""
+    def waits_usual(self) -> dict[str, float]:
+        if not self.al.waits:
+            return {}
+        return self._mean_waits(np.flatnonzero(self.base).tolist())
+
+    def excess_waits(self) -> dict[str, float]:
+        """Backends per wait event above the rest of the run (not on the CPU or their
+        client): what the episode added."""
+        usual = self.waits_usual()
+        return {e: n - usual.get(e, 0.0) for e, n in self.waits_in().items()
+                if not e.startswith(("CPU/", "Client/", "Activity/"))
+                and n - usual.get(e, 0.0) > 0.05}
+
+    # structured series
+    def structured_in(self, name: str) -> list[Any]:
+        """A structured series' values during the episode (None where not sampled)."""
+        values = self.al.structured.get(name) or []
+        return values[self.a:self.b + 1]
+
+    def blocked_in(self) -> tuple[int, dict[tuple[bool, str, str], float]]:
+        """(seconds sampled, average processes in uninterruptible sleep per (benchmark?,
+        wait kind, where)) over the episode."""
+        sampled = [v for v in self.structured_in("blocked") if v is not None]
+        totals: dict[tuple[bool, str, str], float] = {}
+        for sec in sampled:
+            for key, n in sec.items():
+                who, wchan, where = _blocked_key(key)
+                k = (who == "benchmark", wchan_kind(wchan) + ":" + wchan, where)
+                totals[k] = totals.get(k, 0.0) + n
+        return len(sampled), {k: v / len(sampled) for k, v in totals.items()} \
+            if sampled else {}
+
+    def seconds_blocked(self, kind: str, on_test: bool = True) -> int:
+        """Sampled seconds of the episode where a benchmark process slept in the kernel in
+        a wait of this kind (on a volume under test)."""
+        count = 0
+        for sec in self.structured_in("blocked"):
+            if not sec:
+                continue
+            for key in sec:
+                who, wchan, where = _blocked_key(key)
+                if who == "benchmark" and wchan_kind(wchan) == kind and (
+                        not on_test or where not in ("elsewhere", "unknown")):
+                    count += 1
+                    break
+        return count
+
+    def caps(self) -> list[tuple[str, float, float, str]]:
+        """(figure, cap, rate over the episode and 2 s either side, unit) of each
+        emulated limit the devices under test wrote at. A throttle releases writes in
+        bursts, so the rate is taken over the wider window."""
+        found = []
         for name, unit, series in (("write_mbps", "MB/s", "disk_write_mbps"),
                                    ("write_iops", "IOPS", "disk_write_iops")):
             cap = self.al.limits.get(name)
-            if cap and self.al.has(series):
-                peak = self.max_in(series)
-                if math.isfinite(peak) and peak >= 0.9 * cap:
-                    return (f"writes at the device's emulated limit ({peak:,.1f} of "
-                            f"{cap:,.0f} {unit})")
-        return None
+            if not cap or not self.al.has(series):
+                continue
+            rate = self.mean_in(series, pad=2)
+            if math.isfinite(rate) and rate >= 0.85 * cap:
+                found.append((series, cap, rate, unit))
+        return found
+
+    def cap(self) -> bool:
+        return bool(self.caps())
+
+    def cap_clue(self) -> Clue | None:
+        parts = []
+        for series, cap, rate, unit in self.caps():
+            usual = self.usual(series)
+            always = math.isfinite(usual) and usual >= 0.85 * cap
+            parts.append(f"{rate:,.1f} {unit} over the episode and 2 s either side; "
+                         f"cap {cap:,.6g} {unit}; "
+                         + ("at the cap the rest of the run too" if always else
+                            f"{usual:,.1f} the rest of the run" if math.isfinite(usual)
+                            else "nothing the rest of the run"))
+        if not parts:
+            return None
+        return Clue(f"writes at the device's emulated limit ({'; '.join(parts)})", GOOD)
+
+    def io_waits(self) -> tuple[float, str]:
+        """Backends waiting on I/O or WAL (above the rest of the run), and the top ones."""
+        ex = {e: n for e, n in self.excess_waits().items() if e.startswith(IO_WAITS)}
+        return sum(ex.values()), top(ex)
 
     def missing(self) -> list[str]:
         out = []
         if not self.al.waits:
             out.append("wait events (samplers off)")
+        if not self.al.sampled("blocked"):
+            out.append("the process table (processes stuck in the kernel, outside "
+                       "processes)")
+        if not self.al.sampled("blockers"):
+            out.append("lock blockers")
         if not self.al.has("disk_write_mbps"):
             out.append("device I/O")
+        elif self.al.under_test and not self.al.beneath:
+            pass  # real devices: nothing beneath them
         if not self.al.has("dirty_kb"):
             out.append("dirty and writeback memory")
         if not self.al.has("lat_p99_ms"):
@@ -225,180 +515,441 @@ class Context:
         return float(self.a), float(self.b + 1)
 
 
-def _top(waits: dict[str, float], k: int = 4) -> str:
+def top(waits: dict[str, float], k: int = 4) -> str:
     return ", ".join(f"{e} {n:.1f}" for e, n in sorted(waits.items(), key=lambda x: -x[1])[:k])
 
 
-def _fs_not_accepting_writes(c: Context) -> Cause | None:
-    """Throughput stopped and nothing reached the devices for most of the episode (its
-    first and last seconds are often partly before or after the freeze)."""
-    if not c.al.has("disk_write_mbps"):
-        return None
-    window = c.al.get("disk_write_mbps")[c.a:c.b + 1]
-    window = window[np.isfinite(window)]
-    usual = c.median_out("disk_write_mbps")
-    if not math.isfinite(usual) or usual < MIN_USUAL_WRITE_MBPS:
-        return None  # a run that hardly writes (reads, a dump) says nothing by not writing
-    floor = max(0.05, 0.05 * usual)
-    quiet = int((window <= floor).sum())
-    tps = c.al.throughput()[c.a:c.b + 1]
-    med_tps = median_finite(c.al.throughput()[c.outside]) if c.outside.any() else math.nan
-    stopped = bool(np.nanmin(tps) <= 0.05 * med_tps) if math.isfinite(med_tps) else True
-    if not window.size or quiet == 0 or quiet * 2 < window.size or not stopped:
-        return None
-    evidence = [f"nothing written to the devices under test in {quiet} of the episode's "
-                f"{window.size} second(s) (median {usual:.1f} MB/s the rest of the run)"]
-    util = c.mean_in("disk_util_pct")
-    if math.isfinite(util):
-        evidence.append(f"device utilisation {util:.0f}% on average")
-    waiting = c.waiting()
-    io = {e: n for e, n in waiting.items() if e.startswith(("IO/", "LWLock/", "Lock/"))}
-    if not c.al.waits:
-        return Cause("fs_not_accepting_writes", 0.6, tuple(evidence))
-    if sum(io.values()) < 0.5:
-        return Cause("fs_not_accepting_writes", 0.35, tuple(evidence))
-    evidence.append(f"backends waiting meanwhile: {_top(io)}")
-    return Cause("fs_not_accepting_writes", 0.9, tuple(evidence))
+def _mb(kb: float) -> str:
+    return f"{kb / 1024:,.0f} MB"
 
 
-def _checkpoint(c: Context) -> Cause | None:
+# ---------------------------------------------------------------- the causes
+
+
+def _fs_frozen(c: Context) -> Finding | None:
+    f = Finding("fs_frozen")
+    sampled, blocked = c.blocked_in()
+    frozen = c.seconds_blocked("freeze")
+    if frozen:
+        who = {(k[1].split(":", 1)[1], k[2]): n for k, n in blocked.items()
+               if k[0] and k[1].startswith("freeze:") and k[2] not in ("elsewhere", "unknown")}
+        where = ", ".join(f"{n:.1f} in {w} on the {v} volume" for (w, v), n in who.items())
+        f.support.append(Clue(f"benchmark processes asleep in the kernel waiting for the "
+                              f"filesystem to thaw in {frozen} of {sampled} sampled "
+                              f"second(s) ({where})", STRONG if frozen * 2 >= sampled
+                              else GOOD))
+    writes, usual = c.mean_in("disk_write_mbps"), c.usual("disk_write_mbps")
+    nothing = math.isfinite(writes) and math.isfinite(usual) and usual >= 0.2 \
+        and writes <= max(0.05, 0.05 * usual)
+    if frozen and nothing:
+        f.support.append(Clue(f"nothing written to the devices under test ({writes:.2f} "
+                              f"MB/s, {usual:.1f} the rest of the run)", GOOD))
+    if sampled and not frozen and c.min_tps_share() <= 0.1:
+        f.against.append(Clue("no benchmark process was asleep in the kernel on a frozen "
+                              "filesystem (a freeze puts every writer there)", STRONG))
+    elif not sampled and nothing:
+        io, names = c.io_waits()
+        if io >= 0.5:
+            f.support.append(Clue(f"nothing written to the devices under test "
+                                  f"({writes:.2f} MB/s, {usual:.1f} the rest of the run) "
+                                  f"while backends waited on I/O ({names}); the process "
+                                  "table, which tells a freeze apart, was not recorded",
+                                  WEAK))
+    if math.isfinite(writes) and math.isfinite(usual) and usual > 0.2 and \
+            writes >= 0.5 * usual:
+        f.against.append(Clue(f"the devices under test kept writing ({writes:.1f} MB/s, "
+                              f"{usual:.1f} the rest of the run)", GOOD))
+    holder = _lock_holders(c)
+    if holder:
+        f.against.append(Clue(f"backends waited on a lock held by a session that was not "
+                              f"stuck in the kernel (pid {holder[0].get('pid')})", STRONG))
+    return f if f.support or f.against else None
+
+
+def _device_stalled(c: Context) -> Finding | None:
+    """The device stopped completing I/O (dead, or holding requests): requests in flight,
+    none completed, the benchmark asleep on I/O."""
+    f = Finding("device_stalled")
+    devices = c.al.under_test
+    in_flight = sum(c.mean_in(f"disk.{d}.in_flight") for d in devices
+                    if c.al.has(f"disk.{d}.in_flight"))
+    ios = c.mean_in("disk_write_iops") + (c.mean_in("disk_read_iops")
+                                           if c.al.has("disk_read_iops") else 0.0)
+    if not (math.isfinite(in_flight) and in_flight >= 1 and math.isfinite(ios) and ios < 1):
+        return None
+    f.support.append(Clue(f"{in_flight:.1f} request(s) in flight on the devices under test "
+                          f"and none completed", GOOD))
+    io_secs = c.seconds_blocked("io")
+    if io_secs:
+        f.support.append(Clue(f"benchmark processes asleep in the kernel waiting for I/O "
+                              f"in {io_secs} second(s)", GOOD))
+    if c.cap():
+        f.against.append(Clue("the devices wrote at their emulated limit around it: "
+                              "throttled, not dead", STRONG))
+    return f
+
+
+def _lock_holders(c: Context) -> list[dict[str, Any]]:
+    """The sessions at the root of the lock waits of the episode that were not slowed by
+    I/O themselves: idle in a transaction, outside the workload, or busy with something
+    else than I/O for a while. Aggregated over the episode's seconds, by pid."""
+    roots: dict[Any, dict[str, Any]] = {}
+    for sec in c.structured_in("blockers"):
+        for b in sec or []:
+            wait = str(b.get("wait") or "")
+            if wait.startswith("Lock/"):
+                continue  # in the middle of a chain: waits itself
+            pid = b.get("pid")
+            seen = roots.setdefault(pid, {**b, "seconds": 0})
+            seen["seconds"] += 1
+            seen["waiters"] = max(int(seen.get("waiters") or 0), int(b.get("waiters") or 0))
+            for k in ("xact_s", "state_s"):
+                if (b.get(k) or 0) > (seen.get(k) or 0):
+                    seen[k] = b[k]
+    held = []
+    for r in roots.values():
+        state, wait = str(r.get("state") or ""), str(r.get("wait") or "")
+        idle = state.startswith("idle in transaction") and (r.get("state_s") or 0) >= 0.5
+        busy_elsewhere = (state == "active" and not wait.startswith(IO_WAITS)
+                          and not wait.startswith("CPU/") and (r.get("state_s") or 0) >= 0.5)
+        long_tx = (r.get("xact_s") or 0) >= max(1.0, 0.5 * c.n)
+        if r.get("origin") in ("outside", "prepared transaction") or idle or busy_elsewhere \
+                or (long_tx and not wait.startswith(IO_WAITS)):
+            held.append(r)
+    return sorted(held, key=lambda r: (-int(r.get("waiters") or 0), -(r.get("xact_s") or 0)))
+
+
+def describe_blocker(r: dict[str, Any]) -> str:
+    origin = {"outside": "a session from outside the workload", "workload": "a workload "
+              "session", "pgfsbench": "pgfsbench's own session"}.get(
+        str(r.get("origin")), str(r.get("origin")))
+    parts = [f"pid {r.get('pid')} ({origin}"
+             + (f", application {r['app']!r}" if r.get("app") else "") + ")"]
+    state = r.get("state") or "?"
+    parts.append(f"{state}" + (f" for {r['state_s']:g} s" if r.get("state_s") else ""))
+    if state == "active":
+        parts.append(f"waiting on {r.get('wait')}")
+    if r.get("xact_s") is not None:
+        parts.append(f"its transaction open {r['xact_s']:g} s")
+    text = ", ".join(parts) + f", blocked {r.get('waiters')} backend(s)"
+    if r.get("query"):
+        text += f" (last statement: {r['query']})"
+    return text
+
+
+def _locks(c: Context) -> Finding | None:
+    waits, usual = c.waits_in(), c.waits_usual()
+    locks_in = sum(n for e, n in waits.items() if e.startswith("Lock/"))
+    if locks_in < 0.5:
+        return None
+    locks_usual = sum(n for e, n in usual.items() if e.startswith("Lock/"))
+    f = Finding("locks")
+    excess = locks_in - locks_usual
+    lock_events = top({e: n for e, n in waits.items() if e.startswith("Lock/")})
+    if excess < max(0.5, 0.5 * locks_usual):
+        f.against.append(Clue(f"lock waits as usual ({locks_in:.1f} backends, "
+                              f"{locks_usual:.1f} the rest of the run): they explain "
+                              "nothing", STRONG))
+        return f
+    # more lock waits follow any stall (transactions stuck in their commit keep their row
+    # locks): only who holds them says whether the lock is the cause
+    f.support.append(Clue(f"{locks_in:.1f} backends waiting on locks ({lock_events}), "
+                          f"{locks_usual:.1f} the rest of the run", WEAK))
+    if not c.al.sampled("blockers"):
+        return f
+    held = _lock_holders(c)
+    if held:
+        f.blockers = tuple(held[:3])
+        f.support.append(Clue("held by " + describe_blocker(held[0]), STRONG))
+        return f
+    io_roots = {str(b.get("wait")) for sec in c.structured_in("blockers") for b in sec or []
+                if str(b.get("wait") or "").startswith(IO_WAITS)}
+    if io_roots:
+        f.against.append(Clue("the sessions holding the locks were themselves waiting on "
+                              f"I/O ({', '.join(sorted(io_roots)[:3])}): the lock waits "
+                              "follow from a slower holder", GOOD))
+    return f
+
+
+def _checkpoint(c: Context) -> Finding | None:
     lo, hi = c.span()
-    best: Cause | None = None
-    for cp in c.al.checkpoints:
-        start, sync, end = cp.start, cp.sync_start, cp.ended_s
-        if end < lo - 1 or start > hi + 1:
-            continue
-        in_sync = sync <= hi + 1 and end >= lo - 0.5
-        phase = "sync" if in_sync else "write"
-        score = 0.75 if in_sync else 0.55
-        buf_in, buf_out = c.mean_in("checkpoint_buffers_per_s"), \
-            c.median_out("checkpoint_buffers_per_s")
-        evidence = [f"checkpoint ({cp.reason or 'unknown reason'}) from {start:+.1f} s to "
-                    f"{end:+.1f} s: write {cp.write_s:g} s, sync {cp.sync_s:g} s, "
-                    f"{cp.buffers} buffers; the episode falls in its {phase} phase"]
-        if math.isfinite(buf_in) and buf_in > 2 * max(buf_out if math.isfinite(buf_out)
-                                                      else 0, 1):
-            score += 0.1
-            evidence.append(f"checkpointer writing {buf_in:,.0f} buffers/s (median "
-                            f"{buf_out if math.isfinite(buf_out) else 0:,.0f})")
+    found = [cp for cp in c.al.checkpoints if not (cp.ended_s < lo - 1 or cp.start > hi + 1)]
+    if not found:
+        return None
+    cp = max(found, key=lambda x: x.buffers)
+    in_sync = cp.sync_start <= hi + 1 and cp.ended_s >= lo - 0.5
+    f = Finding("checkpoint")
+    f.support.append(Clue(f"checkpoint ({cp.reason or 'unknown reason'}) from "
+                          f"{cp.start:+.1f} s to {cp.ended_s:+.1f} s: write {cp.write_s:g} s,"
+                          f" sync {cp.sync_s:g} s, {cp.buffers} buffers", WEAK))
+    if in_sync:
+        f.support.append(Clue("the episode falls in its sync phase", GOOD))
+    elif -1 <= lo - cp.start <= 3:
+        f.support.append(Clue(f"the episode began {lo - cp.start:+.1f} s after the "
+                              "checkpoint started", GOOD))
+    fpi = c.rose("wal_fpi_per_s", 2.0, 50.0)
+    if fpi:
+        f.support.append(Clue(f"full-page images in WAL {fpi[0]:,.0f}/s ({fpi[1]:,.0f} the "
+                              "rest of the run): every page's first change after the "
+                              "checkpoint began", GOOD))
+    bufs = c.rose("checkpoint_buffers_per_s", 2.0, 10.0)
+    if bufs:
+        f.support.append(Clue(f"checkpointer writing {bufs[0]:,.0f} buffers/s "
+                              f"({bufs[1]:,.0f} the rest of the run)", GOOD))
+    _io_clues(c, f)
+    writes = c.mean_in("disk_write_mbps", pad=1)
+    if math.isfinite(writes) and writes < 0.05 and not c.cap() and \
+            not c.mean_in("writeback_kb") > 1024:
+        f.against.append(Clue("the devices under test wrote nothing around it: the "
+                              "checkpoint cannot be what held them", GOOD))
+    return f
+
+
+def _io_clues(c: Context, f: Finding) -> None:
+    """What any cause of more I/O than the device takes shares: the device at its cap or
+    busy, backends waiting on I/O."""
+    cap = c.cap_clue()
+    if cap:
+        f.support.append(cap)
+    else:
         util = c.mean_in("disk_util_pct")
-        if math.isfinite(util) and util >= 90:
-            score += 0.05
-            evidence.append(f"device utilisation {util:.0f}%")
-        at_limit = c.at_limit()
-        if at_limit:
-            score += 0.1
-            evidence.append(at_limit)
-        writes, usual = c.mean_in("disk_write_mbps"), c.median_out("disk_write_mbps")
-        if math.isfinite(writes) and writes <= max(0.05, 0.05 * (usual if math.isfinite(usual)
-                                                                 else 0)):
-            score *= 0.4  # nothing reached the disk: the checkpoint could not be writing
-        cause = Cause("checkpoint", min(score, 0.9), tuple(evidence))
-        if best is None or cause.score > best.score:
-            best = cause
-    return best
+        aw = c.rose("disk_await_ms", 3.0, 0.5)
+        if math.isfinite(util) and util >= 90 and aw:
+            f.support.append(Clue(f"devices under test {util:.0f}% busy, {aw[0]:.1f} ms a "
+                                  f"request ({aw[1]:.2f} the rest of the run)", GOOD))
+    io, names = c.io_waits()
+    if io >= 0.5:
+        f.support.append(Clue(f"backends waiting on I/O or WAL above the rest of the run: "
+                              f"{names}", GOOD))
 
 
-def _wal_segment_creation(c: Context) -> Cause | None:
-    waiting = c.waiting()
-    total = sum(waiting.values())
-    init = sum(n for e, n in waiting.items() if e.startswith("IO/WALInit"))
-    if total <= 0 or init <= 0:
+def _wal_segment_creation(c: Context) -> Finding | None:
+    ex = c.excess_waits()
+    init = {e: n for e, n in ex.items() if e.startswith("IO/WALInit")}
+    total_init = sum(init.values())
+    if total_init < 0.05:
         return None
-    share = init / total
-    if share < 0.05:
-        return None
-    evidence = [f"backends waiting on WAL segment creation: {init:.1f} on average "
-                f"({share * 100:.0f}% of those waiting: {_top(waiting)})"]
+    share = total_init / max(sum(ex.values()), 1e-9)
+    f = Finding("wal_segment_creation")
+    f.support.append(Clue(f"backends waiting on WAL segment creation: {top(init)} "
+                          f"({share * 100:.0f}% of the waiting the episode added)",
+                          STRONG if total_init >= 0.3 or share >= 0.2 else
+                          GOOD if total_init >= 0.1 else WEAK))
     added = [cp.wal_added for cp in c.al.checkpoints if cp.wal_added]
     if added:
-        evidence.append(f"checkpoints report {sum(added)} WAL file(s) added")
-    return Cause("wal_segment_creation", 0.75 if share >= 0.2 else 0.45, tuple(evidence))
+        f.support.append(Clue(f"checkpoints report {sum(added)} WAL file(s) added", WEAK))
+    cap = c.cap_clue()
+    if cap:
+        f.support.append(cap)
+    return f
 
 
-def _writeback(c: Context) -> Cause | None:
+def _writeback(c: Context) -> Finding | None:
+    """The storage's own dirty pages written back in a surge."""
     if not (c.al.has("dirty_kb") and c.al.has("writeback_kb")):
         return None
-    dirty = c.al.get("dirty_kb")
-    before = dirty[max(0, c.a - 1)]
-    low = np.nanmin(dirty[c.a:c.b + 1]) if np.isfinite(dirty[c.a:c.b + 1]).any() else math.nan
-    if not (math.isfinite(before) and math.isfinite(low)) or before < 20 * 1024:
+    before, low = c.at("dirty_kb", c.a - 1), c.min_in("dirty_kb")
+    throttled = c.seconds_blocked("dirty", on_test=False)
+    f = Finding("writeback")
+    if throttled:
+        f.support.append(Clue(f"writers throttled by the kernel for dirty memory "
+                              f"(balance_dirty_pages) in {throttled} second(s)", STRONG))
+    if math.isfinite(before) and math.isfinite(low) and before >= 20 * 1024 and \
+            (before - low) / before >= 0.3:
+        ours = c.rose("disk_write_mbps", 2.0, 1.0)
+        wb = c.rose("writeback_kb", 2.0, 1024)
+        if ours or wb:
+            f.support.append(Clue(
+                f"Dirty fell from {_mb(before)} to {_mb(low)} while "
+                + (f"the devices under test wrote {ours[0]:,.1f} MB/s ({ours[1]:,.1f} the "
+                   "rest of the run)" if ours else
+                   f"Writeback rose to {_mb(c.max_in('writeback_kb'))}"), GOOD))
+    if not f.support:
         return None
-    drop = (before - low) / before
-    wb_in, wb_out = c.max_in("writeback_kb"), c.median_out("writeback_kb")
-    util = c.mean_in("disk_util_pct")
-    busy = (math.isfinite(wb_in) and wb_in > 2 * max(wb_out if math.isfinite(wb_out) else 0,
-                                                     1024)) or (math.isfinite(util)
-                                                                and util >= 90)
-    if drop < 0.3 or not busy:
-        return None
-    evidence = [f"Dirty fell from {before / 1024:,.0f} MB to {low / 1024:,.0f} MB "
-                f"({drop * 100:.0f}%)", f"Writeback up to {wb_in / 1024:,.0f} MB"]
-    if math.isfinite(util):
-        evidence.append(f"device utilisation {util:.0f}%")
-    return Cause("writeback", 0.65, tuple(evidence))
+    _io_clues(c, f)
+    return f
 
 
-def _reclaim(c: Context) -> Cause | None:
+def _beneath(c: Context, figure: str) -> tuple[float, float, float, float] | None:
+    """(the disks beneath: during, usual; the part the storage under test does not
+    explain: during, usual) for write_mbps or read_mbps."""
+    if not c.al.beneath or not all(c.al.has(f"disk.{d}.{figure}") for d in c.al.beneath):
+        return None
+    total = sum((c.al.device(d, figure) for d in c.al.beneath), np.zeros(c.al.seconds))
+    ours = c.al.get(f"disk_{figure}")
+    other = np.clip(total - np.nan_to_num(ours), 0, None)
+    sl = slice(c.a, c.b + 1)
+
+    def med(v: np.ndarray) -> float:
+        return median_finite(v[c.base]) if c.base.any() else 0.0
+
+    return (float(np.nanmean(total[sl])), med(total), float(np.nanmean(other[sl])), med(other))
+
+
+def _host_io(c: Context) -> Finding | None:
+    """Another workload on the disk that holds the storage under test (or on its own
+    devices): the disk beneath busier than the storage explains, outside processes doing
+    I/O."""
+    f = Finding("host_io")
+    disks = ", ".join(c.al.beneath)
+    for figure, verb in (("write_mbps", "wrote"), ("read_mbps", "read")):
+        b = _beneath(c, figure)
+        if b is None:
+            continue
+        total, _usual_total, other, usual_other = b
+        if other >= max(20.0, 3 * usual_other):
+            f.support.append(Clue(f"the disk beneath ({disks}) {verb} {total:,.1f} MB/s, "
+                                  f"{other:,.1f} of it not from the storage under test "
+                                  f"({usual_other:,.1f} the rest of the run)", GOOD))
+    aw = [(d, c.mean_in(f"disk.{d}.await_ms"), c.usual(f"disk.{d}.await_ms"))
+          for d in c.al.beneath if c.al.has(f"disk.{d}.await_ms")]
+    slow = [(d, x, u) for d, x, u in aw if math.isfinite(x) and x >= max(1.0, 3 * u)]
+    if slow and f.support:
+        d, x, u = slow[0]
+        f.support.append(Clue(f"{d} took {x:.2f} ms a request ({u:.2f} the rest of the run)",
+                              GOOD))
+    io = c.rose("outside_write_mbps", 3.0, 10.0) or c.rose("outside_read_mbps", 3.0, 10.0)
+    if io:
+        names = _top_outside(c, "io")
+        f.support.append(Clue(f"processes outside the benchmark did {io[0]:,.1f} MB/s of I/O "
+                              f"({io[1]:,.1f} the rest of the run): {names}",
+                              STRONG if f.support else GOOD))
+    before, low = c.at("dirty_kb", c.a - 1), c.min_in("dirty_kb")
+    if f.support and math.isfinite(before) and before >= 100 * 1024 and low <= 0.7 * before:
+        f.support.append(Clue(f"host writeback: Dirty fell from {_mb(before)} to {_mb(low)}",
+                              WEAK))
+    return f if f.support else None
+
+
+def _top_outside(c: Context, by: str) -> str:
+    """The outside processes that used the most CPU or I/O during the episode, those of one
+    command line together."""
+    agg: dict[str, list[Any]] = {}
+    for sec in c.structured_in("outside_top"):
+        for pid, comm, cmdline, cpu, rmb, wmb in sec or []:
+            command = " ".join(str(cmdline or comm).split())
+            row = agg.setdefault(command, [comm, set(), 0.0, 0.0])
+            row[1].add(pid)
+            row[2] += cpu
+            row[3] += rmb + wmb
+    n = max(1, c.n)
+    rows = sorted(agg.items(), key=lambda kv: -(kv[1][2] if by == "cpu" else kv[1][3]))[:3]
+    out = []
+    for command, (comm, pids, cpu, io) in rows:
+        figure = f"{cpu / n:.0f}% of a CPU" if by == "cpu" else f"{io / n:,.1f} MB/s"
+        who = (f"pid {min(pids)}" if len(pids) == 1 else
+               f"{len(pids)} processes, pids {', '.join(map(str, sorted(pids)[:4]))}"
+               + ("..." if len(pids) > 4 else ""))
+        short = command if len(command) <= 80 else command[:77] + "..."
+        out.append(f"{comm} ({who}: {short}) {figure}")
+    return "; ".join(out) or "not named (the process table was not recorded)"
+
+
+def _host_cpu(c: Context) -> Finding | None:
+    used = c.rose("outside_cpu_pct", 2.0, 40.0)
+    if not used or used[0] - used[1] < 40:
+        return None
+    f = Finding("host_cpu")
+    idle = c.mean_in("cpu_idle_pct")
+    squeezed = (math.isfinite(idle) and idle <= 10) or (c.rose("psi_cpu_some_pct", 2.0, 20.0)
+                                                        is not None)
+    f.support.append(Clue(f"processes outside the benchmark used {used[0]:.0f}% of a CPU "
+                          f"({used[1]:.0f}% the rest of the run): "
+                          f"{_top_outside(c, 'cpu')}", STRONG if squeezed else GOOD))
+    own = c.rose("own_cpu_pct", 0.0, 0.0)
+    if own is not None:
+        mine, usual = c.mean_in("own_cpu_pct"), c.usual("own_cpu_pct")
+        if math.isfinite(usual) and mine <= 0.8 * usual:
+            f.support.append(Clue(f"the benchmark's processes got {mine:.0f}% of a CPU "
+                                  f"({usual:.0f}% the rest of the run)", WEAK))
+    if math.isfinite(idle) and idle >= 30:
+        f.against.append(Clue(f"the CPUs were {idle:.0f}% idle", GOOD))
+    return f
+
+
+def _steal(c: Context) -> Finding | None:
+    st = c.rose("cpu_steal_pct", 2.0, 10.0)
+    if not st or st[0] - st[1] < 10:
+        return None
+    return Finding("steal", [Clue(f"the hypervisor took {st[0]:.0f}% of the CPUs (steal; "
+                                  f"{st[1]:.0f}% the rest of the run)",
+                                  STRONG if st[0] - st[1] >= 20 else GOOD)])
+
+
+def _reclaim(c: Context) -> Finding | None:
+    f = Finding("reclaim")
     names = [n for n in ("vm_allocstall_normal", "vm_allocstall_movable", "vm_pgscan_direct")
              if c.al.has(n)]
-    if not names:
+    if names:
+        inside = sum(float(np.nansum(c.al.get(n)[c.a:c.b + 1])) for n in names)
+        outside = sum(float(np.nansum(c.al.get(n)[c.base])) for n in names)
+        per_in, per_out = inside / c.n, outside / max(1, int(c.base.sum()))
+        if inside > 0 and per_in >= 5 * per_out + 1:
+            f.support.append(Clue(f"direct reclaim during the episode: {per_in:,.0f} pages "
+                                  f"or stalls/s (allocstall, pgscan_direct; {per_out:,.1f}/s "
+                                  "the rest of the run)", GOOD))
+    hits = c.rose("memcg_limit_hits_per_s", 5.0, 10.0)
+    if hits:
+        f.support.append(Clue(f"PostgreSQL's memory cgroup hit its limit {hits[0]:,.0f} "
+                              f"times a second ({hits[1]:,.0f} the rest of the run)", GOOD))
+    for name, what in (("memcg_refaults_per_s", "refaults of evicted pages"),
+                       ("memcg_majfaults_per_s", "major faults")):
+        r = c.rose(name, 5.0, 50.0)
+        if r:
+            f.support.append(Clue(f"{what} in its memory cgroup {r[0]:,.0f}/s "
+                                  f"({r[1]:,.0f} the rest of the run)", WEAK))
+    psi = c.rose("psi_memory_some_pct", 4.0, 10.0)
+    if psi:
+        f.support.append(Clue(f"tasks stalled on memory {psi[0]:.0f}% of the time "
+                              f"(pressure; {psi[1]:.0f}% the rest of the run)", STRONG))
+    stuck = c.seconds_blocked("reclaim", on_test=False)
+    if stuck:
+        f.support.append(Clue(f"benchmark processes asleep in the kernel reclaiming memory "
+                              f"in {stuck} second(s)", STRONG))
+    return f if f.support else None
+
+
+def _pooler(c: Context) -> Finding | None:
+    """The pool full: clients queue in the pooler for a server connection."""
+    waiting = c.rose("pooler_clients_waiting", 2.0, 0.5)
+    if not waiting or waiting[0] - waiting[1] < 0.5:
         return None
-    inside = sum(np.nansum(c.al.get(n)[c.a:c.b + 1]) for n in names)
-    outside = sum(np.nansum(c.al.get(n)[c.outside]) for n in names)
-    n_out = max(1, int(c.outside.sum()))
-    per_in = inside / (c.b - c.a + 1)
-    if inside <= 0 or per_in < 5 * (outside / n_out) + 1:
+    f = Finding("pooler")
+    f.support.append(Clue(f"{waiting[0]:.1f} clients waited in the pooler for a server "
+                          f"connection ({waiting[1]:.1f} the rest of the run)", GOOD))
+    active, usual = c.mean_in("pooler_servers_active"), c.usual("pooler_servers_active")
+    if math.isfinite(active) and math.isfinite(usual) and active >= max(1.0, 0.9 * usual):
+        f.support.append(Clue(f"every server connection of the pool busy ({active:.1f}, "
+                              f"{usual:.1f} the rest of the run)", GOOD))
+    wait = c.rose("pooler_wait_ms", 3.0, 1.0)
+    if wait:
+        f.support.append(Clue(f"a client's wait for a connection {wait[0]:,.1f} ms "
+                              f"({wait[1]:,.2f} the rest of the run)", GOOD))
+    return f
+
+
+def _device_saturated(c: Context) -> Finding | None:
+    f = Finding("device_saturated")
+    _io_clues(c, f)
+    if not any("emulated limit" in s.text or "busy" in s.text for s in f.support):
         return None
-    return Cause("reclaim", 0.7, (f"direct reclaim during the episode: {per_in:,.0f} "
-                                  f"pages or stalls/s (allocstall, pgscan_direct; "
-                                  f"{outside / n_out:,.1f}/s the rest of the run)",))
+    b = _beneath(c, "write_mbps")
+    if b is not None and b[2] >= max(20.0, 3 * b[3]):
+        f.against.append(Clue(f"the disk beneath was busy with I/O not from the storage "
+                              f"under test ({b[2]:,.1f} MB/s of writes)", GOOD))
+    return f
 
 
-def _locks(c: Context) -> Cause | None:
-    waiting = c.waiting()
-    total = sum(waiting.values())
-    locks = sum(n for e, n in waiting.items() if e.startswith("Lock/"))
-    if total <= 0 or locks / total < 0.5:
-        return None
-    return Cause("locks", 0.4, (f"{locks:.1f} backends waiting on locks ({_top(waiting)}); "
-                                "lock waits are often a symptom of a slower holder",))
-
-
-def _cpu(c: Context) -> Cause | None:
-    idle, iowait = c.mean_in("cpu_idle_pct"), c.mean_in("cpu_iowait_pct")
-    if not math.isfinite(idle) or idle >= 5 or (math.isfinite(iowait) and iowait >= 5):
-        return None
-    return Cause("cpu", 0.45, (f"CPU idle {idle:.1f}%, iowait {iowait:.1f}%",))
-
-
-def _device_saturated(c: Context) -> Cause | None:
-    util, await_in = c.mean_in("disk_util_pct"), c.mean_in("disk_await_ms")
-    await_out = c.median_out("disk_await_ms")
-    at_limit = c.at_limit()
-    if at_limit:
-        return Cause("device_saturated", 0.55, (at_limit,))
-    if not math.isfinite(util) or util < 95:
-        return None
-    evidence = [f"device utilisation {util:.0f}%"]
-    score = 0.4
-    if math.isfinite(await_in) and math.isfinite(await_out) and await_in > 3 * max(await_out,
-                                                                                     0.1):
-        evidence.append(f"I/O wait {await_in:.1f} ms per request (median {await_out:.1f})")
-        score = 0.5
-    return Cause("device_saturated", score, tuple(evidence))
-
-
-def _snapshot(c: Context) -> Cause | None:
+def _snapshot(c: Context) -> Finding | None:
     lo, hi = c.span()
     hits = [e for e in c.al.events if e.kind == "snapshot" and e.start_s <= hi + 1
             and e.end_s >= lo - 1]
     if not hits:
         return None
-    return Cause("snapshot", 0.7, tuple(f"{e.label} at {e.start_s:+.1f} s (took "
-                                        f"{e.end_s - e.start_s:.1f} s)" for e in hits))
+    return Finding("snapshot", [Clue(f"{e.label} at {e.start_s:+.1f} s (took "
+                                     f"{e.end_s - e.start_s:.1f} s)", STRONG) for e in hits])
 
 
-CAUSE_TESTS: tuple[Callable[[Context], Cause | None], ...] = (
-    _fs_not_accepting_writes, _checkpoint, _wal_segment_creation, _writeback, _reclaim,
-    _locks, _cpu, _device_saturated, _snapshot)
+HYPOTHESES: tuple[Callable[[Context], Finding | None], ...] = (
+    _fs_frozen, _device_stalled, _locks, _checkpoint, _wal_segment_creation, _writeback,
+    _device_saturated, _host_io, _host_cpu, _steal, _reclaim, _pooler, _snapshot)

@@ -4,6 +4,7 @@ phase's start marked, and at the end the per-second series, WAL figures and chec
 from __future__ import annotations
 
 import contextlib
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +12,7 @@ from typing import Any
 
 from pgfsbench.collect.checkpoints import parse_checkpoints
 from pgfsbench.collect.pooler import PoolerSampler, pooler_series
+from pgfsbench.collect.processes import ProcessSampler, process_series
 from pgfsbench.collect.procfs import device_facts, underlying_devices
 from pgfsbench.collect.samplers import (
     Job,
@@ -46,7 +48,12 @@ def devices_under_test(block_devices: tuple[str, ...]) -> list[str]:
 class Observation:
     def __init__(self, conninfo: str, major: int, block_devices: tuple[str, ...],
                  server_log: Path, *, enabled: bool = True, wait_hz: float = 10.0,
-                 pooler: PoolerSampler | None = None, batch: bool = True):
+                 pooler: PoolerSampler | None = None, batch: bool = True,
+                 own: tuple[int, ...] = (), own_comms: tuple[str, ...] = (),
+                 mounts: dict[str, str] | None = None, memory_cgroup: Path | None = None):
+        """``own``: the roots of the benchmark's own processes (pgfsbench, the
+        postmaster), ``own_comms`` the daemons serving the storage; ``mounts``: mountpoint
+        -> role of the volumes under test; ``memory_cgroup``: PostgreSQL's, if limited."""
         self.enabled = enabled
         self.devices = devices_under_test(block_devices)
         # the loop/pool devices themselves are what is under test; the disks beneath
@@ -58,24 +65,34 @@ class Observation:
         self.batch = batch
         self.pg = PgSampler(conninfo, major, counters_every=per_second,
                             batch=batch) if enabled else None
-        self.os = OsSampler() if enabled else None
+        self.os = OsSampler(memory_cgroup=memory_cgroup) if enabled else None
+        self.procs = ProcessSampler((os.getpid(), *own), dict(mounts or {}),
+                                    own_comms) if enabled else None
         self.pooler = pooler if enabled else None
         # one thread for the PostgreSQL and OS samplers: the wait events at each tick, the
         # counters and /proc once a second (the pooler has its own: its console may hang)
         self._pg_job = Job("pg", 1, self.pg.tick) if self.pg else None
         self._ticker = Ticker("observer", 1.0 / wait_hz, [
             *([self._pg_job] if self._pg_job else []),
-            *([Job("os", per_second, self.os.tick)] if self.os else [])], batch=batch)
+            *([Job("os", per_second, self.os.tick)] if self.os else []),
+            *([Job("processes", per_second, self._procs_tick)] if self.procs else [])],
+            batch=batch)
         self.start_counters: dict[str, Any] | None = None
         self.measured_start: float | None = None
         self._cpu_at_start = 0.0
         self._backend_cpu_at_start: float | None = None
+
+    def _procs_tick(self) -> None:
+        assert self.procs is not None
+        self.procs.tick(time.time())
 
     def start(self) -> None:
         if self.pg:
             self.pg.open()
         if self.os:
             self.os.tick()  # the first sample now: each second's rates need the one before
+        if self.procs:
+            self._procs_tick()
         if self._ticker.jobs:
             self._ticker.start()
         if self.pooler:
@@ -154,6 +171,16 @@ class Observation:
                     series[f"disk_{k}"] = (t0, summed)
             result.series.update(series)
             result.metrics["devices"] = {d: device_facts(d) for d in self.devices}
+            # which devices are the storage under test and which hold them (a loop
+            # device's file on the host's disk): the analysis weighs the disk beneath too
+            result.metrics["block_stack"] = {
+                "under_test": self.top_devices,
+                "beneath": [d for d in self.devices if d not in self.top_devices]}
+        if self.procs:
+            result.series.update(process_series(self.procs.close(), start))
+            errors = [e for j in self._ticker.jobs if j.name == "processes" for e in j.errors]
+            if errors:
+                result.metrics["process_sampler_errors"] = errors
         a, b = self.start_counters, end_counters
         result.wal_bytes = counter_delta(a, b, "wal_lsn")
         result.wal_fpi = counter_delta(a, b, "wal_fpi")

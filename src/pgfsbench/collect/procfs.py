@@ -76,7 +76,7 @@ def process_cpu_seconds(pid: int) -> float | None:
 def cpu_percentages(a: CpuTimes, b: CpuTimes) -> dict[str, float]:
     total = b.total - a.total
     if total <= 0:
-        return {"user": 0.0, "system": 0.0, "iowait": 0.0, "idle": 0.0}
+        return {"user": 0.0, "system": 0.0, "iowait": 0.0, "idle": 0.0, "steal": 0.0}
 
     def pct(x: int, y: int) -> float:
         return round(100.0 * (y - x) / total, 2)
@@ -86,6 +86,7 @@ def cpu_percentages(a: CpuTimes, b: CpuTimes) -> dict[str, float]:
         "system": pct(a.system + a.irq + a.softirq, b.system + b.irq + b.softirq),
         "iowait": pct(a.iowait, b.iowait),
         "idle": pct(a.idle, b.idle),
+        "steal": pct(a.steal, b.steal),  # taken by the hypervisor for other guests
     }
 
 
@@ -100,6 +101,7 @@ class DiskCounters:
     io_ms: int  # time spent doing I/O (utilisation)
     flushes: int = 0
     flush_ms: int = 0
+    in_flight: int = 0  # requests issued and not completed, now
 
 
 def parse_diskstats(text: str) -> dict[str, DiskCounters]:
@@ -112,7 +114,7 @@ def parse_diskstats(text: str) -> dict[str, DiskCounters]:
         flushes = int(f[18]) if len(f) >= 20 else 0
         flush_ms = int(f[19]) if len(f) >= 20 else 0
         result[f[2]] = DiskCounters(int(f[3]), int(f[5]), int(f[6]), int(f[7]), int(f[9]),
-                                    int(f[10]), int(f[12]), flushes, flush_ms)
+                                    int(f[10]), int(f[12]), flushes, flush_ms, int(f[11]))
     return result
 
 
@@ -131,6 +133,7 @@ def disk_rates(a: DiskCounters, b: DiskCounters, seconds: float) -> dict[str, fl
         "await_ms": round(wait / ios, 3) if ios else 0.0,
         "util_pct": round(min(100.0, (b.io_ms - a.io_ms) / (10.0 * seconds)), 1),
         "flushes": float(b.flushes - a.flushes),
+        "in_flight": float(b.in_flight),
     }
 
 

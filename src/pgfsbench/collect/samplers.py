@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import os
 import select
 import threading
@@ -32,7 +33,7 @@ from pgfsbench.collect.procfs import (
     parse_vmstat,
     process_cpu_seconds,
 )
-from pgfsbench.postgres.instance import sql
+from pgfsbench.postgres.instance import WORKLOAD_APPLICATION, sql
 
 
 def yield_on_wakeup(pid: int = 0) -> str | None:
@@ -144,6 +145,8 @@ class PgSamples:
     # per 10 Hz sample: when it was asked for, and the server's answer as it came (the
     # wait_events query's one value, parsed only when read: see ``waits``)
     raw_waits: list[tuple[float, bytes | str | None]] = field(default_factory=list)
+    # once a second: who blocks the backends waiting on a lock (blockers.sql, JSON text)
+    raw_blockers: list[tuple[float, str | None]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -364,7 +367,7 @@ class PgSampler:
         self._extra = tuple(n for n, since in (("io_totals", 16), ("aios", 18))
                             if major >= since)
         self._waits = ("waits",)  # the batch of most ticks; once a second, this one:
-        self._batch = ("waits", "counters", *self._extra)
+        self._batch = ("waits", "counters", "blockers", *self._extra)
         self._waits_only = False  # whether the batch in flight is ``_waits``
         self.own_commits = 0
         self.behind = 0  # ticks skipped because the previous batch had no answer yet
@@ -377,7 +380,7 @@ class PgSampler:
         if self.batch:
             self.backend_sched = self._backend_yields()
         queries = {"waits": sql("wait_events"), "counters": sql(self._counters),
-                   **{name: sql(name) for name in self._extra}}
+                   "blockers": sql("blockers"), **{name: sql(name) for name in self._extra}}
         if self.major >= 16:
             queries["stat_io"] = sql("stat_io")
         self._statements = Statements(self._conn.pgconn, queries)
@@ -432,6 +435,10 @@ class PgSampler:
         if "waits" in got:
             rows = got["waits"][1]
             self.samples.raw_waits.append((sent_at, rows[0][0] if rows else None))
+        if "blockers" in got:
+            rows = got["blockers"][1]
+            value = rows[0][0] if rows else None
+            self.samples.raw_blockers.append((sent_at, None if value is None else str(value)))
         row = first_row(got, "counters")
         if row is not None:
             for extra in self._extra:
@@ -499,32 +506,106 @@ class OsSample:
     diskstats: str
     meminfo: str
     vmstat: str
+    extra: dict[str, str] = field(default_factory=dict)  # pressure, memory cgroup files
+
+
+# pressure stall information: the share of time some (or all) runnable tasks were held up
+# waiting for the CPU, I/O or memory (reclaim, refaults); Linux 4.20+, may be disabled
+PRESSURE = ("cpu", "io", "memory")
+MEMCG_FILES = ("memory.failcnt", "memory.usage_in_bytes", "memory.stat")
 
 
 class OsSampler:
     """/proc/stat, /proc/diskstats, /proc/meminfo and /proc/vmstat (raw text; parsed after
     the run so the sampler costs next to nothing while pgbench runs), once a second when
-    driven by a Ticker. The files stay open and are read again from their start (68 us
-    a second here, against 250 us to open and read them each time)."""
+    driven by a Ticker; with them the pressure files where the kernel has them, and the
+    memory cgroup PostgreSQL runs in when it has a limit. The files stay open and are read
+    again from their start (68 us a second here, against 250 us to open and read them each
+    time)."""
 
     FILES = ("stat", "diskstats", "meminfo", "vmstat")
 
-    def __init__(self, proc: Path = Path("/proc")):
+    def __init__(self, proc: Path = Path("/proc"), memory_cgroup: Path | None = None):
         self.proc = proc
         self.samples: list[OsSample] = []
         self._fds: list[int] = []
+        extra = {f"pressure_{k}": proc / "pressure" / k for k in PRESSURE}
+        if memory_cgroup is not None:
+            extra |= {f"memcg_{name.split('.', 1)[1]}": memory_cgroup / name
+                      for name in MEMCG_FILES}
+        self._extra_paths = extra
+        self._extra_fds: dict[str, int] = {}
 
     def tick(self) -> None:
         if not self._fds:
             self._fds = [os.open(self.proc / f, os.O_RDONLY) for f in self.FILES]
+            for name, path in self._extra_paths.items():
+                with contextlib.suppress(OSError):  # no PSI, or the group is gone
+                    self._extra_fds[name] = os.open(path, os.O_RDONLY)
         t = time.time()
-        self.samples.append(OsSample(t, *(_read_whole(fd) for fd in self._fds)))
+        extra = {}
+        for name, fd in self._extra_fds.items():
+            with contextlib.suppress(OSError):
+                extra[name] = _read_whole(fd)
+        stat, diskstats, meminfo, vmstat = (_read_whole(fd) for fd in self._fds)
+        self.samples.append(OsSample(t, stat, diskstats, meminfo, vmstat, extra))
 
     def close(self) -> list[OsSample]:
-        for fd in self._fds:
+        for fd in [*self._fds, *self._extra_fds.values()]:
             os.close(fd)
         self._fds = []
+        self._extra_fds = {}
         return self.samples
+
+
+def parse_pressure(text: str) -> dict[str, int]:
+    """/proc/pressure/*: the cumulative stall time in microseconds, "some" and "full"."""
+    out = {}
+    for line in text.splitlines():
+        kind, _, rest = line.partition(" ")
+        for part in rest.split():
+            key, _, value = part.partition("=")
+            if key == "total" and value.isdigit():
+                out[kind] = int(value)
+    return out
+
+
+def parse_memcg_stat(text: str) -> dict[str, int]:
+    """A cgroup v1 memory.stat (the group's own counters and the total_* of its tree)."""
+    out = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if value.strip().lstrip("-").isdigit():
+            out[name] = int(value)
+    return out
+
+
+def extra_rates(a: dict[str, str], b: dict[str, str], dt: float) -> dict[str, float]:
+    """Per-second figures of the pressure and memory cgroup files between two samples:
+    % of the time stalled (PSI), the group's limit hits, refaults and major faults a
+    second, and its usage."""
+    out: dict[str, float] = {}
+    for k in PRESSURE:
+        pa, pb = parse_pressure(a.get(f"pressure_{k}", "")), \
+            parse_pressure(b.get(f"pressure_{k}", ""))
+        for kind in ("some", "full"):
+            if kind in pa and kind in pb:
+                out[f"psi_{k}_{kind}_pct"] = round(
+                    min(100.0, max(0, pb[kind] - pa[kind]) / 1e4 / dt), 2)
+    if "memcg_failcnt" in a and "memcg_failcnt" in b:
+        with contextlib.suppress(ValueError):
+            out["memcg_limit_hits_per_s"] = round(
+                max(0, int(b["memcg_failcnt"]) - int(a["memcg_failcnt"])) / dt, 1)
+    if "memcg_usage_in_bytes" in b:
+        with contextlib.suppress(ValueError):
+            out["memcg_usage_mb"] = round(int(b["memcg_usage_in_bytes"]) / 1e6, 1)
+    if "memcg_stat" in a and "memcg_stat" in b:
+        sa, sb = parse_memcg_stat(a["memcg_stat"]), parse_memcg_stat(b["memcg_stat"])
+        for key, name in (("total_workingset_refault_file", "memcg_refaults_per_s"),
+                          ("total_pgmajfault", "memcg_majfaults_per_s")):
+            if key in sa and key in sb:
+                out[name] = round(max(0, sb[key] - sa[key]) / dt, 1)
+    return out
 
 
 def _read_whole(fd: int, chunk: int = 1 << 16) -> str:
@@ -565,11 +646,13 @@ def os_series(samples: list[OsSample], start: float, devices: list[str]) -> Seri
     times: list[float] = []
     rows: dict[str, list[Any]] = {}
     parsed = [(s.t, parse_stat(s.stat), parse_diskstats(s.diskstats), parse_meminfo(s.meminfo),
-               parse_vmstat(s.vmstat)) for s in samples]
-    for (t0, c0, d0, _m0, v0), (t1, c1, d1, m1, v1) in itertools.pairwise(parsed):
+               parse_vmstat(s.vmstat), s.extra) for s in samples]
+    for (t0, c0, d0, _m0, v0, e0), (t1, c1, d1, m1, v1, e1) in itertools.pairwise(parsed):
         times.append(t1)
+        for k, v in extra_rates(e0, e1, t1 - t0 or 1.0).items():
+            rows.setdefault(k, []).append(v)
         cpu = cpu_percentages(c0, c1)
-        for k in ("user", "system", "iowait", "idle"):
+        for k in ("user", "system", "iowait", "idle", "steal"):
             rows.setdefault(f"cpu_{k}_pct", []).append(cpu[k])
         total = {"read_mbps": 0.0, "write_mbps": 0.0, "read_iops": 0.0, "write_iops": 0.0}
         for dev in devices:
@@ -651,6 +734,44 @@ def pg_series(samples: PgSamples, start: float) -> Series:
             # average number of backends in each state during that second
             waits.append({e: round(n / len(group), 2) for e, n in sorted(total.items())})
         out["waits"] = _place(offsets, waits)
+    if samples.raw_blockers:
+        _, offsets = _aligned([t for t, _ in samples.raw_blockers], start)
+        blockers: list[list[dict[str, Any]] | None] = []
+        for _, raw in samples.raw_blockers:
+            try:
+                blockers.append(parse_blockers(raw))
+            except (ValueError, TypeError):
+                blockers.append(None)
+        out["blockers"] = _place(offsets, blockers)
+    return out
+
+
+def blocker_origin(row: dict[str, Any]) -> str:
+    """Who a blocking process is: "workload" (its application name), "pgfsbench", a
+    server process that is not a client backend (autovacuum worker...), "prepared
+    transaction", or "outside" (a connection from outside the benchmark)."""
+    if row.get("pid") == 0:
+        return "prepared transaction"
+    app = str(row.get("app") or "")
+    if app == WORKLOAD_APPLICATION:
+        return "workload"
+    if app.startswith("pgfsbench"):
+        return "pgfsbench"
+    kind = str(row.get("type") or "client backend")
+    return "outside" if kind == "client backend" else kind
+
+
+def parse_blockers(raw: str | None) -> list[dict[str, Any]]:
+    """The blockers query's value: an object per blocking process, with its origin."""
+    if not raw:
+        return []
+    rows = json.loads(raw)
+    out = []
+    for row in rows if isinstance(rows, list) else []:
+        if isinstance(row, dict):
+            q = row.get("query")
+            out.append({**row, "origin": blocker_origin(row),
+                        "query": " ".join(str(q).split())[:160] if q else None})
     return out
 
 

@@ -165,10 +165,14 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
     warmup_s = 0.0 if cold else w.warmup_s
     observed_run = d.observed(planned.repetition)
     workload = st.workload if observed_run else unobserved(st.workload)
-    observation = Observation(st.instance.conninfo(d.database), st.instance.binaries.major,
-                              st.storage.block_devices, st.instance.log_path,
-                              enabled=observed_run, wait_hz=d.wait_event_hz, pooler=pooler,
-                              batch=d.observer_sched == "batch")
+    observation = Observation(
+        st.instance.conninfo(d.database), st.instance.binaries.major,
+        st.storage.block_devices, st.instance.log_path, enabled=observed_run,
+        wait_hz=d.wait_event_hz, pooler=pooler, batch=d.observer_sched == "batch",
+        own=(st.instance.pid,) if st.instance.pid else (),
+        own_comms=tuple(st.storage.details.get("service_processes") or ()),
+        mounts={str(v.mountpoint): v.role for v in st.storage.volumes},
+        memory_cgroup=Path(st.memory_limit["cgroup"]) if st.memory_limit else None)
     observation.start()
     warm: Measurement | None = None
     m: Measurement | None = None
@@ -240,6 +244,9 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
     if pacing:
         metrics["rate"] = pacing
     metrics["cache"] = cache or {"state": "warm"}
+    metrics["episodes"] = {"stall_fraction": d.stall_fraction,
+                           "slowdown_fraction": d.slowdown_fraction,
+                           "slowdown_min_seconds": d.slowdown_min_seconds}
     if snapper is not None:
         metrics["snapshots"] = {"taken": snapper.taken, "errors": snapper.errors}
         metrics["events"] = timeline

@@ -28,6 +28,9 @@ from pgfsbench.system.runner import Runner, process_alive, process_start_time, p
 from pgfsbench.system.wait import wait_until
 
 SUPERUSER = "postgres"
+# every connection of a workload says so (libpq's application_name): the samplers tell the
+# workload's backends from a connection from outside it (a lock holder in psql, say) by it
+WORKLOAD_APPLICATION = "pgfsbench workload"
 PORT = 5432
 CONF_NAME = "pgfsbench.conf"
 

@@ -636,6 +636,12 @@ class Defaults(Model):
     # a run whose workload completes no transaction for this long is ended and failed
     # (a filesystem frozen for good); 0 turns the watchdog off
     stall_timeout: Duration = 60.0
+    # episodes in a run's per-second throughput: a stall is a second below stall_fraction
+    # of the run's median (0 included); a slowdown, slowdown_min_seconds or more below
+    # slowdown_fraction of it. Each is explained from the evidence of its seconds
+    stall_fraction: float = Field(0.1, ge=0, lt=1)
+    slowdown_fraction: float = Field(0.5, gt=0, lt=1)
+    slowdown_min_seconds: Annotated[int, Field(ge=1, le=3600)] = 2
     # before each run: CPU busy (excluding idle and iowait) or steal above these, in %
     # of the whole machine, makes the run carry a "busy host" warning
     # a cgroup memory limit for PostgreSQL (its backends and the page cache they charge):
@@ -653,6 +659,10 @@ class Defaults(Model):
 
     @model_validator(mode="after")
     def _auto(self) -> Defaults:
+        if self.stall_fraction >= self.slowdown_fraction:
+            raise ValueError(f"stall_fraction ({self.stall_fraction:g}) must be below "
+                             f"slowdown_fraction ({self.slowdown_fraction:g}): a stall is a "
+                             "deeper slowdown")
         if self.repetitions_min > self.repetitions_max:
             raise ValueError(f"repetitions_min ({self.repetitions_min}) is above "
                              f"repetitions_max ({self.repetitions_max})")

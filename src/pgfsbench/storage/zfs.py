@@ -504,6 +504,8 @@ class ZfsDriver:
         details: dict[str, Any] = {
             "implementation": impl.label(), "fuse": impl.fuse, "zfs_kind": impl.kind,
             "zfs_version": impl.version, "pool_version": impl.pool_version,
+            # the processes that serve this storage: its work is the benchmark's own
+            "service_processes": ["zfs-fuse"] if impl.fuse else [],
             "pool": {"name": pool, "layout": config.pool.layout, "devices": devices,
                      "log": log, "cache": cache, "ashift": config.pool.ashift,
                      "create_argv": argv, "status": status},

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from pgfsbench.postgres.binaries import Binaries
+from pgfsbench.postgres.instance import WORKLOAD_APPLICATION
 from pgfsbench.spec import Cell
 from pgfsbench.system.journal import Journal
 from pgfsbench.system.runner import Runner
@@ -21,6 +22,9 @@ if TYPE_CHECKING:
     from pgfsbench.collect.txlog import LatencyStats
 
 Series = dict[str, tuple[float, list[Any]]]  # name -> (t0, one value per second)
+
+# the workload's tools connect under its name (PGAPPNAME), as its own connections do
+WORKLOAD_ENV = {"PGAPPNAME": WORKLOAD_APPLICATION}
 
 
 @dataclass(frozen=True)
@@ -36,7 +40,8 @@ class Endpoint:
         return ["-h", self.host, "-p", str(self.port), "-U", self.user]
 
     def conninfo(self) -> str:
-        return f"host={self.host} port={self.port} user={self.user} dbname={self.dbname}"
+        return (f"host={self.host} port={self.port} user={self.user} dbname={self.dbname} "
+                f"application_name='{WORKLOAD_APPLICATION}'")
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from pgfsbench.spec import Cell
 from pgfsbench.system.actions import watch_process_group
 from pgfsbench.system.errors import CommandError, Stalled
 from pgfsbench.workloads.base import (
+    WORKLOAD_ENV,
     Endpoint,
     LoadResult,
     Measurement,
@@ -122,7 +123,7 @@ class Dump:
             argv = dump_argv(ctx.binaries.tool("pg_dump"), ctx.endpoint, fmt, jobs, compress,
                              target)
             child = ctx.runner.spawn(argv, stdout_path=ctx.artifacts / f"{name}.stdout",
-                                     user=ctx.os_user, cwd=ctx.workdir)
+                                     user=ctx.os_user, cwd=ctx.workdir, env=WORKLOAD_ENV)
             watch_process_group(ctx.journal, child.pid, child.start_time,
                                 f"pg_dump pid {child.pid}")
             try:

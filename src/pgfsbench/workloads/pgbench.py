@@ -18,6 +18,7 @@ from pgfsbench.system.access import readable_by
 from pgfsbench.system.actions import watch_process_group
 from pgfsbench.system.errors import CommandError, Stalled, WorkloadError
 from pgfsbench.workloads.base import (
+    WORKLOAD_ENV,
     Endpoint,
     LoadResult,
     Measurement,
@@ -291,7 +292,7 @@ class Pgbench:
                         sampling_rate=w.sampling_rate, transactions=transactions)
         stdout_path = ctx.artifacts / f"{name}.stdout"
         child = ctx.runner.spawn(argv, stdout_path=stdout_path, user=ctx.os_user,
-                                 cwd=ctx.workdir)
+                                 cwd=ctx.workdir, env=WORKLOAD_ENV)
         # if pgfsbench is killed before this is journaled, pgbench ends by itself when
         # cleanup stops the server it is connected to
         watch_process_group(ctx.journal, child.pid, child.start_time, f"pgbench pid {child.pid}")

@@ -18,6 +18,7 @@ from pgfsbench.spec import Cell, SysbenchWorkload
 from pgfsbench.system.actions import watch_process_group
 from pgfsbench.system.errors import CommandError, Stalled, WorkloadError
 from pgfsbench.workloads.base import (
+    WORKLOAD_ENV,
     Endpoint,
     LoadResult,
     Measurement,
@@ -267,7 +268,7 @@ class Sysbench:
         prepared = "--db-ps-mode=disable" not in argv  # ours, the spec's options or args
         out_path = ctx.artifacts / f"{name}.stdout"
         child = ctx.runner.spawn(argv, stdout_path=out_path, user=ctx.os_user,
-                                 cwd=ctx.workdir, merge_stderr=True)
+                                 cwd=ctx.workdir, merge_stderr=True, env=WORKLOAD_ENV)
         watch_process_group(ctx.journal, child.pid, child.start_time, f"sysbench pid {child.pid}")
         reports: list[Report] = []
 
