@@ -118,6 +118,12 @@ def test_frozen_filesystem_shows_zero_tps_and_waiting_backends(base: Path) -> No
     assert events & {"IO/WALSync", "IO/WALWrite", "LWLock/WALWrite", "IO/DataFileWrite",
                      "IO/DataFileExtend", "IO/WALInitWrite", "IO/WALInitSync",
                      "Lock/transactionid", "Lock/tuple"}, events
+    # the diagnosis: frozen, from the writers asleep until it thawed, and confident
+    (ep,) = [e for e in run["stalls"] if e["kind"] == "stall"]
+    assert ep["cause"] == "fs_frozen" and ep["confidence"] == "high", ep
+    assert "percpu_rwsem_wait" in ep["evidence"][0] and "data volume" in ep["evidence"][0]
+    blocked = [b for b in run["series"]["blocked"]["values"] if b]
+    assert any(k.startswith("benchmark|percpu_rwsem_wait|data") for b in blocked for k in b)
 
 
 def _guard(fn: Callable[[Path], None], mnt: Path, errors: list[BaseException]) -> None:

@@ -79,14 +79,16 @@ def test_a_frozen_second_is_a_stall_with_its_cause_in_json_terminal_and_report(
     assert [r["status"] for r in runs] == ["ok"] * 6
     stalls = {r["run_id"]: show(results, r["run_id"])["stalls"] for r in runs}
     (episode,) = stalls[runs[0]["run_id"]]  # ext4 #1, frozen for 3 s
-    assert episode["cause"] == "fs_not_accepting_writes", episode
-    assert episode["cause_text"] == "the filesystem was not accepting writes"
+    assert episode["cause"] == "fs_frozen" and episode["confidence"] == "high", episode
+    assert episode["cause_text"] == "the filesystem was frozen (not accepting writes)"
     # pgbench's measured start is a little after ours: boundaries within 1 s
     assert abs(episode["start_s"] - window[0]) <= 1.5 and abs(episode["end_s"] - window[1]) <= 1.5
     assert episode["min_tps"] == 0 and episode["delayed_tx"] > 0
     assert all(not s for rid, s in stalls.items() if rid != runs[0]["run_id"])
     words = " ".join(out.split())  # the terminal summary wraps at 80 columns here
-    assert "stall at" in words and "the filesystem was not accepting writes" in words
+    assert "stall at" in words and "the filesystem was frozen" in words
+    assert "because benchmark processes asleep in the kernel waiting for the filesystem to " \
+        "thaw" in words
 
     summary = json.loads(pgfsbench("results", "summary", "--results", str(results),
                                    "--json").stdout)
@@ -119,9 +121,16 @@ def test_a_frozen_second_is_a_stall_with_its_cause_in_json_terminal_and_report(
     drawn = re.findall(r'<div class="chart js-plotly-plot" id="([^"]+)"', dom)
     assert charts and sorted(charts) == sorted(drawn), (charts, drawn)
     assert "timeline" in drawn and "bar-0-tps" in drawn
-    assert "stall: the filesystem was not accepting writes (high)" in dom
+    assert "stall: the filesystem was frozen (not accepting writes) (high)" in dom
     stall_table = dom[dom.index('id="stalls"'):dom.index("</table>", dom.index('id="stalls"'))]
-    assert "ext4 #1" in stall_table and "the filesystem was not accepting writes" in stall_table
+    assert "ext4 #1" in stall_table and "the filesystem was frozen" in stall_table
+    assert "percpu_rwsem_wait" in stall_table
+    # the run view: the disk beneath the loop device, the processes stuck in the kernel,
+    # and the episode's evidence under the chart
+    assert "Disk beneath (" in dom
+    assert "Stuck in the kernel" in dom
+    episodes = dom[dom.index('id="run-episodes"'):]
+    assert "thaw" in episodes[:5000]
     shot = tmp_path / "report.png"  # kept by pytest with the test's other files
     chromium(["--window-size=1300,4200", "--virtual-time-budget=20000",
               f"--screenshot={shot}", report.as_uri()], profile)
@@ -130,7 +139,8 @@ def test_a_frozen_second_is_a_stall_with_its_cause_in_json_terminal_and_report(
     pgfsbench("report", "--results", str(results), "--format", "md", "-o", str(md))
     text = md.read_text()
     assert "## What stands out" in text and "| ext4 |" in text
-    assert "the filesystem was not accepting writes" in text
+    assert "## Stalls and slowdowns" in text and "the filesystem was frozen" in text
+    assert "percpu_rwsem_wait" in text
 
 
 def test_clean_runs_have_no_stall_and_one_repetition_has_no_verdict(base: Path) -> None:

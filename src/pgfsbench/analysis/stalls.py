@@ -166,9 +166,30 @@ class StallEpisode:
     def label(self) -> str:
         return f"{self.kind} {self.start_s:g}–{self.end_s:g} s: {self.cause_text}"
 
-    def ruled_out(self) -> str:
+    def ruled_out(self, most: int = 4) -> str:
         """The alternatives it beat and why, in one phrase."""
-        return "; ".join(f"not {CAUSES[k]}: {why}" for k, _, why in self.alternatives)
+        return "; ".join(f"not {CAUSES[k]}: {why}" for k, _, why in self.alternatives[:most])
+
+    def headline(self, unit: str = "tps") -> str:
+        """What happened, with its cost: "stall at 5–9 s (min 0 tps, 100% below the median
+        of 2,031; 8,124 transactions delayed; slowest transaction 3,980 ms (p99 3.2 ms the
+        rest of the run))"."""
+        parts = [f"min {self.min_tps:,.0f} {unit}, {self.depth_pct:.0f}% below the median "
+                 f"of {self.median_tps:,.0f}", f"{self.delayed_tx:,} transactions delayed"]
+        # the transactions held up finish when it ends: the slowest one says what it cost
+        if self.max_latency_ms is not None:
+            parts.append(f"slowest transaction {self.max_latency_ms:,.0f} ms"
+                         + (f" (p99 {self.usual_p99_ms:,.1f} ms the rest of the run)"
+                            if self.usual_p99_ms is not None else ""))
+        return f"{self.kind} at {self.start_s:g}–{self.end_s:g} s ({'; '.join(parts)})"
+
+    def verdict(self) -> str:
+        """The cause and how sure: "the filesystem was frozen (high confidence)"."""
+        return f"{self.cause_text} ({self.confidence} confidence)"
+
+    def because(self, most: int = 2) -> str:
+        """The evidence, in one phrase."""
+        return "; ".join(self.evidence[:most])
 
     def as_dict(self) -> dict[str, Any]:
         return {"kind": self.kind, "start_s": self.start_s, "end_s": self.end_s,
@@ -182,7 +203,8 @@ class StallEpisode:
                 "alternatives": [{"cause": k, "cause_text": CAUSES[k], "score": round(s, 2),
                                   "why_not": why} for k, s, why in self.alternatives],
                 "missing_evidence": list(self.missing),
-                "blockers": [dict(b) for b in self.blockers]}
+                "blockers": [dict(b) for b in self.blockers],
+                "headline": self.headline(), "verdict": self.verdict()}
 
 
 # ---------------------------------------------------------------- finding episodes
@@ -371,6 +393,11 @@ class Context:
         v = self._in(name)
         return float(v.min()) if v.size else math.nan
 
+    def seconds_below(self, name: str, floor: float) -> int:
+        """Seconds of the episode where a series was at or below ``floor``."""
+        v = self._in(name)
+        return int((v <= floor).sum())
+
     def min_tps_share(self) -> float:
         """The episode's lowest throughput as a share of the usual (0: a full stop)."""
         low, usual = self.min_in(self.throughput_name), self.usual(self.throughput_name)
@@ -539,11 +566,18 @@ def _fs_frozen(c: Context) -> Finding | None:
                               f"second(s) ({where})", STRONG if frozen * 2 >= sampled
                               else GOOD))
     writes, usual = c.mean_in("disk_write_mbps"), c.usual("disk_write_mbps")
-    nothing = math.isfinite(writes) and math.isfinite(usual) and usual >= 0.2 \
-        and writes <= max(0.05, 0.05 * usual)
+    # an episode's first and last seconds are often partly before or after the freeze:
+    # nothing written in most of its seconds is what a freeze looks like
+    quiet = c.seconds_below("disk_write_mbps", max(0.05, 0.05 * usual)) \
+        if math.isfinite(usual) and usual >= 0.2 else 0
+    nothing = quiet * 2 >= c.n and quiet > 0
     if frozen and nothing:
-        f.support.append(Clue(f"nothing written to the devices under test ({writes:.2f} "
-                              f"MB/s, {usual:.1f} the rest of the run)", GOOD))
+        f.support.append(Clue(f"nothing written to the devices under test in {quiet} of "
+                              f"{c.n} second(s) ({usual:.1f} MB/s the rest of the run)", GOOD))
+    if frozen:
+        io, names = c.io_waits()
+        if io >= 0.5:
+            f.support.append(Clue(f"backends waiting on I/O or WAL: {names}", GOOD))
     if sampled and not frozen and c.min_tps_share() <= 0.1:
         f.against.append(Clue("no benchmark process was asleep in the kernel on a frozen "
                               "filesystem (a freeze puts every writer there)", STRONG))

@@ -274,6 +274,33 @@ def with_baselines(cells: list[CellSummary], baseline: str | None) -> list[CellS
     return out
 
 
+MOST_EPISODES = 3  # a run with more is summed up by cause (results show lists each)
+
+
+def episode_lines(who: str, rs: RunStalls, unit: str) -> list[str]:
+    """What stands out of a run's stalls and slowdowns: each with its cause, the evidence
+    and what it beat; a run with many summed up by cause."""
+    eps = rs.episodes
+    if len(eps) > MOST_EPISODES:
+        by_cause: dict[str, list[StallEpisode]] = {}
+        for ep in eps:
+            by_cause.setdefault(ep.verdict(), []).append(ep)
+        kinds = sorted({ep.kind for ep in eps})
+        return [f"{who}: {len(eps)} {' and '.join(k + 's' for k in kinds)} "
+                f"({sum(ep.length_s for ep in eps):g} s in all, "
+                f"{sum(ep.delayed_tx for ep in eps):,} transactions delayed): "
+                + "; ".join(f"{v} x{len(group)}" for v, group in
+                            sorted(by_cause.items(), key=lambda kv: -len(kv[1])))
+                + f" (results show {rs.run_id} lists each)"]
+    lines = []
+    for ep in eps:
+        lines.append(f"{who}: {ep.headline(unit)}: {ep.verdict()}")
+        lines.append(f"  {'because ' if ep.cause != 'unknown' else ''}{ep.because()}")
+        if ep.alternatives:
+            lines.append(f"  {ep.ruled_out(2)}")
+    return lines
+
+
 @dataclass
 class Highlights:
     """What stands out, in sentences derived from the data."""
@@ -319,11 +346,7 @@ def highlights(cells: Sequence[CellSummary]) -> Highlights:
             h.lines.append(f"{c.label} is unstable: {'; '.join(c.unstable)}")
     for c in cells:
         for rs in c.stalls:
-            for ep in rs.episodes:
-                h.lines.append(f"{c.label} #{rs.repetition}: stall at {ep.start_s:g}–"
-                               f"{ep.end_s:g} s (min {ep.min_tps:,.0f} {c.unit}, "
-                               f"{ep.delayed_tx:,} transactions delayed): {ep.cause_text} "
-                               f"({ep.confidence} confidence)")
+            h.lines += episode_lines(f"{c.label} #{rs.repetition}", rs, c.unit)
     failed = [c for c in cells if c.ok < c.runs]
     for c in failed:
         h.lines.append(f"{c.label}: {c.runs - c.ok} of {c.runs} run(s) failed: "

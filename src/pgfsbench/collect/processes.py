@@ -315,6 +315,8 @@ class ProcessSampler:
         path: str | None = None
         with contextlib.suppress(OSError):
             wchan = (base / "wchan").read_text().strip() or "?"
+        if wchan == "0":  # running again by the time it was read
+            wchan = "?"
         with contextlib.suppress(OSError):
             syscall, fd = parse_syscall((base / "syscall").read_text(), self._machine)
             if fd is not None:

@@ -17,11 +17,13 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
 from jinja2 import Environment, PackageLoader, select_autoescape
 from plotly.offline import get_plotlyjs
 
 from pgfsbench import __version__
 from pgfsbench.analysis.series import align
+from pgfsbench.analysis.stalls import CAUSES, StallEpisode, describe_blocker
 from pgfsbench.analysis.summary import CellSummary, Highlights, by_group
 from pgfsbench.report.terminal import fmt_range, fmt_space, fmt_spread, fmt_vs
 
@@ -74,9 +76,30 @@ def run_data(run: Mapping[str, Any], label: str, stalls: Sequence[Any],
                                    ("util", "disk_util_pct", 1, 1),
                                    ("dirty", "dirty_kb", 1024, 1),
                                    ("wb", "writeback_kb", 1024, 1),
-                                   ("iowait", "cpu_iowait_pct", 1, 1)):
+                                   ("iowait", "cpu_iowait_pct", 1, 1),
+                                   ("await", "disk_await_ms", 1, 3),
+                                   ("out_cpu", "outside_cpu_pct", 1, 1)):
         if al.has(name):
             data[key] = _arr(al.get(name) / div, digits)
+    if al.has("outside_write_mbps") or al.has("outside_read_mbps"):
+        data["out_io"] = _arr(np.nan_to_num(al.get("outside_write_mbps"))
+                              + np.nan_to_num(al.get("outside_read_mbps")), 2)
+    # the disks that hold the devices under test (a loop device's file): what they did,
+    # and how much of it the storage under test does not explain
+    beneath = [d for d in al.beneath if al.has(f"disk.{d}.write_mbps")]
+    if beneath:
+        total = sum((np.nan_to_num(al.device(d, "write_mbps")) + np.nan_to_num(
+            al.device(d, "read_mbps")) for d in beneath), np.zeros(al.seconds))
+        ours = np.nan_to_num(al.get("disk_write_mbps")) + np.nan_to_num(
+            al.get("disk_read_mbps"))
+        data["beneath"] = {"names": beneath, "io": _arr(total, 2),
+                           "other": _arr(np.clip(total - ours, 0, None), 2),
+                           "await": {d: _arr(al.device(d, "await_ms"), 3) for d in beneath
+                                     if al.has(f"disk.{d}.await_ms")}}
+    if al.sampled("blocked"):
+        data["blocked"] = [None if sec is None else sum(
+            n for k, n in sec.items() if k.startswith("benchmark|"))
+            for sec in al.structured["blocked"]]
     if al.waits:
         totals: dict[str, float] = {}
         for sec in al.waits:
@@ -88,10 +111,17 @@ def run_data(run: Mapping[str, Any], label: str, stalls: Sequence[Any],
     data["checkpoints"] = [{"s": _num(c.start, 2), "sync": _num(c.sync_start, 2),
                             "e": _num(c.ended_s, 2), "reason": c.reason, "buffers": c.buffers}
                            for c in al.checkpoints if c.ended_s >= 0 and c.start <= al.seconds]
-    data["stalls"] = [{"s": e.start_s, "e": e.end_s, "cause": e.cause_text,
-                       "confidence": e.confidence} for e in stalls]
+    data["stalls"] = [episode_data(e) for e in stalls]
     data["events"] = [{"s": e.start_s, "e": e.end_s, "label": e.label} for e in al.events]
     return data
+
+
+def episode_data(e: StallEpisode) -> dict[str, Any]:
+    """An episode as the report shows it: on the timeline and in the stalls table."""
+    return {"s": e.start_s, "e": e.end_s, "kind": e.kind, "cause": e.cause_text,
+            "confidence": e.confidence, "headline": e.headline(), "evidence": list(e.evidence),
+            "ruled_out": [f"not {CAUSES[k]}: {why}" for k, _, why in e.alternatives],
+            "missing": list(e.missing), "blockers": [describe_blocker(b) for b in e.blockers]}
 
 
 def _bar_group(cells: Sequence[CellSummary]) -> dict[str, Any]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pgfsbench.analysis.stalls import CAUSES, describe_blocker
 from pgfsbench.analysis.summary import CellSummary, Highlights, by_group
 from pgfsbench.report.terminal import fmt_range, fmt_space, fmt_spread, fmt_vs
 
@@ -47,6 +48,20 @@ def render_markdown(campaigns: Sequence[Mapping[str, Any]], cells: Sequence[Cell
     lines += ["▲ better, ▼ worse, ≈ no significant difference, ? too few repetitions: "
               "against each group's baseline (the first configuration), Welch's t test on "
               "log throughput, 95% confidence.", ""]
+    episodes = [(c, rs, ep) for c in cells for rs in c.stalls for ep in rs.episodes]
+    if episodes:
+        lines += ["## Stalls and slowdowns", "",
+                  "Each cause weighed against the others from the evidence of the same "
+                  "seconds, compared with the rest of the run.", ""]
+        for c, rs, ep in episodes:
+            lines.append(f"- **{c.label} #{rs.repetition}** (run {rs.run_id}), "
+                         f"{ep.headline(c.unit)}: **{ep.verdict()}**")
+            lines += [f"  - {e}" for e in ep.evidence]
+            lines += [f"  - blocker: {describe_blocker(b)}" for b in ep.blockers]
+            lines += [f"  - ruled out: not {CAUSES[k]}: {why}" for k, _, why in ep.alternatives]
+            if ep.missing:
+                lines.append(f"  - not recorded: {', '.join(ep.missing)}")
+        lines.append("")
     failures = [(c, e) for c in cells for e in c.errors]
     if failures:
         lines += ["## Failed runs", ""] + [f"- {c.label}: {e}" for c, e in failures] + [""]

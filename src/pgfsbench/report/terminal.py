@@ -130,6 +130,18 @@ def highlight_lines(h: Highlights) -> list[Text]:
             + [Text(f"warning: {w}", style="yellow") for w in h.warnings])
 
 
+def episode_rows(ep: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """A stored episode (StallEpisode.as_dict) as rows: what happened and its cause, the
+    evidence, the blockers, what it beat and what was not recorded."""
+    rows = [(str(ep.get("kind", "stall")), f"{ep.get('headline', '')}: {ep.get('verdict', '')}")]
+    rows += [("", f"  evidence: {e}") for e in ep.get("evidence") or []]
+    rows += [("", f"  ruled out: not {a['cause_text']}: {a['why_not']}")
+             for a in ep.get("alternatives") or []]
+    if ep.get("missing_evidence"):
+        rows.append(("", "  not recorded: " + ", ".join(ep["missing_evidence"])))
+    return rows
+
+
 RUN_COLUMNS = ("run_id", "cell", "repetition", "status", "tps", "latency_avg_ms",
                "load_seconds", "space_bytes", "error")
 
@@ -228,10 +240,8 @@ def run_detail(run: Mapping[str, Any]) -> Table:
                                     f"write {c['write_s']} s, sync {c['sync_s']} s, "
                                     f"total {c['total_s']} s")
     for ep in run.get("stalls") or []:
-        table.add_row("stall", Text(f"{ep['start_s']:g}–{ep['end_s']:g} s, min "
-                                    f"{ep['min_tps']:,.0f} tps, {ep['delayed_tx']:,} delayed: "
-                                    f"{ep['cause_text']} ({ep['confidence']}); "
-                                    + "; ".join(ep["evidence"][:2]), style="yellow"))
+        for key, text in episode_rows(ep):
+            table.add_row(key, Text(text, style="yellow" if key else ""))
     for w in run.get("warnings") or []:
         table.add_row("warning", Text(w, style="yellow"))
     for kind, art in (run.get("artifacts") or {}).items():
