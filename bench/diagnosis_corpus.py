@@ -15,7 +15,10 @@ with one cause made to happen while it measures:
                 episode of these runs is the injected kind; boundaries not scored)
   reclaim       PostgreSQL's memory cgroup limit cut below its page cache for HOLD s
   pooler        sessions from outside hold the pooler's server connections (pg_sleep)
-  snapshot      btrfs snapshots of the data subvolume on a capped device
+  snapshot      btrfs snapshots of the data subvolume every 4 s
+  throttle      a 1 MB/s limit put on the loop device (blkio) for HOLD seconds
+  sigstop       the measured pgbench stopped (SIGSTOP) for HOLD seconds
+  outside-insert  a bulk INSERT (CREATE TABLE AS) from a session outside the workload
   clean         nothing: no episode may be reported
 
 For each run it prints the episodes found and their causes; at the end a confusion matrix
@@ -119,9 +122,11 @@ class Run:
 
 
 def psql(sock: Path, sql: str, port: int = 5432) -> subprocess.Popen[str]:
+    """psql, as a session from outside the workload (application name psql)."""
     return subprocess.Popen(["psql", "-X", "-q", "-h", str(sock), "-p", str(port), "-U",
                              "postgres", "-d", "pgbench", "-v", "ON_ERROR_STOP=1", "-c", sql],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
+                            env={**os.environ, "PGAPPNAME": "psql"})
 
 
 # ---------------------------------------------------------------- injections
@@ -189,6 +194,61 @@ def io_hog(run: Run) -> None:
         target.unlink(missing_ok=True)
 
 
+def outside_insert(run: Run) -> None:
+    """Two bulk INSERTs from sessions outside the workload (psql), each into a table of its
+    own (no lock in common with the workload), cancelled after HOLD seconds."""
+    run.sleep_until(AT)
+    t0 = time.time()
+    sessions = [psql(run.socket(), f"SET statement_timeout = {int(HOLD * 1000)}; "
+                     f"CREATE TABLE corpus_big_{i} AS SELECT generate_series(1, 100000000) "
+                     "AS g, repeat('x', 200) AS pad") for i in range(2)]
+    for p in sessions:
+        p.wait(timeout=HOLD + 60)  # cancelled by its statement_timeout: an error, expected
+    run.mark(t0, time.time())
+
+
+def throttle(run: Run) -> None:
+    """A limit of 1 MB/s put on the loop device (blkio, root group) for HOLD seconds."""
+    image = next((run.cell() / "devices").glob("data-*.img"))
+    out = subprocess.run(["losetup", "--noheadings", "--output", "NAME", "-j", str(image)],
+                         capture_output=True, text=True, check=True).stdout.split()
+    number = (Path("/sys/class/block") / Path(out[0]).name / "dev").read_text().strip()
+    limit = Path("/sys/fs/cgroup/blkio/blkio.throttle.write_bps_device")
+    run.sleep_until(AT)
+    t0 = time.time()
+    limit.write_text(f"{number} {1 << 20}\n")
+    try:
+        time.sleep(HOLD)
+    finally:
+        limit.write_text(f"{number} 0\n")
+    run.mark(t0, time.time())
+
+
+def sigstop(run: Run) -> None:
+    """The measured pgbench stopped (SIGSTOP) for HOLD seconds, then continued."""
+    pid = next(int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit()
+               and _is_measured_pgbench(e, run.proc.pid))
+    run.sleep_until(AT)
+    t0 = time.time()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        time.sleep(HOLD)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    run.mark(t0, time.time())
+
+
+def _is_measured_pgbench(entry: Path, parent: int) -> bool:
+    try:
+        cmd = (entry / "cmdline").read_bytes().split(b"\0")
+        stat = (entry / "stat").read_text()
+    except OSError:
+        return False
+    fields = stat[stat.rindex(")") + 2:].split()
+    return int(fields[1]) == parent and bool(cmd) and cmd[0].endswith(b"pgbench") \
+        and b"-T" in cmd and b"-n" in cmd
+
+
 def checkpoint(run: Run) -> None:
     run.sleep_until(AT)
     t0 = time.time()
@@ -244,6 +304,10 @@ limits = { write_mbps = 8 }""", settings='shared_buffers = "128MB", max_wal_size
     "snapshot": Case("snapshot", storage='fs = "btrfs"\ndevice = "loop:2G"\n'
                                          'snapshots = { every = "4s", keep = 2 }',
                      scale=10, window=None),
+    "throttle": Case("device_saturated", inject=throttle),
+    "outside-insert": Case("outside_session", storage='fs = "ext4"\ndevice = "loop:3G"',
+                           inject=outside_insert),
+    "sigstop": Case("stopped", inject=sigstop),
     "clean": Case("none", window=None),
 }
 
@@ -266,17 +330,10 @@ def measured_pgbench(parent: int) -> float | None:
     boot = time.time() - float(Path("/proc/uptime").read_text().split()[0])
     hz = os.sysconf("SC_CLK_TCK")
     for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmd = (entry / "cmdline").read_bytes().split(b"\0")
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2:].split()
-        if int(fields[1]) == parent and cmd and cmd[0].endswith(b"pgbench") \
-                and b"-T" in cmd and b"-n" in cmd:
-            return boot + int(fields[19]) / hz
+        if entry.name.isdigit() and _is_measured_pgbench(entry, parent):
+            with contextlib.suppress(OSError):
+                stat = (entry / "stat").read_text()
+                return boot + int(stat[stat.rindex(")") + 2:].split()[19]) / hz
     return None
 
 

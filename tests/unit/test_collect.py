@@ -128,9 +128,9 @@ def test_bucket_midpoints_are_within_half_a_percent() -> None:
 def test_series_alignment_and_wait_averages() -> None:
     start = 1000.0
     samples = PgSamples(
-        counters=[{"t": 1000.0, "wal_bytes": 0, "wal_fpi": 0, "xact_commit": 0},
-                  {"t": 1001.0, "wal_bytes": 2_000_000, "wal_fpi": 10, "xact_commit": 500},
-                  {"t": 1002.0, "wal_bytes": 3_000_000, "wal_fpi": 10, "xact_commit": 900}],
+        counters=[{"t": 1000.0, "wal_lsn": 0, "wal_fpi": 0, "xact_commit": 0},
+                  {"t": 1001.0, "wal_lsn": 2_000_000, "wal_fpi": 10, "xact_commit": 500},
+                  {"t": 1002.0, "wal_lsn": 3_000_000, "wal_fpi": 10, "xact_commit": 900}],
         # as the server answered: bytes on a tick's lean path, text on the general one
         raw_waits=[(1000.05, b"4 IO/WALSync"), (1000.55, "2 IO/WALSync"),
                    (1001.05, b"1 Lock/tuple"), (1001.55, None)])

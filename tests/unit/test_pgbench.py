@@ -10,6 +10,7 @@ from pgfsbench.workloads.pgbench import (
     parse_init,
     parse_progress,
     parse_run,
+    progress_series,
     run_argv,
 )
 
@@ -167,3 +168,17 @@ def test_txlog_auto_drops_only_a_log_there_is() -> None:
     assert auto_txlog(sysbench, 1e9, 2, 10_000) == (sysbench, None)
     plain = Pgbench("client", False, False)  # txlog = false already
     assert auto_txlog(plain, 1e9, 2, 10_000) == (plain, None)
+
+
+def test_a_report_for_several_seconds_fills_each_of_them() -> None:
+    """Stopped for 4 s, pgbench prints one report at 9.0 s averaged over 5-9 s: the series
+    keeps its seconds (the 4 missing ones take that average), later ones stay in place."""
+    lines = ["progress: 4.0 s, 2000.0 tps, lat 2.000 ms stddev 0.500, 0 failed",
+             "progress: 5.0 s, 2100.0 tps, lat 1.900 ms stddev 0.500, 0 failed",
+             "progress: 9.0 s, 0.0 tps, lat NaN ms stddev NaN, 0 failed",
+             "progress: 10.0 s, 1900.0 tps, lat 2.100 ms stddev 0.600, 0 failed"]
+    points = [p for p in (parse_progress(ln) for ln in lines) if p is not None]
+    series = progress_series(points)
+    t0, tps = series["tps"]
+    assert t0 == 4.0 and tps == [2000.0, 2100.0, 0.0, 0.0, 0.0, 0.0, 1900.0]
+    assert series["progress_gap"] == (4.0, [0, 0, 1, 1, 1, 1, 0])

@@ -18,6 +18,7 @@ from pgfsbench.collect.processes import (
 )
 from pgfsbench.collect.samplers import (
     blocker_origin,
+    device_caps,
     extra_rates,
     parse_blockers,
     parse_memcg_stat,
@@ -75,6 +76,14 @@ def test_pressure_memcg_and_their_rates() -> None:
     assert r["memcg_limit_hits_per_s"] == 2000.0 and r["memcg_usage_mb"] == 120.0
     assert r["memcg_refaults_per_s"] == 500.0 and r["memcg_majfaults_per_s"] == 50.0
     assert extra_rates({}, {}, 1.0) == {}
+
+
+def test_io_limits_in_effect_by_device() -> None:
+    extra = {"blkio_write_bps": "7:0 13500000\n7:1 1000000\n", "blkio_write_iops": "7:0 840\n",
+             "blkio_read_bps": "", "blkio_read_iops": "8:0 0\n"}
+    caps = device_caps(extra, {"7:0": "loop0", "8:0": "vda"})
+    assert caps == {"disk.loop0.cap_write_mbps": 13.5, "disk.loop0.cap_write_iops": 840.0}
+    assert device_caps({}, {"7:0": "loop0"}) == {}
 
 
 def test_blockers_say_who_they_are() -> None:
@@ -157,5 +166,5 @@ def test_the_sampler_tells_the_benchmark_from_the_rest_and_who_is_stuck(
     assert [(p.pid, p.comm) for p in second.top] == [(301, "dd")]
     series = process_series([first, second], 999.0)
     assert series["outside_write_mbps"] == (2.0, [200.0, 50.0])
-    assert series["blocked"][1][0] == {"benchmark|percpu_rwsem_wait|data": 1}
+    assert series["blocked"][1][0] == {"benchmark|percpu_rwsem_wait|data|postgres": 1}
     assert series["outside_top"][1][0][0][:2] == [301, "dd"]

@@ -119,7 +119,7 @@ def test_a_frozen_filesystem_is_named_from_writers_asleep_until_it_thaws() -> No
     dip(al, 10, 13)
     al.values["disk_write_mbps"][10:13] = 0.0
     al.values["lat_max_ms"][13] = 3100.0
-    seconds(al, "blocked", 10, 13, {"benchmark|percpu_rwsem_wait|data": 2})
+    seconds(al, "blocked", 10, 13, {"benchmark|percpu_rwsem_wait|data|postgres": 2})
     for k in range(10, 13):
         al.waits[k] = {"IO/WALWrite": 1.0, "LWLock/WALWrite": 2.0, "Lock/transactionid": 1.0}
     (ep,) = find_stalls(al)
@@ -201,8 +201,8 @@ def test_a_throttled_device_that_releases_writes_in_bursts_is_not_frozen() -> No
     al.values["writeback_kb"][16:18] = 18_500.0
     al.values["cpu_iowait_pct"][16:18] = 48.0
     dip(al, 16, 18)
-    seconds(al, "blocked", 16, 18, {"benchmark|jbd2_log_wait_commit|data": 3,
-                                    "benchmark|folio_wait_bit|wal": 1})
+    seconds(al, "blocked", 16, 18, {"benchmark|jbd2_log_wait_commit|data|postgres": 3,
+                                    "benchmark|folio_wait_bit|wal|postgres": 1})
     for k in range(16, 18):
         al.waits[k] = {"LWLock/WALWrite": 15.0, "IO/WALInitSync": 1.0, "IO/WALSync": 1.0}
     al.values["checkpoint_buffers_per_s"][12:20] = 900.0
@@ -210,10 +210,26 @@ def test_a_throttled_device_that_releases_writes_in_bursts_is_not_frozen() -> No
     (ep,) = find_stalls(al)
     assert ep.cause == "checkpoint" and ep.confidence == "high", ep
     assert "wal_segment_creation" in ep.contributing
-    cap = next(e for e in ep.evidence if "emulated limit" in e)
+    cap = next(e for e in ep.evidence if "device's limit" in e)
     assert "cap 13.5 MB/s" in cap and "cap 840 IOPS; at the cap the rest of the run" in cap
     assert ep.cause != "fs_frozen" and all(a[0] != "fs_frozen" or a[1] <= 0
                                            for a in ep.alternatives)
+
+
+def test_a_limit_put_on_the_device_during_the_run() -> None:
+    """Someone throttles the loop device for 4 s (blkio): the limit in effect is recorded
+    each second, so the episode is the device at its (new) limit, not a mystery."""
+    al = run_of()
+    al.values["cap_write_mbps"] = np.full(N, np.nan)
+    al.values["cap_write_mbps"][10:14] = 2.0
+    al.values["disk_write_mbps"][10:14] = 2.0
+    al.values["disk_util_pct"][10:14] = 100.0
+    dip(al, 10, 14, 30.0)
+    for k in range(10, 14):
+        al.waits[k] = {"IO/WALSync": 3.0, "LWLock/WALWrite": 1.0}
+    (ep,) = find_stalls(al)
+    assert ep.cause == "device_saturated" and ep.confidence == "high", ep
+    assert any("put on the devices under test during the episode" in e for e in ep.evidence)
 
 
 def test_wal_segment_creation_is_named_whatever_its_size() -> None:
@@ -301,6 +317,43 @@ def test_a_full_pool() -> None:
     assert ep.cause == "pooler" and ep.confidence == "high"
 
 
+def test_a_stopped_benchmark_process() -> None:
+    """pgbench stopped with SIGSTOP for 4 s: nothing is stuck in PostgreSQL, its client is."""
+    al = run_of()
+    dip(al, 10, 14)
+    seconds(al, "blocked", 10, 14, {"benchmark|stopped|unknown|pgbench": 1})
+    for k in range(10, 14):
+        al.waits[k] = {}
+    (ep,) = find_stalls(al)
+    assert ep.cause == "stopped" and ep.confidence == "high", ep
+    assert "1 pgbench" in ep.evidence[0]
+
+
+def test_work_by_a_session_from_outside_the_workload() -> None:
+    """A bulk INSERT from psql takes the server's WAL and I/O: commits fall while WAL
+    rises; no lock is involved."""
+    al = run_of()
+    al.values["wal_mbps"] = np.full(N, 5.0)
+    al.values["commits_per_s"] = np.full(N, 1000.0)
+    al.values["wal_mbps"][10:14] = 40.0
+    al.values["commits_per_s"][10:14] = 200.0
+    al.structured["outside_sessions"] = [[] for _ in range(N)]
+    sess = {"pid": 999, "state": "active", "wait": "LWLock/WALWrite", "app": "psql",
+            "state_s": 3.0, "query": "CREATE TABLE big AS SELECT g FROM generate_series(1, 3e6) g"}
+    seconds(al, "outside_sessions", 10, 14, lambda: [dict(sess)])
+    dip(al, 10, 14, 200.0)
+    (ep,) = find_stalls(al)
+    assert ep.cause == "outside_session", ep
+    assert "pid 999 (application 'psql')" in ep.evidence[0] and "CREATE TABLE big" in \
+        ep.evidence[0]
+    assert any("not the workload's" in e for e in ep.evidence)
+    # the new WAL segments its WAL needed are part of the same story, not a rival
+    for k in range(10, 14):
+        al.waits[k] = {"IO/WALInitWrite": 0.7, "LWLock/WALWrite": 2.0}
+    (ep,) = find_stalls(al)
+    assert ep.cause == "outside_session" and "wal_segment_creation" in ep.contributing
+
+
 def test_snapshot_during_the_run() -> None:
     al = run_of()
     dip(al, 9, 11, 10.0)
@@ -339,3 +392,4 @@ def test_every_cause_has_words_and_wait_channels_have_kinds() -> None:
     assert wchan_kind("balance_dirty_pages") == "dirty"
     assert wchan_kind("try_to_free_mem_cgroup_pages") == "reclaim"
     assert wchan_kind("do_epoll_wait") == "other"
+    assert wchan_kind("stopped") == "stopped"

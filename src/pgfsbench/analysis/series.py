@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 # the per-second series the analysis reads (when the run has them)
-NUMERIC = ("tps", "tps_log", "lat_p50_ms", "lat_p99_ms", "lat_max_ms", "latency_avg_ms",
+NUMERIC = ("tps", "tps_log", "progress_gap", "lat_p50_ms", "lat_p99_ms", "lat_max_ms",
+           "latency_avg_ms",
            "disk_write_mbps", "disk_read_mbps", "disk_util_pct", "disk_await_ms",
            "disk_write_iops", "disk_read_iops", "dirty_kb", "writeback_kb", "cpu_iowait_pct",
            "cpu_idle_pct", "cpu_user_pct", "cpu_system_pct", "cpu_steal_pct",
@@ -27,12 +28,13 @@ NUMERIC = ("tps", "tps_log", "lat_p50_ms", "lat_p99_ms", "lat_max_ms", "latency_
            "psi_io_full_pct", "psi_memory_some_pct", "psi_memory_full_pct",
            "memcg_limit_hits_per_s", "memcg_usage_mb", "memcg_refaults_per_s",
            "memcg_majfaults_per_s", "pooler_clients_waiting", "pooler_wait_ms",
-           "pooler_servers_active", "pooler_clients_active")
+           "pooler_servers_active", "pooler_clients_active", "cap_write_mbps",
+           "cap_write_iops", "cap_read_mbps", "cap_read_iops")
 # per device (disk.<name>.<figure>): each device under test and each disk beneath
 DEVICE_FIGURES = ("write_mbps", "read_mbps", "write_iops", "read_iops", "await_ms",
                   "util_pct", "in_flight")
 # series with a value per second that is a list or a mapping (kept as they are)
-STRUCTURED = ("blockers", "blocked", "outside_top")
+STRUCTURED = ("blockers", "blocked", "outside_top", "outside_sessions", "own_top")
 
 
 @dataclass(frozen=True)
@@ -101,8 +103,15 @@ class Aligned:
         return any(v is not None for v in self.structured.get(name, []))
 
     def throughput(self) -> np.ndarray:
-        """Throughput per second: the tool's own progress, else the transaction log's."""
-        return self.get("tps") if self.has("tps") else self.get("tps_log")
+        """Throughput per second: the tool's own progress, else the transaction log's. In
+        the seconds the tool reported together (it was stopped or starved), the
+        transaction log's count of each, where there is one."""
+        if not self.has("tps"):
+            return self.get("tps_log")
+        tps = self.get("tps")
+        gap, log = self.get("progress_gap"), self.get("tps_log")
+        use = np.isfinite(gap) & (gap > 0) & np.isfinite(log)
+        return np.where(use, log, tps) if use.any() else tps
 
 
 def _at(series: Mapping[str, Any], k: int) -> Any:

@@ -51,11 +51,19 @@ CAUSES = {
     "reclaim": "page reclaim (memory pressure)",
     "pooler": "clients waiting for a pooled server connection",
     "snapshot": "a snapshot taken during the run",
+    "stopped": "a process of the benchmark was stopped (SIGSTOP or a debugger)",
+    "outside_session": "work by sessions from outside the workload",
     "unknown": "unknown",
 }
-# causes that are parts of one mechanism (more I/O than the device takes): named together
+# causes that are parts of one mechanism, named together: more I/O than the device takes;
+# a session that holds locks because it was stopped
 IO_LOAD = frozenset({"checkpoint", "wal_segment_creation", "writeback", "device_saturated",
                      "snapshot"})
+FAMILIES = (IO_LOAD, frozenset({"stopped", "locks", "outside_session", "pooler"}))
+
+
+def family_of(key: str) -> frozenset[str]:
+    return next((f for f in FAMILIES if key in f), frozenset({key}))
 
 # what a process in uninterruptible sleep waits for, by its kernel wait channel
 FREEZE_WCHANS = ("percpu_rwsem_wait", "percpu_down_read", "__percpu_down_read",
@@ -71,14 +79,16 @@ RECLAIM_WCHANS = ("shrink_", "try_to_free", "throttle_direct_reclaim", "mem_cgro
 IO_WAITS = ("IO/", "LWLock/WAL", "LWLock/BufferIO", "LWLock/buffer_io")
 
 
-def _blocked_key(key: str) -> tuple[str, str, str]:
-    """A "blocked" series key: who (benchmark or outside), wait channel, volume."""
-    parts = [*key.split("|"), "", ""]
-    return parts[0], parts[1], parts[2]
+def _blocked_key(key: str) -> tuple[str, str, str, str]:
+    """A "blocked" series key: who (benchmark or outside), wait channel, volume, command."""
+    parts = [*key.split("|"), "", "", ""]
+    return parts[0], parts[1], parts[2], parts[3]
 
 
 def wchan_kind(wchan: str) -> str:
-    """freeze, io, dirty, reclaim or other."""
+    """freeze, io, dirty, reclaim, stopped or other."""
+    if wchan == "stopped":
+        return "stopped"
     for kind, names in (("freeze", FREEZE_WCHANS), ("dirty", DIRTY_WCHANS),
                         ("reclaim", RECLAIM_WCHANS), ("io", IO_WCHANS)):
         if wchan.startswith(names):
@@ -100,6 +110,9 @@ class Finding:
     support: list[Clue] = field(default_factory=list)
     against: list[Clue] = field(default_factory=list)
     blockers: tuple[dict[str, Any], ...] = ()
+    # causes this one sets off, when its evidence says so (sessions from outside writing
+    # WAL make new WAL segments and fill the device): named with it, not against it
+    explains: frozenset[str] = frozenset()
 
     @property
     def score(self) -> float:
@@ -325,6 +338,10 @@ def weigh(findings: list[Finding], ctx: Context) -> dict[str, Any]:
     supported = sorted((f for f in findings if f.support and f.score > 0),
                        key=lambda f: -f.score)
     best = supported[0] if supported else None
+    if best is not None:  # what set the best one off comes first, when well supported
+        root = next((f for f in supported if best.key in f.explains
+                     and f.score >= 0.5 * best.score), None)
+        best = root or best
     if best is None or best.score < 0.5:
         why = "no known cause fits the evidence of these seconds"
         if missing:
@@ -333,11 +350,11 @@ def weigh(findings: list[Finding], ctx: Context) -> dict[str, Any]:
         near = tuple((f.key, round(f.score, 2), f.why_not()) for f in considered[:4])
         return {"cause": "unknown", "confidence": "low", "evidence": (why,),
                 "alternatives": near, "missing": missing, "contributing": (), "blockers": ()}
-    family = IO_LOAD if best.key in IO_LOAD else frozenset({best.key})
+    family = family_of(best.key) | best.explains
     rivals = [f for f in findings if f.key not in family and f is not best]
     runner_up = max((f.score for f in rivals if f.support), default=0.0)
     rival_decisive = any(f.decisive and not f.contested and f.score > 0 for f in rivals)
-    if (best.decisive and not best.contested and best.score >= 1.3
+    if (best.decisive and not best.contested and (best.score >= 1.3 or runner_up <= 0)
             and runner_up <= 0.5 * best.score and not rival_decisive):
         confidence = "high"
     elif best.score >= 0.9 and runner_up <= 0.75 * best.score:
@@ -461,7 +478,7 @@ class Context:
         totals: dict[tuple[bool, str, str], float] = {}
         for sec in sampled:
             for key, n in sec.items():
-                who, wchan, where = _blocked_key(key)
+                who, wchan, where, _ = _blocked_key(key)
                 k = (who == "benchmark", wchan_kind(wchan) + ":" + wchan, where)
                 totals[k] = totals.get(k, 0.0) + n
         return len(sampled), {k: v / len(sampled) for k, v in totals.items()} \
@@ -475,26 +492,40 @@ class Context:
             if not sec:
                 continue
             for key in sec:
-                who, wchan, where = _blocked_key(key)
+                who, wchan, where, _ = _blocked_key(key)
                 if who == "benchmark" and wchan_kind(wchan) == kind and (
                         not on_test or where not in ("elsewhere", "unknown")):
                     count += 1
                     break
         return count
 
-    def caps(self) -> list[tuple[str, float, float, str]]:
-        """(figure, cap, rate over the episode and 2 s either side, unit) of each
-        emulated limit the devices under test wrote at. A throttle releases writes in
-        bursts, so the rate is taken over the wider window."""
+    def caps(self) -> list[tuple[str, float, float, str, bool, bool]]:
+        """(series, cap, rate, unit, put on during the episode, at the cap the rest of the
+        run too) of each I/O limit the devices under test wrote at. The limits are those
+        in effect each second where recorded (a limit someone sets during a run counts),
+        else the spec's. A throttle releases writes in bursts, so the rate is taken over
+        the episode and 2 s either side (the seconds of it under the limit)."""
         found = []
+        lo, hi = max(0, self.a - 2), min(self.al.seconds, self.b + 3)
         for name, unit, series in (("write_mbps", "MB/s", "disk_write_mbps"),
                                    ("write_iops", "IOPS", "disk_write_iops")):
-            cap = self.al.limits.get(name)
-            if not cap or not self.al.has(series):
+            if not self.al.has(series):
                 continue
-            rate = self.mean_in(series, pad=2)
+            rates, limits = self.al.get(series)[lo:hi], self.al.get(f"cap_{name}")[lo:hi]
+            usual_rate = self.usual(series)
+            if np.isfinite(limits).any():  # recorded each second
+                under = np.isfinite(limits) & np.isfinite(rates)
+                cap, rate = float(np.median(limits[under])), float(np.mean(rates[under]))
+                before = self.usual(f"cap_{name}")
+                new = not math.isfinite(before) or before > 1.5 * cap
+                always = math.isfinite(before) and usual_rate >= 0.85 * before
+            elif self.al.limits.get(name):
+                cap, rate = float(self.al.limits[name]), self.mean_in(series, pad=2)
+                new, always = False, usual_rate >= 0.85 * cap
+            else:
+                continue
             if math.isfinite(rate) and rate >= 0.85 * cap:
-                found.append((series, cap, rate, unit))
+                found.append((series, cap, rate, unit, new, bool(always)))
         return found
 
     def cap(self) -> bool:
@@ -502,17 +533,16 @@ class Context:
 
     def cap_clue(self) -> Clue | None:
         parts = []
-        for series, cap, rate, unit in self.caps():
+        for series, cap, rate, unit, new, always in self.caps():
             usual = self.usual(series)
-            always = math.isfinite(usual) and usual >= 0.85 * cap
-            parts.append(f"{rate:,.1f} {unit} over the episode and 2 s either side; "
-                         f"cap {cap:,.6g} {unit}; "
+            parts.append(f"{rate:,.1f} {unit} around the episode; cap {cap:,.4g} {unit}"
+                         + (", put on the device during the episode" if new else "") + "; "
                          + ("at the cap the rest of the run too" if always else
                             f"{usual:,.1f} the rest of the run" if math.isfinite(usual)
                             else "nothing the rest of the run"))
         if not parts:
             return None
-        return Clue(f"writes at the device's emulated limit ({'; '.join(parts)})", GOOD)
+        return Clue(f"writes at the device's limit ({'; '.join(parts)})", GOOD)
 
     def io_waits(self) -> tuple[float, str]:
         """Backends waiting on I/O or WAL (above the rest of the run), and the top ones."""
@@ -826,32 +856,44 @@ def _host_io(c: Context) -> Finding | None:
     I/O."""
     f = Finding("host_io")
     disks = ", ".join(c.al.beneath)
+    io = c.rose("outside_write_mbps", 3.0, 10.0) or c.rose("outside_read_mbps", 3.0, 10.0)
+    before, low = c.at("dirty_kb", c.a - 1), c.min_in("dirty_kb")
+    host_writeback = math.isfinite(before) and before >= 100 * 1024 and low <= 0.7 * before
+    # traffic on the disk beneath that neither a process outside the benchmark nor the
+    # host's writeback explains is the kernel's, for the storage under test (a sparse
+    # loop file's allocation): it counts only when one of them does
+    explained = bool(io) or host_writeback
+    extra = []
     for figure, verb in (("write_mbps", "wrote"), ("read_mbps", "read")):
         b = _beneath(c, figure)
         if b is None:
             continue
         total, _usual_total, other, usual_other = b
         if other >= max(20.0, 3 * usual_other):
-            f.support.append(Clue(f"the disk beneath ({disks}) {verb} {total:,.1f} MB/s, "
-                                  f"{other:,.1f} of it not from the storage under test "
-                                  f"({usual_other:,.1f} the rest of the run)", GOOD))
+            extra.append(Clue(f"the disk beneath ({disks}) {verb} {total:,.1f} MB/s, "
+                              f"{other:,.1f} of it not from the storage under test "
+                              f"({usual_other:,.1f} the rest of the run)",
+                              GOOD if explained else WEAK))
+    f.support += extra
     aw = [(d, c.mean_in(f"disk.{d}.await_ms"), c.usual(f"disk.{d}.await_ms"))
           for d in c.al.beneath if c.al.has(f"disk.{d}.await_ms")]
     slow = [(d, x, u) for d, x, u in aw if math.isfinite(x) and x >= max(1.0, 3 * u)]
-    if slow and f.support:
+    if slow and extra and explained:
         d, x, u = slow[0]
         f.support.append(Clue(f"{d} took {x:.2f} ms a request ({u:.2f} the rest of the run)",
                               GOOD))
-    io = c.rose("outside_write_mbps", 3.0, 10.0) or c.rose("outside_read_mbps", 3.0, 10.0)
     if io:
         names = _top_outside(c, "io")
         f.support.append(Clue(f"processes outside the benchmark did {io[0]:,.1f} MB/s of I/O "
                               f"({io[1]:,.1f} the rest of the run): {names}",
-                              STRONG if f.support else GOOD))
-    before, low = c.at("dirty_kb", c.a - 1), c.min_in("dirty_kb")
-    if f.support and math.isfinite(before) and before >= 100 * 1024 and low <= 0.7 * before:
+                              STRONG if extra else GOOD))
+    if host_writeback and extra:
         f.support.append(Clue(f"host writeback: Dirty fell from {_mb(before)} to {_mb(low)}",
                               WEAK))
+    if extra and not explained and c.al.sampled("outside_top"):
+        f.against.append(Clue("no process outside the benchmark did I/O and the host's dirty "
+                              "memory did not fall: the extra traffic is the kernel's, for "
+                              "the storage under test", GOOD))
     return f if f.support else None
 
 
@@ -870,6 +912,8 @@ def _top_outside(c: Context, by: str) -> str:
     rows = sorted(agg.items(), key=lambda kv: -(kv[1][2] if by == "cpu" else kv[1][3]))[:3]
     out = []
     for command, (comm, pids, cpu, io) in rows:
+        if (cpu if by == "cpu" else io) / n < 0.5:
+            continue
         figure = f"{cpu / n:.0f}% of a CPU" if by == "cpu" else f"{io / n:,.1f} MB/s"
         who = (f"pid {min(pids)}" if len(pids) == 1 else
                f"{len(pids)} processes, pids {', '.join(map(str, sorted(pids)[:4]))}"
@@ -965,13 +1009,98 @@ def _pooler(c: Context) -> Finding | None:
 def _device_saturated(c: Context) -> Finding | None:
     f = Finding("device_saturated")
     _io_clues(c, f)
-    if not any("emulated limit" in s.text or "busy" in s.text for s in f.support):
+    throttled = [(cap, unit) for _, cap, _, unit, new, _ in c.caps() if new]
+    if throttled:
+        f.support.append(Clue("an I/O limit was put on the devices under test during the "
+                              "episode (blkio: " + ", ".join(f"{cap:,.4g} {unit}"
+                                                            for cap, unit in throttled)
+                              + "; none as low the rest of the run)", STRONG))
+    if not any("device's limit" in s.text or "busy" in s.text for s in f.support):
         return None
     b = _beneath(c, "write_mbps")
     if b is not None and b[2] >= max(20.0, 3 * b[3]):
         f.against.append(Clue(f"the disk beneath was busy with I/O not from the storage "
                               f"under test ({b[2]:,.1f} MB/s of writes)", GOOD))
     return f
+
+
+def _stopped(c: Context) -> Finding | None:
+    """A process of the benchmark stopped (state T: SIGSTOP, a debugger): pgbench itself,
+    a backend holding locks, the WAL writer..."""
+    seconds = c.seconds_blocked("stopped", on_test=False)
+    if not seconds:
+        return None
+    names: dict[str, float] = {}
+    for sec in c.structured_in("blocked"):
+        for key, n in (sec or {}).items():
+            who, wchan, _, comm = _blocked_key(key)
+            if who == "benchmark" and wchan == "stopped":
+                names[comm or "?"] = max(names.get(comm or "?", 0), n)
+    what = ", ".join(f"{n:g} {comm}" for comm, n in names.items())
+    return Finding("stopped", [Clue(f"benchmark processes stopped (state T) in {seconds} of "
+                                    f"{c.n} second(s): {what}",
+                                    STRONG if seconds * 2 >= c.n else GOOD)])
+
+
+def _outside_session(c: Context) -> Finding | None:
+    """Sessions from outside the workload at work in the server (a report, a bulk update,
+    a VACUUM by hand): they take the server's CPU, I/O and WAL from the workload."""
+    if not c.al.sampled("outside_sessions"):
+        return None
+    every = c.al.structured["outside_sessions"]
+    during = [v for v in c.structured_in("outside_sessions") if v is not None]
+    before = [v for i, v in enumerate(every) if c.base[i] and v is not None]
+    busy_in = sum(len(v) for v in during) / max(1, len(during))
+    busy_usual = sum(len(v) for v in before) / max(1, len(before))
+    if not during or busy_in - busy_usual < 0.5:
+        return None
+    seen: dict[Any, dict[str, Any]] = {}
+    for sec in during:
+        for sess in sec:
+            seen[sess.get("pid")] = {**seen.get(sess.get("pid"), {}), **sess}
+    first = max(seen.values(), key=lambda x: x.get("state_s") or 0)
+    f = Finding("outside_session")
+    f.support.append(Clue(f"{busy_in:.1f} session(s) from outside the workload at work "
+                          f"({busy_usual:.1f} the rest of the run): "
+                          + describe_session(first), GOOD))
+    cpu = _cpu_of(c, set(seen))
+    if cpu >= 30:
+        f.support.append(Clue(f"{'its backend' if len(seen) == 1 else 'their backends'} "
+                              f"used {cpu:.0f}% of a CPU", GOOD))
+    wal, commits = c.mean_in("wal_mbps"), c.mean_in("commits_per_s")
+    wal_u, commits_u = c.usual("wal_mbps"), c.usual("commits_per_s")
+    if all(math.isfinite(x) for x in (wal, commits, wal_u, commits_u)) and wal_u > 0 \
+            and commits_u > 0 and wal / max(commits, 1.0) >= 3 * wal_u / commits_u \
+            and wal >= 0.5 * wal_u:
+        f.support.append(Clue(f"WAL written at {wal:,.1f} MB/s while commits fell to "
+                              f"{commits:,.0f}/s ({wal_u:,.1f} MB/s for {commits_u:,.0f}/s "
+                              "the rest of the run): not the workload's", GOOD))
+        f.explains = IO_LOAD  # its WAL and writes are what filled the device
+    elif any(str(x.get("wait") or "").startswith(IO_WAITS) for x in seen.values()):
+        f.explains = IO_LOAD
+    return f
+
+
+def _cpu_of(c: Context, pids: set[Any]) -> float:
+    """The average CPU (% of one) the benchmark's processes ``pids`` used over the
+    episode, from the top CPU users recorded each second."""
+    total = 0.0
+    for sec in c.structured_in("own_top"):
+        total += sum(row[3] for row in sec or [] if row[0] in pids)
+    return total / max(1, c.n)
+
+
+def describe_session(r: dict[str, Any]) -> str:
+    """A session of pg_stat_activity in words."""
+    text = f"pid {r.get('pid')}" + (f" (application {r['app']!r})" if r.get("app") else "")
+    text += f", {r.get('state') or '?'}"
+    if r.get("state_s") is not None:
+        text += f" for {r['state_s']:g} s"
+    if r.get("state") == "active":
+        text += f", waiting on {r.get('wait')}"
+    if r.get("query"):
+        text += f" (statement: {r['query']})"
+    return text
 
 
 def _snapshot(c: Context) -> Finding | None:
@@ -986,4 +1115,5 @@ def _snapshot(c: Context) -> Finding | None:
 
 HYPOTHESES: tuple[Callable[[Context], Finding | None], ...] = (
     _fs_frozen, _device_stalled, _locks, _checkpoint, _wal_segment_creation, _writeback,
-    _device_saturated, _host_io, _host_cpu, _steal, _reclaim, _pooler, _snapshot)
+    _device_saturated, _host_io, _host_cpu, _steal, _reclaim, _pooler, _snapshot, _stopped,
+    _outside_session)

@@ -15,6 +15,7 @@ from pgfsbench.collect.pooler import PoolerSampler, pooler_series
 from pgfsbench.collect.processes import ProcessSampler, process_series
 from pgfsbench.collect.procfs import device_facts, underlying_devices
 from pgfsbench.collect.samplers import (
+    BLKIO_CAPS,
     Job,
     OsSampler,
     PgSampler,
@@ -35,6 +36,16 @@ class ObservationResult:
     checkpoints: list[dict[str, Any]] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
     measured_start: float | None = None
+
+
+def device_numbers(names: list[str], sys_block: Path = Path("/sys/class/block")
+                   ) -> dict[str, str]:
+    """"major:minor" -> name of each device (how blkio names them)."""
+    out = {}
+    for name in names:
+        with contextlib.suppress(OSError):
+            out[(sys_block / name / "dev").read_text().strip()] = name
+    return out
 
 
 def devices_under_test(block_devices: tuple[str, ...]) -> list[str]:
@@ -159,7 +170,8 @@ class Observation:
             if self.pg.behind:
                 result.metrics["pg_sampler_behind"] = self.pg.behind
         if self.os:
-            series = os_series(self.os.close(), start, self.devices)
+            series = os_series(self.os.close(), start, self.devices, device_numbers(
+                self.devices))
             # totals over the devices under test only (not the disk beneath a loop again)
             for k in ("read_mbps", "write_mbps", "read_iops", "write_iops"):
                 parts = [series[f"disk.{d}.{k}"] for d in self.top_devices
@@ -169,6 +181,15 @@ class Observation:
                     summed = [round(sum(v for v in vals if v is not None), 3)
                               for vals in zip(*(p[1] for p in parts), strict=False)]
                     series[f"disk_{k}"] = (t0, summed)
+            # the limits in effect on them, each second: a second where one of them has
+            # none has no total limit
+            for _, (name, _) in BLKIO_CAPS.items():
+                parts = [series[f"disk.{d}.{name}"] for d in self.top_devices
+                         if f"disk.{d}.{name}" in series]
+                if parts and len(parts) == len(self.top_devices):
+                    columns = zip(*(p[1] for p in parts), strict=False)
+                    series[name] = (parts[0][0], [None if any(v is None for v in vals) else
+                                                  round(sum(vals), 6) for vals in columns])
             result.series.update(series)
             result.metrics["devices"] = {d: device_facts(d) for d in self.devices}
             # which devices are the storage under test and which hold them (a loop

@@ -119,7 +119,7 @@ def where_is(path: str | None, mounts: Mapping[str, str]) -> str:
 
 @dataclass(frozen=True)
 class Blocked:
-    """A process found in uninterruptible sleep."""
+    """A process found in uninterruptible sleep (or stopped: its wait channel "stopped")."""
 
     pid: int
     comm: str
@@ -129,7 +129,7 @@ class Blocked:
     where: str  # the volume under test its file is on (data, wal, ...), or "elsewhere"
 
     def key(self) -> str:
-        return f"{'benchmark' if self.own else 'outside'}|{self.wchan}|{self.where}"
+        return f"{'benchmark' if self.own else 'outside'}|{self.wchan}|{self.where}|{self.comm}"
 
 
 @dataclass(frozen=True)
@@ -157,6 +157,9 @@ class ProcessSecond:
     outside_write_mbps: float
     top: tuple[TopProcess, ...]
     blocked: tuple[Blocked, ...]
+    # the benchmark's own processes that used the most CPU (a backend of a session from
+    # outside the workload, autovacuum, the checkpointer...)
+    own_top: tuple[TopProcess, ...] = ()
 
 
 @dataclass
@@ -230,17 +233,20 @@ class ProcessSampler:
         own_ticks = out_ticks = 0
         out_read = out_write = 0
         usage: list[tuple[int, str, int, int, int]] = []  # pid, comm, ticks, read, write
+        own_usage: list[tuple[int, str, int, int, int]] = []
         blocked: list[Blocked] = []
         for s in stats:
             k = self._known[s.pid]
             d_ticks = max(0, s.cpu_ticks - k.cpu_ticks)
             k.cpu_ticks = s.cpu_ticks
-            if s.state == "D":
+            if s.state in ("D", "T", "t"):
                 blocked.append(self._blocked(s, s.pid in own))
             if s.kernel_thread:
                 continue
             if s.pid in own:
                 own_ticks += d_ticks
+                if d_ticks:
+                    own_usage.append((s.pid, s.comm, d_ticks, 0, 0))
                 continue
             io = self._read_io(s.pid, k)
             d_read = d_write = 0
@@ -265,7 +271,8 @@ class ProcessSampler:
                 outside_cpu_pct=round(100 * out_ticks / self._ticks_per_s / dt, 1),
                 outside_read_mbps=round(out_read / 1e6 / dt, 3),
                 outside_write_mbps=round(out_write / 1e6 / dt, 3),
-                top=self._top(usage, dt), blocked=tuple(blocked)))
+                top=self._top(usage, dt), blocked=tuple(blocked),
+                own_top=self._top(own_usage, dt)))
         self._forget({s.pid for s in stats})
         self._last_t = now
 
@@ -315,7 +322,9 @@ class ProcessSampler:
         path: str | None = None
         with contextlib.suppress(OSError):
             wchan = (base / "wchan").read_text().strip() or "?"
-        if wchan == "0":  # running again by the time it was read
+        if s.state in ("T", "t"):  # stopped by a signal (SIGSTOP) or a debugger
+            wchan = "stopped"
+        elif wchan == "0":  # running again by the time it was read
             wchan = "?"
         with contextlib.suppress(OSError):
             syscall, fd = parse_syscall((base / "syscall").read_text(), self._machine)
@@ -401,5 +410,6 @@ def process_series(seconds: list[ProcessSecond], start: float
         "outside_read_mbps": dense([s.outside_read_mbps for s in seconds]),
         "outside_write_mbps": dense([s.outside_write_mbps for s in seconds]),
         "outside_top": dense([[p.as_list() for p in s.top] for s in seconds]),
+        "own_top": dense([[p.as_list() for p in s.own_top] for s in seconds]),
         "blocked": dense(blocked),
     }

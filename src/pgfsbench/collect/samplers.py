@@ -147,6 +147,8 @@ class PgSamples:
     raw_waits: list[tuple[float, bytes | str | None]] = field(default_factory=list)
     # once a second: who blocks the backends waiting on a lock (blockers.sql, JSON text)
     raw_blockers: list[tuple[float, str | None]] = field(default_factory=list)
+    # once a second: the sessions from outside the workload at work (outside_sessions.sql)
+    raw_outside: list[tuple[float, str | None]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
     @property
@@ -367,7 +369,7 @@ class PgSampler:
         self._extra = tuple(n for n, since in (("io_totals", 16), ("aios", 18))
                             if major >= since)
         self._waits = ("waits",)  # the batch of most ticks; once a second, this one:
-        self._batch = ("waits", "counters", "blockers", *self._extra)
+        self._batch = ("waits", "counters", "blockers", "outside", *self._extra)
         self._waits_only = False  # whether the batch in flight is ``_waits``
         self.own_commits = 0
         self.behind = 0  # ticks skipped because the previous batch had no answer yet
@@ -380,7 +382,8 @@ class PgSampler:
         if self.batch:
             self.backend_sched = self._backend_yields()
         queries = {"waits": sql("wait_events"), "counters": sql(self._counters),
-                   "blockers": sql("blockers"), **{name: sql(name) for name in self._extra}}
+                   "blockers": sql("blockers"), "outside": sql("outside_sessions"),
+                   **{name: sql(name) for name in self._extra}}
         if self.major >= 16:
             queries["stat_io"] = sql("stat_io")
         self._statements = Statements(self._conn.pgconn, queries)
@@ -435,10 +438,12 @@ class PgSampler:
         if "waits" in got:
             rows = got["waits"][1]
             self.samples.raw_waits.append((sent_at, rows[0][0] if rows else None))
-        if "blockers" in got:
-            rows = got["blockers"][1]
-            value = rows[0][0] if rows else None
-            self.samples.raw_blockers.append((sent_at, None if value is None else str(value)))
+        for name, kept in (("blockers", self.samples.raw_blockers),
+                           ("outside", self.samples.raw_outside)):
+            if name in got:
+                rows = got[name][1]
+                value = rows[0][0] if rows else None
+                kept.append((sent_at, None if value is None else str(value)))
         row = first_row(got, "counters")
         if row is not None:
             for extra in self._extra:
@@ -513,6 +518,11 @@ class OsSample:
 # waiting for the CPU, I/O or memory (reclaim, refaults); Linux 4.20+, may be disabled
 PRESSURE = ("cpu", "io", "memory")
 MEMCG_FILES = ("memory.failcnt", "memory.usage_in_bytes", "memory.stat")
+# the I/O limits in effect on each device (cgroup v1 blkio throttling in the root group:
+# pgfsbench's emulated devices, or a limit someone puts on a device during a run)
+BLKIO_ROOT = Path("/sys/fs/cgroup/blkio")
+BLKIO_CAPS = {"write_bps": ("cap_write_mbps", 1e-6), "write_iops": ("cap_write_iops", 1.0),
+              "read_bps": ("cap_read_mbps", 1e-6), "read_iops": ("cap_read_iops", 1.0)}
 
 
 class OsSampler:
@@ -525,7 +535,8 @@ class OsSampler:
 
     FILES = ("stat", "diskstats", "meminfo", "vmstat")
 
-    def __init__(self, proc: Path = Path("/proc"), memory_cgroup: Path | None = None):
+    def __init__(self, proc: Path = Path("/proc"), memory_cgroup: Path | None = None,
+                 blkio: Path | None = BLKIO_ROOT):
         self.proc = proc
         self.samples: list[OsSample] = []
         self._fds: list[int] = []
@@ -533,6 +544,8 @@ class OsSampler:
         if memory_cgroup is not None:
             extra |= {f"memcg_{name.split('.', 1)[1]}": memory_cgroup / name
                       for name in MEMCG_FILES}
+        if blkio is not None:
+            extra |= {f"blkio_{k}": blkio / f"blkio.throttle.{k}_device" for k in BLKIO_CAPS}
         self._extra_paths = extra
         self._extra_fds: dict[str, int] = {}
 
@@ -567,6 +580,16 @@ def parse_pressure(text: str) -> dict[str, int]:
             key, _, value = part.partition("=")
             if key == "total" and value.isdigit():
                 out[kind] = int(value)
+    return out
+
+
+def parse_throttle(text: str) -> dict[str, int]:
+    """A blkio.throttle.*_device file: "major:minor limit" per limited device."""
+    out = {}
+    for line in text.splitlines():
+        dev, _, value = line.partition(" ")
+        if value.strip().isdigit():
+            out[dev] = int(value)
     return out
 
 
@@ -638,8 +661,21 @@ def _place(offsets: list[int], values: list[Any]) -> tuple[float, list[Any]]:
     return float(first), dense
 
 
-def os_series(samples: list[OsSample], start: float, devices: list[str]) -> Series:
-    """CPU, the devices under test, dirty/writeback memory and reclaim, per second."""
+def device_caps(extra: dict[str, str], numbers: dict[str, str]) -> dict[str, float]:
+    """The I/O limits in effect now on the devices of ``numbers`` ("7:0" -> "loop0"), as
+    disk.<name>.cap_write_mbps and the like."""
+    out: dict[str, float] = {}
+    for key, (name, scale) in BLKIO_CAPS.items():
+        for number, limit in parse_throttle(extra.get(f"blkio_{key}", "")).items():
+            if number in numbers and limit > 0:
+                out[f"disk.{numbers[number]}.{name}"] = round(limit * scale, 6)
+    return out
+
+
+def os_series(samples: list[OsSample], start: float, devices: list[str],
+              numbers: dict[str, str] | None = None) -> Series:
+    """CPU, the devices under test (and the I/O limits on them: ``numbers`` maps
+    "major:minor" to their names), dirty/writeback memory and reclaim, per second."""
     out: Series = {}
     if len(samples) < 2:
         return out
@@ -669,6 +705,10 @@ def os_series(samples: list[OsSample], start: float, devices: list[str]) -> Seri
         rows.pop("_primary", None)
         for k, v in total.items():
             rows.setdefault(f"disk_{k}", []).append(round(v, 3))
+        caps = device_caps(e1, numbers or {})
+        for dev in devices:
+            for name, _ in BLKIO_CAPS.values():
+                rows.setdefault(f"disk.{dev}.{name}", []).append(caps.get(f"disk.{dev}.{name}"))
         rows.setdefault("dirty_kb", []).append(m1.get("Dirty"))
         rows.setdefault("writeback_kb", []).append(m1.get("Writeback"))
         for k in VMSTAT_RECLAIM:
@@ -676,13 +716,15 @@ def os_series(samples: list[OsSample], start: float, devices: list[str]) -> Seri
                 rows.setdefault(f"vm_{k}", []).append(v1[k] - v0[k])
     _, offsets = _aligned(times, start)
     for name, values in rows.items():
-        if len(values) == len(offsets):
+        if len(values) == len(offsets) and any(v is not None for v in values):
             out[name] = _place(offsets, values)
     return out
 
 
 RATE_COUNTERS = {
-    "wal_bytes": ("wal_mbps", 1e-6), "wal_fpi": ("wal_fpi_per_s", 1.0),
+    # WAL inserted each second, by every session (the LSN moves as records are inserted;
+    # pg_stat_wal's wal_bytes moves when a backend reports, at its transaction's end)
+    "wal_lsn": ("wal_mbps", 1e-6), "wal_fpi": ("wal_fpi_per_s", 1.0),
     "wal_records": ("wal_records_per_s", 1.0), "xact_commit": ("commits_per_s", 1.0),
     "buffers_checkpoint": ("checkpoint_buffers_per_s", 1.0),
     "buffers_clean": ("bgwriter_buffers_per_s", 1.0),
@@ -734,15 +776,18 @@ def pg_series(samples: PgSamples, start: float) -> Series:
             # average number of backends in each state during that second
             waits.append({e: round(n / len(group), 2) for e, n in sorted(total.items())})
         out["waits"] = _place(offsets, waits)
-    if samples.raw_blockers:
-        _, offsets = _aligned([t for t, _ in samples.raw_blockers], start)
-        blockers: list[list[dict[str, Any]] | None] = []
-        for _, raw in samples.raw_blockers:
+    for name, raws in (("blockers", samples.raw_blockers),
+                       ("outside_sessions", samples.raw_outside)):
+        if not raws:
+            continue
+        _, offsets = _aligned([t for t, _ in raws], start)
+        sessions: list[list[dict[str, Any]] | None] = []
+        for _, raw in raws:
             try:
-                blockers.append(parse_blockers(raw))
+                sessions.append(parse_blockers(raw))
             except (ValueError, TypeError):
-                blockers.append(None)
-        out["blockers"] = _place(offsets, blockers)
+                sessions.append(None)
+        out[name] = _place(offsets, sessions)
     return out
 
 
@@ -762,7 +807,8 @@ def blocker_origin(row: dict[str, Any]) -> str:
 
 
 def parse_blockers(raw: str | None) -> list[dict[str, Any]]:
-    """The blockers query's value: an object per blocking process, with its origin."""
+    """The blockers (or outside sessions) query's value: an object per session, with its
+    origin."""
     if not raw:
         return []
     rows = json.loads(raw)

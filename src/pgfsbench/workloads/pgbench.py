@@ -8,6 +8,7 @@ its progress reports (-P 1).
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 import time
 from dataclasses import dataclass, field
@@ -344,10 +345,27 @@ class Pgbench:
         return m
 
 
+def per_second(points: list[ProgressPoint]) -> list[ProgressPoint]:
+    """One report per second. pgbench reports once for all the seconds it could not report
+    in (stopped, or starved of CPU), its figures the average over them: each of those
+    seconds gets that average, so the series keeps its time axis."""
+    out: list[ProgressPoint] = []
+    for p in points:
+        if out:
+            gap = round(p.t - out[-1].t)
+            out += [dataclasses.replace(p, t=out[-1].t + k) for k in range(1, gap)]
+        out.append(p)
+    return out
+
+
 def progress_series(points: list[ProgressPoint]) -> dict[str, tuple[float, list[object]]]:
     """pgbench -P 1 lines as per-second series (t0 = the first report)."""
     if not points:
         return {}
+    # the seconds a report covers with others (its own included): an average over them
+    averaged = {round(b.t) - k for a, b in itertools.pairwise(points)
+                if round(b.t - a.t) > 1 for k in range(round(b.t - a.t))}
+    points = per_second(points)
     t0 = points[0].t
     out: dict[str, tuple[float, list[object]]] = {
         "tps": (t0, [p.tps for p in points]),
@@ -358,4 +376,6 @@ def progress_series(points: list[ProgressPoint]) -> dict[str, tuple[float, list[
         out["failed"] = (t0, [p.failed for p in points])
     if any(p.lag_ms is not None for p in points):
         out["lag_ms"] = (t0, [p.lag_ms for p in points])
+    if averaged:
+        out["progress_gap"] = (t0, [1 if round(p.t) in averaged else 0 for p in points])
     return out
