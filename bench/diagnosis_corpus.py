@@ -132,16 +132,23 @@ def psql(sock: Path, sql: str, port: int = 5432) -> subprocess.Popen[str]:
 # ---------------------------------------------------------------- injections
 
 
-def freeze(run: Run) -> None:
-    mnt = run.mount()
+def held(run: Run, apply: Callable[[], object], undo: Callable[[], object]) -> None:
+    """At AT seconds into the measured phase, ``apply``; HOLD seconds later, ``undo``
+    (whatever happens); the window marked as injected."""
     run.sleep_until(AT)
     t0 = time.time()
-    subprocess.run(["fsfreeze", "--freeze", str(mnt)], check=True)
+    apply()
     try:
         time.sleep(HOLD)
     finally:
-        subprocess.run(["fsfreeze", "--unfreeze", str(mnt)], check=True)
+        undo()
     run.mark(t0, time.time())
+
+
+def freeze(run: Run) -> None:
+    mnt = run.mount()
+    held(run, lambda: subprocess.run(["fsfreeze", "--freeze", str(mnt)], check=True),
+         lambda: subprocess.run(["fsfreeze", "--unfreeze", str(mnt)], check=True))
 
 
 def lock_holder(active: bool) -> Callable[[Run], None]:
@@ -214,28 +221,15 @@ def throttle(run: Run) -> None:
                          capture_output=True, text=True, check=True).stdout.split()
     number = (Path("/sys/class/block") / Path(out[0]).name / "dev").read_text().strip()
     limit = Path("/sys/fs/cgroup/blkio/blkio.throttle.write_bps_device")
-    run.sleep_until(AT)
-    t0 = time.time()
-    limit.write_text(f"{number} {1 << 20}\n")
-    try:
-        time.sleep(HOLD)
-    finally:
-        limit.write_text(f"{number} 0\n")
-    run.mark(t0, time.time())
+    held(run, lambda: limit.write_text(f"{number} {1 << 20}\n"),
+         lambda: limit.write_text(f"{number} 0\n"))
 
 
 def sigstop(run: Run) -> None:
     """The measured pgbench stopped (SIGSTOP) for HOLD seconds, then continued."""
     pid = next(int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit()
                and _is_measured_pgbench(e, run.proc.pid))
-    run.sleep_until(AT)
-    t0 = time.time()
-    os.kill(pid, signal.SIGSTOP)
-    try:
-        time.sleep(HOLD)
-    finally:
-        os.kill(pid, signal.SIGCONT)
-    run.mark(t0, time.time())
+    held(run, lambda: os.kill(pid, signal.SIGSTOP), lambda: os.kill(pid, signal.SIGCONT))
 
 
 def _is_measured_pgbench(entry: Path, parent: int) -> bool:
@@ -261,15 +255,12 @@ def reclaim(run: Run) -> None:
     group = next(Path("/sys/fs/cgroup/memory").glob("pgfsbench-run-*"))
     limit = group / "memory.limit_in_bytes"
     before = limit.read_text().strip()
-    run.sleep_until(AT)
-    t0 = time.time()
-    with contextlib.suppress(OSError):  # may refuse to go below what it cannot reclaim
-        limit.write_text(f"{48 << 20}\n")
-    try:
-        time.sleep(HOLD)
-    finally:
-        limit.write_text(f"{before}\n")
-    run.mark(t0, time.time())
+
+    def cut() -> None:
+        with contextlib.suppress(OSError):  # may refuse to go below what it cannot reclaim
+            limit.write_text(f"{48 << 20}\n")
+
+    held(run, cut, lambda: limit.write_text(f"{before}\n"))
 
 
 def pooler(run: Run) -> None:

@@ -70,6 +70,8 @@ class CellSummary:
     vs_baseline: Comparison | None = None
     p99_vs_baseline: Comparison | None = None
     baseline: str | None = None  # the label of its group's baseline (None: it is one)
+    # a reference (RAM, fsync off), not a candidate: never the best nor the baseline
+    reference: bool = False
 
     @property
     def group(self) -> tuple[str, Any, Any, Any, Any, Any]:
@@ -117,6 +119,13 @@ def _share(run: Mapping[str, Any]) -> float | None:
     params = run.get("params") or {}
     share = (params.get("workload") or {}).get("rate_fraction")
     return float(share) if share else None
+
+
+def _reference(run: Mapping[str, Any]) -> bool:
+    """Whether a run's storage or postgres configuration is marked as a reference."""
+    params = run.get("params") or {}
+    return any(bool((params.get(dim) or {}).get("reference")) for dim in ("storage",
+                                                                            "postgres"))
 
 
 def _space(run: Mapping[str, Any], key: str) -> float | None:
@@ -212,6 +221,7 @@ def summarise(runs: Iterable[Mapping[str, Any]], *, baseline: str | None = None,
             host=host, campaign_id=first.get("campaign_id"),
             values=tuple(float(v) for v in thr if v is not None),
             p99_values=tuple(float(v) for v in p99 if v is not None),
+            reference=_reference(first),
             space_data_bytes=estimate(_space(r, "data_bytes") for r in ok),
             space_wal_bytes=estimate(_space(r, "pg_wal_bytes") for r in ok),
             unstable=unstable_reasons(ok, est, [s for s in stalls
@@ -257,8 +267,9 @@ def with_baselines(cells: list[CellSummary], baseline: str | None) -> list[CellS
         by_group.setdefault(c.group, []).append(i)
     out = list(cells)
     for members in by_group.values():
+        candidates = [i for i in members if not cells[i].reference] or members
         base_i = next((i for i in members if baseline and matches(cells[i], baseline)),
-                      None if baseline else members[0])
+                      None if baseline else candidates[0])
         if base_i is None:
             continue
         base = cells[base_i]
@@ -318,16 +329,19 @@ def highlights(cells: Sequence[CellSummary]) -> Highlights:
         measured = [c for c in members if c.tps is not None]
         if len(measured) < 2:
             continue
-        best = max(measured, key=lambda c: c.tps.median if c.tps else 0)
+        candidates = [c for c in measured if not c.reference] or measured
+        best = max(candidates, key=lambda c: c.tps.mean if c.tps else 0)
         unit = best.unit
         head = f"{members[0].group_label}: "
-        better = [c for c in measured if c.vs_baseline and c.vs_baseline.verdict in
+        better = [c for c in candidates if c.vs_baseline and c.vs_baseline.verdict in
                   (Verdict.BETTER, Verdict.WORSE)]
-        same = [c for c in measured if c.vs_baseline and c.vs_baseline.verdict is Verdict.SAME]
-        none = [c for c in measured if c.vs_baseline and c.vs_baseline.verdict is Verdict.NONE]
-        base = next((c for c in measured if c.baseline is None), measured[0])
+        same = [c for c in candidates if c.vs_baseline and c.vs_baseline.verdict is
+                Verdict.SAME]
+        none = [c for c in candidates if c.vs_baseline and c.vs_baseline.verdict is
+                Verdict.NONE]
+        base = next((c for c in candidates if c.baseline is None), candidates[0])
         assert best.tps is not None
-        h.lines.append(head + f"best {best.label} at {best.tps.median:,.0f} {unit} (median)"
+        h.lines.append(head + f"best {best.label} at {best.tps.mean:,.0f} {unit} (mean)"
                        + ("" if best is base or best.vs_baseline is None else
                           f", {best.vs_baseline.words()} against {base.label}"))
         for c in better:
@@ -341,6 +355,12 @@ def highlights(cells: Sequence[CellSummary]) -> Highlights:
         if none:
             h.lines.append("  no verdict (too few repetitions): "
                            + ", ".join(c.label for c in none))
+        for ref in (c for c in measured if c.reference and c.tps is not None):
+            assert ref.tps is not None
+            h.lines.append(f"  reference {ref.label}: {ref.tps.mean:,.0f} {unit}; the best "
+                           f"reaches {100 * best.tps.mean / ref.tps.mean:.0f}% of it"
+                           if ref is not best and ref.tps.mean > 0 else
+                           f"  reference {ref.label}: {ref.tps.mean:,.0f} {unit}")
     for c in cells:
         if c.unstable:
             h.lines.append(f"{c.label} is unstable: {'; '.join(c.unstable)}")

@@ -125,7 +125,7 @@ def _few_repetitions(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     if not few:
         return []
     return [f"{len(few)} cell(s) have fewer than {MIN_N_VERDICT} ok repetitions: no verdict is "
-            f"possible for them ({', '.join(few[:4])}{', ...' if len(few) > 4 else ''})"]
+            f"possible for them ({', '.join(few)})"]
 
 
 def _txlog_left_out(runs: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -137,7 +137,7 @@ def _txlog_left_out(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     return [f'no latency percentiles for {len(cells)} cell(s) (txlog = "auto": expected above '
             "txlog_max_tps_per_cpu transactions a second a CPU, where pgbench's -l costs "
             "every transaction CPU; txlog = true keeps it): "
-            f"{', '.join(cells[:4])}{', ...' if len(cells) > 4 else ''}"]
+            f"{', '.join(cells)}"]
 
 
 def _prepared_disabled(runs: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -153,7 +153,7 @@ def _prepared_disabled(runs: Sequence[Mapping[str, Any]]) -> list[str]:
         return []
     text = (f"sysbench ran without server-side prepared statements in {len(without)} "
             "cell(s), whose pooler would have lost them (--db-ps-mode=disable): "
-            f"{', '.join(without[:4])}{', ...' if len(without) > 4 else ''}")
+            f"{', '.join(without)}")
     prepared = sorted({str(r["cell"]) for r in sysbench if r.get("status") == "ok"
                        and tool(r).get("prepared_statements") is True})
     if prepared:

@@ -182,11 +182,13 @@ def report_cmd(
     baseline: BaselineOpt = None,
     host: HostOpt = None,
     fmt: Annotated[str, typer.Option("--format", help="html (self-contained, with charts) "
-                                     "or md (Markdown, for tickets).")] = "html",
+                                     "or markdown (md, for tickets).")] = "html",
 ) -> None:
     """Write the report of one or several campaigns: what stands out first, evidence after."""
-    if fmt not in ("html", "md"):
-        raise UsageError("--format is html or md")
+    formats = {"html": "html", "markdown": "md", "md": "md"}
+    if fmt.lower() not in formats:
+        raise UsageError(f"--format is html or markdown (md), not {fmt!r}")
+    fmt = formats[fmt.lower()]
     from pgfsbench.report.loading import analyse
 
     output = output or Path(f"pgfsbench-report.{fmt}")
@@ -196,7 +198,7 @@ def report_cmd(
         from pgfsbench.report.markdown import render_markdown
 
         output.write_text(render_markdown(a.campaigns, a.cells, a.highlights,
-                                          a.highlights.warnings))
+                                          a.highlights.warnings, a.runs))
     else:
         from pgfsbench.report.html import render_report
 

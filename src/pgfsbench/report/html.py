@@ -25,7 +25,8 @@ from pgfsbench import __version__
 from pgfsbench.analysis.series import align
 from pgfsbench.analysis.stalls import CAUSES, StallEpisode, describe_blocker
 from pgfsbench.analysis.summary import CellSummary, Highlights, by_group
-from pgfsbench.report.terminal import fmt_range, fmt_space, fmt_spread, fmt_vs
+from pgfsbench.report.conditions import conditions
+from pgfsbench.report.terminal import cell_name, fmt_range, fmt_space, fmt_spread, fmt_vs
 
 _env = Environment(loader=PackageLoader("pgfsbench.report", "templates"),
                    autoescape=select_autoescape(["html", "j2"]))
@@ -128,16 +129,21 @@ def _bar_group(cells: Sequence[CellSummary]) -> dict[str, Any]:
     """One comparable group's bars: mean with its 95% CI, the median in the hover."""
     def bars(attr: str, scale: float = 1.0) -> dict[str, Any]:
         names, mean, lo, hi, med = [], [], [], [], []
+        refs = []  # references: a line across the chart (a ceiling), not a bar
         for c in cells:
             e = getattr(c, attr)
             if e is None:
                 continue
+            if c.reference:
+                refs.append({"name": c.label, "value": _num(e.mean / scale)})
+                continue
             names.append(c.label + (" (FUSE)" if c.fuse else ""))
             mean.append(_num(e.mean / scale))
             med.append(_num(e.median / scale))
-            lo.append(_num((e.mean - (e.ci_low if e.ci_low is not None else e.mean)) / scale))
-            hi.append(_num(((e.ci_high if e.ci_high is not None else e.mean) - e.mean) / scale))
-        return {"names": names, "mean": mean, "lo": lo, "hi": hi, "median": med}
+            # no interval for a single run: no error bar
+            lo.append(None if e.ci_low is None else _num((e.mean - e.ci_low) / scale))
+            hi.append(None if e.ci_high is None else _num((e.ci_high - e.mean) / scale))
+        return {"names": names, "mean": mean, "lo": lo, "hi": hi, "median": med, "refs": refs}
 
     space = {"names": [c.label for c in cells],
              "data": [_num((c.space_data_bytes.median if c.space_data_bytes else
@@ -191,14 +197,16 @@ def table_rows(cells: Sequence[CellSummary]) -> list[dict[str, Any]]:
     for members in by_group(cells):
         best[members[0].group] = {}
         for key, higher in (("tps", True), ("latency_p99_ms", False), ("load_seconds", False)):
-            vals = [(getattr(c, key).median, c.cell) for c in members if getattr(c, key)]
+            vals = [(getattr(c, key).mean, c.cell) for c in members
+                    if getattr(c, key) and not c.reference]
             if len(vals) > 1:
                 best[members[0].group][key] = (max(vals) if higher else min(vals))[1]
     rows = []
     for c in (c for members in by_group(cells) for c in members):
         b = best[c.group]
         rows.append({
-            "group": c.group_label, "cell": c.label or c.cell, "id": c.cell, "fs": c.fs,
+            "group": c.group_label, "cell": cell_name(c), "id": c.cell, "fs": c.fs,
+            "reference": c.reference,
             "fuse": c.fuse, "tps": fmt_spread(c.tps), "range": fmt_range(c.tps),
             "vs": fmt_vs(c), "verdict": str(c.vs_baseline.verdict) if c.vs_baseline else "",
             "vs_words": c.vs_baseline.words() if c.vs_baseline else
@@ -257,7 +265,11 @@ def render_report(campaigns: Sequence[Mapping[str, Any]], runs: Sequence[Mapping
     first_stalled = next((i for i, r in enumerate(figures["runs"]) if r["stalls"]), 0)
     hosts = sorted({c.host or "?" for c in cells})
     env = dict(campaigns[0].get("environment") or {}) if campaigns else {}
+    cond = conditions(runs)
+    labels_by_cell = {c.cell: cell_name(c) for c in cells}
     return _env.get_template("report.html.j2").render(
+        conditions=cond, condition_rows=[(labels_by_cell.get(cell, cell), values)
+                                         for cell, values in cond.per_cell],
         campaigns=campaigns, env=env, rows=table_rows(cells), highlights=highlights,
         runs=runs, version=__version__, any_fuse=any(c.fuse for c in cells),
         plotly_packed=packed_plotly() if inline_js else "",

@@ -7,15 +7,34 @@ from typing import Any
 
 from pgfsbench.analysis.stalls import CAUSES, describe_blocker
 from pgfsbench.analysis.summary import CellSummary, Highlights, by_group
-from pgfsbench.report.terminal import fmt_range, fmt_space, fmt_spread, fmt_vs
+from pgfsbench.report.conditions import conditions
+from pgfsbench.report.terminal import cell_name, fmt_range, fmt_space, fmt_spread, fmt_vs
 
 
 def _row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 
+def conditions_lines(runs: Sequence[Mapping[str, Any]], cells: Sequence[CellSummary]
+                     ) -> list[str]:
+    """The conditions section: what every run shares, then what differs by configuration."""
+    c = conditions(runs)
+    if not c.common and not c.per_cell:
+        return []
+    lines = ["## Conditions", "", _row(["", "every run"]), _row(["---", "---"])]
+    lines += [_row([k, v]) for k, v in c.common] + [""]
+    if c.differing:
+        labels = {x.cell: cell_name(x) for x in cells}
+        lines += [_row(["configuration", *c.differing]),
+                  _row(["---"] * (len(c.differing) + 1))]
+        lines += [_row([labels.get(cell, cell), *values]) for cell, values in c.per_cell]
+        lines.append("")
+    return lines
+
+
 def render_markdown(campaigns: Sequence[Mapping[str, Any]], cells: Sequence[CellSummary],
-                    highlights: Highlights, warnings: Sequence[str]) -> str:
+                    highlights: Highlights, warnings: Sequence[str],
+                    runs: Sequence[Mapping[str, Any]] = ()) -> str:
     names = ", ".join(f"{c.get('name')} (campaign {c.get('id')})" for c in campaigns)
     lines = [f"# pgfsbench: {names or 'results'}", ""]
     hosts = sorted({str(c.get("host")) for c in campaigns if c.get("host")})
@@ -31,7 +50,7 @@ def render_markdown(campaigns: Sequence[Mapping[str, Any]], cells: Sequence[Cell
             for line in highlights.lines] + [""]
     lines += ["## Summary", ""]
     unit = cells[0].unit if cells else "tps"
-    header = ["configuration", "fs", f"{unit} (median ±95% CI)", "vs baseline", "min–max",
+    header = ["configuration", "fs", f"{unit} (mean ±95% CI)", "vs baseline", "min–max",
               "p99 ms", "load s", "space data + pg_wal", "runs ok", "stalls"]
     groups = by_group(cells)
     for members in groups:
@@ -40,14 +59,16 @@ def render_markdown(campaigns: Sequence[Mapping[str, Any]], cells: Sequence[Cell
         lines += [_row(header), _row(["---"] * len(header))]
         for c in members:
             lines.append(_row([
-                c.label or c.cell, c.fs + (" (FUSE)" if c.fuse else ""), fmt_spread(c.tps)
+                cell_name(c), c.fs + (" (FUSE)" if c.fuse else ""), fmt_spread(c.tps)
                 + (" (unstable)" if c.is_unstable else ""), fmt_vs(c), fmt_range(c.tps),
                 fmt_spread(c.latency_p99_ms, 2), fmt_spread(c.load_seconds, 1), fmt_space(c),
                 f"{c.ok}/{c.runs}", str(c.stall_count)]))
         lines.append("")
     lines += ["▲ better, ▼ worse, ≈ no significant difference, ? too few repetitions: "
-              "against each group's baseline (the first configuration), Welch's t test on "
-              "log throughput, 95% confidence.", ""]
+              "against each group's baseline (the first configuration that is not a "
+              "reference), Welch's t test on log throughput, 95% confidence; ref: a "
+              "reference (a ceiling, no verdict).", ""]
+    lines += conditions_lines(runs, cells)
     episodes = [(c, rs, ep) for c in cells for rs in c.stalls for ep in rs.episodes]
     if episodes:
         lines += ["## Stalls and slowdowns", "",

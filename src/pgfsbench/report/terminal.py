@@ -15,10 +15,11 @@ from pgfsbench.units import human_bytes
 
 
 def fmt_spread(s: Estimate | None, digits: int = 0, unit: str = "") -> str:
-    """'2,703 ±1.8%' (median, half-width of the 95% CI of the mean) or '2,703' alone."""
+    """'2,703 ±1.8%' (the mean, half-width of its 95% CI) or '2,703' alone (one value):
+    one statistic everywhere, the one the comparisons test."""
     if s is None:
         return "-"
-    main = f"{s.median:,.{digits}f}{unit}"
+    main = f"{s.mean:,.{digits}f}{unit}"
     half = s.ci_half_pct
     return main if half is None else f"{main} ±{half:.1f}%"
 
@@ -37,7 +38,14 @@ def fmt_vs(c: CellSummary) -> str:
     cmp = c.vs_baseline
     if cmp.change_pct is None:
         return "?"
+    if c.reference:  # a ceiling, not a candidate: how far above, no verdict
+        return f"{cmp.change_pct:+.1f}% ref"
     return f"{cmp.change_pct:+.1f}% {cmp.verdict.mark()}"
+
+
+def cell_name(c: CellSummary) -> str:
+    """A cell's label, marked when it is a reference."""
+    return (c.label or c.cell) + (" (reference)" if c.reference else "")
 
 
 def fmt_space(c: CellSummary) -> str:
@@ -51,7 +59,8 @@ def _best(cells: Sequence[CellSummary], key: str, higher: bool) -> set[str]:
     """Cells holding the best value of a column within their comparable group."""
     best: set[str] = set()
     for members in by_group(cells):
-        vals = [(getattr(c, key).median, c.cell) for c in members if getattr(c, key)]
+        vals = [(getattr(c, key).mean, c.cell) for c in members
+                if getattr(c, key) and not c.reference]
         if len(vals) > 1:
             pick = max(vals) if higher else min(vals)
             best.add(pick[1])
@@ -61,7 +70,7 @@ def _best(cells: Sequence[CellSummary], key: str, higher: bool) -> set[str]:
 def summary_table(cells: Sequence[CellSummary], title: str = "Summary",
                   width: int = 160) -> Group:
     """The seeds' table, one row per cell, grouped by what is comparable: throughput as
-    median ±95% CI, change against the group's baseline with its verdict (▲ better,
+    mean ±95% CI, change against the group's baseline with its verdict (▲ better,
     ▼ worse, ≈ no significant difference, ? too few repetitions), p99 latency, load time,
     space (data + pg_wal), runs ok, stalls. Below 120 columns the cells are numbered and
     named in a legend below the table."""
@@ -99,7 +108,7 @@ def summary_table(cells: Sequence[CellSummary], title: str = "Summary",
             p99 = Text(fmt_spread(c.latency_p99_ms, 2).split(" ")[0],
                        style="bold" if c.cell in best_p99 else "")
             row: list[str | Text] = [str(n)] if narrow else [
-                c.label or c.cell, c.fs + (" (FUSE)" if c.fuse else "")]
+                cell_name(c), c.fs + (" (FUSE)" if c.fuse else "")]
             row += [tps, fmt_vs(c)]
             if not narrow:
                 row += [fmt_range(c.tps)]
@@ -109,13 +118,13 @@ def summary_table(cells: Sequence[CellSummary], title: str = "Summary",
                              style="bold" if c.cell in best_load else ""), fmt_space(c)]
             row += [f"{c.ok}/{c.runs}", str(c.stall_count) if c.stall_count else "-"]
             table.add_row(*row, style=None if c.ok == c.runs else "red")
-            legend.add_row(f"{n}", f"{c.label or c.cell} ({c.fs}{', FUSE' if c.fuse else ''})")
+            legend.add_row(f"{n}", f"{cell_name(c)} ({c.fs}{', FUSE' if c.fuse else ''})")
     parts: list[Table | Text] = [table]
     if narrow:
         parts.append(legend)
     parts.append(Text("▲ better  ▼ worse  ≈ no significant difference  ? too few repetitions "
-                      "(against each group's baseline, 95% confidence); ! unstable",
-                      style="dim"))
+                      "(against each group's baseline, 95% confidence); ! unstable; ref a "
+                      "reference (a ceiling, never the baseline)", style="dim"))
     return Group(*parts)
 
 

@@ -138,12 +138,20 @@ NO_SNAPSHOTS = ("{fs} has no native snapshots (LVM's would need device-mapper, w
                 "machine's kernel lacks): take snapshots on btrfs or zfs")
 
 
-class FilesystemStorage(BlockVolume):
-    """A filesystem made on a device for the data directory (and optionally its WAL)."""
+class StorageCommon(Model):
+    """What every kind of storage has."""
 
     description: str = ""
-    wal: WalVolume | None = None
     ceiling: bool = False  # measure pg_test_fsync and fio on it first (cached)
+    # a reference, not a candidate (RAM, say): shown as the ceiling in charts and marked in
+    # tables, never the best and never a group's baseline
+    reference: bool = False
+
+
+class FilesystemStorage(BlockVolume, StorageCommon):
+    """A filesystem made on a device for the data directory (and optionally its WAL)."""
+
+    wal: WalVolume | None = None
     snapshots: Snapshots | None = None  # btrfs only (the data directory is a subvolume)
 
     @model_validator(mode="after")
@@ -166,24 +174,20 @@ class BtrfsStorage(FilesystemStorage):
     fs: Literal["btrfs"]
 
 
-class TmpfsStorage(Model):
+class TmpfsStorage(StorageCommon):
     """RAM as the ceiling (the seeds' /tmp baseline)."""
 
     fs: Literal["tmpfs"]
-    description: str = ""
     size: SizeText = "2G"
     mount_options: list[str] = []
     wal: WalVolume | None = None
-    ceiling: bool = False
 
 
-class ExistingStorage(Model):
+class ExistingStorage(StorageCommon):
     """A directory on a filesystem the user already mounted: never formatted or remounted."""
 
     fs: Literal["existing"]
-    description: str = ""
     path: str
-    ceiling: bool = False
 
     @field_validator("path")
     @classmethod
@@ -239,15 +243,13 @@ class ZfsDataset(Model):
     properties: dict[str, ZfsValue] = {}
 
 
-class ZfsStorage(Model):
+class ZfsStorage(StorageCommon):
     fs: Literal["zfs"]
-    description: str = ""
     implementation: Literal["any", "kernel", "fuse"] = "any"
     pool: ZfsPool = ZfsPool()
     data: ZfsDataset = ZfsDataset()
     wal: ZfsDataset | None = None
     module_parameters: dict[str, ZfsValue] = {}
-    ceiling: bool = False
     snapshots: Snapshots | None = None  # of the data and WAL datasets
 
 
@@ -323,6 +325,8 @@ class Pooler(Model):
 
 class PostgresConfig(Model):
     description: str = ""
+    # a reference, not a candidate (fsync = off, say): as a storage's `reference`
+    reference: bool = False
     # this configuration's own PostgreSQL (another major version): its bindir; the default
     # is defaults.pg_bindir, else the newest installed
     bindir: str | None = None

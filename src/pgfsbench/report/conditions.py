@@ -1,0 +1,151 @@
+"""The conditions a result was measured under, for the reports (pure: stored runs in, rows
+out): what is common to every run, and per configuration what differs. A result without
+them cannot be shared; BenchBase keeps its configuration with every result the same way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pgfsbench.units import human_bytes
+
+# the settings that decide how PostgreSQL writes, shown as in effect whatever the spec said
+STORAGE_SETTINGS = ("shared_buffers", "max_wal_size", "min_wal_size", "checkpoint_timeout",
+                    "checkpoint_completion_target", "full_page_writes", "wal_compression",
+                    "wal_init_zero", "wal_recycle", "wal_segment_size", "wal_sync_method",
+                    "wal_buffers", "synchronous_commit", "fsync", "data_checksums",
+                    "effective_io_concurrency", "io_method", "huge_pages", "max_connections")
+
+
+@dataclass(frozen=True)
+class Conditions:
+    common: tuple[tuple[str, str], ...]  # (what, value) the same for every run
+    differing: tuple[str, ...]  # what differs between configurations
+    per_cell: tuple[tuple[str, tuple[str, ...]], ...]  # (configuration, its values)
+
+
+def _setting(row: Mapping[str, Any]) -> str:
+    unit, value = row.get("unit"), str(row.get("setting"))
+    if unit == "8kB" and value.lstrip("-").isdigit():
+        return human_bytes(int(value) * 8192)
+    if unit == "B" and value.isdigit():
+        return human_bytes(int(value))
+    return f"{value} {unit}" if unit and unit not in ("8kB", "B") else value
+
+
+def run_conditions(run: Mapping[str, Any]) -> dict[str, str]:
+    """What one run was measured under, in words (absent: not recorded)."""
+    p = run.get("params") or {}
+    env = run.get("environment") or {}
+    w = p.get("workload") or {}
+    storage = p.get("storage") or {}
+    out: dict[str, str] = {}
+    if env:
+        mem = env.get("memory_bytes")
+        out["host"] = (f"{env.get('hostname', '?')}: {env.get('cpus', '?')} CPU(s) "
+                       f"{env.get('cpu_model', '')}".rstrip()
+                       + (f", {human_bytes(mem)} RAM" if mem else "")
+                       + f", {env.get('distribution', '?')}, kernel {env.get('kernel', '?')}")
+        if env.get("postgresql"):
+            out["PostgreSQL"] = str(env["postgresql"])
+    tool = w.get("tool", "pgbench")
+    what = w.get("builtin") or ", ".join(w.get("scripts") or []) or \
+        (w.get("config") or {}).get("script") or ""
+    out["workload"] = f"{tool} {what}".strip() + (
+        f", protocol {w['protocol']}" if w.get("protocol") and tool == "pgbench" else "")
+    if run.get("scale") is not None:
+        out["scale"] = str(run["scale"]) + (f" ({p['scale_basis']})"
+                                            if p.get("scale_basis") else "")
+    if w.get("clients") is not None:
+        out["clients"] = f"{w['clients']} client(s), {w.get('threads', 1)} thread(s)"
+    if run.get("duration_s") is not None:
+        out["duration"] = (f"{float(run['duration_s']):g} s measured after "
+                           f"{float(run.get('warmup_s') or 0):g} s of warm-up")
+    if w.get("rate") or w.get("rate_fraction"):
+        out["rate"] = (f"{float(w['rate_fraction']) * 100:g}% of the maximum"
+                       if w.get("rate_fraction") else f"{float(w['rate']):g} tps")
+    out["storage"] = _storage(run, storage)
+    limits = (run.get("storage_details") or {}).get("device_limits") or []
+    if limits or storage.get("limits"):
+        out["device limits"] = _limits(limits, storage.get("limits"))
+    settings = (p.get("postgres") or {}).get("settings") or {}
+    out["PostgreSQL settings (spec)"] = ", ".join(f"{k} = {v}" for k, v in
+                                                  sorted(settings.items())) or "defaults"
+    in_effect = {r.get("name"): r for r in env.get("pg_settings_changed") or []}
+    shown = [f"{n} = {_setting(in_effect[n])}" for n in STORAGE_SETTINGS if n in in_effect]
+    if shown:
+        out["PostgreSQL settings (in effect)"] = ", ".join(shown)
+    initdb = (p.get("postgres") or {}).get("initdb") or {}
+    flags = [f"wal_segsize {initdb['wal_segsize']} MB"] if initdb.get("wal_segsize") else []
+    if initdb.get("data_checksums"):
+        flags.append("data checksums")
+    if flags:
+        out["initdb"] = ", ".join(flags)
+    kernel = p.get("kernel") or {}
+    ksets = [f"{k} = {v}" for k, v in sorted((kernel.get("sysctl") or {}).items())]
+    ksets += [f"transparent_hugepage = {kernel[k]}" for k in ("transparent_hugepage",)
+              if kernel.get(k)]
+    out["kernel settings"] = ", ".join(ksets) or "as the host had them"
+    return out
+
+
+def _storage(run: Mapping[str, Any], storage: Mapping[str, Any]) -> str:
+    details = run.get("storage_details") or {}
+    parts = []
+    for role in ("data", "wal"):
+        v = details.get(role)
+        if not isinstance(v, Mapping):
+            continue
+        text = f"{role}: {v.get('fs', run.get('fs'))}"
+        spec = storage if role == "data" else (storage.get("wal") or {})
+        if spec.get("device"):  # as the spec named it: loop:1G (a loop number is noise)
+            text += f" on {spec['device']}"
+        if v.get("mkfs_argv"):
+            text += f", made with `{' '.join(v['mkfs_argv'][:-1])}`"
+        if v.get("mount_options"):
+            text += f", mounted {v['mount_options']}"
+        parts.append(text)
+    pool = details.get("pool")
+    if isinstance(pool, Mapping):
+        parts.append(f"zfs pool {pool.get('layout')} of {len(pool.get('devices') or [])} "
+                     f"device(s)" + (f", log {len(pool['log'])}" if pool.get("log") else ""))
+    if details.get("implementation"):
+        parts.append(str(details["implementation"]))
+    return "; ".join(parts) or str(run.get("fs") or storage.get("fs") or "?")
+
+
+def _limits(applied: Sequence[Mapping[str, Any]], spec: Mapping[str, Any] | None) -> str:
+    if applied:
+        texts = [f"{e.get('role', '?')}: {e.get('text') or e.get('profile') or '?'}"
+                 for e in applied]
+        return "; ".join(dict.fromkeys(texts)) + " (emulated)"
+    return ", ".join(f"{k} {v}" for k, v in (spec or {}).items() if v is not None) + \
+        " (emulated)"
+
+
+def conditions(runs: Sequence[Mapping[str, Any]]) -> Conditions:
+    """What every run shares, and for each configuration (cell) what differs."""
+    by_cell: dict[str, dict[str, str]] = {}
+    reps: dict[str, int] = {}
+    for r in runs:
+        if r.get("superseded_by"):
+            continue
+        cell = str(r.get("cell"))
+        reps[cell] = reps.get(cell, 0) + 1
+        if cell not in by_cell or r.get("status") == "ok":
+            by_cell[cell] = run_conditions(r)
+    for cell, n in reps.items():
+        by_cell[cell]["repetitions"] = str(n)
+    keys = list(dict.fromkeys(k for c in by_cell.values() for k in c))
+    common, differing = [], []
+    for k in keys:
+        values = {c.get(k, "-") for c in by_cell.values()}
+        if len(values) == 1:
+            common.append((k, values.pop()))
+        else:
+            differing.append(k)
+    per_cell = tuple((cell, tuple(v.get(k, "-") for k in differing))
+                     for cell, v in by_cell.items())
+    return Conditions(tuple(common), tuple(differing), per_cell)

@@ -1,0 +1,96 @@
+"""A reference storage (the RAM ceiling) is never the best nor the baseline; every report
+states the conditions of its results; Markdown lists are whole."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pgfsbench.analysis.summary import highlights, summarise
+from pgfsbench.analysis.warnings import reading_warnings
+from pgfsbench.report.conditions import conditions, run_conditions
+from pgfsbench.report.html import render_report
+from pgfsbench.report.markdown import render_markdown
+from pgfsbench.report.terminal import fmt_vs
+
+
+def run(cell: str, fs: str, rep: int, tps: float, *, reference: bool = False,
+        mount: str = "rw,relatime", settings: dict[str, Any] | None = None) -> dict[str, Any]:
+    storage = cell.split("/")[0]
+    return {
+        "run_id": rep + 10 * hash(cell) % 1000, "cell": cell, "storage": storage, "fs": fs,
+        "postgres": "default", "kernel": "default", "workload": "tpcb-like",
+        "repetition": rep, "status": "ok", "throughput": tps, "tps": tps,
+        "latency_avg_ms": 1.0, "load_seconds": 1.0, "space_bytes": 1000, "implementation":
+        None, "fuse": False, "scale": 2, "clients": 4, "threads": 2, "duration_s": 5.0,
+        "warmup_s": 2.0, "host": "vm", "campaign_id": 1, "warnings": [],
+        "params": {"storage": {"fs": fs, "device": "loop:1G", "reference": reference},
+                   "postgres": {"settings": settings or {"shared_buffers": "128MB"}},
+                   "kernel": {"sysctl": {}},
+                   "workload": {"tool": "pgbench", "builtin": "tpcb-like", "clients": 4,
+                                "threads": 2, "protocol": "simple"}},
+        "environment": {"hostname": "vm", "cpus": 2, "cpu_model": "AMD EPYC",
+                        "memory_bytes": 24 << 30, "distribution": "Debian GNU/Linux 12",
+                        "kernel": "6.1.0", "postgresql": "postgres (PostgreSQL) 15.18",
+                        "pg_settings_changed": [
+                            {"name": "shared_buffers", "setting": "16384", "unit": "8kB"},
+                            {"name": "wal_init_zero", "setting": "on", "unit": None}]},
+        "storage_details": {"data": {"fs": fs, "mount_options": mount,
+                                     "mkfs_argv": [f"mkfs.{fs}", "-f", "/dev/loop0"]}},
+    }
+
+
+def campaign() -> list[dict[str, Any]]:
+    runs = []
+    for cell, fs, tps, ref in (("tmpfs/default/default/tpcb-like", "tmpfs", 6500.0, True),
+                               ("ext4/default/default/tpcb-like", "ext4", 2600.0, False),
+                               ("xfs/default/default/tpcb-like", "xfs", 2900.0, False)):
+        for rep, jitter in enumerate((0.98, 1.0, 1.02), 1):
+            runs.append(run(cell, fs, rep, tps * jitter, reference=ref))
+    return runs
+
+
+def test_a_reference_is_never_the_best_nor_the_baseline() -> None:
+    cells = summarise(campaign())
+    tmpfs, ext4, xfs = cells
+    assert tmpfs.reference and not ext4.reference
+    assert ext4.baseline is None  # the first configuration that is not a reference
+    assert tmpfs.baseline == ext4.label and xfs.baseline == ext4.label
+    assert fmt_vs(tmpfs).endswith("ref") and "▲" not in fmt_vs(tmpfs)
+    lines = highlights(cells).lines
+    assert lines[0].startswith("tpcb-like") and "best xfs at" in lines[0], lines
+    assert any("reference tmpfs: 6,500 tps; the best reaches 45% of it" in ln for ln in lines)
+    html = render_report([{"id": 1, "name": "quick"}], campaign(), cells, highlights(cells),
+                         inline_js=False)
+    assert "tmpfs (reference)" in html and 'class=" reference"' in html
+    # drawn as a line across the throughput chart, not as a bar
+    assert '"refs":[{"name":"tmpfs","value":6500.0}]' in html
+
+
+def test_the_conditions_of_a_campaign_and_what_differs_by_configuration() -> None:
+    runs = campaign()
+    runs[3]["storage_details"]["data"]["mount_options"] = "rw,noatime"
+    c = conditions(runs)
+    common = dict(c.common)
+    assert common["duration"] == "5 s measured after 2 s of warm-up"
+    assert common["clients"] == "4 client(s), 2 thread(s)" and common["scale"] == "2"
+    assert common["repetitions"] == "3"
+    assert common["PostgreSQL"] == "postgres (PostgreSQL) 15.18"
+    assert "shared_buffers = 128.0 MiB" in common["PostgreSQL settings (in effect)"]
+    assert common["host"].startswith("vm: 2 CPU(s) AMD EPYC, 24.0 GiB RAM")
+    assert c.differing == ("storage",)
+    by_cell = dict(c.per_cell)
+    assert by_cell["xfs/default/default/tpcb-like"] == (
+        "data: xfs on loop:1G, made with `mkfs.xfs -f`, mounted rw,relatime",)
+    one = run_conditions(runs[0])
+    assert one["kernel settings"] == "as the host had them"
+
+
+def test_markdown_states_the_conditions_and_lists_every_cell() -> None:
+    runs = [run(f"c{i}/default/default/tpcb-like", "ext4", 1, 1000.0 + i) for i in range(7)]
+    cells = summarise(runs)
+    text = render_markdown([{"id": 1, "name": "t"}], cells, highlights(cells),
+                           reading_warnings(runs), runs)
+    assert "## Conditions" in text and "| duration | 5 s measured after 2 s of warm-up |" in text
+    # the warning about too few repetitions names all seven cells, not four and "..."
+    warning = next(ln for ln in text.splitlines() if "fewer than 3 ok repetitions" in ln)
+    assert all(f"c{i}/default" in warning for i in range(7)) and "..." not in warning
