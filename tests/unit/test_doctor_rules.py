@@ -39,7 +39,7 @@ def facts(paths: list[PathFacts] | None = None, pg: dict[str, str] | None = None
           huge: dict[str, int] | None = None) -> Facts:
     f = Facts(root=True)
     f.host = {"hostname": "db1", "kernel": kernel, "cpus": 8}
-    f.memory = {"MemTotal": 16 * 1024 * 1024}  # 16 GiB in kB
+    f.memory = {"MemTotal": 16 * 1024 * 1024, "SwapTotal": 4 * 1024 * 1024}  # in kB
     f.vm = {"vm.dirty_background_ratio": "0", "vm.dirty_ratio": "0",
             "vm.dirty_background_bytes": str(64 << 20), "vm.dirty_bytes": str(512 << 20),
             "vm.swappiness": "1", "vm.overcommit_memory": "2", "vm.nr_hugepages": "0",
@@ -239,3 +239,22 @@ def test_sizes_fit_the_free_space() -> None:
     assert fitting_scale(1 * GiB, None) == 25
     assert fitting_scale(16 * GiB, 2 * GiB) == 32  # a quarter of RAM
     assert fitting_scale(100 * GiB, None) == 100
+
+
+def test_ok_says_what_was_observed_and_skipped_rules_say_why() -> None:
+    """`doctor --ok` printed the failure's title next to OK ("OK fsync-off: fsync off");
+    swappiness warned on a host without swap."""
+    from pgfsbench.advisor.doctor import why_skipped
+    from pgfsbench.advisor.rules import BY_ID
+
+    found, _ = examine(facts(pg=PG), select_rules(only=["fsync-off", "thp-always"]))
+    seen = {x.rule: x.seen for x in found}
+    assert seen == {"fsync-off": "fsync = on", "thp-always": "transparent_hugepage = never"}
+    no_swap = facts(pg=PG, vm={"vm.swappiness": "60"})
+    no_swap.memory = {"MemTotal": 16 * 1024 * 1024, "SwapTotal": 0}
+    found, skipped = examine(no_swap, select_rules(only=["swappiness"]))
+    assert found == [] and skipped == ["swappiness"]
+    assert why_skipped(BY_ID["swappiness"], no_swap) == "no swap on this host"
+    no_pg = facts()
+    _, skipped = examine(no_pg, select_rules(only=["fsync-off"]))
+    assert why_skipped(BY_ID[skipped[0]], no_pg).startswith("no PostgreSQL read")

@@ -43,8 +43,32 @@ def test_dbi_example_pairs_zfs_with_its_settings_only() -> None:
 
 def test_unknown_key_names_file_path_and_allowed_keys(tmp_path: Path) -> None:
     msg = error_of(tmp_path, '[storage.a]\nfs = "ext4"\nmount_opts = ["noatime"]\n')
-    assert "spec.toml: storage.a.mount_opts: unknown key" in msg
+    assert "spec.toml, line 3: storage.a.mount_opts: unknown key: did you mean " \
+        "'mount_options'?" in msg
     assert "mount_options" in msg and "mkfs_options" in msg
+
+
+def test_a_bad_value_from_the_command_line_blames_the_option_in_words(tmp_path: Path) -> None:
+    """--set repetitions=three: the option is at fault, not the file, and pydantic's union
+    internals (literal['auto']) are not the message."""
+    spec = tmp_path / "spec.toml"
+    spec.write_text('[storage.a]\nfs = "ext4"\n')
+    with pytest.raises(SpecError) as err:
+        load_spec(spec, ["repetitions=three"])
+    msg = str(err.value)
+    assert msg.startswith("--set repetitions=three: defaults.repetitions: should be a valid "
+                          "integer"), msg
+    assert "or 'auto' (got 'three')" in msg and "literal" not in msg
+    assert str(spec) not in msg
+    with pytest.raises(SpecError, match="did you mean 'repetitions'"):
+        load_spec(spec, ["repetiton=3"])
+
+
+def test_an_error_inside_an_inline_table_says_its_line(tmp_path: Path) -> None:
+    msg = error_of(tmp_path, '[defaults]\nscale = 2\n[storage.e]\nfs = "ext4"\n'
+                             'limits = { write_mbpz = 3 }\n')
+    assert "spec.toml, line 5: storage.e.limits.write_mbpz: unknown key: did you mean " \
+        "'write_mbps'?" in msg
 
 
 def test_unknown_key_inside_zfs_pool(tmp_path: Path) -> None:

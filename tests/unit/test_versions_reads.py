@@ -7,7 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from pgfsbench.postgres.binaries import Binaries, io_uring_unsupported, parse_describe_config
+from pgfsbench.postgres.binaries import (
+    Binaries,
+    io_uring_unsupported,
+    parse_describe_config,
+    value_problem,
+)
 from pgfsbench.spec.models import DumpWorkload, PgbenchWorkload, PostgresConfig
 from pgfsbench.workloads.base import Endpoint
 from pgfsbench.workloads.dump import dump_argv
@@ -22,8 +27,32 @@ DESCRIBE = (
 
 def test_describe_config_is_parsed_by_name() -> None:
     known = parse_describe_config(DESCRIBE)
-    assert known == {"full_page_writes": "BOOLEAN", "io_method": "ENUM",
-                     "shared_buffers": "INTEGER"}
+    assert {k: v.type for k, v in known.items()} == {
+        "full_page_writes": "BOOLEAN", "io_method": "ENUM", "shared_buffers": "INTEGER"}
+    assert (known["shared_buffers"].min, known["shared_buffers"].max) == (16, 1073741823)
+
+
+def test_setting_values_are_checked_against_their_type_and_range() -> None:
+    """What a fuzzer got past `plan`: shared_buffers = "a b" or true, work_mem = "-o",
+    max_connections = "-o"; and what must still pass."""
+    known = parse_describe_config(DESCRIBE + (
+        "work_mem\tuser\tResource Usage / Memory\tINTEGER\t0\t64\t2147483647\t\n"
+        "max_connections\tpostmaster\tConnections\tINTEGER\t0\t1\t262143\t\n"
+        "checkpoint_completion_target\tsighup\tWAL\tREAL\t0\t0\t1\t\n"))
+    def problem(name: str, value: object) -> str | None:
+        return value_problem(name, value, known[name])
+    for name, value in (("shared_buffers", "a b"), ("shared_buffers", True),
+                        ("work_mem", "-o"), ("max_connections", "-o"),
+                        ("max_connections", 0), ("max_connections", 1.5),
+                        ("checkpoint_completion_target", 2), ("full_page_writes", "maybe"),
+                        ("io_method", "io uring"), ("shared_buffers", "128 parsecs")):
+        assert problem(name, value) is not None, (name, value)
+    for name, value in (("shared_buffers", "128MB"), ("shared_buffers", 16384),
+                        ("work_mem", "4MB"), ("max_connections", 300),
+                        ("checkpoint_completion_target", 0.9), ("full_page_writes", False),
+                        ("full_page_writes", "off"), ("io_method", "worker"),
+                        ("shared_buffers", " 1 GB ")):
+        assert problem(name, value) is None, (name, value)
 
 
 def _fake_bindir(tmp: Path, configure: str) -> Binaries:

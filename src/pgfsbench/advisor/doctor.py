@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pgfsbench.advisor.facts import Facts
-from pgfsbench.advisor.rules import RULES, Rule, Severity
+from pgfsbench.advisor.rules import BY_ID, RULES, Rule, Severity
 
 LAYERS = ("filesystem", "zfs", "block", "kernel", "postgresql", "evidence")
 EXIT_COULD_NOT_INSPECT = 3
@@ -50,13 +50,30 @@ def examine(facts: Facts, rules: Sequence[Rule]) -> tuple[list[Finding], list[st
         seen = rule.check(facts)
         if seen is None:
             skipped.append(rule.id)
-        elif not seen:
-            findings.append(Finding(rule.id, rule.layer, Severity.OK, rule.title, "",
-                                    rule.why, rule.remedy, rule.source))
+        elif not seen:  # passed: what was observed, never the failure's title
+            findings.append(Finding(rule.id, rule.layer, Severity.OK, rule.title,
+                                    getattr(seen, "observed", ""), rule.why, rule.remedy,
+                                    rule.source))
         else:
             findings += [Finding(rule.id, rule.layer, rule.severity, rule.title, s, rule.why,
                                  rule.remedy, rule.source) for s in seen]
     return findings, skipped
+
+
+def why_skipped(rule: Rule, facts: Facts) -> str:
+    """Why a rule did not apply here, in words."""
+    if rule.id == "swappiness" and not facts.memory.get("SwapTotal"):
+        return "no swap on this host"
+    if rule.layer == "postgresql" or (rule.layer == "evidence" and facts.pg is None):
+        return "no PostgreSQL read (give --pgdata or --dsn)" if facts.pg is None else \
+            "the setting or statistic is not known here"
+    if rule.layer == "zfs":
+        return "no ZFS here" if not facts.zfs else "no ZFS dataset under the paths looked at"
+    if rule.layer in ("filesystem", "block") and not facts.paths:
+        return "no data directory or --path to look at"
+    if facts.pg is None and rule.layer == "kernel":
+        return "it matters with PostgreSQL (give --pgdata or --dsn)"
+    return "nothing it checks is present here"
 
 
 def exit_status(findings: Sequence[Finding], inspected: bool) -> int:
@@ -71,6 +88,8 @@ def report_json(facts: Facts, findings: Sequence[Finding], skipped: Sequence[str
     counts = {s.name: sum(1 for f in findings if f.severity == s) for s in Severity}
     return {"status": status, "counts": counts,
             "findings": [f.as_dict() for f in findings], "not_applicable": list(skipped),
+            "not_applicable_why": {r: why_skipped(BY_ID[r], facts) for r in skipped
+                                   if r in BY_ID},
             "could_not_read": facts.unread, "facts": facts.as_dict()}
 
 

@@ -26,6 +26,15 @@ class Severity(IntEnum):
 Check = Callable[[Facts], "list[str] | None"]
 
 
+class Passed(list[str]):
+    """What a check returns when all is well: no problem, and what it observed ("fsync =
+    on"), which `doctor --ok` prints instead of the rule's title."""
+
+    def __init__(self, observed: str):
+        super().__init__()
+        self.observed = observed
+
+
 @dataclass(frozen=True)
 class Rule:
     id: str
@@ -57,7 +66,8 @@ def _per_path(f: Facts, paths: list[PathFacts], test: Callable[[PathFacts], str 
               ) -> list[str] | None:
     if not paths:
         return None
-    return [f"{p.describe()}: {seen}" for p in paths if (seen := test(p)) is not None]
+    return [f"{p.describe()}: {seen}" for p in paths if (seen := test(p)) is not None] or \
+        Passed("checked " + ", ".join(p.describe() for p in paths))
 
 
 # ---------------------------------------------------------------- checks
@@ -93,7 +103,7 @@ def _no_barrier(f: Facts) -> list[str] | None:
 def _fsync_off(f: Facts) -> list[str] | None:
     if f.pg is None or f.pg.on("fsync") is None:
         return None
-    return [] if f.pg.on("fsync") else ["fsync = off"]
+    return Passed("fsync = on") if f.pg.on("fsync") else ["fsync = off"]
 
 
 def _zfs_sync_disabled(f: Facts) -> list[str] | None:
@@ -208,7 +218,8 @@ def _thp(f: Facts) -> list[str] | None:
     mode = f.vm.get("transparent_hugepage.enabled")
     if mode is None:
         return None
-    return ["transparent_hugepage = always"] if mode == "always" else []
+    return ["transparent_hugepage = always"] if mode == "always" else \
+        Passed(f"transparent_hugepage = {mode}")
 
 
 def _dirty(f: Facts) -> list[str] | None:
@@ -227,7 +238,8 @@ def _dirty(f: Facts) -> list[str] | None:
                     "(vm.dirty_background_*)")
     if fg > 4 << 30:
         seen.append(f"writers are throttled only at {human_bytes(fg)} dirty (vm.dirty_*)")
-    return seen
+    return seen or Passed(f"writeback starts at {human_bytes(bg)} dirty, writers throttled "
+                          f"at {human_bytes(fg)}")
 
 
 def _huge_pages(f: Facts) -> list[str] | None:
@@ -235,7 +247,7 @@ def _huge_pages(f: Facts) -> list[str] | None:
         return None
     setting = (f.pg.get("huge_pages") or "try").lower()
     if setting != "on":
-        return []
+        return Passed(f"huge_pages = {setting}")
     page = f.huge_pages["Hugepagesize"] * 1024
     need_text = f.pg.get("shared_memory_size_in_huge_pages")
     if need_text and need_text.lstrip("-").isdigit() and int(need_text) > 0:
@@ -246,7 +258,7 @@ def _huge_pages(f: Facts) -> list[str] | None:
     have = f.huge_pages.get("HugePages_Total", 0) if f.pg.source == "server" else \
         f.huge_pages.get("HugePages_Free", 0)
     if have >= need:
-        return []
+        return Passed(f"huge_pages = on: {have} pages of {page >> 10} kB for about {need}")
     return [f"huge_pages = on needs about {need} pages of {page >> 10} kB; the kernel has "
             f"{have} {'reserved' if f.pg.source == 'server' else 'free'} (vm.nr_hugepages "
             f"{f.vm.get('vm.nr_hugepages', '?')})"]
@@ -255,7 +267,8 @@ def _huge_pages(f: Facts) -> list[str] | None:
 def _data_sync_retry(f: Facts) -> list[str] | None:
     if f.pg is None or f.pg.on("data_sync_retry") is None:
         return None
-    return ["data_sync_retry = on"] if f.pg.on("data_sync_retry") else []
+    return ["data_sync_retry = on"] if f.pg.on("data_sync_retry") else \
+        Passed("data_sync_retry = off")
 
 
 def _old_kernel(f: Facts) -> list[str] | None:
@@ -263,7 +276,8 @@ def _old_kernel(f: Facts) -> list[str] | None:
     if not release:
         return None
     v = _version(release)
-    return [f"kernel {release}: before 4.13's writeback error reporting"] if v < (4, 13) else []
+    return [f"kernel {release}: before 4.13's writeback error reporting"] if v < (4, 13) \
+        else Passed(f"kernel {release}")
 
 
 # the first minor release of each branch with the fsync PANIC fix (2019-02-14)
@@ -275,13 +289,13 @@ def _old_pg(f: Facts) -> list[str] | None:
         return None
     n = f.pg.version_num
     branch, minor = (n // 10000, n % 10000) if n >= 100000 else (n // 100, n % 100)
+    version = f.pg.get("server_version") or n
     if n >= 120000:
-        return []
+        return Passed(f"PostgreSQL {version}")
     need = _PG_FSYNC_FIX.get(branch)
     if need is None or minor < need:
-        return [f"PostgreSQL {f.pg.get('server_version') or n}: retries a failed fsync "
-                "(before the 2019-02-14 fix)"]
-    return []
+        return [f"PostgreSQL {version}: retries a failed fsync (before the 2019-02-14 fix)"]
+    return Passed(f"PostgreSQL {version}")
 
 
 def _checkpoints(f: Facts) -> list[str] | None:
@@ -289,7 +303,7 @@ def _checkpoints(f: Facts) -> list[str] | None:
         return None
     timed, req = f.pg.evidence["checkpoints_timed"], f.pg.evidence["checkpoints_requested"]
     if req + timed < 5 or req <= timed:
-        return []
+        return Passed(f"{req} checkpoints requested, {timed} timed")
     return [f"{req} checkpoints requested vs {timed} timed (max_wal_size "
             f"{f.pg.get('max_wal_size')})"]
 
@@ -298,7 +312,8 @@ def _backend_fsyncs(f: Facts) -> list[str] | None:
     if f.pg is None or "backend_fsyncs" not in f.pg.evidence:
         return None
     n = f.pg.evidence["backend_fsyncs"]
-    return [f"client backends did {n} fsyncs themselves (pg_stat_io)"] if n > 0 else []
+    return [f"client backends did {n} fsyncs themselves (pg_stat_io)"] if n > 0 else \
+        Passed("client backends did no fsync themselves")
 
 
 def _shared_buffers(f: Facts) -> list[str] | None:
@@ -315,22 +330,24 @@ def _shared_buffers(f: Facts) -> list[str] | None:
     if arc_max and sb + int(arc_max) > ram * 0.9:
         seen.append(f"shared_buffers {human_bytes(sb)} + ARC max {human_bytes(int(arc_max))} "
                     f"leave little of {human_bytes(ram)} RAM for backends")
-    return seen
+    return seen or Passed(f"shared_buffers {human_bytes(sb)} of {human_bytes(ram)} RAM")
 
 
 def _swappiness(f: Facts) -> list[str] | None:
     value = f.vm.get("vm.swappiness")
-    if value is None or f.pg is None:
-        return None
-    return [f"vm.swappiness = {value}"] if int(value) > 10 else []
+    if value is None or f.pg is None or not f.memory.get("SwapTotal"):
+        return None  # without swap, swappiness swaps nothing out
+    return [f"vm.swappiness = {value}"] if int(value) > 10 else \
+        Passed(f"vm.swappiness = {value}")
 
 
 def _overcommit(f: Facts) -> list[str] | None:
     value = f.vm.get("vm.overcommit_memory")
     if value is None or f.pg is None:
         return None
-    return [] if value == "2" else [f"vm.overcommit_memory = {value}: the OOM killer may "
-                                    "end a backend and force crash recovery"]
+    return Passed("vm.overcommit_memory = 2") if value == "2" else [
+        f"vm.overcommit_memory = {value}: the OOM killer may end a backend and force crash "
+        "recovery"]
 
 
 def _io_uring(f: Facts) -> list[str] | None:
@@ -349,7 +366,7 @@ def _zfs_fuse(f: Facts) -> list[str] | None:
     if not f.zfs:
         return None
     if f.zfs.get("kind") != "fuse":
-        return []
+        return Passed(f"OpenZFS {f.zfs.get('version', '')} in the kernel")
     return ["ZFS through FUSE (zfs-fuse): pool version 23, every I/O through user space"]
 
 

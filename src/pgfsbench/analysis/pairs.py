@@ -3,6 +3,7 @@ cells, or the same cells from two sources (campaigns, result files, machines, da
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,6 +20,9 @@ class Pair:
     p99: Comparison | None
     base_source: str = ""
     other_source: str = ""
+    # the dimensions in which the two differ beyond the ones the user named (a comparison of
+    # ext4 with zfs whose postgres configurations differ too): said with the result
+    also_differ: tuple[str, ...] = ()
 
 
 def make_pair(base: CellSummary, other: CellSummary, base_source: str = "",
@@ -39,16 +43,21 @@ def pairs_by_name(cells: Sequence[CellSummary], a: str, b: str) -> list[Pair]:
     left = [c for c in cells if matches(c, a)]
     right = [c for c in cells if matches(c, b)]
     out: list[Pair] = []
+    loose: list[Pair] = []
     for x in left:
         same_except = set(DIMS) - _named_dims(x, a) - {d for y in right for d in
                                                        _named_dims(y, b)}
         for y in right:
-            if y is x or y.group != x.group:
+            if y is x or y.group != x.group or (
+                    "@" in x.cell and x.cell.split("@")[1] != y.cell.split("@")[-1]):
                 continue
-            if all(getattr(x, d) == getattr(y, d) for d in same_except) and \
-                    ("@" not in x.cell or x.cell.split("@")[1] == y.cell.split("@")[-1]):
+            if all(getattr(x, d) == getattr(y, d) for d in same_except):
                 out.append(make_pair(x, y))
-    return out
+            else:
+                loose.append(dataclasses.replace(make_pair(x, y), also_differ=tuple(
+                    d for d in sorted(same_except) if getattr(x, d) != getattr(y, d))))
+    # what the user named, even when the two differ in more than that: compared, and said
+    return out or loose
 
 
 def pairs_across(base: Sequence[CellSummary], other: Sequence[CellSummary], base_source: str,

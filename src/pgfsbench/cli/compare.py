@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -29,11 +30,25 @@ def pair_json(p: Pair) -> dict[str, Any]:
 
     cmp = p.throughput
     return {"baseline": side(p.base, p.base_source), "other": side(p.other, p.other_source),
+            "also_differ": {d: [getattr(p.base, d), getattr(p.other, d)]
+                            for d in p.also_differ},
             "group": p.base.group_label, "ratio": cmp.ratio, "ci95": [cmp.ci_low, cmp.ci_high],
             "p": cmp.p_value, "mann_whitney_p": cmp.mann_whitney_p,
             "verdict": str(cmp.verdict), "text": cmp.words(),
             "p99": None if p.p99 is None else {"ratio": p.p99.ratio, "verdict":
                                                str(p.p99.verdict), "text": p.p99.words()}}
+
+
+def same_store(a: str, b: str) -> bool:
+    """Whether two --results name one store (the same file under two spellings too)."""
+    if a == b:
+        return True
+    if "://" in a or "://" in b:
+        return False
+    try:
+        return Path(a).samefile(b)
+    except OSError:
+        return False
 
 
 @app.command("compare")
@@ -77,6 +92,9 @@ def compare_cmd(
     if len(targets) > 2 or len(camps) > 2 or (len(targets) == 2 and len(camps) == 1):
         raise UsageError("compare takes at most two sources: two --results (each with its "
                          "own --campaign, or its latest), or two --campaign of one store")
+    if len(targets) == 2 and len(camps) < 2 and same_store(targets[0], targets[1]):
+        raise UsageError(f"both --results name {targets[0]}: a store compared with itself "
+                         "says nothing (give --campaign twice to compare two of its campaigns)")
     pairs: list[Pair]
     if len(targets) == 2 or len(camps) == 2:
         sources = []
@@ -97,6 +115,10 @@ def compare_cmd(
         if (a is None) != (b is None):
             raise UsageError("give both A and B, or neither (every cell against its baseline)")
         if a is not None and b is not None:
+            for name in (a, b):
+                if not any(matches(c, name) for c in cells):
+                    raise UsageError(f"no cell named {name!r} (cells: "
+                                     + ", ".join(sorted({c.label for c in cells})) + ")")
             pairs = pairs_by_name(cells, a, b)
             if not pairs:
                 raise UsageError(f"no comparable cells: {a!r} and {b!r} name no pair with the "
@@ -126,6 +148,12 @@ def compare_cmd(
                       p.other.label + (f" ({p.other_source})" if p.other_source else ""),
                       fmt_spread(p.base.tps), fmt_spread(p.other.tps), ratio, verdict, p99)
     console.print(table)
+    for p in pairs:
+        if p.also_differ:
+            console.print(Text(f"{p.other.label} and {p.base.label} also differ in "
+                               + "; ".join(f"{d} ({getattr(p.base, d)} and "
+                                           f"{getattr(p.other, d)})" for d in p.also_differ)
+                               + ": the difference is theirs together", style="yellow"))
 
 
 def _by_host(targets: list[str], camps: list[int], a: str | None, b: str | None,

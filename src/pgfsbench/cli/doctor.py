@@ -102,16 +102,32 @@ def _render(facts: Any, findings: list[Any], skipped: list[str], status: int,
         if not shown:
             continue
         console.print(f"\n[bold]{layer}[/]")
-        for f in shown:
+        by_rule: dict[str, list[Any]] = {}
+        for f in shown:  # a rule that saw several things: each, then its advice once
+            by_rule.setdefault(f.rule, []).append(f)
+        for rule, seen in by_rule.items():
+            f = seen[0]
             tag = f.severity.name
-            console.print(f"  [{STYLE[tag]}]{tag:4}[/] {f.rule}: {escape(f.seen or f.title)}")
+            for one in seen:
+                text = one.seen or ("no problem seen" if tag == "OK" else one.title)
+                console.print(f"  [{STYLE[tag]}]{tag:4}[/] {rule}: {escape(text)}")
             if f.severity > 0:
                 console.print(f"       why: {escape(f.why)}")
                 console.print(f"       do:  {escape(f.remedy)}")
-                console.print(f"       see: {f.source}", style="dim")
+                # a URL is never broken across lines: it would not open
+                console.print(f"       see: {f.source}", style="dim", soft_wrap=True)
     counts = {n: sum(1 for f in findings if f.severity.name == n) for n in STYLE}
     console.print(f"\n{counts['BAD']} bad, {counts['WARN']} warning(s), {counts['OK']} ok; "
                   f"{len(skipped)} rule(s) did not apply")
+    if skipped and show_ok:
+        from pgfsbench.advisor.doctor import why_skipped
+        from pgfsbench.advisor.rules import BY_ID
+
+        reasons: dict[str, list[str]] = {}
+        for r in skipped:
+            reasons.setdefault(why_skipped(BY_ID[r], facts), []).append(r)
+        for why, ids in reasons.items():
+            console.print(f"  [dim]did not apply ({escape(why)}): {', '.join(ids)}[/]")
     for what in facts.unread:
         console.print(f"[dim]could not read: {escape(what)}[/]")
     if status == 3:

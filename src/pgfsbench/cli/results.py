@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from pgfsbench.cli import app
-from pgfsbench.system.errors import UsageError
+from pgfsbench.system.errors import StoreError, UsageError
 
 if TYPE_CHECKING:
     from pgfsbench.report.loading import Analysed
@@ -65,7 +65,13 @@ def show_cmd(
     from pgfsbench.analysis.summary import stalls_of
 
     store = open_store(results)
-    run = store.get_run(run_id)
+    try:
+        run = store.get_run(run_id)
+    except StoreError as exc:  # a run that is not there is a usage error, as every name is
+        if not str(exc).startswith(f"no run {run_id}"):
+            raise
+        raise UsageError(f"no run {run_id} in {store.target} (`results list` lists them)"
+                         ) from None
     if host is not None and run.get("host") != host:
         raise UsageError(f"run {run_id} is {run.get('host')!r}'s, not {host!r}'s "
                          f"(`results list --host {host}` lists that host's runs)")

@@ -7,7 +7,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -24,7 +24,7 @@ from rich.progress import (
 from rich.table import Table
 
 from pgfsbench.cli import app
-from pgfsbench.system.errors import Interrupted, RunsFailed, UsageError
+from pgfsbench.system.errors import CapabilityError, Interrupted, RunsFailed, UsageError
 from pgfsbench.units import human_bytes, human_seconds
 
 if TYPE_CHECKING:
@@ -87,9 +87,9 @@ def _check_versions(loaded: LoadedSpec, plan: Plan) -> None:
     try:
         default = find_binaries(loaded.spec.defaults.pg_bindir)
         _, unsupported, problems = check_postgres_versions(plan.cells, default)
-    except InstanceError as exc:
-        plan.warnings.append(f"PostgreSQL not checked: {exc}")
-        return
+    except InstanceError as exc:  # what plan accepts must run: no PostgreSQL, no plan
+        raise CapabilityError(f"PostgreSQL cannot be checked, so the spec cannot run: {exc}"
+                              ) from None
     if problems:
         raise UsageError("; ".join(dict.fromkeys(problems)))
     plan.warnings.extend(f"not supported here (run skips it): {c}: {why}"
@@ -101,18 +101,31 @@ def print_plan(console: Console, plan: Plan) -> None:
             f"±{plan.auto[2]:g}%)" if plan.auto else f"{plan.repetitions} repetitions")
     runs = (f"{len(plan.runs)} to {len(plan.cells) * plan.auto[1]} runs" if plan.auto
             else f"{len(plan.runs)} runs")
-    table = Table(title=f"{len(plan.cells)} cells x {reps} = {runs}", title_justify="left")
-    for col in ("cell", "fs", "scale", "clients/threads", "warm-up + measure", "loop files",
-                "data"):
-        table.add_column(col)
-    for cell in plan.cells:
+    title = f"{len(plan.cells)} cells x {reps} = {runs}"
+
+    def figures(cell: Any) -> list[str]:
         wl = cell.workload
-        table.add_row(cell.id, cell.fs, str(cell.scale), f"{wl.clients}/{wl.threads}",
-                      f"{wl.warmup_s:g} s + {wl.duration_s:g} s",
-                      human_bytes(plan.loop_bytes_per_cell[cell.id]) if
-                      plan.loop_bytes_per_cell[cell.id] else "-",
-                      human_bytes(plan.needed_bytes_per_cell[cell.id]))
-    console.print(table)
+        loop = plan.loop_bytes_per_cell[cell.id]
+        return [cell.fs, str(cell.scale), f"{wl.clients}/{wl.threads}",
+                f"{wl.warmup_s:g} s + {wl.duration_s:g} s",
+                human_bytes(loop) if loop else "-",
+                human_bytes(plan.needed_bytes_per_cell[cell.id])]
+
+    if console.width < 120:  # a narrow terminal: one line per cell, the whole id on it
+        console.print(title, markup=False)
+        for cell in plan.cells:
+            fs, scale, ct, time_, loop, data = figures(cell)
+            console.print(f"  {cell.id}: {fs}, scale {scale}, {ct} clients/threads, "
+                          f"{time_}, loop files {loop}, data {data}", markup=False,
+                          highlight=False)
+    else:
+        table = Table(title=title, title_justify="left")
+        for col in ("cell", "fs", "scale", "clients/threads", "warm-up + measure",
+                    "loop files", "data"):
+            table.add_column(col, overflow="fold")
+        for cell in plan.cells:
+            table.add_row(cell.id, *figures(cell))
+        console.print(table)
     upto = (f" to {human_seconds(plan.estimated_seconds_max)}"
             if plan.estimated_seconds_max else "")
     console.print(f"load per {plan.load_per}; estimated time "

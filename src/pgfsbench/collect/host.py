@@ -98,5 +98,5 @@ def busy_warning(load: HostLoad, busy_pct: float, steal_pct: float) -> str | Non
         parts.append(f"CPU steal {load.steal_pct:.0f}%")
     if not parts:
         return None
-    return (f"busy host before the run: {' and '.join(parts)} over {load.seconds:.0f} s "
+    return (f"busy host before the run: {' and '.join(parts)} over {load.seconds:g} s "
             f"(load average {load.load1:.2f}); its numbers may be disturbed")

@@ -21,6 +21,7 @@ from pgfsbench.postgres.binaries import (
     Binaries,
     find_binaries,
     io_uring_unsupported,
+    setting_problems,
     unknown_settings,
 )
 from pgfsbench.postgres.instance import SUPERUSER
@@ -63,6 +64,8 @@ def check_postgres_versions(cells: list[Cell], default: Binaries
         if unknown:
             problems.append(f"postgres {cell.postgres_name}: PostgreSQL {binaries.version} has "
                             f"no setting {', '.join(unknown)}")
+        problems += [f"postgres {cell.postgres_name}: {p} (PostgreSQL {binaries.version})"
+                     for p in setting_problems(binaries, dict(pg.settings))]
         method = str(pg.settings.get("io_method", "")).lower()
         if method == "io_uring":
             why = io_uring_unsupported(binaries)

@@ -69,20 +69,39 @@ def find_binaries(configured: str | None = None) -> Binaries:
                         f"{DEBIAN_GLOB}); set defaults.pg_bindir in the spec")
 
 
-def parse_describe_config(text: str) -> dict[str, str]:
-    """`postgres --describe-config`: setting name -> its type (BOOLEAN, INTEGER, ENUM...)."""
-    out: dict[str, str] = {}
+@dataclass(frozen=True)
+class SettingSpec:
+    """What `postgres --describe-config` says of a setting: its type and, for numbers,
+    the smallest and largest values in its base unit."""
+
+    type: str  # BOOLEAN, INTEGER, REAL, STRING, ENUM
+    min: float | None = None
+    max: float | None = None
+
+
+def parse_describe_config(text: str) -> dict[str, SettingSpec]:
+    """`postgres --describe-config`: name, context, group, type, reset value, min, max..."""
+    out: dict[str, SettingSpec] = {}
     for line in text.splitlines():
         parts = line.split("\t")
         if len(parts) >= 4 and parts[0]:
-            out[parts[0].lower()] = parts[3]
+            lo = _number(parts[5]) if len(parts) > 5 else None
+            hi = _number(parts[6]) if len(parts) > 6 else None
+            out[parts[0].lower()] = SettingSpec(parts[3], lo, hi)
     return out
 
 
-_DESCRIBED: dict[Path, dict[str, str]] = {}
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
-def known_settings(binaries: Binaries) -> dict[str, str]:
+_DESCRIBED: dict[Path, dict[str, SettingSpec]] = {}
+
+
+def known_settings(binaries: Binaries) -> dict[str, SettingSpec]:
     """The settings this server knows (``postgres --describe-config``, which reads nothing
     and may run as root); cached per bindir."""
     if binaries.bindir not in _DESCRIBED:
@@ -93,6 +112,53 @@ def known_settings(binaries: Binaries) -> dict[str, str]:
                                 f"{done.stderr.strip()[:200]}")
         _DESCRIBED[binaries.bindir] = parse_describe_config(done.stdout)
     return _DESCRIBED[binaries.bindir]
+
+
+# PostgreSQL's own spellings (guc.c): booleans, and the units an integer or real may carry
+_BOOLEANS = {"on", "off", "true", "false", "yes", "no", "1", "0", "t", "f", "y", "n"}
+_UNITS = {"b", "kb", "mb", "gb", "tb", "us", "ms", "s", "min", "h", "d"}
+_NUMBER_WITH_UNIT = re.compile(r"^\s*([+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def value_problem(name: str, value: object, spec: SettingSpec) -> str | None:
+    """Why ``value`` cannot be a value of the setting (None: it can), as far as
+    `--describe-config` tells: its type, and its range when given in the base unit."""
+    kind = spec.type.upper()
+    if kind == "BOOLEAN":
+        if isinstance(value, bool) or str(value).strip().lower() in _BOOLEANS:
+            return None
+        return f"{name} = {value!r}: a boolean (on/off, true/false)"
+    if kind in ("INTEGER", "REAL"):
+        if isinstance(value, bool):
+            return f"{name} = {value!r}: a number, not a boolean"
+        m = _NUMBER_WITH_UNIT.match(str(value))
+        if not m or (m.group(2) and m.group(2).lower() not in _UNITS):
+            return (f"{name} = {value!r}: a number" + (", with a unit (kB, MB, GB, ms, s, "
+                                                       "min...)" if kind == "INTEGER" else ""))
+        number = float(m.group(1))
+        if kind == "INTEGER" and not m.group(2) and number != int(number):
+            return f"{name} = {value!r}: a whole number"
+        if not m.group(2):  # in the base unit: the range applies as it is
+            if (spec.min is not None and number < spec.min) or \
+                    (spec.max is not None and number > spec.max):
+                return (f"{name} = {value!r}: outside {spec.min:g} to {spec.max:g}"
+                        if spec.min is not None and spec.max is not None else
+                        f"{name} = {value!r}: out of range")
+        elif number < 0 and spec.min is not None and spec.min >= 0:
+            return f"{name} = {value!r}: not negative"
+        return None
+    if kind == "ENUM" and (not str(value).strip() or any(c.isspace() for c in str(value).strip())):
+        return f"{name} = {value!r}: one word (one of the setting's choices)"
+    return None
+
+
+def setting_problems(binaries: Binaries, settings: dict[str, object]) -> list[str]:
+    """Values this server would refuse at start (names it does not know are said
+    separately)."""
+    known = known_settings(binaries)
+    return [p for n, v in settings.items()
+            if (spec := known.get(n.lower())) is not None
+            and (p := value_problem(n, v, spec)) is not None]
 
 
 def unknown_settings(binaries: Binaries, names: list[str]) -> list[str]:

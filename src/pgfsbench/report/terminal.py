@@ -151,24 +151,29 @@ def episode_rows(ep: Mapping[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-RUN_COLUMNS = ("run_id", "cell", "repetition", "status", "tps", "latency_avg_ms",
-               "load_seconds", "space_bytes", "error")
+# (header, justify): figures are never cut, names fold onto a second line instead
+RUN_COLUMNS = (("run", "right"), ("cell", "left"), ("rep", "right"), ("status", "left"),
+               ("tps", "right"), ("lat ms", "right"), ("load s", "right"),
+               ("space", "right"), ("error", "left"))
 
 
 def runs_table(runs: Sequence[Mapping[str, Any]]) -> Table:
+    rows = [(str(r["run_id"]), str(r["cell"]), str(r["repetition"]), str(r["status"]),
+             f"{r['tps']:,.1f}" if r.get("tps") is not None else "-",
+             f"{r['latency_avg_ms']:.3f}" if r.get("latency_avg_ms") is not None else "-",
+             f"{r['load_seconds']:.2f}" if r.get("load_seconds") is not None else "-",
+             human_bytes(r["space_bytes"]) if r.get("space_bytes") is not None else "-",
+             (r.get("error") or "")[:80]) for r in runs]
     table = Table()
-    for col in RUN_COLUMNS:
-        table.add_column(col, justify="right" if col in ("tps", "latency_avg_ms", "load_seconds",
-                                                        "space_bytes", "run_id") else "left")
-    for r in runs:
-        table.add_row(
-            str(r["run_id"]), r["cell"], str(r["repetition"]), r["status"],
-            f"{r['tps']:,.1f}" if r.get("tps") is not None else "-",
-            f"{r['latency_avg_ms']:.3f}" if r.get("latency_avg_ms") is not None else "-",
-            f"{r['load_seconds']:.2f}" if r.get("load_seconds") is not None else "-",
-            human_bytes(r["space_bytes"]) if r.get("space_bytes") is not None else "-",
-            (r.get("error") or "")[:80],
-        )
+    for i, (col, justify) in enumerate(RUN_COLUMNS):
+        widest = max((len(row[i]) for row in rows), default=0)
+        if justify == "right":  # a number keeps all its digits, whatever the width
+            table.add_column(col, justify="right", no_wrap=True,
+                             min_width=max(widest, len(col)))
+        else:
+            table.add_column(col, justify="left", overflow="fold")
+    for row in rows:
+        table.add_row(*row)
     return table
 
 

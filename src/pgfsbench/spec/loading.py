@@ -9,9 +9,11 @@ directory created inside them; `pg_bindir` is executed.
 
 from __future__ import annotations
 
+import difflib
+import re
 import tomllib
 import types
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Union, get_args, get_origin
@@ -54,10 +56,12 @@ def _parse_override_value(raw: str) -> Any:
         return raw
 
 
-def apply_overrides(data: dict[str, Any], sets: Sequence[str]) -> None:
+def apply_overrides(data: dict[str, Any], sets: Sequence[str]) -> dict[tuple[str, ...], str]:
     """Apply --set KEY=VALUE. A bare key is a default, and the command line wins over
-    the same key set inside any workload, so any example can be run small."""
+    the same key set inside any workload, so any example can be run small. Returns the
+    key paths set, each with the option that set it (an error there is the option's)."""
     defaults_keys = set(Defaults.model_fields)
+    origin: dict[tuple[str, ...], str] = {}
     for item in sets:
         if "=" not in item:
             raise SpecError(f"--set {item!r}: expected KEY=VALUE (e.g. --set scale=2)")
@@ -66,10 +70,11 @@ def apply_overrides(data: dict[str, Any], sets: Sequence[str]) -> None:
         path = key.split(".")
         if not all(path):
             raise SpecError(f"--set {key}: an empty part in the key")
+        origin[("defaults", key) if len(path) == 1 else tuple(path)] = f"--set {item}"
         if len(path) == 1:
             if key not in defaults_keys:
-                raise SpecError(f"--set {key}: unknown default (allowed: "
-                                f"{', '.join(sorted(defaults_keys))})")
+                raise SpecError(f"--set {key}: unknown default{did_you_mean(key, defaults_keys)}"
+                                f" (allowed: {', '.join(sorted(defaults_keys))})")
             data.setdefault("defaults", {})
             if not isinstance(data["defaults"], dict):
                 raise SpecError("--set: [defaults] in the spec is not a table")
@@ -86,6 +91,13 @@ def apply_overrides(data: dict[str, Any], sets: Sequence[str]) -> None:
                 raise SpecError(f"--set {key}: {part} is not a table")
             node = child
         node[path[-1]] = value
+    return origin
+
+
+def did_you_mean(key: str, choices: Iterable[str]) -> str:
+    """ ": did you mean X?" for a key close to one allowed, else nothing."""
+    close = difflib.get_close_matches(key, list(choices), n=1, cutoff=0.75)
+    return f": did you mean {close[0]!r}?" if close else ""
 
 
 def read_spec_text(path: Path) -> str:
@@ -119,11 +131,11 @@ def load_spec(path: Path, sets: Sequence[str] = ()) -> LoadedSpec:
 def validate_spec(path: Path, text: str, data: dict[str, Any],
                   sets: Sequence[str] = ()) -> LoadedSpec:
     """Overrides applied to parsed TOML, then validated (the spec's ``text`` is kept)."""
-    apply_overrides(data, sets)
+    origin = apply_overrides(data, sets)
     try:
         spec = Spec.model_validate(data)
     except ValidationError as exc:
-        raise SpecError(format_validation_error(path, exc, data)) from None
+        raise SpecError(format_validation_error(path, exc, data, text, origin)) from None
     return LoadedSpec(spec, path.resolve(), text, tuple(sets))
 
 
@@ -137,21 +149,26 @@ _STORAGE_MODELS: dict[str, type[BaseModel]] = {
 }
 
 
-def format_validation_error(path: Path, exc: ValidationError, data: Mapping[str, Any]) -> str:
-    lines = []
+def format_validation_error(path: Path, exc: ValidationError, data: Mapping[str, Any],
+                            text: str = "", origin: Mapping[tuple[str, ...], str] | None = None
+                            ) -> str:
+    """One line per problem: where it is (the file and its line, or the --set option that
+    gave the value), the key path, what is wrong and what is allowed. A value that fails
+    every member of a union (a number or "auto") is one problem, not one per member."""
     errors = exc.errors()
     # a value that may be one or many fails both ways: keep the reason, not "not a list"
     located = {tuple(_drop_union_tags([str(p) for p in e["loc"]])) for e in errors
                if e["type"] not in ("list_type",)}
+    merged: dict[tuple[str, ...], list[str]] = {}
     for err in errors:
         loc = _drop_union_tags([str(p) for p in err["loc"]])
         if err["type"] == "list_type" and tuple(loc) in located:
             continue
-        where = ".".join(loc) if loc else "(top level)"
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             allowed = allowed_keys(loc[:-1], data)
-            msg = "unknown key" + (f" (allowed: {', '.join(allowed)})" if allowed else "")
+            msg = "unknown key" + (did_you_mean(loc[-1], allowed) if loc else "") + (
+                f" (allowed: {', '.join(allowed)})" if allowed else "")
         elif err["type"] == "union_tag_invalid":
             msg = "fs must be one of ext4, xfs, btrfs, tmpfs, zfs, existing"
         elif err["type"] == "union_tag_not_found":
@@ -160,12 +177,75 @@ def format_validation_error(path: Path, exc: ValidationError, data: Mapping[str,
             msg = "tool must be pgbench or sysbench"
         elif msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
-        line = f"{path}: {where}: {msg}"
-        if line not in lines:
-            lines.append(line)
+        elif msg.startswith("Input should be "):
+            msg = "should be " + msg[len("Input should be "):]
+        if msg not in merged.setdefault(tuple(loc), []):
+            merged[tuple(loc)].append(msg)
+    lines = []
+    for key, msgs in merged.items():
+        where = ".".join(key) if key else "(top level)"
+        given = _value_at(data, key)
+        msg = msgs[0] if len(msgs) == 1 else (
+            "should be " + " or ".join(m.removeprefix("should be ") for m in msgs))
+        if len(msgs) > 1 and given is not _MISSING:
+            msg += f" (got {given!r})"
+        source = _origin_of(key, origin or {})
+        if source is None:
+            line = line_of(text, key)
+            source = f"{path}" + (f", line {line}" if line else "")
+        lines.append(f"{source}: {where}: {msg}")
     if len(lines) == 1:
         return lines[0]
     return f"{len(lines)} problems in the spec:\n  " + "\n  ".join(lines)
+
+
+_MISSING = object()
+
+
+def _value_at(data: Mapping[str, Any], loc: Sequence[str]) -> Any:
+    node: Any = data
+    for part in loc:
+        if isinstance(node, Mapping) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return _MISSING
+    return node
+
+
+def _origin_of(loc: Sequence[str], origin: Mapping[tuple[str, ...], str]) -> str | None:
+    """The --set option that gave the value at ``loc`` (or a table above it), if any."""
+    for n in range(len(loc), 0, -1):
+        if tuple(loc[:n]) in origin:
+            return origin[tuple(loc[:n])]
+    return None
+
+
+def line_of(text: str, loc: Sequence[str]) -> int | None:
+    """The line of the spec where the key at ``loc`` is written (best effort: a key in its
+    [table], a dotted key, or a key inside an inline table on its parent's line)."""
+    if not text or not loc:
+        return None
+    table: tuple[str, ...] = ()
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if line.startswith("["):
+            table = tuple(p.strip().strip('"') for p in line.strip("[] ").split("."))
+            if table == tuple(loc):
+                return number
+            continue
+        key, eq, rest = line.partition("=")
+        if not eq:
+            continue
+        full = table + tuple(p.strip().strip('"') for p in key.split("."))
+        if full == tuple(loc):
+            return number
+        # an inline table: limits = { write_mbpz = 3 }
+        if tuple(loc[:len(full)]) == full and len(loc) > len(full) and \
+                re.search(rf"[{{,]\s*{re.escape(loc[len(full)])}\s*=", rest):
+            return number
+    return None
 
 
 def _drop_union_tags(loc: list[str]) -> list[str]:
@@ -177,7 +257,8 @@ def _drop_union_tags(loc: list[str]) -> list[str]:
         if i == 2 and loc[0] == "workload" and part in _TOOLS:
             continue
         if i > 0 and part.startswith(("str", "int", "float", "bool", "dict[", "list[",
-                                      "function-", "constrained-", "is-instance")):
+                                      "function-", "constrained-", "is-instance", "literal[",
+                                      "json-or-python", "tagged-union[", "union[")):
             continue
         out.append(part)
     return out

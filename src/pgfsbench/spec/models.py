@@ -7,6 +7,7 @@ or normalised here, so that a spec `plan` accepts is a spec `run` can execute.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
@@ -25,7 +26,7 @@ from pydantic import (
 )
 
 from pgfsbench.spec.dimensions import DIMENSIONS, TABLES
-from pgfsbench.units import parse_duration, parse_size
+from pgfsbench.units import human_bytes, parse_duration, parse_size
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 Scalar = str | int | float | bool
@@ -67,6 +68,9 @@ def _size_text(v: str) -> str:
 
 
 SizeText = Annotated[str, BeforeValidator(lambda v: _size_text(str(v)))]
+# below this, PostgreSQL cannot even start its backends inside the memory cgroup (its
+# shared memory is outside it, but each backend's private memory and the page cache are in)
+MIN_MEMORY_LIMIT = 64 << 20
 
 
 # ---------------------------------------------------------------- storage
@@ -239,8 +243,36 @@ class ZfsPool(Model):
         return self
 
 
+# every dataset property OpenZFS 2.x or zfs-fuse knows: a name outside it is refused when
+# the spec is read (which the installed ZFS supports, and which values, is checked before
+# a run against `zfs get`)
+ZFS_DATASET_PROPERTIES = frozenset({
+    "aclinherit", "aclmode", "acltype", "atime", "canmount", "casesensitivity", "checksum",
+    "compression", "context", "copies", "dedup", "defcontext", "devices", "direct",
+    "dnodesize", "encryption", "exec", "filesystem_limit", "fscontext", "keyformat",
+    "keylocation", "logbias", "longname", "mlslabel", "mountpoint", "nbmand",
+    "normalization", "overlay", "pbkdf2iters", "prefetch", "primarycache", "quota",
+    "readonly", "recordsize", "redundant_metadata", "refquota", "refreservation",
+    "relatime", "reservation", "rootcontext", "secondarycache", "setuid", "sharenfs",
+    "sharesmb", "snapdev", "snapdir", "snapshot_limit", "special_small_blocks", "sync",
+    "utf8only", "version", "volblocksize", "volmode", "volsize", "vscan", "xattr", "zoned",
+    "jailed", "defaultuserquota", "defaultgroupquota", "defaultprojectquota"})
+
+
 class ZfsDataset(Model):
     properties: dict[str, ZfsValue] = {}
+
+    @field_validator("properties")
+    @classmethod
+    def _known(cls, v: dict[str, ZfsValue]) -> dict[str, ZfsValue]:
+        for name in v:
+            if ":" not in name and name not in ZFS_DATASET_PROPERTIES:
+                close = difflib.get_close_matches(name, sorted(ZFS_DATASET_PROPERTIES), n=1)
+                raise ValueError(
+                    f"{name!r} is not a ZFS dataset property"
+                    + (f" (did you mean {close[0]!r}?)" if close else "")
+                    + "; a user property needs a colon in its name (com.example:note)")
+        return v
 
 
 class ZfsStorage(StorageCommon):
@@ -659,6 +691,16 @@ class Defaults(Model):
     def _positive(cls, v: float) -> float:
         if v < 1:
             raise ValueError("the measured phase lasts at least 1 s")
+        return v
+
+    @field_validator("memory_limit")
+    @classmethod
+    def _memory_limit(cls, v: str | None) -> str | None:
+        if v is not None and parse_size(v) < MIN_MEMORY_LIMIT:
+            raise ValueError(
+                f"{v!r} is {human_bytes(parse_size(v))}: PostgreSQL's processes and the page "
+                f"cache they use need at least {human_bytes(MIN_MEMORY_LIMIT)} (a bare "
+                "number is bytes: write a unit, e.g. memory_limit = \"512M\")")
         return v
 
     @model_validator(mode="after")
