@@ -78,6 +78,11 @@ def test_forced_checkpoint_and_everything_a_run_records(base: Path) -> None:
     assert env["vm"]["vm.dirty_ratio"] and env["pgbench"].startswith("pgbench")
     assert any(d.startswith("loop") for d in env["devices"])
     assert "txlog" in run["artifacts"]
+    # the run's own commands: its set-up first, its teardown last (not the next run's)
+    commands = [ln for ln in Path(run["artifacts"]["commands"]["path"]).read_text()
+                .splitlines() if ln and not ln.startswith("#")]
+    assert "mkfs" in " ".join(commands[:6]), commands[:6]
+    assert any(c.startswith("losetup --detach") for c in commands[-3:]), commands[-3:]
     # the observer ran under SCHED_BATCH, its backend too (a local server)
     assert run["metrics"]["observer"]["sched"] == {"policy": "batch", "thread": "batch",
                                                    "backend": "batch"}

@@ -267,3 +267,16 @@ def test_observer_scheduling_policy_is_batch_unless_told(tmp_path: Path) -> None
     assert told.defaults.observer_sched == "normal"
     msg = error_of(tmp_path, '[defaults]\nobserver_sched = "idle"\n' + base)
     assert "observer_sched" in msg
+
+
+def test_a_dump_or_a_bulk_load_has_no_rate_in_its_id(tmp_path: Path) -> None:
+    """rate = ["max", "75%"] sweeps the transaction workloads only."""
+    loaded = load_spec(write(tmp_path, '[defaults]\nrate = ["max", "75%"]\n'
+                                       '[storage.e]\nfs = "ext4"\n[workload.tpcb]\n'
+                                       'builtin = "tpcb-like"\n[workload.dump]\n'
+                                       'tool = "pg_dump"\n[workload.load]\ntool = "copy"\n'))
+    ids = [c.id for c in expand(loaded.spec)]
+    assert [i for i in ids if "/tpcb" in i] == ["e/default/default/tpcb@rate=max",
+                                                "e/default/default/tpcb@rate=75%"]
+    assert [i for i in ids if "/tpcb" not in i] == ["e/default/default/dump",
+                                                    "e/default/default/load"]

@@ -209,42 +209,55 @@ class Campaign:
                        result: CampaignResult) -> None:
         """Provision once, measure each run. After a failure the cell is not trusted:
         its remaining runs are recorded failed without running (resume runs them)."""
-        with eng.journal.scope():
-            state: CellState | None = None
-            prepared = False
-            earlier: str | None = None
-            failed = False
-            last_run_id: int | None = None
-            try:
-                for planned in group:
-                    run_id = last_run_id = self._start_run(eng, planned, result)
-                    if earlier is not None:
-                        self._finish(planned, run_id, RunRecord(
-                            RunStatus.FAILED, error=f"not run: {earlier}"), result)
-                        continue
-                    if state is None:
-                        state = new_state(eng, planned.cell, run_id)
-                    try:
-                        if not prepared:
-                            prepare(eng, state)
-                            prepared = True
-                        record = measure_run(eng, planned, run_id, state, self.events)
-                        self._finish(planned, run_id, record, result)
-                    except (Interrupted, KeyboardInterrupt):
-                        failed = True
-                        self._finish(planned, run_id, self._failure(
-                            eng, state, "interrupted", RunStatus.ABORTED), result)
-                        raise
-                    except Exception as exc:
-                        failed = True
-                        cause = root_cause(exc, self._evidence(state))
-                        self._finish(planned, run_id,
-                                     self._failure(eng, state, cause, RunStatus.FAILED), result)
-                        earlier = (f"run {run_id} of this cell failed: {cause}" if prepared
-                                   else f"preparing the cell failed: {cause}")
-            finally:
-                if last_run_id is not None:
-                    self._collect(eng, state, last_run_id, immediate=failed)
+        started: list[int] = []  # the group's runs, as they start
+        try:
+            with eng.journal.scope():
+                self._run_group(eng, group, result, started)
+        finally:
+            # the commands of the cell's last run, its teardown included (the scope's undo)
+            if started:
+                with contextlib.suppress(OSError):  # never masks what is on its way up
+                    self._commands(eng, started[-1])
+
+    def _run_group(self, eng: Engine, group: list[PlannedRun], result: CampaignResult,
+                   started: list[int]) -> None:
+        """The runs of a group inside its journal scope (each id added to ``started``)."""
+        state: CellState | None = None
+        prepared = False
+        earlier: str | None = None
+        failed = False
+        last_run_id: int | None = None
+        try:
+            for planned in group:
+                run_id = last_run_id = self._start_run(eng, planned, result)
+                started.append(run_id)
+                if earlier is not None:
+                    self._finish(planned, run_id, RunRecord(
+                        RunStatus.FAILED, error=f"not run: {earlier}"), result)
+                    continue
+                if state is None:
+                    state = new_state(eng, planned.cell, run_id)
+                try:
+                    if not prepared:
+                        prepare(eng, state)
+                        prepared = True
+                    record = measure_run(eng, planned, run_id, state, self.events)
+                    self._finish(planned, run_id, record, result)
+                except (Interrupted, KeyboardInterrupt):
+                    failed = True
+                    self._finish(planned, run_id, self._failure(
+                        eng, state, "interrupted", RunStatus.ABORTED), result)
+                    raise
+                except Exception as exc:
+                    failed = True
+                    cause = root_cause(exc, self._evidence(state))
+                    self._finish(planned, run_id,
+                                 self._failure(eng, state, cause, RunStatus.FAILED), result)
+                    earlier = (f"run {run_id} of this cell failed: {cause}" if prepared
+                               else f"preparing the cell failed: {cause}")
+        finally:
+            if last_run_id is not None:
+                self._collect(eng, state, last_run_id, immediate=failed)
 
     def _start_run(self, eng: Engine, planned: PlannedRun, result: CampaignResult) -> int:
         cell = planned.cell
@@ -330,13 +343,19 @@ class Campaign:
             if state.instance.log_path.exists():
                 with contextlib.suppress(OSError):
                     shutil.copyfile(state.instance.log_path, art / "postgresql.log")
-        (art / "commands.sh").write_text("# commands pgfsbench ran for this run, in order\n"
-                                         + "\n".join(eng.runner.transcript) + "\n")
-        eng.runner.transcript.clear()
         for path in sorted(art.iterdir()):
             kind = ARTIFACT_KINDS.get(path.name)
             if kind is not None:
                 self.store.put_artifact(run_id, kind, path)
+
+    def _commands(self, eng: Engine, run_id: int) -> None:
+        """The commands run since the last run's, in order: this run's preparation,
+        measurement and teardown (a run's commands.sh starts with its own set-up)."""
+        path = eng.artifacts_dir(run_id) / "commands.sh"
+        path.write_text("# commands pgfsbench ran for this run, in order\n"
+                        + "\n".join(eng.runner.transcript) + "\n")
+        eng.runner.transcript.clear()
+        self.store.put_artifact(run_id, ARTIFACT_KINDS["commands.sh"], path)
 
 
 def auto_stop_reason(rows: list[dict[str, Any]], most: int, target_pct: float) -> str | None:

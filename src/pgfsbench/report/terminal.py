@@ -246,8 +246,9 @@ def run_detail(run: Mapping[str, Any]) -> Table:
                          f"{fio.get('write_iops', 0):,.0f} w IOPS" if fio else ""))
     series = run.get("series") or {}
     if series:
-        table.add_row("series", ", ".join(f"{k} ({len(v['values'])} s)"
-                                          for k, v in series.items()))
+        table.add_row("series", ", ".join(
+            f"{k} ({len(v['values'])} {'buckets' if k == 'latency_histogram' else 's'})"
+            for k, v in series.items()))
     for c in run.get("checkpoints") or []:
         when = "?" if c.get("started_s") is None else f"{c['started_s']:+.1f} s"
         table.add_row("checkpoint", f"at {when} ({c['reason']}): {c['buffers']} buffers, "

@@ -147,8 +147,10 @@ def expand(spec: Spec, resolve_scale: ScaleResolver | None = None) -> list[Cell]
     for s, p, k, wname in itertools.product(spec.storage, spec.postgres, spec.kernel,
                                             spec.workload):
         w = spec.workload[wname]
+        # only a transaction workload can be paced: a dump or a bulk load has no rate
+        rates = _values(w, d, "rate") if _paced(w) else [None]
         for scale, clients, rate in itertools.product(
-                _values(w, d, "scale"), _values(w, d, "clients"), _values(w, d, "rate")):
+                _values(w, d, "scale"), _values(w, d, "clients"), rates):
             cell = Cell(s, spec.storage[s], p, spec.postgres[p], k, spec.kernel[k],
                         resolve_workload(wname, w, d, int(clients), rate),
                         scale if isinstance(scale, int) else 1,
@@ -169,5 +171,14 @@ def expand(spec: Spec, resolve_scale: ScaleResolver | None = None) -> list[Cell]
     kept.sort(key=lambda c: order[id(c)])
     varying = [dim for dim in SWEEPS
                if len({c.coordinates()[dim] for c in kept}) > 1]
-    return [dataclasses.replace(c, swept=tuple((dim, c.coordinates()[dim]) for dim in varying))
-            for c in kept]
+    return [dataclasses.replace(c, swept=tuple(
+        (dim, c.coordinates()[dim]) for dim in varying
+        if dim != "rate" or _paced(c.workload.config))) for c in kept]
+
+
+PACED_TOOLS = frozenset({"pgbench", "sysbench"})
+
+
+def _paced(w: Any) -> bool:
+    """Whether a workload can run at a rate (pgbench -R, sysbench --rate)."""
+    return str(getattr(w, "tool", "pgbench")) in PACED_TOOLS
