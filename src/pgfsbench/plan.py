@@ -26,11 +26,17 @@ from pgfsbench.spec import (
 )
 from pgfsbench.storage import needs_root
 from pgfsbench.system.errors import UsageError
-from pgfsbench.units import human_bytes, parse_size
+from pgfsbench.units import human_bytes, parse_duration, parse_size
 from pgfsbench.workloads import workload_for
 
 LOAD_SECONDS_PER_SCALE = 0.6  # client-side generation on a small machine, measured here
 SETUP_SECONDS = 8.0  # losetup, mkfs, mount, initdb, start, stop, unmount
+# What preparing a cell writes, for a device with limits: on the yohgaki example's HDD
+# (78 write IOPS) mkfs, initdb and settling took about 70 s a run, some 5,000 write
+# operations; a load writes its data and as much WAL, in requests of about 256 KiB
+SETUP_WRITE_OPS = 5000
+SETUP_WRITE_BYTES = 64 << 20
+LOAD_WRITE_REQUEST = 256 << 10
 # the data directory right after initdb, plus the WAL a load writes on top of the data
 BASE_BYTES = 64 << 20
 LOAD_HEADROOM = 2.0  # warn below this many times the data (the load's WAL, free space)
@@ -156,6 +162,43 @@ def machine_ram_bytes() -> int:
     return int(meminfo().get("MemTotal", 0)) * 1024
 
 
+def checkpoint_timeout_s(settings: dict[str, Any]) -> float:
+    """checkpoint_timeout of a configuration (a bare number is seconds); 5 min default."""
+    value = next((v for k, v in settings.items() if k.lower() == "checkpoint_timeout"), 300)
+    text = str(value).strip().lower().replace("min", "m")
+    return parse_duration(text if not text.isdigit() else f"{text}s")
+
+
+def dirty_cannot_matter(cells: Sequence[Cell], d: Any) -> list[str]:
+    """Kernel configurations that differ in vm.dirty_* compared where they cannot differ:
+    PostgreSQL writes its data files into the page cache only at a checkpoint or when a
+    buffer is evicted, so with the data inside shared_buffers and no checkpoint due in the
+    run, the dirty thresholds see little more than the WAL (the Vondra example at scale 10
+    never dirtied more than about 9 MB, below both of its 32 MB and 1 GB)."""
+    dirty = {c.kernel_name for c in cells
+             if any(k.startswith("vm.dirty") for k in c.kernel.sysctl)}
+    if len(dirty) < 2 and not (dirty and len({c.kernel_name for c in cells}) > 1):
+        return []
+    out = []
+    for c in cells:
+        if c.kernel_name not in dirty or c.workload.config is None or \
+                getattr(c.workload.config, "tool", "pgbench") not in ("pgbench", "sysbench"):
+            continue
+        settings = dict(c.postgres.settings)
+        data = workload_for(c, d).estimated_bytes(c)
+        sb = shared_buffers_bytes(settings)
+        run_s = c.workload.warmup_s + c.workload.duration_s
+        timeout = checkpoint_timeout_s(settings)
+        if data <= sb and run_s < timeout:
+            out.append(f"{c.id}: its kernel configurations differ in vm.dirty_* but cannot "
+                       f"differ here: about {human_bytes(data)} of data fits in shared_buffers "
+                       f"({human_bytes(sb)}) and no checkpoint is due in its {run_s:g} s "
+                       f"(checkpoint_timeout {timeout:g} s), so PostgreSQL hardly writes its "
+                       "data files; give a larger scale, a smaller shared_buffers or a longer "
+                       "run")
+    return out[:1] + ([f"... and {len(out) - 1} more cell(s) like it"] if len(out) > 1 else [])
+
+
 def shared_buffers_bytes(settings: dict[str, Any]) -> int:
     """shared_buffers of a configuration (a bare number counts 8 kB pages); 128MB default."""
     value = next((v for k, v in settings.items() if k.lower() == "shared_buffers"), "128MB")
@@ -232,15 +275,16 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None,
         if cap is not None and cap < needed[cell.id]:
             warnings.append(f"{cell.storage_name}: {human_bytes(cap)} may be too small for "
                             f"scale {cell.scale} (about {human_bytes(needed[cell.id])} needed)")
-    loads = len(runs) if d.load_per == "repetition" else len(cells)
-    by_id = {c.id: c for c in cells}
-    load_s = sum(by_id[r.cell.id].scale * LOAD_SECONDS_PER_SCALE for r in runs) \
-        if d.load_per == "repetition" else sum(c.scale * LOAD_SECONDS_PER_SCALE for c in cells)
-    est = loads * SETUP_SECONDS + load_s + sum(
+    # each preparation (set-up and load), at the pace of the cell's device limits
+    prepared = runs if d.load_per == "repetition" else [
+        next(r for r in runs if r.cell.id == c.id) for c in cells]
+    est = sum(preparation_seconds(r.cell, workload_for(r.cell, d).estimated_bytes(r.cell))
+              for r in prepared) + sum(
         r.cell.workload.warmup_s + r.cell.workload.duration_s + 3 for r in runs)
     auto = (d.repetitions_min, d.repetitions_max, d.ci_target_pct) if d.auto_repetitions \
         else None
     est_max = est * d.repetitions_max / d.repetitions_min if auto else None
+    warnings += dirty_cannot_matter(cells, d)
     warnings = list(dict.fromkeys(warnings))
     if workdir is not None:
         probe = workdir if workdir.exists() else workdir.parent
@@ -259,6 +303,35 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None,
     return Plan(cells, runs, reps, d.load_per, est, loop_bytes, needed, real,
                 any(needs_root(c.fs) for c in cells), warnings,
                 {k: v for k, v in described.items() if v}, auto, est_max)
+
+
+def write_caps(cell: Cell) -> tuple[float | None, float | None]:
+    """(MB/s, IOPS) the data device of a cell may write at, from its limits (None: no
+    cap, or not known before the device exists)."""
+    from pgfsbench.storage import limits
+
+    cfg = limits.configured(cell.storage).get("data") or \
+        limits.configured(cell.storage).get("pool")
+    if cfg is None:
+        return None, None
+    device = dict(cell_devices(cell)).get("data") or dict(cell_devices(cell)).get("pool", "")
+    try:
+        figures = limits.resolve_for(cfg, parse_size(device[5:])
+                                     if device.startswith("loop:") else None).figures
+    except ValueError:
+        return None, None
+    return figures.write_mbps, figures.write_iops
+
+
+def preparation_seconds(cell: Cell, data_bytes: int) -> float:
+    """Set-up and load of one cell: the time measured here, or what its device limits
+    allow for what they write (data and WAL, mkfs and initdb), whichever is longer."""
+    base = SETUP_SECONDS + cell.scale * LOAD_SECONDS_PER_SCALE
+    mbps, iops = write_caps(cell)
+    written = SETUP_WRITE_BYTES + 2 * data_bytes
+    ops = SETUP_WRITE_OPS + 2 * data_bytes / LOAD_WRITE_REQUEST
+    capped = max(written / (mbps * 1e6) if mbps else 0.0, ops / iops if iops else 0.0)
+    return max(base, SETUP_SECONDS + capped)
 
 
 def describe_limits(cell: Cell) -> list[str]:

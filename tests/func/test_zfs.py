@@ -96,6 +96,10 @@ cache = ["loop:128M"]
     assert float(gz["space"]["after_load"]["compressratio"].rstrip("x")) > 1.5
     assert plain["space"]["after_load"]["zfs"]["data"]["compressratio"] == "1.00x"
     assert int(gz["space"]["after_load"]["zfs"]["data"]["used"]) > 0
+    # the space column is ZFS's own accounting (`zfs get used`), not du's
+    after = gz["space"]["after_load"]
+    assert after["space_source"] == "zfs get used"
+    assert after["space_bytes"] == after["zfs_used_bytes"] and "du_bytes" in after
 
     props = gz["storage_details"]["data"]["properties"]
     assert props["compression"] == ("gzip-1" if fuse else "lz4")

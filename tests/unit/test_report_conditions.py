@@ -94,3 +94,22 @@ def test_markdown_states_the_conditions_and_lists_every_cell() -> None:
     # the warning about too few repetitions names all seven cells, not four and "..."
     warning = next(ln for ln in text.splitlines() if "fewer than 3 ok repetitions" in ln)
     assert all(f"c{i}/default" in warning for i in range(7)) and "..." not in warning
+
+
+def test_the_zfsrc_warning_says_which_of_its_settings_each_cell_ran_with() -> None:
+    """A cell that set max-arc-size itself still ran with the other two settings of
+    /etc/zfs/zfsrc: it was said to run with none of them."""
+    zfsrc = ("vdev-cache-size = 10\nmax-arc-size = 100\nzfs-prefetch-disable\n"
+             "fuse-attr-timeout = 3600")
+    runs = [{"storage": "zfs-plain", "storage_details": {"zfs_fuse_daemon": {
+                "argv": ["zfs-fuse", "--pidfile", "p", "--no-kstat-mount"], "zfsrc": zfsrc}}},
+            {"storage": "zfs-arc", "storage_details": {"zfs_fuse_daemon": {
+                "argv": ["zfs-fuse", "--pidfile", "p", "--max-arc-size", "1024"],
+                "zfsrc": zfsrc}}}]
+    from pgfsbench.analysis.warnings import _zfsrc
+
+    (text,) = _zfsrc(runs)
+    assert "zfs-plain ran with all of them" in text
+    assert "zfs-arc with vdev-cache-size = 10, zfs-prefetch-disable (it set max-arc-size " \
+        "itself)" in text
+    assert "no cell" not in text

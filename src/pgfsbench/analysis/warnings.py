@@ -45,28 +45,38 @@ def _fuse_substitutions(runs: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def _zfsrc(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+    """zfs-fuse reads /etc/zfs/zfsrc: which of its settings each ZFS cell ran with (an
+    option the cell's daemon was started with overrides the file's)."""
     daemons: dict[str, dict[str, Any]] = {}
     for r in runs:
         details = (r.get("storage_details") or {}).get("zfs_fuse_daemon")
         if details:
             daemons[str(r["storage"])] = details
-    if not daemons:
-        return []
     zfsrc = next((d.get("zfsrc") for d in daemons.values() if d.get("zfsrc")), "")
-    own = {s: [a for a in d.get("argv") or [] if a.startswith("--") and a not in
-               ("--pidfile", "--no-kstat-mount")] for s, d in daemons.items()}
-    untuned = sorted(s for s, opts in own.items() if not opts)
-    tuned = {s: opts for s, opts in own.items() if opts}
-    if not zfsrc:
+    if not daemons or not zfsrc:
         return []
-    settings = ", ".join(line.strip() for line in zfsrc.splitlines()
-                         if line.strip() and not line.lstrip().startswith("fuse"))
-    text = (f"zfs-fuse applies /etc/zfs/zfsrc to every ZFS cell ({settings}): "
-            f"{', '.join(untuned) or 'no cell'} ran with these, not OpenZFS's defaults "
-            "(ARC up to half of RAM, prefetch on)")
-    if tuned:
-        text += "; " + "; ".join(f"{s} overrode them ({' '.join(o)})"
-                                 for s, o in sorted(tuned.items()))
+    settings = [line.strip() for line in zfsrc.splitlines()
+                if line.strip() and not line.lstrip().startswith(("fuse", "#"))]
+
+    def name(setting: str) -> str:
+        return setting.split("=", 1)[0].strip()
+
+    applied: dict[str, list[str]] = {}
+    for storage, d in sorted(daemons.items()):
+        options = {a.split("=", 1)[0] for a in d.get("argv") or [] if a.startswith("--")}
+        applied[storage] = [s for s in settings if f"--{name(s)}" not in options]
+    everything = [s for s, kept in applied.items() if kept == settings]
+    parts = []
+    if everything:
+        parts.append(f"{', '.join(everything)} ran with all of them")
+    for storage, kept in applied.items():
+        if kept != settings:
+            overridden = [name(x) for x in settings if x not in kept]
+            parts.append(f"{storage} with {', '.join(kept) or 'none of them'} (it set "
+                         f"{', '.join(overridden)} itself)")
+    text = (f"zfs-fuse applies /etc/zfs/zfsrc to every ZFS cell ({', '.join(settings)}), not "
+            f"OpenZFS's defaults (ARC up to half of RAM, prefetch on): {'; '.join(parts)}")
+    if len({tuple(k) for k in applied.values()}) > 1:
         text += ": a difference between these cells may come from these daemon options"
     return [text]
 
