@@ -113,3 +113,23 @@ def test_the_zfsrc_warning_says_which_of_its_settings_each_cell_ran_with() -> No
     assert "zfs-arc with vdev-cache-size = 10, zfs-prefetch-disable (it set max-arc-size " \
         "itself)" in text
     assert "no cell" not in text
+
+
+def test_results_show_counts_histogram_buckets_as_buckets_and_lists_episodes() -> None:
+    from rich.console import Console
+
+    from pgfsbench.report.terminal import run_detail
+
+    run = {"run_id": 3, "cell": "e/d/d/w", "series": {
+        "tps": {"values": [1.0] * 20}, "latency_histogram": {"values": [[600, 1]] * 536}},
+        "stalls": [{"kind": "stall", "headline": "stall at 5–9 s (...)", "verdict":
+                    "lock waits behind a blocking transaction (high confidence)",
+                    "evidence": ["held by pid 42 (a session from outside the workload)"],
+                    "alternatives": [{"cause_text": "the filesystem was frozen", "why_not":
+                                      "no benchmark process was asleep in the kernel"}],
+                    "missing_evidence": []}]}
+    console = Console(width=200, record=True)
+    console.print(run_detail(run))
+    text = console.export_text()
+    assert "latency_histogram (536 buckets)" in text and "tps (20 s)" in text
+    assert "held by pid 42" in text and "ruled out: not the filesystem was frozen" in text

@@ -89,8 +89,9 @@ def sample_load(seconds: float = 1.0, proc: Path = Path("/proc")) -> HostLoad:
                     running, seconds)
 
 
-def busy_warning(load: HostLoad, busy_pct: float, steal_pct: float) -> str | None:
-    """A warning when the host was busy before a run (None when quiet enough)."""
+def busy_warning(load: HostLoad, busy_pct: float, steal_pct: float,
+                 when: str = "before the run") -> str | None:
+    """A warning when the host was busy (None when quiet enough)."""
     parts = []
     if load.busy_pct > busy_pct:
         parts.append(f"CPU {load.busy_pct:.0f}% busy")
@@ -98,5 +99,18 @@ def busy_warning(load: HostLoad, busy_pct: float, steal_pct: float) -> str | Non
         parts.append(f"CPU steal {load.steal_pct:.0f}%")
     if not parts:
         return None
-    return (f"busy host before the run: {' and '.join(parts)} over {load.seconds:g} s "
+    return (f"busy host {when}: {' and '.join(parts)} over {load.seconds:g} s "
             f"(load average {load.load1:.2f}); its numbers may be disturbed")
+
+
+def load_between(a_stat: str, b_stat: str, busy_pct: float, seconds: float,
+                 proc: Path = Path("/proc")) -> HostLoad:
+    """A HostLoad from two /proc/stat texts (its steal and iowait) and a busy share measured
+    otherwise (the CPU of the processes outside the benchmark, % of the whole machine)."""
+    a, b = parse_stat(a_stat), parse_stat(b_stat)
+    pct = cpu_percentages(a, b)
+    try:
+        load1 = float((proc / "loadavg").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        load1 = 0.0
+    return HostLoad(round(busy_pct, 2), pct["iowait"], _steal(a, b), load1, 0, seconds)

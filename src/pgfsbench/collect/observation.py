@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pgfsbench.collect.checkpoints import parse_checkpoints
+from pgfsbench.collect.host import HostLoad, load_between
 from pgfsbench.collect.pooler import PoolerSampler, pooler_series
 from pgfsbench.collect.processes import ProcessSampler, process_series
 from pgfsbench.collect.procfs import device_facts, underlying_devices
@@ -117,6 +118,21 @@ class Observation:
         self._cpu_at_start = self.cpu_seconds()
         self._backend_cpu_at_start = self.pg.backend_cpu_seconds() if self.pg else None
         return self.measured_start
+
+    def outside_load(self, since: float) -> HostLoad | None:
+        """How busy the host was outside the benchmark since ``since`` (wall clock): the
+        CPU its other processes used, as a share of the machine, and the steal; None
+        without two seconds of samples. What a busy-host check sleeps a second to learn,
+        read from the warm-up instead."""
+        if self.procs is None or self.os is None:
+            return None
+        procs = [s for s in list(self.procs.seconds) if s.t > since]
+        stats = [s for s in list(self.os.samples) if s.t >= since]
+        if len(procs) < 2 or len(stats) < 2:
+            return None
+        cpus = os.cpu_count() or 1
+        busy = sum(p.outside_cpu_pct for p in procs) / len(procs) / cpus
+        return load_between(stats[0].stat, stats[-1].stat, busy, stats[-1].t - stats[0].t)
 
     def cpu_seconds(self) -> float:
         """CPU time the samplers have used so far (their threads only, wake-ups included)."""

@@ -17,7 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from pgfsbench import kernel
-from pgfsbench.collect.host import busy_warning, host_environment, meminfo, sample_load
+from pgfsbench.collect.host import (
+    HostLoad,
+    busy_warning,
+    host_environment,
+    meminfo,
+    sample_load,
+)
 from pgfsbench.collect.observation import Observation, ObservationResult
 from pgfsbench.collect.pooler import PoolerSampler
 from pgfsbench.engine.cell import CellState, Engine, sync_volumes
@@ -149,11 +155,6 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
     art = eng.artifacts_dir(run_id)
     eng.store.update_run(run_id, **st.prepared().columns())
     warnings: list[str] = []
-    load = sample_load(1.0)
-    busy = busy_warning(load, d.busy_cpu_pct, d.busy_steal_pct)
-    if busy:
-        warnings.append(busy)
-        events.warning(f"{cell.id} #{planned.repetition}: {busy}")
     ctx = st.context(eng, art)
     pooler = None
     if st.bouncer is not None:
@@ -174,6 +175,13 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
         mounts={str(v.mountpoint): v.role for v in st.storage.volumes},
         memory_cgroup=Path(st.memory_limit["cgroup"]) if st.memory_limit else None)
     observation.start()
+    # is the host busy? A watched run with a warm-up learns it from the warm-up (the CPU of
+    # the processes outside the benchmark); otherwise a second's sample, now
+    load: HostLoad | None = None
+    if not (observed_run and warmup_s >= 2):
+        load = sample_load(1.0)
+        _busy(load, "before the run", d, warnings, events, cell.id, planned.repetition)
+    warm_from = time.time()
     warm: Measurement | None = None
     m: Measurement | None = None
     snapper: Snapshotter | None = None
@@ -191,6 +199,10 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
                                    stalled=dog.check)
             if warm.stalled:
                 raise Stalled(f"during the warm-up: {warm.stalled}")
+        if load is None:
+            load = observation.outside_load(warm_from) or sample_load(1.0)
+            _busy(load, "during the warm-up", d, warnings, events, cell.id,
+                  planned.repetition)
         dog = Watchdog(d.stall_timeout)
         cell, pacing = paced(eng, cell, st, ctx, dog)
         # the rate the log will see: the pacing, else the warm-up's, else (no warm-up) the
@@ -229,7 +241,8 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
         with contextlib.suppress(Exception):
             store_observation(eng, run_id, observed, m, warmup_s, w.duration_s)
     metrics: dict[str, Any] = {
-        **observed.metrics, "wal_records": observed.wal_records, "host_load": load.as_dict(),
+        **observed.metrics, "wal_records": observed.wal_records,
+        "host_load": load.as_dict() if load is not None else None,
         "latency_log": m.latency.as_dict() if m.latency else None,
         "tool": {"name": st.workload.tool, **m.extra},
         "ceiling": {k: v for k, v in (st.ceiling or {}).items()
@@ -282,6 +295,15 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
     record.space = {"after_load": st.space_after_load, "after_run": space_after}
     record.environment = run_environment(eng, st, observed)
     return record
+
+
+def _busy(load: HostLoad, when: str, d: Any, warnings: list[str], events: Events,
+          cell_id: str, repetition: int) -> None:
+    """The busy-host warning, on the run and to the front end, when the host was busy."""
+    busy = busy_warning(load, d.busy_cpu_pct, d.busy_steal_pct, when)
+    if busy:
+        warnings.append(busy)
+        events.warning(f"{cell_id} #{repetition}: {busy}")
 
 
 def snapshotter_for(eng: Engine, st: CellState) -> Snapshotter | None:

@@ -1,0 +1,148 @@
+"""What pgfsbench's own work costs a run: `pgfsbench run` of one cell (ext4 on a loop
+file, pgbench tpcb-like, 4 clients) against `bench/bare_run.sh`, the same steps scripted by
+hand (mkfs, mount, initdb, start, load, warm-up, measure, stop, unmount), in alternating
+order (ABBA) so the host's drift hits both.
+
+Two figures, for each scale:
+  - pgfsbench's own time: its wall time less the warm-up, the measured phase and the load
+    (pgbench -i, as the run recorded it), as a share of its wall time;
+  - the ratio of its wall time to the bare script's.
+With --profile, one more pgfsbench run under cProfile: where its own seconds go.
+
+    .venv/bin/python bench/own_time.py --scale 2 --reps 4 [--warmup 2] [--duration 5]
+        [--profile] [--save F.json]
+Needs root; works in a directory of its own under /var/tmp and removes it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pstats
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from rawserver import signals_unwind  # noqa: E402
+
+SPEC = """
+[defaults]
+scale = {scale}
+clients = 4
+threads = 2
+duration = "{duration}s"
+warmup = "{warmup}s"
+repetitions = 1
+[storage.ext4]
+fs = "ext4"
+device = "loop:4G"
+[postgres.p]
+settings = {{ shared_buffers = "128MB" }}
+[workload.tpcb]
+builtin = "tpcb-like"
+"""
+
+
+def pgfsbench_run(work: Path, args: argparse.Namespace, profile: Path | None = None
+                  ) -> dict[str, float]:
+    spec = work / "s.toml"
+    spec.write_text(SPEC.format(scale=args.scale, duration=args.duration, warmup=args.warmup))
+    results = work / "r.sqlite"
+    argv = [sys.executable, *(["-m", "cProfile", "-o", str(profile)] if profile else []),
+            "-m", "pgfsbench", "run", str(spec), "--results", str(results), "--workdir",
+            str(work / "w")]
+    started = time.monotonic()
+    subprocess.run(argv, cwd=ROOT, check=True, capture_output=True, text=True,
+                   env={**os.environ, "COLUMNS": "120"})
+    wall = time.monotonic() - started
+    listed = json.loads(subprocess.run(
+        [sys.executable, "-m", "pgfsbench", "results", "list", "--results", str(results),
+         "--json"], cwd=ROOT, check=True, capture_output=True, text=True).stdout)
+    load = float(listed[-1]["load_seconds"])
+    own = wall - args.warmup - args.duration - load
+    return {"wall": wall, "load": load, "own": own}
+
+
+def bare_run(work: Path, args: argparse.Namespace) -> dict[str, float]:
+    started = time.monotonic()
+    subprocess.run(["bash", str(ROOT / "bench" / "bare_run.sh"), str(work), str(args.scale),
+                    str(args.warmup), str(args.duration)], check=True, capture_output=True,
+                   text=True)
+    return {"wall": time.monotonic() - started}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--scale", type=int, default=2)
+    ap.add_argument("--reps", type=int, default=4, help="pairs (ABBA order)")
+    ap.add_argument("--warmup", type=int, default=2)
+    ap.add_argument("--duration", type=int, default=5)
+    ap.add_argument("--profile", action="store_true", help="one more run under cProfile")
+    ap.add_argument("--save", type=Path)
+    args = ap.parse_args()
+    runs: dict[str, list[dict[str, float]]] = {"pgfsbench": [], "bare": []}
+    with signals_unwind():
+        base = Path(tempfile.mkdtemp(prefix="pgfsb-own-", dir="/var/tmp"))
+        base.chmod(0o755)
+        try:
+            for i in range(args.reps):
+                order = ("pgfsbench", "bare") if i % 2 == 0 else ("bare", "pgfsbench")
+                for arm in order:
+                    work = base / f"{arm}-{i}"
+                    work.mkdir()
+                    figures = (pgfsbench_run(work, args) if arm == "pgfsbench"
+                               else bare_run(work, args))
+                    runs[arm].append(figures)
+                    print(f"{arm} #{i + 1}: " + ", ".join(f"{k} {v:.2f} s"
+                                                        for k, v in figures.items()),
+                          flush=True)
+            summary = summarise(runs)
+            if args.profile:
+                work = base / "profile"
+                work.mkdir()
+                pgfsbench_run(work, args, profile=base / "run.prof")
+                stats = pstats.Stats(str(base / "run.prof"))
+                # pgfsbench's own functions, by the time spent in them and what they called
+                stats.sort_stats("cumulative").print_stats(
+                    r"pgfsbench/(engine|storage|postgres|collect|workloads|kernel|results|"
+                    r"analysis|report|system/journal|cli/run)", 45)
+        finally:
+            for w in base.glob("*/w"):
+                subprocess.run([sys.executable, "-m", "pgfsbench", "cleanup", "--workdir",
+                                str(w)], cwd=ROOT, capture_output=True, check=False)
+            shutil.rmtree(base, ignore_errors=True)
+    if args.save:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
+                                capture_output=True, check=False).stdout.strip()
+        args.save.write_text(json.dumps({"commit": commit, "when": time.strftime("%F %T"),
+                                         "args": {k: str(v) for k, v in vars(args).items()},
+                                         "runs": runs, "summary": summary}, indent=1))
+
+
+def summarise(runs: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
+    pg = runs["pgfsbench"]
+    bare = runs["bare"]
+    wall = statistics.median(r["wall"] for r in pg)
+    own = statistics.median(r["own"] for r in pg)
+    bare_wall = statistics.median(r["wall"] for r in bare)
+    ratios = [p["wall"] / b["wall"] for p, b in zip(pg, bare, strict=True)]
+    out = {"pgfsbench_wall_s": round(wall, 2), "own_s": round(own, 2),
+           "own_share_pct": round(100 * own / wall, 1), "bare_wall_s": round(bare_wall, 2),
+           "wall_ratio_median": round(statistics.median(ratios), 3),
+           "wall_ratio_range": [round(min(ratios), 3), round(max(ratios), 3)]}
+    print(f"\npgfsbench: {wall:.1f} s a run (median of {len(pg)}), of which its own "
+          f"{own:.1f} s ({out['own_share_pct']}%); bare script: {bare_wall:.1f} s; "
+          f"pgfsbench / bare: {out['wall_ratio_median']} (pairs {out['wall_ratio_range']})")
+    return out
+
+if __name__ == "__main__":
+    main()
