@@ -27,7 +27,9 @@ as_pg "$bin/pg_ctl" -D "$dir/mnt/pgdata" -l "$dir/mnt/server.log" -w \
     -o "-c listen_addresses='' -c unix_socket_directories=$dir/sock -c shared_buffers=128MB" \
     start >/dev/null
 as_pg "$bin/createdb" -h "$dir/sock" -U postgres pgbench
+load_start=$(date +%s.%N)
 as_pg "$bin/pgbench" -h "$dir/sock" -U postgres -i -s "$scale" -q pgbench 2>/dev/null
+echo "load_seconds $(awk -v a="$load_start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')"
 if [ "$warmup" != 0 ]; then
     as_pg "$bin/pgbench" -h "$dir/sock" -U postgres -c 4 -j 2 -T "$warmup" pgbench >/dev/null
 fi

@@ -16,20 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pgfsbench.spec import (
-    Cell,
-    ExistingStorage,
-    LoadedSpec,
-    TmpfsStorage,
-    ZfsStorage,
-    expand,
-)
+from pgfsbench.spec import Cell, LoadedSpec, expand, workload_tool
 from pgfsbench.storage import needs_root
 from pgfsbench.system.errors import UsageError
 from pgfsbench.units import human_bytes, parse_duration, parse_size
 from pgfsbench.workloads import workload_for
 
-LOAD_SECONDS_PER_SCALE = 0.6  # client-side generation on a small machine, measured here
 SETUP_SECONDS = 8.0  # losetup, mkfs, mount, initdb, start, stop, unmount
 # What preparing a cell writes, for a device with limits: on the yohgaki example's HDD
 # (78 write IOPS) mkfs, initdb and settling took about 70 s a run, some 5,000 write
@@ -91,45 +83,11 @@ class Plan:
         }
 
 
-def cell_devices(cell: Cell) -> list[tuple[str, str]]:
-    """(role, device) for every device a cell's storage asks for (loop:SIZE or /dev/...)."""
-    s = cell.storage
-    devices: list[tuple[str, str]] = []
-    if isinstance(s, ZfsStorage):
-        devices += [("pool", d) for d in s.pool.devices]
-        devices += [("log", d) for d in s.pool.log] + [("cache", d) for d in s.pool.cache]
-    elif not isinstance(s, TmpfsStorage | ExistingStorage):
-        devices.append(("data", s.device))
-    wal = getattr(s, "wal", None)
-    if wal is not None and hasattr(wal, "device") and wal.fs != "tmpfs":
-        devices.append(("wal", wal.device))
-    return devices
-
-
-def data_capacity(cell: Cell) -> int | None:
-    """Usable bytes for the data directory, when known from the spec."""
-    s = cell.storage
-    if isinstance(s, TmpfsStorage):
-        return parse_size(s.size)
-    if isinstance(s, ExistingStorage):
-        return None
-    if isinstance(s, ZfsStorage):
-        sizes = [parse_size(d[5:]) for d in s.pool.devices if d.startswith("loop:")]
-        if len(sizes) != len(s.pool.devices):
-            return None
-        smallest = min(sizes)
-        data_disks = {"single": 1, "stripe": len(sizes), "mirror": 1,
-                      "raidz1": len(sizes) - 1, "raidz2": len(sizes) - 2,
-                      "raidz3": len(sizes) - 3}[s.pool.layout]
-        return smallest * data_disks
-    return parse_size(s.device[5:]) if s.device.startswith("loop:") else None
-
-
 def check_devices(cell: Cell) -> None:
     """A device named twice in one cell (data and WAL, two pool members), or one that does
     not exist, is refused before anything is touched."""
     seen: dict[str, str] = {}
-    for role, dev in cell_devices(cell):
+    for role, dev in cell.storage.devices():
         if not dev.startswith("/dev/"):
             continue
         if not Path(dev).exists():
@@ -261,12 +219,12 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None,
         check_devices(cell)
         if cell.storage_name not in described:
             described[cell.storage_name] = describe_limits(cell)
-        devs = [dev for _, dev in cell_devices(cell)]
+        devs = [dev for _, dev in cell.storage.devices()]
         loop_bytes[cell.id] = sum(parse_size(x[5:]) for x in devs if x.startswith("loop:"))
         real += [x for x in devs if x.startswith("/dev/") and x not in real]
         data = workload_for(cell, d).estimated_bytes(cell)
         needed[cell.id] = int(BASE_BYTES + data * LOAD_HEADROOM)
-        cap = data_capacity(cell)
+        cap = cell.storage.data_capacity()
         if cap is not None and cap < BASE_BYTES + data * MIN_HEADROOM:
             raise UsageError(f"storage {cell.storage_name} ({human_bytes(cap)}) cannot hold "
                              f"{cell.workload.name} at scale {cell.scale}: its data alone is "
@@ -314,7 +272,8 @@ def write_caps(cell: Cell) -> tuple[float | None, float | None]:
         limits.configured(cell.storage).get("pool")
     if cfg is None:
         return None, None
-    device = dict(cell_devices(cell)).get("data") or dict(cell_devices(cell)).get("pool", "")
+    by_role = dict(cell.storage.devices())
+    device = by_role.get("data") or by_role.get("pool", "")
     try:
         figures = limits.resolve_for(cfg, parse_size(device[5:])
                                      if device.startswith("loop:") else None).figures
@@ -326,7 +285,8 @@ def write_caps(cell: Cell) -> tuple[float | None, float | None]:
 def preparation_seconds(cell: Cell, data_bytes: int) -> float:
     """Set-up and load of one cell: the time measured here, or what its device limits
     allow for what they write (data and WAL, mkfs and initdb), whichever is longer."""
-    base = SETUP_SECONDS + cell.scale * LOAD_SECONDS_PER_SCALE
+    per_scale = workload_tool(cell.workload.tool).load_seconds_per_scale
+    base = SETUP_SECONDS + cell.scale * per_scale
     mbps, iops = write_caps(cell)
     written = SETUP_WRITE_BYTES + 2 * data_bytes
     ops = SETUP_WRITE_OPS + 2 * data_bytes / LOAD_WRITE_REQUEST
@@ -338,7 +298,7 @@ def describe_limits(cell: Cell) -> list[str]:
     """'data: hdd-7200: 78 IOPS, 150 MB/s' for each role of a cell's storage with limits."""
     from pgfsbench.storage import limits
 
-    by_role = dict(cell_devices(cell))
+    by_role = dict(cell.storage.devices())
     out = []
     for role, cfg in limits.configured(cell.storage).items():
         device = by_role.get(role, "")

@@ -179,13 +179,52 @@ def test_the_store_knows_the_newest_migration() -> None:
     assert ScriptDirectory.from_config(cfg).get_current_head() == HEAD_REVISION
 
 
-def test_the_cli_starts_fast_and_agrees_with_the_engine() -> None:
+def test_a_new_store_has_what_the_migrations_build(tmp_path: Path) -> None:
+    """An empty store is created at the head in one step: it must hold exactly what
+    running every migration builds (tables, columns and their types, keys, indexes)."""
+    from alembic import command
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+    from sqlalchemy import create_engine, inspect
+
+    from pgfsbench.results import schema
+    from pgfsbench.results.store import HEAD_REVISION, _alembic_config
+
+    Store(str(tmp_path / "fast.sqlite"))
+    migrated = create_engine(f"sqlite:///{tmp_path / 'migrated.sqlite'}")
+    with migrated.begin() as conn:
+        command.upgrade(_alembic_config(conn), "head")
+        # SQLite's INTEGER is 64-bit: migration 0002 widens to BIGINT on other databases only
+        differences = [d for d in compare_metadata(MigrationContext.configure(conn),
+                                                   schema.metadata)
+                       if not (isinstance(d, list) and d[0][0] == "modify_type"
+                               and str(d[0][5]) == "INTEGER" and str(d[0][6]) == "BIGINT")]
+        assert differences == []
+
+    def described(path: Path) -> dict[str, object]:
+        with create_engine(f"sqlite:///{path}").connect() as conn:
+            ins = inspect(conn)
+            return {t: (sorted((c["name"], str(c["type"]).replace("BIGINT", "INTEGER"),
+                                c["nullable"])
+                               for c in ins.get_columns(t)),
+                        ins.get_pk_constraint(t)["constrained_columns"],
+                        sorted(str(i["column_names"]) for i in ins.get_indexes(t)),
+                        sorted(str(f["referred_table"]) for f in ins.get_foreign_keys(t)))
+                    for t in ins.get_table_names()}
+
+    fast, slow = described(tmp_path / "fast.sqlite"), described(tmp_path / "migrated.sqlite")
+    assert set(fast) == set(slow) and "run" in fast
+    for table in slow:
+        assert fast[table] == slow[table], table
+    with sqlite3.connect(tmp_path / "fast.sqlite") as db:
+        assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [
+            (HEAD_REVISION,)]
+    Store(str(tmp_path / "fast.sqlite"))  # opened again: already at the head
+
+
+def test_the_cli_starts_fast() -> None:
     """The CLI imports the engine, the store and the statistics only when a command needs
     them (scipy, alembic and polars take seconds): `pgfsbench --help` must not."""
-    from pgfsbench.cli.run import DEFAULT_WORKDIR
-    from pgfsbench.engine.preflight import DEFAULT_WORKDIR as ENGINE_WORKDIR
-
-    assert DEFAULT_WORKDIR == ENGINE_WORKDIR
     code = ("import sys, pgfsbench.cli, pgfsbench.cli.run, pgfsbench.cli.results, "
             "pgfsbench.cli.compare, pgfsbench.cli.cleanup\n"
             "heavy = [m for m in ('scipy', 'alembic', 'polars', 'plotly', 'psycopg') "

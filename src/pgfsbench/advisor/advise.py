@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pgfsbench.spec.kinds import host_fstypes
 from pgfsbench.units import human_bytes
 
 GiB = 1 << 30
@@ -99,8 +100,8 @@ def advise(doctor: dict[str, Any] | None, fs: str | None, free_bytes: int | None
     fired = _fired(doctor)
     path = _data_path(doctor)
     fs = fs or (path or {}).get("fstype") or "ext4"
-    if fs not in ("ext4", "xfs", "btrfs", "zfs", "tmpfs"):
-        fs = "ext4"
+    if fs not in host_fstypes():
+        fs = "ext4"  # a filesystem we cannot make (nfs, overlay): compare on the default
     zfs_kind = str((facts.get("zfs") or {}).get("kind") or "any")
     ram = (facts.get("host") or {}).get("memory_bytes")
     size_bytes = device_size(free_bytes)

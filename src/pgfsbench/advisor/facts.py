@@ -16,7 +16,6 @@ import pwd
 import re
 import resource
 import shutil
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,11 +24,11 @@ from pgfsbench.collect.host import host_environment, meminfo
 from pgfsbench.collect.procfs import device_facts, underlying_devices
 from pgfsbench.kernel import huge_page_facts, snapshot_vm
 from pgfsbench.system.mountinfo import MountInfo, mount_table
+from pgfsbench.system.runner import Completed, query
 from pgfsbench.units import parse_size
 
 ZFS_MODULE = Path("/sys/module/zfs")
 ARCSTATS = Path("/proc/spl/kstat/zfs/arcstats")
-COW_FILESYSTEMS = ("zfs", "btrfs")
 # settings the rules read, with PostgreSQL's defaults for when only files could be read
 PG_DEFAULTS: dict[str, str] = {
     "fsync": "on", "full_page_writes": "on", "wal_init_zero": "on", "wal_recycle": "on",
@@ -166,15 +165,11 @@ class Facts:
 # ---------------------------------------------------------------- readers
 
 
-def _run(argv: list[str], timeout: float = 20.0) -> subprocess.CompletedProcess[str] | None:
+def _run(argv: list[str], timeout: float = 20.0) -> Completed | None:
     """A read-only query of a tool; None when the tool is absent or does not answer."""
     if shutil.which(argv[0]) is None:
         return None
-    try:
-        return subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                              check=False, env={**os.environ, "LC_ALL": "C.UTF-8"})
-    except (OSError, subprocess.TimeoutExpired):
-        return None
+    return query(argv, timeout=timeout, env={"LC_ALL": "C.UTF-8"})
 
 
 def mount_of(path: str, table: list[MountInfo]) -> MountInfo | None:

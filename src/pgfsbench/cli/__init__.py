@@ -52,7 +52,7 @@ def _register() -> None:
 
 
 def _workdir_from_argv(argv: list[str]) -> Path:
-    from pgfsbench.cli.run import DEFAULT_WORKDIR
+    from pgfsbench.system.paths import DEFAULT_WORKDIR
 
     for i, arg in enumerate(argv):
         if arg == "--workdir" and i + 1 < len(argv):

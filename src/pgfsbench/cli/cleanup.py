@@ -9,8 +9,8 @@ import typer
 from rich.console import Console
 
 from pgfsbench.cli import app
-from pgfsbench.cli.run import DEFAULT_WORKDIR
 from pgfsbench.system.errors import NeedsRootError, PgfsbenchError
+from pgfsbench.system.paths import DEFAULT_WORKDIR
 
 
 @app.command("cleanup")

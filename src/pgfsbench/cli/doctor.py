@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.markup import escape
 
 from pgfsbench.cli import app
-from pgfsbench.cli.run import DEFAULT_WORKDIR
 from pgfsbench.system.errors import UsageError
+from pgfsbench.system.paths import DEFAULT_WORKDIR
 
 doctor_app = typer.Typer(
     help="Audit this host's storage stack against PostgreSQL's settings (reads only). "
@@ -190,9 +190,10 @@ def advise_cmd(
     import os
 
     from pgfsbench.advisor.advise import advise, to_toml
+    from pgfsbench.spec.kinds import host_fstypes
 
-    if fs is not None and fs not in ("ext4", "xfs", "btrfs", "zfs", "tmpfs"):
-        raise UsageError(f"--fs {fs}: one of ext4, xfs, btrfs, zfs, tmpfs")
+    if fs is not None and fs not in host_fstypes():
+        raise UsageError(f"--fs {fs}: one of {', '.join(host_fstypes())}")
     if workload not in ("tpcb-like", "simple-update", "select-only"):
         raise UsageError(f"--workload {workload}: one of tpcb-like, simple-update, select-only")
     doctor: dict[str, Any] | None = None

@@ -25,6 +25,7 @@ from rich.table import Table
 
 from pgfsbench.cli import app
 from pgfsbench.system.errors import CapabilityError, Interrupted, RunsFailed, UsageError
+from pgfsbench.system.paths import DEFAULT_WORKDIR
 from pgfsbench.units import human_bytes, human_seconds
 
 if TYPE_CHECKING:
@@ -34,7 +35,6 @@ if TYPE_CHECKING:
     from pgfsbench.results.store import Store
     from pgfsbench.spec import LoadedSpec
 
-DEFAULT_WORKDIR = Path("/var/tmp/pgfsbench")  # engine.preflight's (slow to import)
 
 SetOpt = Annotated[list[str] | None, typer.Option(
     "--set", help="Override a default (KEY=VALUE, e.g. scale=2, duration=5s) or any key by "

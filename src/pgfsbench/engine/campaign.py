@@ -30,20 +30,17 @@ from pgfsbench.engine.preflight import preflight
 from pgfsbench.engine.records import CampaignStatus, RunRecord, RunStatus
 from pgfsbench.plan import Plan, PlannedRun
 from pgfsbench.results.store import Store
-from pgfsbench.spec import LoadedSpec
+from pgfsbench.spec import WORKLOAD_TOOLS, LoadedSpec
 from pgfsbench.storage.devices import DevicePolicy
 from pgfsbench.system.errors import Interrupted, PgfsbenchError, UsageError
 from pgfsbench.system.journal import Journal
 from pgfsbench.system.runner import ChildRegistry, Runner
 
 # file names in a run's artifacts directory -> the kind they are stored as
-ARTIFACT_KINDS = {"pgbench.stdout": "pgbench_stdout", "pgbench.stderr": "pgbench_stderr",
-                  "warmup.stdout": "warmup_stdout", "warmup.stderr": "warmup_stderr",
-                  "pgbench-init.txt": "pgbench_init", "txlog.gz": "txlog",
-                  "postgresql.log": "server_log", "commands.sh": "commands",
-                  "sysbench.stdout": "sysbench_output",
-                  "sysbench-warmup.stdout": "sysbench_warmup_output",
-                  "sysbench-prepare.txt": "sysbench_prepare"}
+# what every run leaves, and what each tool's runs leave (spec/kinds.py)
+ARTIFACT_KINDS = {"postgresql.log": "server_log", "commands.sh": "commands",
+                  **{name: kind for tool in WORKLOAD_TOOLS
+                     for name, kind in tool.artifacts.items()}}
 
 
 @dataclass

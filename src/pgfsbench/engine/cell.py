@@ -26,9 +26,8 @@ from pgfsbench.postgres.binaries import Binaries
 from pgfsbench.postgres.instance import SUPERUSER, Instance, children_of
 from pgfsbench.results.store import Store
 from pgfsbench.spec import Cell, LoadedSpec
-from pgfsbench.storage import driver_for, limits
+from pgfsbench.storage import driver_for, limits, sync_volumes, volume_info
 from pgfsbench.storage.base import ProvisionContext, ProvisionedStorage, Volume
-from pgfsbench.storage.blockfs import fs_info
 from pgfsbench.storage.devices import DeviceFactory, DevicePolicy, block_size
 from pgfsbench.system.actions import make_dir
 from pgfsbench.system.errors import InstanceError
@@ -306,15 +305,6 @@ def prepare(eng: Engine, state: CellState) -> None:
         step(eng, state)
 
 
-def sync_volumes(runner: Runner, storage: ProvisionedStorage) -> None:
-    """syncfs(2) on the filesystems under test only (never sync(2): another filesystem,
-    frozen or slow, must not hold us up)."""
-    for volume in storage.volumes:
-        if volume.fs in ("zfs", "tmpfs"):
-            continue  # ZFS commits its transaction group in its driver; tmpfs is RAM
-        runner.run(["sync", "--file-system", str(volume.mountpoint)], timeout=300, check=False)
-
-
 def socket_dir(journal: Journal, celldir: Path, owner: str | None) -> Path:
     """A private (0700) directory for the server's unix socket; short enough for sun_path."""
     candidate = celldir / "sock"
@@ -328,7 +318,7 @@ def storage_details(runner: Runner, storage: ProvisionedStorage) -> dict[str, An
         return {"fs": v.fs, "source": v.source, "devices": list(v.devices),
                 "mountpoint": str(v.mountpoint), "mount_options": v.mount_options,
                 "mkfs_argv": list(v.mkfs_argv), "mkfs_output": v.mkfs_output,
-                "fs_info": fs_info(runner, v), **v.details}
+                "fs_info": volume_info(runner, v), **v.details}
 
     result: dict[str, Any] = {"data": volume(storage.data), **storage.details}
     if storage.wal is not None:

@@ -11,7 +11,6 @@ import contextlib
 import dataclasses
 import os
 import resource
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -26,27 +25,27 @@ from pgfsbench.collect.host import (
 )
 from pgfsbench.collect.observation import Observation, ObservationResult
 from pgfsbench.collect.pooler import PoolerSampler
-from pgfsbench.engine.cell import CellState, Engine, sync_volumes
+from pgfsbench.engine.cell import CellState, Engine
 from pgfsbench.engine.events import Events
 from pgfsbench.engine.records import RunRecord, RunStatus
 from pgfsbench.plan import PlannedRun
 from pgfsbench.postgres import pgbouncer
 from pgfsbench.postgres.instance import SUPERUSER, children_of
-from pgfsbench.spec import Cell
-from pgfsbench.storage import driver_for
+from pgfsbench.spec import WORKLOAD_TOOLS, Cell
+from pgfsbench.storage import driver_for, sync_volumes
 from pgfsbench.storage.snapshots import Snapshotter
-from pgfsbench.storage.zfs import evict_pool_cache
 from pgfsbench.system.errors import PgfsbenchError, Stalled, WorkloadError
 from pgfsbench.units import human_bytes
 from pgfsbench.workloads import unobserved
 from pgfsbench.workloads.base import Measurement, Progress, Workload, WorkloadContext
 
+# the samplers' series, and each tool's own (spec/kinds.py)
 SERIES_UNITS = {"wal_mbps": "MB/s", "dirty_kb": "kB", "writeback_kb": "kB",
                 "disk_write_mbps": "MB/s", "disk_read_mbps": "MB/s", "disk_await_ms": "ms",
                 "disk_util_pct": "%", "waits": "backends", "cpu_iowait_pct": "%",
                 "cpu_user_pct": "%", "cpu_system_pct": "%", "cpu_idle_pct": "%",
-                "tps": "tps", "latency_avg_ms": "ms", "latency_stddev_ms": "ms",
-                "lag_ms": "ms", "failed": "tx"}
+                **{name: unit for tool in WORKLOAD_TOOLS
+                   for name, unit in tool.series_units.items()}}
 
 
 class Watchdog:
@@ -309,15 +308,10 @@ def _busy(load: HostLoad, when: str, d: Any, warnings: list[str], events: Events
 def snapshotter_for(eng: Engine, st: CellState) -> Snapshotter | None:
     """The storage's `snapshots`, if any: btrfs snapshots the data directory's subvolume,
     ZFS the data (and WAL) datasets."""
-    cfg = getattr(st.cell.storage, "snapshots", None)
-    if cfg is None or st.storage is None:
+    if st.storage is None:
         return None
-    if st.cell.fs == "zfs":
-        return Snapshotter("zfs", [v.source for v in st.storage.volumes], None, cfg.every,
-                           cfg.keep, eng.journal, eng.runner)
-    return Snapshotter("btrfs", [str(st.storage.pgdata)],
-                       st.storage.data.mountpoint / "snapshots", cfg.every, cfg.keep,
-                       eng.journal, eng.runner)
+    return driver_for(st.cell.fs).snapshotter(st.cell.storage, st.storage, eng.journal,
+                                              eng.runner)
 
 
 def cold_cache(eng: Engine, st: CellState) -> dict[str, Any]:
@@ -326,16 +320,15 @@ def cold_cache(eng: Engine, st: CellState) -> dict[str, Any]:
     /proc/meminfo before and after), and on ZFS the pool exported and imported again (the
     ARC, which the page cache does not include, evicted)."""
     assert st.instance is not None and st.storage is not None and st.celldir is not None
-    zfs = st.cell.fs == "zfs" and "pool" in st.storage.details
+    driver = driver_for(st.cell.fs)
     eng.phase("cold cache: restarting PostgreSQL, dropping the page cache"
-              + (", exporting and importing the pool" if zfs else ""))
+              + (f", {driver.cache_eviction}" if driver.cache_eviction else ""))
     before = meminfo().get("Cached")
     st.instance.checkpoint()
     st.instance.stop(eng.runner)
     sync_volumes(eng.runner, st.storage)
     done: dict[str, Any] = {}
-    if zfs:
-        done.update(evict_pool_cache(eng.journal, eng.runner, st.storage, st.celldir))
+    done.update(driver.evict_cache(eng.journal, eng.runner, st.storage, st.celldir))
     kernel.drop_caches()
     after = meminfo().get("Cached")
     pid = st.instance.start(eng.journal, eng.runner, eng.loaded.spec.defaults.startup_timeout)
@@ -391,11 +384,12 @@ def run_environment(eng: Engine, st: CellState,
     if st.storage is not None:
         env["mounts"] = {v.role: {"source": v.source, "fs": v.fs, "options": v.mount_options}
                          for v in st.storage.volumes}
-    with contextlib.suppress(Exception):
-        tool = st.workload.tool
-        path = eng.binaries_for(st.cell).tool(tool) if tool in ("pgbench", "pg_dump") else tool
-        env[tool] = subprocess.run([path, "--version"], capture_output=True, text=True,
-                                   timeout=30, check=False).stdout.strip().splitlines()[0]
+    argv = st.workload.version_argv(eng.binaries_for(st.cell))
+    if argv:
+        with contextlib.suppress(PgfsbenchError, OSError):
+            lines = eng.runner.run(argv, timeout=30, check=False).stdout.strip().splitlines()
+            if lines:
+                env[st.workload.tool] = lines[0]
     if st.instance is not None:
         with contextlib.suppress(PgfsbenchError, Exception):
             env["pg_settings_changed"] = st.instance.changed_settings()

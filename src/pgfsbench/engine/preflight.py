@@ -33,8 +33,6 @@ from pgfsbench.system.errors import CapabilityError, NeedsRootError, UsageError
 from pgfsbench.system.runner import Runner
 from pgfsbench.workloads import workload_for
 
-DEFAULT_WORKDIR = Path("/var/tmp/pgfsbench")
-
 
 @dataclass(frozen=True)
 class Ready:

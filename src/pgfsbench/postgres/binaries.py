@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from pgfsbench.system.errors import InstanceError
+from pgfsbench.system.runner import query
 
 DEBIAN_GLOB = "/usr/lib/postgresql/*/bin"
 
@@ -35,8 +35,8 @@ def parse_version(line: str) -> str:
 
 
 def _version_of(bindir: Path) -> Binaries:
-    out = subprocess.run([str(bindir / "postgres"), "--version"], capture_output=True, text=True,
-                         timeout=30, check=False).stdout.strip()
+    done = query([str(bindir / "postgres"), "--version"], timeout=30)
+    out = done.stdout.strip() if done else ""
     return Binaries(bindir, parse_version(out), out)
 
 
@@ -54,8 +54,8 @@ def find_binaries(configured: str | None = None) -> Binaries:
     candidates: list[Path] = []
     pg_config = shutil.which("pg_config")
     if pg_config:
-        out = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, timeout=30,
-                             check=False).stdout.strip()
+        done = query([pg_config, "--bindir"], timeout=30)
+        out = done.stdout.strip() if done else ""
         if out:
             candidates.append(Path(out))
     debian = sorted(Path("/").glob(DEBIAN_GLOB.lstrip("/")),
@@ -105,11 +105,10 @@ def known_settings(binaries: Binaries) -> dict[str, SettingSpec]:
     """The settings this server knows (``postgres --describe-config``, which reads nothing
     and may run as root); cached per bindir."""
     if binaries.bindir not in _DESCRIBED:
-        done = subprocess.run([binaries.tool("postgres"), "--describe-config"],
-                              capture_output=True, text=True, timeout=60, check=False)
-        if done.returncode != 0:
+        done = query([binaries.tool("postgres"), "--describe-config"], timeout=60)
+        if done is None or done.returncode != 0:
             raise InstanceError(f"{binaries.tool('postgres')} --describe-config failed: "
-                                f"{done.stderr.strip()[:200]}")
+                                f"{done.stderr.strip()[:200] if done else 'no answer'}")
         _DESCRIBED[binaries.bindir] = parse_describe_config(done.stdout)
     return _DESCRIBED[binaries.bindir]
 
@@ -172,9 +171,8 @@ def configure_flags(binaries: Binaries) -> str:
     pg_config = binaries.bindir / "pg_config"
     if not pg_config.is_file():
         return ""
-    done = subprocess.run([str(pg_config), "--configure"], capture_output=True, text=True,
-                          timeout=30, check=False)
-    return done.stdout if done.returncode == 0 else ""
+    done = query([str(pg_config), "--configure"], timeout=30)
+    return done.stdout if done is not None and done.returncode == 0 else ""
 
 
 def io_uring_unsupported(binaries: Binaries,

@@ -3,6 +3,17 @@
 from __future__ import annotations
 
 from pgfsbench.spec.dimensions import DIMENSIONS, SWEEPS, TABLES, Dimension
+from pgfsbench.spec.document import Spec
+from pgfsbench.spec.kinds import (
+    STORAGE_KINDS,
+    WORKLOAD_TOOLS,
+    StorageConfig,
+    StorageKind,
+    WorkloadConfig,
+    WorkloadTool,
+    storage_kind,
+    workload_tool,
+)
 from pgfsbench.spec.loading import LoadedSpec, apply_overrides, load_spec, validate_spec
 from pgfsbench.spec.matrix import Cell, Workload, expand, resolve_workload
 from pgfsbench.spec.models import (
@@ -19,12 +30,10 @@ from pgfsbench.spec.models import (
     Pooler,
     PostgresConfig,
     Scalar,
-    Spec,
     SysbenchWorkload,
     TmpfsStorage,
     WalVolume,
     WorkloadBase,
-    WorkloadConfig,
     XfsStorage,
     ZfsDataset,
     ZfsPool,
@@ -35,8 +44,10 @@ from pgfsbench.spec.models import (
 __all__ = [
     "BUILTINS",
     "DIMENSIONS",
+    "STORAGE_KINDS",
     "SWEEPS",
     "TABLES",
+    "WORKLOAD_TOOLS",
     "BtrfsStorage",
     "Cell",
     "Defaults",
@@ -53,12 +64,15 @@ __all__ = [
     "PostgresConfig",
     "Scalar",
     "Spec",
+    "StorageConfig",
+    "StorageKind",
     "SysbenchWorkload",
     "TmpfsStorage",
     "WalVolume",
     "Workload",
     "WorkloadBase",
     "WorkloadConfig",
+    "WorkloadTool",
     "XfsStorage",
     "ZfsDataset",
     "ZfsPool",
@@ -68,5 +82,7 @@ __all__ = [
     "expand",
     "load_spec",
     "resolve_workload",
+    "storage_kind",
     "validate_spec",
+    "workload_tool",
 ]

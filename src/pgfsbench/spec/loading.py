@@ -20,18 +20,9 @@ from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
-from pgfsbench.spec.models import (
-    BtrfsStorage,
-    Defaults,
-    ExistingStorage,
-    Ext4Storage,
-    PgbenchWorkload,
-    Spec,
-    SysbenchWorkload,
-    TmpfsStorage,
-    XfsStorage,
-    ZfsStorage,
-)
+from pgfsbench.spec.document import Spec
+from pgfsbench.spec.kinds import STORAGE_KINDS, WORKLOAD_TOOLS, tool_choices
+from pgfsbench.spec.models import Defaults
 from pgfsbench.system.errors import SpecError
 
 MAX_SPEC_BYTES = 1 << 20
@@ -141,12 +132,9 @@ def validate_spec(path: Path, text: str, data: dict[str, Any],
 
 # ---------------------------------------------------------------- error messages
 
-_TAGS = {"ext4", "xfs", "btrfs", "tmpfs", "existing", "zfs"}
-_TOOLS: dict[str, type[BaseModel]] = {"pgbench": PgbenchWorkload, "sysbench": SysbenchWorkload}
-_STORAGE_MODELS: dict[str, type[BaseModel]] = {
-    "ext4": Ext4Storage, "xfs": XfsStorage, "btrfs": BtrfsStorage, "tmpfs": TmpfsStorage,
-    "existing": ExistingStorage, "zfs": ZfsStorage,
-}
+_STORAGE_MODELS: dict[str, type[BaseModel]] = {k.name: k.model for k in STORAGE_KINDS}
+_TOOLS: dict[str, type[BaseModel]] = {t.name: t.model for t in WORKLOAD_TOOLS}
+_TAGS = set(_STORAGE_MODELS)
 
 
 def format_validation_error(path: Path, exc: ValidationError, data: Mapping[str, Any],
@@ -174,7 +162,7 @@ def format_validation_error(path: Path, exc: ValidationError, data: Mapping[str,
         elif err["type"] == "union_tag_not_found":
             msg = "missing 'fs' (one of ext4, xfs, btrfs, tmpfs, zfs, existing)"
         elif err["type"] == "tool":
-            msg = "tool must be pgbench or sysbench"
+            msg = tool_choices()
         elif msg.startswith("Value error, "):
             msg = msg[len("Value error, "):]
         elif msg.startswith("Input should be "):

@@ -15,14 +15,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pgfsbench.spec.dimensions import SWEEPS, TABLES
+from pgfsbench.spec.document import Spec, rule_patterns
+from pgfsbench.spec.kinds import StorageConfig, workload_tool
 from pgfsbench.spec.models import (
     Defaults,
     KernelConfig,
     PgbenchWorkload,
     PostgresConfig,
-    Spec,
     WorkloadBase,
-    rule_patterns,
 )
 
 
@@ -43,7 +43,7 @@ class Workload:
     extra_args: tuple[str, ...]
     sampling_rate: float = 1.0
     rate_fraction: float | None = None  # a share of the cell's own maximum ("75%")
-    config: Any = None  # the workload's spec model (tool-specific fields)
+    config: WorkloadBase | None = None  # the tool's spec model (its own fields)
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class Cell:
     """One point of the matrix."""
 
     storage_name: str
-    storage: Any  # one of the *Storage models
+    storage: StorageConfig  # the model its kind's row names (spec/kinds.py)
     postgres_name: str
     postgres: PostgresConfig
     kernel_name: str
@@ -111,7 +111,7 @@ def resolve_workload(name: str, w: WorkloadBase, d: Defaults, clients: int,
     pg = w if isinstance(w, PgbenchWorkload) else None
     return Workload(
         name=name,
-        tool=str(getattr(w, "tool", "pgbench")),
+        tool=w.tool,
         builtin=(pg.builtin or (None if pg.scripts else "tpcb-like")) if pg else None,
         scripts=tuple(pg.scripts) if pg else (),
         clients=clients,
@@ -173,12 +173,11 @@ def expand(spec: Spec, resolve_scale: ScaleResolver | None = None) -> list[Cell]
                if len({c.coordinates()[dim] for c in kept}) > 1]
     return [dataclasses.replace(c, swept=tuple(
         (dim, c.coordinates()[dim]) for dim in varying
-        if dim != "rate" or _paced(c.workload.config))) for c in kept]
+        if dim != "rate" or workload_tool(c.workload.tool).paced)) for c in kept]
 
 
-PACED_TOOLS = frozenset({"pgbench", "sysbench"})
 
 
-def _paced(w: Any) -> bool:
+def _paced(w: WorkloadBase) -> bool:
     """Whether a workload can run at a rate (pgbench -R, sysbench --rate)."""
-    return str(getattr(w, "tool", "pgbench")) in PACED_TOOLS
+    return workload_tool(w.tool).paced

@@ -17,15 +17,11 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
-    Discriminator,
     Field,
-    Tag,
-    create_model,
     field_validator,
     model_validator,
 )
 
-from pgfsbench.spec.dimensions import DIMENSIONS, TABLES
 from pgfsbench.units import human_bytes, parse_duration, parse_size
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
@@ -118,9 +114,24 @@ class BlockVolume(Model):
 class WalVolume(BlockVolume):
     """A separate volume for pg_wal (initdb --waldir)."""
 
-    fs: Literal["ext4", "xfs", "btrfs", "tmpfs"]
+    fs: str  # a kind of storage that can hold a volume of its own (spec/kinds.py)
+
+    def devices(self) -> list[tuple[str, str]]:
+        from pgfsbench.spec.kinds import storage_kind
+
+        return [] if storage_kind(self.fs).ram else [("wal", self.device)]
     device: Device = "loop:2G"
     size: SizeText = "1G"  # tmpfs only
+
+    @field_validator("fs")
+    @classmethod
+    def _fs(cls, v: str) -> str:
+        from pgfsbench.spec.kinds import volume_kinds
+
+        names = [k.name for k in volume_kinds()]
+        if v not in names:
+            raise ValueError(f"a WAL volume's fs is one of {', '.join(names)}, not {v!r}")
+        return v
 
 
 class Snapshots(Model):
@@ -139,17 +150,26 @@ class Snapshots(Model):
 
 
 NO_SNAPSHOTS = ("{fs} has no native snapshots (LVM's would need device-mapper, which this "
-                "machine's kernel lacks): take snapshots on btrfs or zfs")
+                "machine's kernel lacks): take snapshots on {kinds}")
 
 
 class StorageCommon(Model):
-    """What every kind of storage has."""
+    """What every kind of storage has (each kind narrows `fs` to its name)."""
 
+    fs: str
     description: str = ""
     ceiling: bool = False  # measure pg_test_fsync and fio on it first (cached)
     # a reference, not a candidate (RAM, say): shown as the ceiling in charts and marked in
     # tables, never the best and never a group's baseline
     reference: bool = False
+
+    def devices(self) -> list[tuple[str, str]]:
+        """(role, device) for every device it asks for (loop:SIZE or /dev/...)."""
+        return []
+
+    def data_capacity(self) -> int | None:
+        """Usable bytes for the data directory, when the spec says."""
+        return None
 
 
 class FilesystemStorage(BlockVolume, StorageCommon):
@@ -158,11 +178,19 @@ class FilesystemStorage(BlockVolume, StorageCommon):
     wal: WalVolume | None = None
     snapshots: Snapshots | None = None  # btrfs only (the data directory is a subvolume)
 
+    def devices(self) -> list[tuple[str, str]]:
+        return [("data", self.device), *(self.wal.devices() if self.wal else [])]
+
+    def data_capacity(self) -> int | None:
+        return parse_size(self.device[5:]) if self.device.startswith("loop:") else None
+
     @model_validator(mode="after")
     def _snapshots(self) -> FilesystemStorage:
-        fs = getattr(self, "fs", "")
-        if self.snapshots is not None and fs != "btrfs":
-            raise ValueError(NO_SNAPSHOTS.format(fs=fs))
+        from pgfsbench.spec.kinds import STORAGE_KINDS, storage_kind
+
+        if self.snapshots is not None and not storage_kind(self.fs).snapshots:
+            raise ValueError(NO_SNAPSHOTS.format(
+                fs=self.fs, kinds=" or ".join(k.name for k in STORAGE_KINDS if k.snapshots)))
         return self
 
 
@@ -185,6 +213,12 @@ class TmpfsStorage(StorageCommon):
     size: SizeText = "2G"
     mount_options: list[str] = []
     wal: WalVolume | None = None
+
+    def devices(self) -> list[tuple[str, str]]:
+        return self.wal.devices() if self.wal else []
+
+    def data_capacity(self) -> int | None:
+        return parse_size(self.size)
 
 
 class ExistingStorage(StorageCommon):
@@ -284,11 +318,19 @@ class ZfsStorage(StorageCommon):
     module_parameters: dict[str, ZfsValue] = {}
     snapshots: Snapshots | None = None  # of the data and WAL datasets
 
+    def devices(self) -> list[tuple[str, str]]:
+        return ([("pool", d) for d in self.pool.devices] + [("log", d) for d in self.pool.log]
+                + [("cache", d) for d in self.pool.cache])
 
-StorageConfig = Annotated[
-    Ext4Storage | XfsStorage | BtrfsStorage | TmpfsStorage | ExistingStorage | ZfsStorage,
-    Field(discriminator="fs"),
-]
+    def data_capacity(self) -> int | None:
+        sizes = [parse_size(d[5:]) for d in self.pool.devices if d.startswith("loop:")]
+        if len(sizes) != len(self.pool.devices):
+            return None
+        data_disks = {"single": 1, "stripe": len(sizes), "mirror": 1,
+                      "raidz1": len(sizes) - 1, "raidz2": len(sizes) - 2,
+                      "raidz3": len(sizes) - 3}[self.pool.layout]
+        return min(sizes) * data_disks
+
 
 # ---------------------------------------------------------------- postgres
 
@@ -505,8 +547,10 @@ def _check_rate(v: Any) -> Any:
 
 
 class WorkloadBase(Model):
-    """What every workload has: its clients, size, duration and pace."""
+    """What every workload has: its clients, size, duration and pace (each tool narrows
+    `tool` to its name)."""
 
+    tool: str
     description: str = ""
     clients: Annotated[Clients | list[Clients] | None, BeforeValidator(_one_or_many)] = None
     threads: Annotated[int, Field(ge=1, le=10_000)] | None = None
@@ -603,20 +647,6 @@ class CopyWorkload(WorkloadBase):
     rows_per_scale: Annotated[int, Field(ge=1, le=100_000_000)] = 100_000
     streams: Annotated[int, Field(ge=1, le=64)] = 1
     indexes: Literal["none", "before", "after"] = "after"
-
-
-def _workload_tag(v: Any) -> str:
-    if isinstance(v, dict):
-        return str(v.get("tool", "pgbench"))
-    return str(getattr(v, "tool", "pgbench"))
-
-
-WorkloadConfig = Annotated[
-    Annotated[PgbenchWorkload, Tag("pgbench")] | Annotated[SysbenchWorkload, Tag("sysbench")]
-    | Annotated[DumpWorkload, Tag("pg_dump")] | Annotated[CopyWorkload, Tag("copy")],
-    Discriminator(_workload_tag, custom_error_type="tool",
-                  custom_error_message="tool must be pgbench, sysbench, pg_dump or copy"),
-]
 
 
 class Defaults(Model):
@@ -735,49 +765,3 @@ class Defaults(Model):
     def first_repetitions(self) -> int:
         """How many repetitions every cell gets before any adaptive decision."""
         return self.repetitions_min if self.repetitions == "auto" else int(self.repetitions)
-
-
-def _matrix_rule() -> type[BaseModel]:
-    """`[[matrix.include]]` / `[[matrix.exclude]]`: a glob (or list of globs) per
-    dimension, all dimensions from the one table."""
-    fields: dict[str, Any] = {d.name: (str | int | float | list[str | int | float] | None, None)
-                              for d in DIMENSIONS}
-    return create_model("MatrixRule", __base__=Model, **fields)
-
-
-MatrixRule = _matrix_rule()
-
-
-def rule_patterns(rule: BaseModel, dim: str) -> list[str] | None:
-    value = getattr(rule, dim)
-    if value is None:
-        return None
-    return [str(v) for v in value] if isinstance(value, list) else [str(value)]
-
-
-class Matrix(Model):
-    exclude: list[MatrixRule] = []  # type: ignore[valid-type]
-    include: list[MatrixRule] = []  # type: ignore[valid-type]
-
-
-class Spec(Model):
-    name: str = ""
-    description: str = ""
-    defaults: Defaults = Defaults()
-    storage: dict[str, StorageConfig]
-    postgres: dict[str, PostgresConfig] = {"default": PostgresConfig()}
-    kernel: dict[str, KernelConfig] = {"default": KernelConfig()}
-    workload: dict[str, WorkloadConfig] = {"tpcb-like": PgbenchWorkload(builtin="tpcb-like")}
-    matrix: Matrix = Matrix()
-
-    @model_validator(mode="after")
-    def _names(self) -> Spec:
-        for dim in TABLES:
-            configs: Mapping[str, object] = getattr(self, dim)
-            if not configs:
-                raise ValueError(f"[{dim}] needs at least one configuration")
-            for name in configs:
-                if not NAME_RE.match(name) or len(name) > 60:
-                    raise ValueError(f"{dim}.{name}: a name uses letters, digits, _ . + - "
-                                     "(60 at most)")
-        return self

@@ -6,11 +6,15 @@ import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Generic, TypeVar
 
+from pgfsbench.spec.models import StorageCommon
 from pgfsbench.storage.devices import DeviceFactory
+from pgfsbench.storage.snapshots import Snapshotter
 from pgfsbench.system.journal import Journal
 from pgfsbench.system.runner import Runner
+
+C = TypeVar("C", bound=StorageCommon)
 
 
 @dataclass(frozen=True)
@@ -63,16 +67,44 @@ class ProvisionContext:
     postgres_user: str | None  # owner of the data directory (None: the current user)
 
 
-class StorageDriver(Protocol):
-    def check(self, config: Any, runner: Runner, workdir: Path) -> None:
+class StorageDriver(Generic[C]):
+    """What every kind of storage does, generic on its spec model; the defaults are what
+    a kind without snapshots, cache of its own or checks does (spec/kinds.py names each
+    kind's driver)."""
+
+    def check(self, config: C, runner: Runner, workdir: Path) -> None:
         """Raise CapabilityError before anything is created if the config cannot be done here
         (``workdir`` holds anything a check needs to write)."""
+        return
 
-    def provision(self, name: str, config: Any, ctx: ProvisionContext) -> ProvisionedStorage:
+    def provision(self, name: str, config: C, ctx: ProvisionContext) -> ProvisionedStorage:
         """Create and mount; every step journaled before it is done."""
+        raise NotImplementedError
 
     def space(self, storage: ProvisionedStorage, runner: Runner) -> dict[str, Any]:
-        """Filesystem-specific space figures (ZFS: used, logicalused, compressratio)."""
+        """The data directory's and the filesystems' space figures (ZFS: used,
+        logicalused, compressratio)."""
+        return dict(space_figures(storage))
+
+    def info(self, volume: Volume, runner: Runner) -> str:
+        """What the filesystem says about itself (tune2fs -l, xfs_info...), for the record."""
+        return ""
+
+    def snapshotter(self, config: C, storage: ProvisionedStorage, journal: Journal,
+                    runner: Runner) -> Snapshotter | None:
+        """What takes the spec's `snapshots` during the measured phase (None: none asked)."""
+        return None
+
+    def evict_cache(self, journal: Journal, runner: Runner, storage: ProvisionedStorage,
+                    celldir: Path) -> dict[str, Any]:
+        """Empty a cache of its own that dropping the page cache does not reach (ZFS's ARC),
+        and say what was done; called with PostgreSQL stopped."""
+        return {}
+
+    @property
+    def cache_eviction(self) -> str:
+        """The words for what evict_cache does ("" when it does nothing)."""
+        return ""
 
 
 def allocated_bytes(path: Path) -> int:

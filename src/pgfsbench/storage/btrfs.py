@@ -1,8 +1,18 @@
-"""btrfs: mkfs and information commands (pure argv builders)."""
+"""btrfs: mkfs and information commands (pure argv builders), and its driver: with
+`snapshots`, the data directory is a subvolume, snapshotted during the measured phase."""
 
 from __future__ import annotations
 
+import shutil
+from dataclasses import dataclass
 from pathlib import Path
+
+from pgfsbench.spec import FilesystemStorage
+from pgfsbench.storage.base import ProvisionContext, ProvisionedStorage, Volume
+from pgfsbench.storage.blockfs import MkfsDriver
+from pgfsbench.storage.snapshots import Snapshotter
+from pgfsbench.system.journal import Journal
+from pgfsbench.system.runner import Runner
 
 
 def mkfs_argv(device: str, options: list[str]) -> list[str]:
@@ -11,3 +21,30 @@ def mkfs_argv(device: str, options: list[str]) -> list[str]:
 
 def info_argv(device: str, mountpoint: Path) -> list[str]:
     return ["btrfs", "filesystem", "usage", "-b", str(mountpoint)]
+
+
+@dataclass(frozen=True)
+class BtrfsDriver(MkfsDriver):
+    def data_directory(self, config: FilesystemStorage, data: Volume, ctx: ProvisionContext
+                       ) -> Path:
+        pgdata = data.mountpoint / "pgdata"
+        if config.snapshots is None:
+            return pgdata
+        # the data directory as a subvolume, so that it can be snapshotted; snapshots go
+        # next to it (the filesystem, and they with it, goes at teardown)
+        ctx.runner.run(["btrfs", "subvolume", "create", str(pgdata)], timeout=60)
+        (data.mountpoint / "snapshots").mkdir(mode=0o700)
+        if ctx.postgres_user:
+            shutil.chown(pgdata, ctx.postgres_user, ctx.postgres_user)
+        pgdata.chmod(0o700)
+        return pgdata
+
+    def snapshotter(self, config: FilesystemStorage, storage: ProvisionedStorage,
+                    journal: Journal, runner: Runner) -> Snapshotter | None:
+        if config.snapshots is None:
+            return None
+        return Snapshotter("btrfs", [str(storage.pgdata)], storage.data.mountpoint / "snapshots",
+                           config.snapshots.every, config.snapshots.keep, journal, runner)
+
+
+DRIVER = BtrfsDriver("btrfs", mkfs_argv, info_argv)

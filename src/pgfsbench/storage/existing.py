@@ -14,7 +14,13 @@ from pathlib import Path
 from typing import Any
 
 from pgfsbench.spec import ExistingStorage
-from pgfsbench.storage.base import ProvisionContext, ProvisionedStorage, Volume, space_figures
+from pgfsbench.storage.base import (
+    ProvisionContext,
+    ProvisionedStorage,
+    StorageDriver,
+    Volume,
+    space_figures,
+)
 from pgfsbench.storage.mounts import mount_of
 from pgfsbench.system.errors import ProvisionError
 from pgfsbench.system.journal import Undo
@@ -22,12 +28,9 @@ from pgfsbench.system.runner import Runner
 
 
 @dataclass(frozen=True)
-class ExistingDriver:
-    def check(self, config: Any, runner: Runner, workdir: Path) -> None:
-        return None
-
-    def provision(self, name: str, config: Any, ctx: ProvisionContext) -> ProvisionedStorage:
-        assert isinstance(config, ExistingStorage)
+class ExistingDriver(StorageDriver[ExistingStorage]):
+    def provision(self, name: str, config: ExistingStorage, ctx: ProvisionContext
+                  ) -> ProvisionedStorage:
         base = Path(config.path)
         if not base.is_dir():
             raise ProvisionError(f"storage {name}: {base} is not a directory")
@@ -50,3 +53,6 @@ class ExistingDriver:
         # the filesystem is shared with whatever else lives there: its use says little
         figures.pop("fs_used_bytes", None)
         return figures
+
+
+DRIVER = ExistingDriver()

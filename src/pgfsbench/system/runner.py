@@ -17,7 +17,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -377,14 +377,12 @@ def signal_process_group(pgid: int, leader_start_time: int | None, sig: signal.S
         os.killpg(pgid, sig)
 
 
-def processes_in_group(pgid: int) -> Iterator[int]:
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[2]) == pgid:
-            yield int(entry.name)
+def query(argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None
+          ) -> Completed | None:
+    """A read-only question to a tool (its version, its build, its settings), through a
+    runner of its own: nothing is journaled or kept in a run's transcript. None when the
+    tool is absent, cannot be run, or does not answer within ``timeout``."""
+    try:
+        return Runner().run(argv, timeout=timeout, check=False, env=env)
+    except CommandError:
+        return None

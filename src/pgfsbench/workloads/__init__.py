@@ -4,28 +4,19 @@ tool, and the driver that runs them."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 
 from pgfsbench.spec import Cell, Defaults
+from pgfsbench.spec.kinds import resolve, workload_tool
 from pgfsbench.workloads.base import Workload
-from pgfsbench.workloads.copy import Copy
-from pgfsbench.workloads.dump import Dump
 from pgfsbench.workloads.pgbench import Pgbench
-from pgfsbench.workloads.sysbench import Sysbench
 
 
 def workload_for(cell: Cell, defaults: Defaults) -> Workload:
-    """The driver for a cell's workload tool."""
-    tool = cell.workload.tool
-    if tool == "pgbench":
-        return Pgbench(defaults.generation, defaults.foreign_keys,
-                       bool(defaults.samplers) and defaults.txlog is not False)
-    if tool == "sysbench":
-        return Sysbench()
-    if tool == "copy":
-        return Copy()
-    if tool == "pg_dump":
-        return Dump(Pgbench(defaults.generation, defaults.foreign_keys, False))
-    raise ValueError(f"no workload driver for {tool!r}")
+    """The driver for a cell's workload tool (spec/kinds.py names each tool's factory)."""
+    factory: Callable[[Cell, Defaults], Workload] = resolve(workload_tool(cell.workload.tool)
+                                                             .workload)
+    return factory(cell, defaults)
 
 
 def unobserved(workload: Workload) -> Workload:

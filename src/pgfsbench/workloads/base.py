@@ -122,6 +122,9 @@ class Workload(Protocol):
     def estimated_bytes(self, cell: Cell) -> int:
         """Roughly how much disk the loaded data takes (for plan's size checks)."""
 
+    def version_argv(self, binaries: Binaries) -> list[str]:
+        """The command that prints the tool's version, for the run's record ([]: none)."""
+
     def load(self, ctx: WorkloadContext, cell: Cell) -> LoadResult:
         """Create and fill the tables (timed, by phase)."""
 

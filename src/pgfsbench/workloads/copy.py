@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pgfsbench.spec import Cell
+from pgfsbench.postgres.binaries import Binaries
+from pgfsbench.spec import Cell, Defaults
 from pgfsbench.system.errors import Stalled, WorkloadError
 from pgfsbench.workloads.base import (
     LoadResult,
@@ -76,6 +77,9 @@ class Copy:
 
     def problems(self, cell: Cell, base_dir: Path, os_user: str | None) -> list[str]:
         return []
+
+    def version_argv(self, binaries: Binaries) -> list[str]:
+        return []  # COPY is the server's: its version is the run's PostgreSQL
 
     def estimated_bytes(self, cell: Cell) -> int:
         return rows_of(cell) * ROW_BYTES_ON_DISK * 2  # the table, and its index if any
@@ -205,3 +209,7 @@ class Copy:
                     "rows_per_s": (1.0, rows_per_second)},
             errors=tuple(f"COPY failed: {e}" for e in errors), returncode=1 if errors else 0,
             extra=extra)
+
+
+def for_cell(cell: Cell, defaults: Defaults) -> Copy:
+    return Copy()

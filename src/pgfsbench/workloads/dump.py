@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from pgfsbench.spec import Cell
+from pgfsbench.postgres.binaries import Binaries
+from pgfsbench.spec import Cell, Defaults
 from pgfsbench.system.actions import watch_process_group
 from pgfsbench.system.errors import CommandError, Stalled
 from pgfsbench.workloads.base import (
@@ -75,6 +76,9 @@ class Dump:
 
     def problems(self, cell: Cell, base_dir: Path, os_user: str | None) -> list[str]:
         return []
+
+    def version_argv(self, binaries: Binaries) -> list[str]:
+        return [binaries.tool("pg_dump"), "--version"]
 
     def estimated_bytes(self, cell: Cell) -> int:
         return self.loader.estimated_bytes(cell)
@@ -159,3 +163,8 @@ class Dump:
                    "compress": compress, "seconds": round(elapsed, 3),
                    "series_from": "pg_dump's output (/proc/PID/io wchar), scaled to the "
                                   "database bytes dumped"})
+
+
+def for_cell(cell: Cell, defaults: Defaults) -> Dump:
+    """pg_dump of the pgbench tables, loaded as pgbench would (without -l: not run)."""
+    return Dump(Pgbench(defaults.generation, defaults.foreign_keys, False))

@@ -14,7 +14,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pgfsbench.spec import Cell, Workload
+from pgfsbench.postgres.binaries import Binaries
+from pgfsbench.spec import Cell, Defaults, Workload
 from pgfsbench.system.access import readable_by
 from pgfsbench.system.actions import watch_process_group
 from pgfsbench.system.errors import CommandError, Stalled, WorkloadError
@@ -214,6 +215,9 @@ class Pgbench:
                              "(pgbench runs as the PostgreSQL OS user)")
         return found
 
+    def version_argv(self, binaries: Binaries) -> list[str]:
+        return [binaries.tool("pgbench"), "--version"]
+
     def estimated_bytes(self, cell: Cell) -> int:
         return cell.scale * BYTES_PER_SCALE
 
@@ -379,3 +383,9 @@ def progress_series(points: list[ProgressPoint]) -> dict[str, tuple[float, list[
     if averaged:
         out["progress_gap"] = (t0, [1 if round(p.t) in averaged else 0 for p in points])
     return out
+
+
+def for_cell(cell: Cell, defaults: Defaults) -> Pgbench:
+    """pgbench as the spec's defaults ask (data generation, foreign keys, -l when watched)."""
+    return Pgbench(defaults.generation, defaults.foreign_keys,
+                   bool(defaults.samplers) and defaults.txlog is not False)

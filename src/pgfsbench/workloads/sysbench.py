@@ -14,7 +14,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pgfsbench.spec import Cell, SysbenchWorkload
+from pgfsbench.postgres.binaries import Binaries
+from pgfsbench.spec import Cell, Defaults, SysbenchWorkload
 from pgfsbench.system.actions import watch_process_group
 from pgfsbench.system.errors import CommandError, Stalled, WorkloadError
 from pgfsbench.workloads.base import (
@@ -234,6 +235,9 @@ class Sysbench:
                          "sysbench package installs the OLTP scripts there)")
         return found
 
+    def version_argv(self, binaries: Binaries) -> list[str]:
+        return ["sysbench", "--version"]
+
     def estimated_bytes(self, cell: Cell) -> int:
         cfg = cell.workload.config
         assert isinstance(cfg, SysbenchWorkload)
@@ -326,3 +330,7 @@ def report_series(reports: list[Report], percentile: int) -> dict[str, tuple[flo
             f"lat_p{percentile}_ms": (t0, [r.latency_ms for r in reports]),
             "errors_per_s": (t0, [r.errors_per_s for r in reports]),
             "reconnects_per_s": (t0, [r.reconnects_per_s for r in reports])}
+
+
+def for_cell(cell: Cell, defaults: Defaults) -> Sysbench:
+    return Sysbench()

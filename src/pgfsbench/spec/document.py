@@ -1,0 +1,65 @@
+"""The spec as a whole: its tables of configurations, the matrix rules, the defaults."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from pydantic import BaseModel, create_model, model_validator
+
+from pgfsbench.spec.dimensions import DIMENSIONS, TABLES
+from pgfsbench.spec.kinds import StorageConfig, WorkloadConfig
+from pgfsbench.spec.models import (
+    NAME_RE,
+    Defaults,
+    KernelConfig,
+    Model,
+    PgbenchWorkload,
+    PostgresConfig,
+)
+
+
+def _matrix_rule() -> type[BaseModel]:
+    """`[[matrix.include]]` / `[[matrix.exclude]]`: a glob (or list of globs) per
+    dimension, all dimensions from the one table."""
+    fields: dict[str, Any] = {d.name: (str | int | float | list[str | int | float] | None, None)
+                              for d in DIMENSIONS}
+    return create_model("MatrixRule", __base__=Model, **fields)
+
+
+MatrixRule = _matrix_rule()
+
+
+def rule_patterns(rule: BaseModel, dim: str) -> list[str] | None:
+    value = getattr(rule, dim)
+    if value is None:
+        return None
+    return [str(v) for v in value] if isinstance(value, list) else [str(value)]
+
+
+class Matrix(Model):
+    exclude: list[MatrixRule] = []  # type: ignore[valid-type]
+    include: list[MatrixRule] = []  # type: ignore[valid-type]
+
+
+class Spec(Model):
+    name: str = ""
+    description: str = ""
+    defaults: Defaults = Defaults()
+    storage: dict[str, StorageConfig]
+    postgres: dict[str, PostgresConfig] = {"default": PostgresConfig()}
+    kernel: dict[str, KernelConfig] = {"default": KernelConfig()}
+    workload: dict[str, WorkloadConfig] = {"tpcb-like": PgbenchWorkload(builtin="tpcb-like")}
+    matrix: Matrix = Matrix()
+
+    @model_validator(mode="after")
+    def _names(self) -> Spec:
+        for dim in TABLES:
+            configs: Mapping[str, object] = getattr(self, dim)
+            if not configs:
+                raise ValueError(f"[{dim}] needs at least one configuration")
+            for name in configs:
+                if not NAME_RE.match(name) or len(name) > 60:
+                    raise ValueError(f"{dim}.{name}: a name uses letters, digits, _ . + - "
+                                     "(60 at most)")
+        return self

@@ -1,0 +1,189 @@
+"""One row per kind of storage and per workload tool: everything else is built from here.
+
+The spec's unions (what `fs` and `tool` may say, and the model each selects), the error
+messages' tag tables, the doctor's and the advisor's choices, the engine's capabilities
+(copy-on-write, native snapshots, a sync before measuring, a cache to evict), the artifacts
+a tool leaves and the units of its series all come from these rows. Adding a filesystem is
+one module under `storage/` (its mkfs argv and its driver) and one row here.
+
+The spec sits below the storage and workload packages, so a row names its driver by its
+import path ("module:attribute"), resolved when the engine needs it
+(`storage.driver_for`, `workloads.workload_for`); a unit test resolves every row.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, Union
+
+from pydantic import Discriminator, Field, Tag, create_model
+
+from pgfsbench.spec.models import (
+    BtrfsStorage,
+    CopyWorkload,
+    DumpWorkload,
+    ExistingStorage,
+    Ext4Storage,
+    FilesystemStorage,
+    PgbenchWorkload,
+    StorageCommon,
+    SysbenchWorkload,
+    TmpfsStorage,
+    WorkloadBase,
+    XfsStorage,
+    ZfsStorage,
+)
+from pgfsbench.system.errors import SpecError
+
+
+@dataclass(frozen=True)
+class StorageKind:
+    """A kind of storage configuration (the spec's `fs`)."""
+
+    name: str
+    model: type[StorageCommon]
+    driver: str  # "module:attribute" of its StorageDriver
+    summary: str
+    mkfs: bool = False  # a filesystem made on a device (mkfs, mount; limits apply)
+    ram: bool = False  # lives in memory: never a candidate's figures, no device beneath
+    copy_on_write: bool = False  # full_page_writes and wal_init_zero matter differently
+    snapshots: bool = False  # native snapshots during the measured phase
+    # syncfs(2) before measuring flushes it (ZFS commits its transaction group itself,
+    # tmpfs has nothing to flush)
+    sync_before_measure: bool = True
+    needs_root: bool = True
+    volume: bool = False  # can hold a separate WAL volume (`wal = { fs = ... }`)
+    host_fstype: bool = True  # a filesystem type a host can mount (doctor, advise)
+
+
+@dataclass(frozen=True)
+class WorkloadTool:
+    """A load generator (the spec's workload `tool`)."""
+
+    name: str
+    model: type[WorkloadBase]
+    workload: str  # "module:attribute" of a factory (cell, defaults) -> Workload
+    summary: str
+    # the files a run of it leaves in the artifacts directory, by the kind they are stored as
+    artifacts: Mapping[str, str] = field(default_factory=dict)
+    series_units: Mapping[str, str] = field(default_factory=dict)
+    load_seconds_per_scale: float = 0.6  # plan's estimate, measured on a small machine
+    paced: bool = True  # takes a rate (a dump or a bulk load is not paced)
+
+
+def filesystem_model(name: str) -> type[FilesystemStorage]:
+    """The spec model of a filesystem made by mkfs that needs no option of its own."""
+    return create_model(f"{name.capitalize()}Storage", __base__=FilesystemStorage,
+                        fs=(Literal[name], ...))  # type: ignore[arg-type]
+
+
+STORAGE_KINDS: tuple[StorageKind, ...] = (
+    StorageKind("ext4", Ext4Storage, "pgfsbench.storage.ext4:DRIVER", "ext4 made by mkfs",
+                mkfs=True, volume=True),
+    StorageKind("xfs", XfsStorage, "pgfsbench.storage.xfs:DRIVER", "XFS made by mkfs",
+                mkfs=True, volume=True),
+    StorageKind("btrfs", BtrfsStorage, "pgfsbench.storage.btrfs:DRIVER",
+                "btrfs made by mkfs (the data directory a subvolume when snapshotted)",
+                mkfs=True, copy_on_write=True, snapshots=True, volume=True),
+    StorageKind("tmpfs", TmpfsStorage, "pgfsbench.storage.tmpfs:DRIVER",
+                "RAM: the ceiling no disk reaches", ram=True, sync_before_measure=False,
+                volume=True),
+    StorageKind("existing", ExistingStorage, "pgfsbench.storage.existing:DRIVER",
+                "a directory on a filesystem already mounted (never formatted)",
+                needs_root=False, host_fstype=False),
+    StorageKind("zfs", ZfsStorage, "pgfsbench.storage.zfs:DRIVER",
+                "an OpenZFS (kernel) or zfs-fuse pool and its datasets",
+                copy_on_write=True, snapshots=True, sync_before_measure=False),
+)
+
+# the series every transaction tool reports each second (pgbench -P, sysbench --report)
+_TX_SERIES = {"tps": "tps", "latency_avg_ms": "ms", "latency_stddev_ms": "ms", "lag_ms": "ms",
+              "failed": "tx"}
+
+WORKLOAD_TOOLS: tuple[WorkloadTool, ...] = (
+    WorkloadTool("pgbench", PgbenchWorkload, "pgfsbench.workloads.pgbench:for_cell",
+                 "pgbench: a builtin script or your own",
+                 artifacts={"pgbench.stdout": "pgbench_stdout",
+                            "pgbench.stderr": "pgbench_stderr",
+                            "warmup.stdout": "warmup_stdout", "warmup.stderr": "warmup_stderr",
+                            "pgbench-init.txt": "pgbench_init", "txlog.gz": "txlog"},
+                 series_units=_TX_SERIES),
+    WorkloadTool("sysbench", SysbenchWorkload, "pgfsbench.workloads.sysbench:for_cell",
+                 "sysbench's OLTP scripts (pgsql driver)",
+                 artifacts={"sysbench.stdout": "sysbench_output",
+                            "sysbench-warmup.stdout": "sysbench_warmup_output",
+                            "sysbench-prepare.txt": "sysbench_prepare"},
+                 series_units=_TX_SERIES),
+    WorkloadTool("pg_dump", DumpWorkload, "pgfsbench.workloads.dump:for_cell",
+                 "pg_dump of the pgbench data, again and again (MB/s)",
+                 artifacts={"pgbench-init.txt": "pgbench_init"}, paced=False),
+    WorkloadTool("copy", CopyWorkload, "pgfsbench.workloads.copy:for_cell",
+                 "bulk load by COPY (MB/s, rows/s)", paced=False),
+)
+
+_BY_FS = {k.name: k for k in STORAGE_KINDS}
+_BY_TOOL = {t.name: t for t in WORKLOAD_TOOLS}
+
+
+def storage_kind(fs: str) -> StorageKind:
+    kind = _BY_FS.get(fs)
+    if kind is None:
+        raise SpecError(f"no kind of storage is called {fs!r} (kinds: {', '.join(_BY_FS)})")
+    return kind
+
+
+def workload_tool(tool: str) -> WorkloadTool:
+    found = _BY_TOOL.get(tool)
+    if found is None:
+        raise SpecError(f"no workload tool is called {tool!r} (tools: {', '.join(_BY_TOOL)})")
+    return found
+
+
+def volume_kinds() -> tuple[StorageKind, ...]:
+    return tuple(k for k in STORAGE_KINDS if k.volume)
+
+
+def host_fstypes() -> tuple[str, ...]:
+    """The filesystem types the doctor and the advisor know how to judge."""
+    return tuple(k.name for k in STORAGE_KINDS if k.host_fstype)
+
+
+def syncs_before_measure(fstype: str) -> bool:
+    """Whether syncfs(2) flushes a volume of this type (unknown types, say a user's
+    existing NFS mount, are synced: it costs nothing where there is nothing to flush)."""
+    kind = _BY_FS.get(fstype)
+    return kind.sync_before_measure if kind is not None else True
+
+
+def resolve(path: str) -> Any:
+    """The object a row names by "module:attribute"."""
+    module, _, attribute = path.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def _workload_tag(v: Any) -> str:
+    if isinstance(v, dict):
+        return str(v.get("tool", "pgbench"))
+    return str(getattr(v, "tool", "pgbench"))
+
+
+def tool_choices() -> str:
+    """What a workload's `tool` may say, in words."""
+    names = [t.name for t in WORKLOAD_TOOLS]
+    return f"tool must be {', '.join(names[:-1])} or {names[-1]}"
+
+
+# mypy sees the common base of each union (a kind's own fields are reached through its
+# driver, generic on its model, or an isinstance); pydantic sees the tagged union
+if TYPE_CHECKING:
+    StorageConfig: TypeAlias = StorageCommon
+    WorkloadConfig: TypeAlias = WorkloadBase
+else:
+    StorageConfig = Annotated[Union[tuple(k.model for k in STORAGE_KINDS)],  # noqa: UP007
+                              Field(discriminator="fs")]
+    WorkloadConfig = Annotated[
+        Union[tuple(Annotated[t.model, Tag(t.name)] for t in WORKLOAD_TOOLS)],  # noqa: UP007
+        Discriminator(_workload_tag, custom_error_type="tool",
+                      custom_error_message=tool_choices())]
