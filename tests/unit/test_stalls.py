@@ -329,6 +329,33 @@ def test_a_stopped_benchmark_process() -> None:
     assert "1 pgbench" in ep.evidence[0]
 
 
+def test_a_stopped_client_whose_sessions_hold_locks_is_the_stop_not_the_locks() -> None:
+    """pgbench stopped between two statements of a transaction: its session sits idle in
+    it holding the branch row, and statements already sent wait on that lock (seen in the
+    corpus: 'locks, high'). The stop is the cause; the lock waits follow from it."""
+    al = run_of()
+    dip(al, 10, 14)
+    seconds(al, "blocked", 10, 14, {"benchmark|stopped|unknown|pgbench": 1})
+    holder = {"pid": 31127, "state": "idle in transaction", "wait": "Client/ClientRead",
+              "origin": "workload", "app": "pgfsbench workload", "xact_s": 4.0,
+              "state_s": 4.0, "waiters": 2, "query": "UPDATE pgbench_branches SET bbalance"}
+    seconds(al, "blockers", 10, 14, lambda: [dict(holder)])
+    for k in range(10, 14):
+        al.waits[k] = {"Lock/transactionid": 3.0, "Client/ClientRead": 1.0}
+    (ep,) = find_stalls(al)
+    assert ep.cause == "stopped" and ep.confidence == "high", ep
+    assert any("idle in their transactions" in e for e in ep.evidence)
+    assert "locks" not in [a[0] for a in ep.alternatives]  # explained, not beaten
+    # the same lock held by a session from outside, with nothing stopped: the lock
+    al = run_of()
+    dip(al, 10, 14)
+    seconds(al, "blockers", 10, 14, lambda: [{**holder, "origin": "outside", "app": "psql"}])
+    for k in range(10, 14):
+        al.waits[k] = {"Lock/transactionid": 3.0, "Client/ClientRead": 1.0}
+    (ep,) = find_stalls(al)
+    assert ep.cause == "locks" and ep.confidence == "high", ep
+
+
 def test_work_by_a_session_from_outside_the_workload() -> None:
     """A bulk INSERT from psql takes the server's WAL and I/O: commits fall while WAL
     rises; no lock is involved."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from pgfsbench.spec.kinds import host_fstypes
+from pgfsbench.spec.kinds import host_fstypes, storage_kind
 from pgfsbench.units import human_bytes
 
 GiB = 1 << 30
@@ -33,7 +33,10 @@ class Advice:
     reasons: list[str]  # why each alternative is in the matrix
 
 
-def _fired(doctor: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+Fired = dict[str, list[dict[str, Any]]]  # the doctor's findings by rule id
+
+
+def _fired(doctor: dict[str, Any]) -> Fired:
     out: dict[str, list[dict[str, Any]]] = {}
     for f in doctor.get("findings", []):
         if f.get("severity") in ("WARN", "BAD"):
@@ -114,7 +117,32 @@ def advise(doctor: dict[str, Any] | None, fs: str | None, free_bytes: int | None
                                  if fs == "tmpfs" else size, zfs_kind)
     storage["as-found"] = current
 
-    # ---- storage alternatives
+    storage.update(_storage_alternatives(fs, current, zfs_kind, size, reasons))
+    postgres = _postgres_alternatives(facts, fired, fs, ram, reasons)
+    kernel = _kernel_alternatives(facts, fired, reasons)
+    chosen_scale = scale or fitting_scale(size_bytes, int(ram) if ram else None)
+    spec: dict[str, Any] = {
+        "name": f"advise-{fs}",
+        "description": (f"pgfsbench advise: {fs} as found against the recommended "
+                        f"alternatives, on {size} loop devices (scale {chosen_scale}, "
+                        f"about {human_bytes(chosen_scale * BYTES_PER_SCALE)} of data)"),
+        "defaults": {"scale": chosen_scale, "clients": 8, "threads": 2, "duration": duration,
+                     "warmup": "10s", "repetitions": repetitions},
+        "storage": storage, "postgres": postgres,
+        "workload": {workload: {"builtin": workload}},
+    }
+    if kernel:
+        spec["kernel"] = kernel
+    if not reasons:
+        reasons.append("nothing to change was found: the configuration as found, to keep "
+                       "as a baseline")
+    return Advice(spec, reasons)
+
+
+def _storage_alternatives(fs: str, current: dict[str, Any], zfs_kind: str, size: str,
+                          reasons: list[str]) -> dict[str, dict[str, Any]]:
+    """The storage configurations to run against the one found."""
+    storage: dict[str, dict[str, Any]] = {}
     if fs == "tmpfs":
         for alt in ("ext4", "xfs"):
             storage[alt] = {"fs": alt, "device": f"loop:{size}"}
@@ -140,11 +168,15 @@ def advise(doctor: dict[str, Any] | None, fs: str | None, free_bytes: int | None
                 k: v for k, v in current.items() if k != "mount_options"}
             reasons.append(f"mount options without {', '.join(o for o in opts if o not in safe)}"
                            " (the cost of safety, measured)")
-        if "noatime" not in opts and fs in ("ext4", "xfs", "btrfs"):
+        if "noatime" not in opts and storage_kind(fs).mkfs:
             storage["noatime"] = {**current, "mount_options": [*safe, "noatime"]}
             reasons.append("noatime against the default relatime")
+    return storage
 
-    # ---- PostgreSQL settings as found, and the alternatives the findings call for
+
+def _postgres_alternatives(facts: dict[str, Any], fired: Fired, fs: str, ram: Any,
+                           reasons: list[str]) -> dict[str, dict[str, Any]]:
+    """PostgreSQL's settings as found, and the alternatives the findings call for."""
     settings = ((facts.get("postgresql") or {}).get("settings") or {})
     kept = {k: settings[k] for k in ("full_page_writes", "wal_init_zero", "wal_recycle",
                                      "fsync", "synchronous_commit", "max_wal_size",
@@ -158,7 +190,7 @@ def advise(doctor: dict[str, Any] | None, fs: str | None, free_bytes: int | None
     elif fs == "zfs" and kept.get("full_page_writes", "on") == "on":
         postgres["fpw-off"] = {"settings": {**kept, "full_page_writes": "off"}}
         reasons.append("full_page_writes = off, safe on ZFS with recordsize >= 8K")
-    if "cow-wal-init-zero" in fired or (fs in ("zfs", "btrfs") and not settings):
+    if "cow-wal-init-zero" in fired or (storage_kind(fs).copy_on_write and not settings):
         postgres["no-wal-zero"] = {"settings": {**kept, "wal_init_zero": "off",
                                                 "wal_recycle": "off"}}
         reasons.append("wal_init_zero and wal_recycle off on a copy-on-write filesystem")
@@ -168,8 +200,12 @@ def advise(doctor: dict[str, Any] | None, fs: str | None, free_bytes: int | None
     if "checkpoints-requested" in fired:
         postgres["bigger-wal"] = {"settings": {**kept, "max_wal_size": "4GB"}}
         reasons.append("max_wal_size 4GB: fewer requested checkpoints")
+    return postgres
 
-    # ---- kernel
+
+def _kernel_alternatives(facts: dict[str, Any], fired: Fired, reasons: list[str]
+                         ) -> dict[str, dict[str, Any]]:
+    """The kernel's dirty limits and huge pages as found against the recommended ones."""
     vm = facts.get("vm") or {}
     kernel: dict[str, dict[str, Any]] = {}
     if "dirty-gigabytes" in fired or "thp-always" in fired:
@@ -191,24 +227,7 @@ def advise(doctor: dict[str, Any] | None, fs: str | None, free_bytes: int | None
             kernel["as-found"]["transparent_hugepage"] = "always"
             kernel["recommended"]["transparent_hugepage"] = "never"
             reasons.append("transparent huge pages never against always")
-
-    chosen_scale = scale or fitting_scale(size_bytes, int(ram) if ram else None)
-    spec: dict[str, Any] = {
-        "name": f"advise-{fs}",
-        "description": (f"pgfsbench advise: {fs} as found against the recommended "
-                        f"alternatives, on {size} loop devices (scale {chosen_scale}, "
-                        f"about {human_bytes(chosen_scale * BYTES_PER_SCALE)} of data)"),
-        "defaults": {"scale": chosen_scale, "clients": 8, "threads": 2, "duration": duration,
-                     "warmup": "10s", "repetitions": repetitions},
-        "storage": storage, "postgres": postgres,
-        "workload": {workload: {"builtin": workload}},
-    }
-    if kernel:
-        spec["kernel"] = kernel
-    if not reasons:
-        reasons.append("nothing to change was found: the configuration as found, to keep "
-                       "as a baseline")
-    return Advice(spec, reasons)
+    return kernel
 
 
 def _fits(value: str, ram: Any) -> bool:

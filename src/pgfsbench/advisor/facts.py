@@ -20,9 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pgfsbench.collect.host import host_environment, meminfo
+from pgfsbench.collect.environment import read_environment
+from pgfsbench.collect.host import meminfo
 from pgfsbench.collect.procfs import device_facts, underlying_devices
-from pgfsbench.kernel import huge_page_facts, snapshot_vm
+from pgfsbench.kernel import huge_page_facts
 from pgfsbench.system.mountinfo import MountInfo, mount_table
 from pgfsbench.system.runner import Completed, query
 from pgfsbench.units import parse_size
@@ -423,9 +424,9 @@ def gather(pgdata: Path | None = None, dsn: str | None = None, config: Path | No
     """Everything the rules read: the host, then PostgreSQL (server or files), then the
     storage under each of its directories."""
     facts = Facts(root=os.geteuid() == 0)
-    facts.host = host_environment()
+    facts.host = read_environment()
+    facts.vm = facts.host.pop("vm")
     facts.memory = meminfo()
-    facts.vm = snapshot_vm()
     facts.huge_pages = huge_page_facts()
     for name in ("kernel.io_uring_disabled", "kernel.numa_balancing"):
         with contextlib.suppress(OSError):

@@ -1037,9 +1037,21 @@ def _stopped(c: Context) -> Finding | None:
             if who == "benchmark" and wchan == "stopped":
                 names[comm or "?"] = max(names.get(comm or "?", 0), n)
     what = ", ".join(f"{n:g} {comm}" for comm, n in names.items())
-    return Finding("stopped", [Clue(f"benchmark processes stopped (state T) in {seconds} of "
-                                    f"{c.n} second(s): {what}",
-                                    STRONG if seconds * 2 >= c.n else GOOD)])
+    f = Finding("stopped", [Clue(f"benchmark processes stopped (state T) in {seconds} of "
+                                 f"{c.n} second(s): {what}",
+                                 STRONG if seconds * 2 >= c.n else GOOD)])
+    # a stopped client sends nothing more: its sessions stay idle in their transactions,
+    # and the backends whose statements were already sent wait on their row locks. Those
+    # lock waits are the stop's, not a cause of their own
+    idle = [r for r in (_lock_holders(c) if c.al.sampled("blockers") else [])
+            if r.get("origin") == "workload"
+            and str(r.get("state") or "").startswith("idle in transaction")]
+    if idle:
+        f.support.append(Clue(f"the locks others waited on were held by {len(idle)} workload "
+                              "session(s) idle in their transactions: their client sent "
+                              "nothing while it was stopped", GOOD))
+        f.explains = frozenset({"locks"})
+    return f
 
 
 def _outside_session(c: Context) -> Finding | None:

@@ -75,11 +75,6 @@ def compare_cmd(
     """Is B faster than A? Ratio of means with its 95% CI (Welch's t test on log
     throughput) and a verdict, only between comparable cells (same workload, clients,
     scale). Without A and B, every cell against its group's baseline."""
-    from pgfsbench.analysis.pairs import make_pair, pairs_across, pairs_by_name
-    from pgfsbench.analysis.summary import matches
-    from pgfsbench.report.loading import analyse
-    from pgfsbench.report.terminal import fmt_spread
-
     targets = results or ["pgfsbench.sqlite"]
     camps = campaign or []
     if by is not None:
@@ -95,41 +90,66 @@ def compare_cmd(
     if len(targets) == 2 and len(camps) < 2 and same_store(targets[0], targets[1]):
         raise UsageError(f"both --results name {targets[0]}: a store compared with itself "
                          "says nothing (give --campaign twice to compare two of its campaigns)")
-    pairs: list[Pair]
-    if len(targets) == 2 or len(camps) == 2:
-        sources = []
-        for i in range(2):
-            store = open_store(targets[i] if len(targets) == 2 else targets[0])
-            ids = campaign_ids(store, [camps[i]] if camps else None)
-            name = f"{store.target} campaign {ids[0]}"
-            sources.append((name, analyse(store, ids, baseline, host).cells))
-        (na, ca), (nb, cb) = sources
-        if a is not None:
-            ca = [c for c in ca if matches(c, a)]
-        pairs = pairs_across(ca, cb, na, nb)
-        if not pairs:
-            raise UsageError("the two sources have no cell in common")
-    else:
-        store = open_store(targets[0])
-        cells = analyse(store, campaign_ids(store, campaign), baseline, host).cells
-        if (a is None) != (b is None):
-            raise UsageError("give both A and B, or neither (every cell against its baseline)")
-        if a is not None and b is not None:
-            for name in (a, b):
-                if not any(matches(c, name) for c in cells):
-                    raise UsageError(f"no cell named {name!r} (cells: "
-                                     + ", ".join(sorted({c.label for c in cells})) + ")")
-            pairs = pairs_by_name(cells, a, b)
-            if not pairs:
-                raise UsageError(f"no comparable cells: {a!r} and {b!r} name no pair with the "
-                                 "same workload, clients and scale")
-        else:
-            by_label = {(c.label, c.group): c for c in cells}
-            pairs = [make_pair(by_label[(c.baseline, c.group)], c) for c in cells
-                     if c.baseline is not None and (c.baseline, c.group) in by_label]
+    pairs = (_pairs_across(targets, camps, a, baseline, host)
+             if len(targets) == 2 or len(camps) == 2
+             else _pairs_within(targets[0], campaign, a, b, baseline, host))
     if as_json:
         print(json.dumps([pair_json(p) for p in pairs], indent=1, default=str))
         return
+    _print_pairs(pairs)
+
+
+def _pairs_across(targets: list[str], camps: list[int], a: str | None, baseline: str | None,
+                  host: str | None) -> list[Pair]:
+    """Two sources (two stores, or two campaigns of one), cell by cell."""
+    from pgfsbench.analysis.pairs import pairs_across
+    from pgfsbench.analysis.summary import matches
+    from pgfsbench.report.loading import analyse
+
+    sources = []
+    for i in range(2):
+        store = open_store(targets[i] if len(targets) == 2 else targets[0])
+        ids = campaign_ids(store, [camps[i]] if camps else None)
+        name = f"{store.target} campaign {ids[0]}"
+        sources.append((name, analyse(store, ids, baseline, host).cells))
+    (na, ca), (nb, cb) = sources
+    if a is not None:
+        ca = [c for c in ca if matches(c, a)]
+    pairs = pairs_across(ca, cb, na, nb)
+    if not pairs:
+        raise UsageError("the two sources have no cell in common")
+    return pairs
+
+
+def _pairs_within(target: str, campaign: list[int] | None, a: str | None, b: str | None,
+                  baseline: str | None, host: str | None) -> list[Pair]:
+    """The cells A and B name in one campaign, or every cell against its baseline."""
+    from pgfsbench.analysis.pairs import make_pair, pairs_by_name
+    from pgfsbench.analysis.summary import matches
+    from pgfsbench.report.loading import analyse
+
+    store = open_store(target)
+    cells = analyse(store, campaign_ids(store, campaign), baseline, host).cells
+    if (a is None) != (b is None):
+        raise UsageError("give both A and B, or neither (every cell against its baseline)")
+    if a is None or b is None:
+        by_label = {(c.label, c.group): c for c in cells}
+        return [make_pair(by_label[(c.baseline, c.group)], c) for c in cells
+                if c.baseline is not None and (c.baseline, c.group) in by_label]
+    for name in (a, b):
+        if not any(matches(c, name) for c in cells):
+            raise UsageError(f"no cell named {name!r} (cells: "
+                             + ", ".join(sorted({c.label for c in cells})) + ")")
+    pairs = pairs_by_name(cells, a, b)
+    if not pairs:
+        raise UsageError(f"no comparable cells: {a!r} and {b!r} name no pair with the "
+                         "same workload, clients and scale")
+    return pairs
+
+
+def _print_pairs(pairs: list[Pair]) -> None:
+    from pgfsbench.report.terminal import fmt_spread
+
     console = Console()
     table = Table(title="B against A (95% confidence)", title_justify="left")
     for col in ("A", "B", "A tps ±CI", "B tps ±CI", "B/A [95% CI]", "verdict", "p99"):

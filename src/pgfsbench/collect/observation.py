@@ -186,33 +186,7 @@ class Observation:
             if self.pg.behind:
                 result.metrics["pg_sampler_behind"] = self.pg.behind
         if self.os:
-            series = os_series(self.os.close(), start, self.devices, device_numbers(
-                self.devices))
-            # totals over the devices under test only (not the disk beneath a loop again)
-            for k in ("read_mbps", "write_mbps", "read_iops", "write_iops"):
-                parts = [series[f"disk.{d}.{k}"] for d in self.top_devices
-                         if f"disk.{d}.{k}" in series]
-                if parts:
-                    t0 = parts[0][0]
-                    summed = [round(sum(v for v in vals if v is not None), 3)
-                              for vals in zip(*(p[1] for p in parts), strict=False)]
-                    series[f"disk_{k}"] = (t0, summed)
-            # the limits in effect on them, each second: a second where one of them has
-            # none has no total limit
-            for _, (name, _) in BLKIO_CAPS.items():
-                parts = [series[f"disk.{d}.{name}"] for d in self.top_devices
-                         if f"disk.{d}.{name}" in series]
-                if parts and len(parts) == len(self.top_devices):
-                    columns = zip(*(p[1] for p in parts), strict=False)
-                    series[name] = (parts[0][0], [None if any(v is None for v in vals) else
-                                                  round(sum(vals), 6) for vals in columns])
-            result.series.update(series)
-            result.metrics["devices"] = {d: device_facts(d) for d in self.devices}
-            # which devices are the storage under test and which hold them (a loop
-            # device's file on the host's disk): the analysis weighs the disk beneath too
-            result.metrics["block_stack"] = {
-                "under_test": self.top_devices,
-                "beneath": [d for d in self.devices if d not in self.top_devices]}
+            self._finish_os(result, start)
         if self.procs:
             result.series.update(process_series(self.procs.close(), start))
             errors = [e for j in self._ticker.jobs if j.name == "processes" for e in j.errors]
@@ -227,13 +201,50 @@ class Observation:
         if a and b:
             result.metrics["counters"] = {k: counter_delta(a, b, k) for k in b
                                           if k != "t" and isinstance(b[k], int | float)}
+        result.checkpoints.extend(self._checkpoints(start))
+        return result
+
+    def _finish_os(self, result: ObservationResult, start: float) -> None:
+        """The block devices' series (and their totals over the devices under test), the
+        caps in effect each second, the devices' facts and which lie beneath which."""
+        assert self.os is not None
+        series = os_series(self.os.close(), start, self.devices, device_numbers(self.devices))
+        # totals over the devices under test only (not the disk beneath a loop again)
+        for k in ("read_mbps", "write_mbps", "read_iops", "write_iops"):
+            parts = [series[f"disk.{d}.{k}"] for d in self.top_devices
+                     if f"disk.{d}.{k}" in series]
+            if parts:
+                t0 = parts[0][0]
+                summed = [round(sum(v for v in vals if v is not None), 3)
+                          for vals in zip(*(p[1] for p in parts), strict=False)]
+                series[f"disk_{k}"] = (t0, summed)
+        # the limits in effect on them, each second: a second where one of them has
+        # none has no total limit
+        for _, (name, _) in BLKIO_CAPS.items():
+            parts = [series[f"disk.{d}.{name}"] for d in self.top_devices
+                     if f"disk.{d}.{name}" in series]
+            if parts and len(parts) == len(self.top_devices):
+                columns = zip(*(p[1] for p in parts), strict=False)
+                series[name] = (parts[0][0], [None if any(v is None for v in vals) else
+                                              round(sum(vals), 6) for vals in columns])
+        result.series.update(series)
+        result.metrics["devices"] = {d: device_facts(d) for d in self.devices}
+        # which devices are the storage under test and which hold them (a loop
+        # device's file on the host's disk): the analysis weighs the disk beneath too
+        result.metrics["block_stack"] = {
+            "under_test": self.top_devices,
+            "beneath": [d for d in self.devices if d not in self.top_devices]}
+
+    def _checkpoints(self, start: float) -> list[dict[str, Any]]:
+        """The server log's checkpoints, their times from the measured phase's start."""
+        found: list[dict[str, Any]] = []
         with contextlib.suppress(OSError):
             for cp in parse_checkpoints(self.server_log.read_text(errors="replace")):
-                result.checkpoints.append({
+                found.append({
                     "started_s": None if cp.started is None else round(cp.started - start, 3),
                     "ended_s": round(cp.ended - start, 3), "reason": cp.reason,
                     "buffers": cp.buffers, "write_s": cp.write_s, "sync_s": cp.sync_s,
                     "total_s": cp.total_s, "wal_added": cp.wal_added,
                     "wal_removed": cp.wal_removed, "wal_recycled": cp.wal_recycled,
                     "distance_kb": cp.distance_kb})
-        return result
+        return found

@@ -18,9 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pgfsbench import __version__, kernel
+from pgfsbench import __version__
 from pgfsbench.analysis.stats import estimate
 from pgfsbench.cleanup import children_dir, cleanup
+from pgfsbench.collect.environment import read_environment
 from pgfsbench.collect.host import host_environment, meminfo
 from pgfsbench.engine.cell import CellState, Engine, new_state, prepare
 from pgfsbench.engine.diagnosis import Evidence, Volume, root_cause
@@ -139,7 +140,7 @@ class Campaign:
             overrides=list(self.loaded.overrides), host=self.host,
             pgfsbench_version=__version__, workdir=str(self.workdir),
             uuid=str(uuid.uuid4()),
-            environment={**host_environment(), "postgresql": pg_version_line})
+            environment=read_environment(vm=False, postgresql=pg_version_line))
 
     def _runs_to_do(self) -> list[PlannedRun]:
         """The plan's runs; when resuming, those without an ok result in the campaign."""
@@ -287,13 +288,10 @@ class Campaign:
         (before they are undone), the host, the server log's last lines."""
         env: dict[str, Any] = {}
         with contextlib.suppress(Exception):
-            env = {**host_environment(), "vm": kernel.snapshot_vm(),
-                   "postgresql": (eng.binaries_for(state.cell) if state is not None
-                                  else eng.binaries).version_line}
-            if state is not None and state.storage is not None:
-                env["mounts"] = {v.role: {"source": v.source, "fs": v.fs,
-                                          "options": v.mount_options}
-                                 for v in state.storage.volumes}
+            env = read_environment(
+                postgresql=(eng.binaries_for(state.cell) if state is not None
+                            else eng.binaries).version_line,
+                volumes=state.storage.volumes if state is not None and state.storage else ())
         evidence: dict[str, Any] = {}
         if state is not None and state.instance is not None:
             evidence["server_log_tail"] = _tail(state.instance.log_path, 30)

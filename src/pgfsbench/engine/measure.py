@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from pgfsbench import kernel
+from pgfsbench.collect.environment import read_environment
 from pgfsbench.collect.host import (
     HostLoad,
     busy_warning,
-    host_environment,
     meminfo,
     sample_load,
 )
@@ -145,27 +145,88 @@ def auto_txlog(workload: Workload, expected_tps: float | None, cpus: int,
     return (without, why) if why else (workload, None)
 
 
+@dataclasses.dataclass
+class _Phases:
+    """What the warm-up and the measured phase of one run produced, as they went."""
+
+    cell: Cell
+    workload: Workload
+    observed_run: bool
+    warmup_s: float
+    warnings: list[str] = dataclasses.field(default_factory=list)
+    load: HostLoad | None = None
+    warm: Measurement | None = None
+    m: Measurement | None = None
+    snapper: Snapshotter | None = None
+    timeline: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    pacing: dict[str, Any] | None = None
+    left_out: str | None = None  # why pgbench's log is not in this run (txlog = auto)
+    children_cpu: float = 0.0
+    cache: dict[str, Any] | None = None
+
+
 def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
                 events: Events) -> RunRecord:
     assert st.instance is not None and st.storage is not None
-    cell = planned.cell
-    w = cell.workload
     d = eng.loaded.spec.defaults
     art = eng.artifacts_dir(run_id)
     eng.store.update_run(run_id, **st.prepared().columns())
-    warnings: list[str] = []
     ctx = st.context(eng, art)
+    cold = getattr(planned.cell.workload.config, "cache", "warm") == "cold"
+    cache = cold_cache(eng, st) if cold else None
+    observed_run = d.observed(planned.repetition)
+    ph = _Phases(planned.cell, st.workload if observed_run else unobserved(st.workload),
+                 observed_run, 0.0 if cold else planned.cell.workload.warmup_s, cache=cache)
+    observation = _observation(eng, st, observed_run)
+    observation.start()
+    # is the host busy? A watched run with a warm-up learns it from the warm-up (the CPU of
+    # the processes outside the benchmark); otherwise a second's sample, now
+    if not (observed_run and ph.warmup_s >= 2):
+        ph.load = sample_load(1.0)
+        _busy(ph.load, "before the run", d, ph.warnings, events, ph.cell.id,
+              planned.repetition)
+    observed: ObservationResult | None = None
+    try:
+        _warm_up(eng, st, ctx, ph, observation, events, planned.repetition)
+        _measured(eng, st, ctx, ph, observation, events)
+    finally:
+        if ph.snapper is not None:
+            ph.timeline = ph.snapper.stop()
+        observed = observation.finish()
+        # what the samplers saw is kept even when the run failed: it is the evidence
+        with contextlib.suppress(Exception):
+            store_observation(eng, run_id, observed, ph.m, ph.warmup_s,
+                              planned.cell.workload.duration_s)
+    assert ph.m is not None
+    record = _record(ph, ph.m, observed, _metrics(eng, st, ph, ph.m, observed, art), art)
+    if not ph.m.ok:
+        # keep what the tool measured, then fail with the cause (the engine names the root)
+        record.status = RunStatus.FAILED
+        eng.store.update_run(run_id, **{k: v for k, v in record.columns().items()
+                                        if k not in ("status",)})
+        if ph.m.stalled:
+            raise Stalled(ph.m.stalled)
+        raise WorkloadError(ph.m.errors[-1] if ph.m.errors else
+                            f"{st.workload.tool} exited {ph.m.returncode}")
+    st.instance.checkpoint()
+    sync_volumes(eng.runner, st.storage)
+    space_after = driver_for(ph.cell.fs).space(st.storage, eng.runner)
+    record.space_after_run_bytes = space_after.get("space_bytes")
+    record.space = {"after_load": st.space_after_load, "after_run": space_after}
+    record.environment = run_environment(eng, st, observed)
+    return record
+
+
+def _observation(eng: Engine, st: CellState, observed_run: bool) -> Observation:
+    """The samplers of a run (off when the run is not watched: samplers = alternate)."""
+    assert st.instance is not None and st.storage is not None
+    d = eng.loaded.spec.defaults
     pooler = None
     if st.bouncer is not None:
         bouncer = st.bouncer
         pooler = PoolerSampler(lambda command: pgbouncer.console(bouncer, SUPERUSER, command),
                                d.database, batch=d.observer_sched == "batch")
-    cold = getattr(w.config, "cache", "warm") == "cold"
-    cache = cold_cache(eng, st) if cold else None
-    warmup_s = 0.0 if cold else w.warmup_s
-    observed_run = d.observed(planned.repetition)
-    workload = st.workload if observed_run else unobserved(st.workload)
-    observation = Observation(
+    return Observation(
         st.instance.conninfo(d.database), st.instance.binaries.major,
         st.storage.block_devices, st.instance.log_path, enabled=observed_run,
         wait_hz=d.wait_event_hz, pooler=pooler, batch=d.observer_sched == "batch",
@@ -173,127 +234,112 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
         own_comms=tuple(st.storage.details.get("service_processes") or ()),
         mounts={str(v.mountpoint): v.role for v in st.storage.volumes},
         memory_cgroup=Path(st.memory_limit["cgroup"]) if st.memory_limit else None)
-    observation.start()
-    # is the host busy? A watched run with a warm-up learns it from the warm-up (the CPU of
-    # the processes outside the benchmark); otherwise a second's sample, now
-    load: HostLoad | None = None
-    if not (observed_run and warmup_s >= 2):
-        load = sample_load(1.0)
-        _busy(load, "before the run", d, warnings, events, cell.id, planned.repetition)
+
+
+def _warm_up(eng: Engine, st: CellState, ctx: WorkloadContext, ph: _Phases,
+             observation: Observation, events: Events, repetition: int) -> None:
+    """Run the workload for the warm-up (not counted); judge the host's load from it."""
+    d = eng.loaded.spec.defaults
     warm_from = time.time()
-    warm: Measurement | None = None
-    m: Measurement | None = None
-    snapper: Snapshotter | None = None
-    timeline: list[dict[str, Any]] = []
-    observed: ObservationResult | None = None
-    pacing: dict[str, Any] | None = None
-    left_out: str | None = None  # why pgbench's log is not in this run (txlog = auto)
-    children_cpu = 0.0
-    try:
-        if warmup_s > 0:
-            eng.phase(f"warm-up {warmup_s:g} s")
-            dog = Watchdog(d.stall_timeout)
-            warm = st.workload.run(ctx, cell, warmup_s, measured=False,
-                                   on_progress=lambda p: dog.progress(p.throughput),
-                                   stalled=dog.check)
-            if warm.stalled:
-                raise Stalled(f"during the warm-up: {warm.stalled}")
-        if load is None:
-            load = observation.outside_load(warm_from) or sample_load(1.0)
-            _busy(load, "during the warm-up", d, warnings, events, cell.id,
-                  planned.repetition)
+    if ph.warmup_s > 0:
+        eng.phase(f"warm-up {ph.warmup_s:g} s")
         dog = Watchdog(d.stall_timeout)
-        cell, pacing = paced(eng, cell, st, ctx, dog)
-        # the rate the log will see: the pacing, else the warm-up's, else (no warm-up) the
-        # same cell's earlier runs in this campaign; the first run of a cell without a
-        # warm-up logs every transaction
-        expected = cell.workload.rate or (warm.throughput if warm else None)
-        if expected is None and observed_run:
-            earlier = reference_max(eng, cell)
-            expected = earlier[0] if earlier else None
-        if observed_run and d.txlog == "auto" and not cell.workload.rate:
-            workload, left_out = auto_txlog(workload, expected, len(os.sched_getaffinity(0)),
-                                            d.txlog_max_tps_per_cpu)
-        cell = capped_log(cell, expected, d.txlog_max_lines_per_s)
-        eng.phase(f"measuring {w.duration_s:g} s"
-                  + (" without pgbench's transaction log (txlog = auto)" if left_out else ""))
-        observation.mark_measured_start()
-        snapper = snapshotter_for(eng, st)
-        if snapper is not None:
-            snapper.start()
-        dog = Watchdog(d.stall_timeout)
+        ph.warm = st.workload.run(ctx, ph.cell, ph.warmup_s, measured=False,
+                                  on_progress=lambda p: dog.progress(p.throughput),
+                                  stalled=dog.check)
+        if ph.warm.stalled:
+            raise Stalled(f"during the warm-up: {ph.warm.stalled}")
+    if ph.load is None:
+        ph.load = observation.outside_load(warm_from) or sample_load(1.0)
+        _busy(ph.load, "during the warm-up", d, ph.warnings, events, ph.cell.id, repetition)
 
-        def live(p: Progress) -> None:
-            dog.progress(p.throughput)
-            events.live(p.t, p.throughput, "tps")
 
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        m = workload.run(ctx, cell, w.duration_s, measured=True, on_progress=live,
-                            stalled=dog.check)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        children_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    finally:
-        if snapper is not None:
-            timeline = snapper.stop()
-        observed = observation.finish()
-        # what the samplers saw is kept even when the run failed: it is the evidence
-        with contextlib.suppress(Exception):
-            store_observation(eng, run_id, observed, m, warmup_s, w.duration_s)
+def _measured(eng: Engine, st: CellState, ctx: WorkloadContext, ph: _Phases,
+              observation: Observation, events: Events) -> None:
+    """The measured phase: paced if asked, pgbench's log kept or left out by its expected
+    rate, snapshots taken if asked, under the stall watchdog."""
+    d = eng.loaded.spec.defaults
+    w = ph.cell.workload
+    ph.cell, ph.pacing = paced(eng, ph.cell, st, ctx, Watchdog(d.stall_timeout))
+    # the rate the log will see: the pacing, else the warm-up's, else (no warm-up) the
+    # same cell's earlier runs in this campaign; the first run of a cell without a
+    # warm-up logs every transaction
+    expected = ph.cell.workload.rate or (ph.warm.throughput if ph.warm else None)
+    if expected is None and ph.observed_run:
+        earlier = reference_max(eng, ph.cell)
+        expected = earlier[0] if earlier else None
+    if ph.observed_run and d.txlog == "auto" and not ph.cell.workload.rate:
+        ph.workload, ph.left_out = auto_txlog(ph.workload, expected,
+                                              len(os.sched_getaffinity(0)),
+                                              d.txlog_max_tps_per_cpu)
+    ph.cell = capped_log(ph.cell, expected, d.txlog_max_lines_per_s)
+    eng.phase(f"measuring {w.duration_s:g} s"
+              + (" without pgbench's transaction log (txlog = auto)" if ph.left_out else ""))
+    observation.mark_measured_start()
+    ph.snapper = snapshotter_for(eng, st)
+    if ph.snapper is not None:
+        ph.snapper.start()
+    dog = Watchdog(d.stall_timeout)
+
+    def live(p: Progress) -> None:
+        dog.progress(p.throughput)
+        events.live(p.t, p.throughput, "tps")
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    ph.m = ph.workload.run(ctx, ph.cell, w.duration_s, measured=True, on_progress=live,
+                           stalled=dog.check)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    ph.children_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+
+
+def _metrics(eng: Engine, st: CellState, ph: _Phases, m: Measurement,
+             observed: ObservationResult, art: Path) -> dict[str, Any]:
+    """A run's metrics: the samplers', the tool's, and how the run was watched."""
+    d = eng.loaded.spec.defaults
     metrics: dict[str, Any] = {
         **observed.metrics, "wal_records": observed.wal_records,
-        "host_load": load.as_dict() if load is not None else None,
+        "host_load": ph.load.as_dict() if ph.load is not None else None,
         "latency_log": m.latency.as_dict() if m.latency else None,
         "tool": {"name": st.workload.tool, **m.extra},
         "ceiling": {k: v for k, v in (st.ceiling or {}).items()
                     if not k.endswith("_raw")} or None}
-    metrics["observer"] = {**metrics.get("observer", {}), "on": observed_run,
+    metrics["observer"] = {**metrics.get("observer", {}), "on": ph.observed_run,
                            "alternating": d.samplers == "alternate",
-                           "benchmark_cpu_s": round(children_cpu, 3),
+                           "benchmark_cpu_s": round(ph.children_cpu, 3),
                            "txlog_bytes": _size(art / "txlog.gz"),
                            "txlog": bool(m.artifacts.get("txlog")),
-                           "txlog_sampling_rate": cell.workload.sampling_rate,
-                           "txlog_left_out": left_out}
-    if pacing:
-        metrics["rate"] = pacing
-    metrics["cache"] = cache or {"state": "warm"}
+                           "txlog_sampling_rate": ph.cell.workload.sampling_rate,
+                           "txlog_left_out": ph.left_out}
+    if ph.pacing:
+        metrics["rate"] = ph.pacing
+    metrics["cache"] = ph.cache or {"state": "warm"}
     metrics["episodes"] = {"stall_fraction": d.stall_fraction,
                            "slowdown_fraction": d.slowdown_fraction,
                            "slowdown_min_seconds": d.slowdown_min_seconds}
-    if snapper is not None:
-        metrics["snapshots"] = {"taken": snapper.taken, "errors": snapper.errors}
-        metrics["events"] = timeline
+    if ph.snapper is not None:
+        metrics["snapshots"] = {"taken": ph.snapper.taken, "errors": ph.snapper.errors}
+        metrics["events"] = ph.timeline
     if st.huge_pages is not None:
         metrics["huge_pages"] = {**st.huge_pages, "at_end": kernel.huge_page_facts()}
     if st.memory_limit is not None:
         metrics["memory_limit"] = {**st.memory_limit, **kernel.memory_cgroup_usage(
             Path(st.memory_limit["cgroup"]))}
-        warnings.append(f"memory limited to {human_bytes(st.memory_limit['bytes'])} "
-                        "(cgroup): RAM was emulated; shared_buffers is outside the limit")
-    record = RunRecord(
+        ph.warnings.append(f"memory limited to {human_bytes(st.memory_limit['bytes'])} "
+                           "(cgroup): RAM was emulated; shared_buffers is outside the limit")
+    return metrics
+
+
+def _record(ph: _Phases, m: Measurement, observed: ObservationResult,
+            metrics: dict[str, Any], art: Path) -> RunRecord:
+    return RunRecord(
         status=RunStatus.OK, throughput=m.throughput, throughput_unit=m.unit,
         tps=m.throughput if m.unit == "tps" else None,
-        warmup_tps=warm.throughput if warm else None, latency_avg_ms=m.latency_avg_ms,
+        warmup_tps=ph.warm.throughput if ph.warm else None, latency_avg_ms=m.latency_avg_ms,
         latency_stddev_ms=m.latency_stddev_ms, transactions=m.transactions,
         failed_transactions=m.failed_transactions, initial_connection_ms=m.initial_connection_ms,
         latency_ms=m.latency.percentiles_ms if m.latency else None,
-        wal_bytes=observed.wal_bytes, wal_fpi=observed.wal_fpi, warnings=warnings,
+        wal_bytes=observed.wal_bytes, wal_fpi=observed.wal_fpi, warnings=ph.warnings,
         artifacts_dir=str(art), metrics=metrics)
-    if not m.ok:
-        # keep what the tool measured, then fail with the cause (the engine names the root)
-        record.status = RunStatus.FAILED
-        eng.store.update_run(run_id, **{k: v for k, v in record.columns().items()
-                                        if k not in ("status",)})
-        if m.stalled:
-            raise Stalled(m.stalled)
-        raise WorkloadError(m.errors[-1] if m.errors else
-                            f"{st.workload.tool} exited {m.returncode}")
-    st.instance.checkpoint()
-    sync_volumes(eng.runner, st.storage)
-    space_after = driver_for(cell.fs).space(st.storage, eng.runner)
-    record.space_after_run_bytes = space_after.get("space_bytes")
-    record.space = {"after_load": st.space_after_load, "after_run": space_after}
-    record.environment = run_environment(eng, st, observed)
-    return record
 
 
 def _busy(load: HostLoad, when: str, d: Any, warnings: list[str], events: Events,
@@ -375,15 +421,12 @@ def run_environment(eng: Engine, st: CellState,
                     observed: ObservationResult | None) -> dict[str, Any]:
     """The host, the kernel settings in effect now (read before anything is undone), the
     devices, mounts and PostgreSQL's changed settings."""
-    env: dict[str, Any] = {**host_environment(), "vm": kernel.snapshot_vm(),
-                           "postgresql": eng.binaries_for(st.cell).version_line,
-                           "pg_bindir": str(eng.binaries_for(st.cell).bindir),
-                           "initdb_output": st.initdb_output}
+    binaries = eng.binaries_for(st.cell)
+    env = read_environment(postgresql=binaries.version_line,
+                           volumes=st.storage.volumes if st.storage is not None else ())
+    env.update({"pg_bindir": str(binaries.bindir), "initdb_output": st.initdb_output})
     if observed is not None:
         env["devices"] = observed.metrics.get("devices", {})
-    if st.storage is not None:
-        env["mounts"] = {v.role: {"source": v.source, "fs": v.fs, "options": v.mount_options}
-                         for v in st.storage.volumes}
     argv = st.workload.version_argv(eng.binaries_for(st.cell))
     if argv:
         with contextlib.suppress(PgfsbenchError, OSError):

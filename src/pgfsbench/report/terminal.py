@@ -194,19 +194,37 @@ def run_detail(run: Mapping[str, Any]) -> Table:
     if run.get("fuse"):
         table.add_row("WARNING", Text("ZFS through FUSE (zfs-fuse): not kernel ZFS numbers",
                                       style="bold red"))
+    for key, value in [*_storage_rows(run), *_figure_rows(run)]:
+        table.add_row(key, value)
+    for ep in run.get("stalls") or []:
+        for key, text in episode_rows(ep):
+            table.add_row(key, Text(text, style="yellow" if key else ""))
+    for w in run.get("warnings") or []:
+        table.add_row("warning", Text(w, style="yellow"))
+    for kind, art in (run.get("artifacts") or {}).items():
+        table.add_row(f"artifact {kind}", art["path"])
+    return table
+
+
+Row = tuple[str, str | Text]
+
+
+def _storage_rows(run: Mapping[str, Any]) -> list[Row]:
+    """The volumes, the ZFS pool and datasets, and the space taken."""
+    rows: list[Row] = []
     details = run.get("storage_details") or {}
     for role in ("data", "wal"):
         vol = details.get(role)
         if vol:
-            table.add_row(f"{role} volume", f"{vol.get('fs')} on {vol.get('source')} "
-                                            f"({vol.get('mount_options', '')})")
+            rows.append((f"{role} volume", f"{vol.get('fs')} on {vol.get('source')} "
+                                            f"({vol.get('mount_options', '')})"))
     if details.get("implementation"):
-        table.add_row("zfs implementation", details["implementation"])
+        rows.append(("zfs implementation", details["implementation"]))
     pool = details.get("pool")
     if pool:
-        table.add_row("zfs pool", f"{pool['name']}: {pool['layout']} of {len(pool['devices'])}"
+        rows.append(("zfs pool", f"{pool['name']}: {pool['layout']} of {len(pool['devices'])}"
                       f" device(s), log {pool['log'] or '-'}, cache {pool['cache'] or '-'}, "
-                      f"ashift {pool['ashift'] or 'default'}")
+                      f"ashift {pool['ashift'] or 'default'}"))
     for role in ("data", "wal"):
         vol = details.get(role) or {}
         props = vol.get("properties")
@@ -214,8 +232,8 @@ def run_detail(run: Mapping[str, Any]) -> Table:
             shown = {k: props[k] for k in ("recordsize", "compression", "atime", "logbias",
                                             "primarycache", "sync", "xattr", "redundant_metadata")
                      if k in props}
-            table.add_row(f"zfs {role} dataset", f"{vol.get('dataset')}: " + ", ".join(
-                f"{k}={v}" for k, v in shown.items()))
+            rows.append((f"zfs {role} dataset", f"{vol.get('dataset')}: " + ", ".join(
+                f"{k}={v}" for k, v in shown.items())))
     space = run.get("space") or {}
     for phase in ("after_load", "after_run"):
         figures = space.get(phase) or {}
@@ -225,40 +243,39 @@ def run_detail(run: Mapping[str, Any]) -> Table:
                 parts.append(f"compressratio {figures['compressratio']}")
             if "zfs_used_bytes" in figures:
                 parts.append(f"zfs used {human_bytes(figures['zfs_used_bytes'])}")
-            table.add_row(f"space {phase.replace('_', ' ')}", ", ".join(parts))
+            rows.append((f"space {phase.replace('_', ' ')}", ", ".join(parts)))
+    return rows
+
+
+def _figure_rows(run: Mapping[str, Any]) -> list[Row]:
+    """Latency percentiles, kernel settings, the storage ceiling, series and checkpoints."""
+    rows: list[Row] = []
     if run.get("latency_ms"):
-        table.add_row("latency percentiles", ", ".join(
-            f"{k} {v:.2f} ms" for k, v in run["latency_ms"].items()))
+        rows.append(("latency percentiles", ", ".join(
+            f"{k} {v:.2f} ms" for k, v in run["latency_ms"].items())))
     elif (observer := (run.get("metrics") or {}).get("observer") or {}).get("txlog") is False:
-        table.add_row("latency percentiles", "not measured: no transaction log in this run ("
+        rows.append(("latency percentiles", "not measured: no transaction log in this run ("
                       + (observer.get("txlog_left_out")
-                         or "txlog = false, or the samplers were off") + ")")
+                         or "txlog = false, or the samplers were off") + ")"))
     for a in run.get("kernel_applied") or []:
-        table.add_row(f"kernel {a['name']}", f"{a['before']} -> {a['after']} (restored after)")
+        rows.append((f"kernel {a['name']}", f"{a['before']} -> {a['after']} (restored after)"))
     ceiling = (run.get("metrics") or {}).get("ceiling")
     if ceiling:
         fsync = ceiling.get("pg_test_fsync") or {}
         best = max(fsync.items(), key=lambda kv: kv[1]) if fsync else None
         fio = ceiling.get("fio") or {}
-        table.add_row("storage ceiling", (f"best fsync method {best[0]}: {best[1]:,.0f} ops/s; "
+        rows.append(("storage ceiling", (f"best fsync method {best[0]}: {best[1]:,.0f} ops/s; "
                                           if best else "")
                       + (f"fio 8k randrw {fio.get('read_iops', 0):,.0f} r + "
-                         f"{fio.get('write_iops', 0):,.0f} w IOPS" if fio else ""))
+                         f"{fio.get('write_iops', 0):,.0f} w IOPS" if fio else "")))
     series = run.get("series") or {}
     if series:
-        table.add_row("series", ", ".join(
+        rows.append(("series", ", ".join(
             f"{k} ({len(v['values'])} {'buckets' if k == 'latency_histogram' else 's'})"
-            for k, v in series.items()))
+            for k, v in series.items())))
     for c in run.get("checkpoints") or []:
         when = "?" if c.get("started_s") is None else f"{c['started_s']:+.1f} s"
-        table.add_row("checkpoint", f"at {when} ({c['reason']}): {c['buffers']} buffers, "
+        rows.append(("checkpoint", f"at {when} ({c['reason']}): {c['buffers']} buffers, "
                                     f"write {c['write_s']} s, sync {c['sync_s']} s, "
-                                    f"total {c['total_s']} s")
-    for ep in run.get("stalls") or []:
-        for key, text in episode_rows(ep):
-            table.add_row(key, Text(text, style="yellow" if key else ""))
-    for w in run.get("warnings") or []:
-        table.add_row("warning", Text(w, style="yellow"))
-    for kind, art in (run.get("artifacts") or {}).items():
-        table.add_row(f"artifact {kind}", art["path"])
-    return table
+                                    f"total {c['total_s']} s"))
+    return rows

@@ -130,66 +130,14 @@ class Copy:
                 c.execute(INDEX)
             c.execute("CHECKPOINT")  # the previous load's dirty data is not this one's cost
             lsn0 = c.execute("SELECT pg_current_wal_lsn()").fetchone()
-            errors: list[str] = []
-            done_bytes = [0]
-            lock = threading.Lock()
-
-            def stream(path: Path) -> None:
-                try:
-                    with psycopg.connect(ctx.server.conninfo(), autocommit=True,
-                                         connect_timeout=10) as s:
-                        s.execute(copy_from_sql(path))
-                    with lock:
-                        done_bytes[0] += path.stat().st_size
-                except Exception as exc:  # psycopg's errors, reported as the run's
-                    with lock:
-                        errors.append(str(exc).strip().splitlines()[0] if str(exc) else
-                                      type(exc).__name__)
-
-            started = time.monotonic()
-            threads = [threading.Thread(target=stream, args=(f,), daemon=True) for f in files]
-            for t in threads:
-                t.start()
-            per_second: list[float] = []
-            rows_per_second: list[float] = []
-            last = (0.0, 0.0)
-            second_start = started
-            stall: str | None = None
-            while any(t.is_alive() for t in threads):
-                time.sleep(0.2)  # the sampling period of pg_stat_progress_copy
-                row = c.execute("SELECT coalesce(sum(bytes_processed), 0), "
-                                "coalesce(sum(tuples_processed), 0) FROM "
-                                "pg_stat_progress_copy").fetchone()
-                with lock:
-                    finished = done_bytes[0]
-                now = time.monotonic()
-                in_flight = (float(row[0]) if row else 0.0) + finished
-                tuples = float(row[1]) if row else 0.0
-                if now - second_start >= 1.0:
-                    dt = now - second_start
-                    mbps = max(0.0, in_flight - last[0]) / 1e6 / dt
-                    per_second.append(round(mbps, 3))
-                    rows_per_second.append(round(max(0.0, tuples - last[1]) / dt, 1))
-                    on_progress(Progress(len(per_second), mbps))
-                    last, second_start = (in_flight, tuples), now
-                stall = stalled()
-                if stall is not None:
-                    c.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_progress_copy")
-                    break
-            for t in threads:
-                t.join(timeout=30)
-            copy_s = time.monotonic() - started
+            streamed = _stream(c, ctx.server.conninfo(), files, on_progress, stalled)
+            errors, copy_s = streamed.errors, streamed.seconds
+            per_second, rows_per_second = streamed.mbps, streamed.rows_per_s
             phases["copy"] = round(copy_s, 3)
-            if stall is not None:
-                raise Stalled(stall)
-            if not errors and indexes == "after":
-                t0 = time.monotonic()
-                c.execute(INDEX)
-                phases["index"] = round(time.monotonic() - t0, 3)
+            if streamed.stall is not None:
+                raise Stalled(streamed.stall)
             if not errors:
-                t0 = time.monotonic()
-                c.execute(f"VACUUM ANALYZE {TABLE}")
-                phases["vacuum_analyze"] = round(time.monotonic() - t0, 3)
+                phases.update(_finish(c, indexes))
             lsn1 = c.execute("SELECT pg_current_wal_lsn() - %s::pg_lsn, "
                              f"pg_total_relation_size('{TABLE}')",
                              (str(lsn0[0]) if lsn0 else "0/0",)).fetchone()
@@ -209,6 +157,86 @@ class Copy:
                     "rows_per_s": (1.0, rows_per_second)},
             errors=tuple(f"COPY failed: {e}" for e in errors), returncode=1 if errors else 0,
             extra=extra)
+
+
+@dataclass
+class _Streamed:
+    """What the parallel COPYs did: per-second MB/s and rows/s, how long, what failed."""
+
+    mbps: list[float]
+    rows_per_s: list[float]
+    seconds: float
+    errors: list[str]
+    stall: str | None
+
+
+def _stream(c: Any, conninfo: str, files: list[Path], on_progress: ProgressCallback,
+            stalled: StallCheck) -> _Streamed:
+    """One COPY per file, each on its own connection, sampled through
+    pg_stat_progress_copy on ``c`` five times a second; cancelled when ``stalled`` says."""
+    import psycopg
+
+    errors: list[str] = []
+    done_bytes = [0]
+    lock = threading.Lock()
+
+    def stream(path: Path) -> None:
+        try:
+            with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as s:
+                s.execute(copy_from_sql(path))
+            with lock:
+                done_bytes[0] += path.stat().st_size
+        except Exception as exc:  # psycopg's errors, reported as the run's
+            with lock:
+                errors.append(str(exc).strip().splitlines()[0] if str(exc) else
+                              type(exc).__name__)
+
+    started = time.monotonic()
+    threads = [threading.Thread(target=stream, args=(f,), daemon=True) for f in files]
+    for t in threads:
+        t.start()
+    per_second: list[float] = []
+    rows_per_second: list[float] = []
+    last = (0.0, 0.0)
+    second_start = started
+    stall: str | None = None
+    while any(t.is_alive() for t in threads):
+        time.sleep(0.2)  # the sampling period of pg_stat_progress_copy
+        row = c.execute("SELECT coalesce(sum(bytes_processed), 0), "
+                        "coalesce(sum(tuples_processed), 0) FROM "
+                        "pg_stat_progress_copy").fetchone()
+        with lock:
+            finished = done_bytes[0]
+        now = time.monotonic()
+        in_flight = (float(row[0]) if row else 0.0) + finished
+        tuples = float(row[1]) if row else 0.0
+        if now - second_start >= 1.0:
+            dt = now - second_start
+            mbps = max(0.0, in_flight - last[0]) / 1e6 / dt
+            per_second.append(round(mbps, 3))
+            rows_per_second.append(round(max(0.0, tuples - last[1]) / dt, 1))
+            on_progress(Progress(len(per_second), mbps))
+            last, second_start = (in_flight, tuples), now
+        stall = stalled()
+        if stall is not None:
+            c.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_progress_copy")
+            break
+    for t in threads:
+        t.join(timeout=30)
+    return _Streamed(per_second, rows_per_second, time.monotonic() - started, errors, stall)
+
+
+def _finish(c: Any, indexes: str) -> dict[str, float]:
+    """After the COPYs: the index (indexes = "after"), then VACUUM ANALYZE, each timed."""
+    phases: dict[str, float] = {}
+    if indexes == "after":
+        t0 = time.monotonic()
+        c.execute(INDEX)
+        phases["index"] = round(time.monotonic() - t0, 3)
+    t0 = time.monotonic()
+    c.execute(f"VACUUM ANALYZE {TABLE}")
+    phases["vacuum_analyze"] = round(time.monotonic() - t0, 3)
+    return phases
 
 
 def for_cell(cell: Cell, defaults: Defaults) -> Copy:

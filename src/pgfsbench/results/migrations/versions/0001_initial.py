@@ -15,6 +15,12 @@ depends_on = None
 
 
 def upgrade() -> None:
+    _meta_and_campaign()
+    _run()
+    _per_run()
+
+
+def _meta_and_campaign() -> None:
     op.create_table(
         "meta",
         sa.Column("key", sa.String(64), primary_key=True),
@@ -35,6 +41,9 @@ def upgrade() -> None:
         sa.Column("status", sa.String(20)),
         sa.Column("environment", sa.JSON),
     )
+
+
+def _run() -> None:
     op.create_table(
         "run",
         sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
@@ -80,6 +89,10 @@ def upgrade() -> None:
         sa.Column("metrics", sa.JSON),
         sa.Column("artifacts_dir", sa.Text),
     )
+
+
+def _per_run() -> None:
+    """What belongs to a run (series, checkpoints, artifacts) and the ceilings."""
     op.create_table(
         "series",
         sa.Column("run_id", sa.Integer, sa.ForeignKey("run.id"), primary_key=True),
