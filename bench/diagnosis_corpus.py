@@ -123,10 +123,29 @@ class Run:
 
 def psql(sock: Path, sql: str, port: int = 5432) -> subprocess.Popen[str]:
     """psql, as a session from outside the workload (application name psql)."""
-    return subprocess.Popen(["psql", "-X", "-q", "-h", str(sock), "-p", str(port), "-U",
-                             "postgres", "-d", "pgbench", "-v", "ON_ERROR_STOP=1", "-c", sql],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True,
-                            env={**os.environ, "PGAPPNAME": "psql"})
+    return subprocess.Popen(
+        [
+            "psql",
+            "-X",
+            "-q",
+            "-h",
+            str(sock),
+            "-p",
+            str(port),
+            "-U",
+            "postgres",
+            "-d",
+            "pgbench",
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-c",
+            sql,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        env={**os.environ, "PGAPPNAME": "psql"},
+    )
 
 
 # ---------------------------------------------------------------- injections
@@ -147,8 +166,11 @@ def held(run: Run, apply: Callable[[], object], undo: Callable[[], object]) -> N
 
 def freeze(run: Run) -> None:
     mnt = run.mount()
-    held(run, lambda: subprocess.run(["fsfreeze", "--freeze", str(mnt)], check=True),
-         lambda: subprocess.run(["fsfreeze", "--unfreeze", str(mnt)], check=True))
+    held(
+        run,
+        lambda: subprocess.run(["fsfreeze", "--freeze", str(mnt)], check=True),
+        lambda: subprocess.run(["fsfreeze", "--unfreeze", str(mnt)], check=True),
+    )
 
 
 def lock_holder(active: bool) -> Callable[[Run], None]:
@@ -156,8 +178,11 @@ def lock_holder(active: bool) -> Callable[[Run], None]:
         import psycopg  # the corpus's own session: from outside the workload
 
         run.sleep_until(AT)
-        with psycopg.connect(f"host={run.socket()} user=postgres dbname=pgbench",
-                             application_name="psql", autocommit=True) as conn:
+        with psycopg.connect(
+            f"host={run.socket()} user=postgres dbname=pgbench",
+            application_name="psql",
+            autocommit=True,
+        ) as conn:
             t0 = time.time()
             conn.execute("BEGIN")
             conn.execute("UPDATE pgbench_branches SET bbalance = bbalance")
@@ -167,6 +192,7 @@ def lock_holder(active: bool) -> Callable[[Run], None]:
                 time.sleep(HOLD)
             conn.execute("COMMIT")
             run.mark(t0, time.time())
+
     return inject
 
 
@@ -174,8 +200,12 @@ def cpu_hog(run: Run) -> None:
     n = 3 * (os.cpu_count() or 2)
     run.sleep_until(AT)
     t0 = time.time()
-    hogs = [subprocess.Popen([sys.executable, "-c", f"import time\nt=time.time()\n"
-                              f"while time.time()-t<{HOLD}: pass"]) for _ in range(n)]
+    hogs = [
+        subprocess.Popen(
+            [sys.executable, "-c", f"import time\nt=time.time()\nwhile time.time()-t<{HOLD}: pass"]
+        )
+        for _ in range(n)
+    ]
     for h in hogs:
         h.wait(timeout=HOLD + 30)
     run.mark(t0, time.time())
@@ -186,11 +216,25 @@ def io_hog(run: Run) -> None:
     subprocess.run(["fallocate", "-l", "2G", str(target)], check=True)
     run.sleep_until(AT)
     t0 = time.time()
-    job = subprocess.Popen(["fio", "--name=hog", f"--filename={target}", "--size=2G",
-                            "--rw=write", "--bs=1M", "--direct=1", "--ioengine=libaio",
-                            "--iodepth=64", "--numjobs=2", f"--runtime={HOLD:g}",
-                            "--time_based", "--group_reporting"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    job = subprocess.Popen(
+        [
+            "fio",
+            "--name=hog",
+            f"--filename={target}",
+            "--size=2G",
+            "--rw=write",
+            "--bs=1M",
+            "--direct=1",
+            "--ioengine=libaio",
+            "--iodepth=64",
+            "--numjobs=2",
+            f"--runtime={HOLD:g}",
+            "--time_based",
+            "--group_reporting",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         job.wait(timeout=HOLD + 60)
     finally:
@@ -206,9 +250,15 @@ def outside_insert(run: Run) -> None:
     own (no lock in common with the workload), cancelled after HOLD seconds."""
     run.sleep_until(AT)
     t0 = time.time()
-    sessions = [psql(run.socket(), f"SET statement_timeout = {int(HOLD * 1000)}; "
-                     f"CREATE TABLE corpus_big_{i} AS SELECT generate_series(1, 100000000) "
-                     "AS g, repeat('x', 200) AS pad") for i in range(2)]
+    sessions = [
+        psql(
+            run.socket(),
+            f"SET statement_timeout = {int(HOLD * 1000)}; "
+            f"CREATE TABLE corpus_big_{i} AS SELECT generate_series(1, 100000000) "
+            "AS g, repeat('x', 200) AS pad",
+        )
+        for i in range(2)
+    ]
     for p in sessions:
         p.wait(timeout=HOLD + 60)  # cancelled by its statement_timeout: an error, expected
     run.mark(t0, time.time())
@@ -217,18 +267,28 @@ def outside_insert(run: Run) -> None:
 def throttle(run: Run) -> None:
     """A limit of 1 MB/s put on the loop device (blkio, root group) for HOLD seconds."""
     image = next((run.cell() / "devices").glob("data-*.img"))
-    out = subprocess.run(["losetup", "--noheadings", "--output", "NAME", "-j", str(image)],
-                         capture_output=True, text=True, check=True).stdout.split()
+    out = subprocess.run(
+        ["losetup", "--noheadings", "--output", "NAME", "-j", str(image)],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     number = (Path("/sys/class/block") / Path(out[0]).name / "dev").read_text().strip()
     limit = Path("/sys/fs/cgroup/blkio/blkio.throttle.write_bps_device")
-    held(run, lambda: limit.write_text(f"{number} {1 << 20}\n"),
-         lambda: limit.write_text(f"{number} 0\n"))
+    held(
+        run,
+        lambda: limit.write_text(f"{number} {1 << 20}\n"),
+        lambda: limit.write_text(f"{number} 0\n"),
+    )
 
 
 def sigstop(run: Run) -> None:
     """The measured pgbench stopped (SIGSTOP) for HOLD seconds, then continued."""
-    pid = next(int(e.name) for e in Path("/proc").iterdir() if e.name.isdigit()
-               and _is_measured_pgbench(e, run.proc.pid))
+    pid = next(
+        int(e.name)
+        for e in Path("/proc").iterdir()
+        if e.name.isdigit() and _is_measured_pgbench(e, run.proc.pid)
+    )
     held(run, lambda: os.kill(pid, signal.SIGSTOP), lambda: os.kill(pid, signal.SIGCONT))
 
 
@@ -238,9 +298,14 @@ def _is_measured_pgbench(entry: Path, parent: int) -> bool:
         stat = (entry / "stat").read_text()
     except OSError:
         return False
-    fields = stat[stat.rindex(")") + 2:].split()
-    return int(fields[1]) == parent and bool(cmd) and cmd[0].endswith(b"pgbench") \
-        and b"-T" in cmd and b"-n" in cmd
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (
+        int(fields[1]) == parent
+        and bool(cmd)
+        and cmd[0].endswith(b"pgbench")
+        and b"-T" in cmd
+        and b"-n" in cmd
+    )
 
 
 def checkpoint(run: Run) -> None:
@@ -266,8 +331,7 @@ def reclaim(run: Run) -> None:
 def pooler(run: Run) -> None:
     run.sleep_until(AT)
     t0 = time.time()
-    held = [psql(run.pooler_socket(), f"SELECT pg_sleep({HOLD})", port=6432)
-            for _ in range(3)]
+    held = [psql(run.pooler_socket(), f"SELECT pg_sleep({HOLD})", port=6432) for _ in range(3)]
     for p in held:
         p.wait(timeout=HOLD + 60)
     run.mark(t0, time.time())
@@ -279,40 +343,77 @@ CASES: dict[str, Case] = {
     "lock-active": Case("locks", inject=lock_holder(active=True)),
     "cpu-hog": Case("host_cpu", inject=cpu_hog),
     "io-hog": Case("host_io", inject=io_hog),
-    "checkpoint": Case("checkpoint", scale=5, duration=20, storage=EXT4 + """
-limits = { write_mbps = 6 }""", settings='shared_buffers = "256MB", max_wal_size = "4GB", '
-                                           'wal_init_zero = false', inject=checkpoint,
-                       window=(AT, AT + 2), boundaries=False),
-    "wal-init": Case("wal_segment_creation", storage=EXT4 + """
-limits = { write_mbps = 8 }""", settings='shared_buffers = "128MB", max_wal_size = "4GB", '
-                                         'wal_recycle = false', window=None),
-    "reclaim": Case("reclaim", builtin="select-only", scale=10,
-                    settings='shared_buffers = "16MB"', defaults='memory_limit = "400M"',
-                    inject=reclaim),
-    "pooler": Case("pooler", postgres='pooler = { kind = "pgbouncer", pool_mode = '
-                                      '"transaction", default_pool_size = 4 }',
-                   inject=pooler),
-    "snapshot": Case("snapshot", storage='fs = "btrfs"\ndevice = "loop:2G"\n'
-                                         'snapshots = { every = "4s", keep = 2 }',
-                     scale=10, window=None),
+    "checkpoint": Case(
+        "checkpoint",
+        scale=5,
+        duration=20,
+        storage=EXT4
+        + """
+limits = { write_mbps = 6 }""",
+        settings='shared_buffers = "256MB", max_wal_size = "4GB", wal_init_zero = false',
+        inject=checkpoint,
+        window=(AT, AT + 2),
+        boundaries=False,
+    ),
+    "wal-init": Case(
+        "wal_segment_creation",
+        storage=EXT4
+        + """
+limits = { write_mbps = 8 }""",
+        settings='shared_buffers = "128MB", max_wal_size = "4GB", wal_recycle = false',
+        window=None,
+    ),
+    "reclaim": Case(
+        "reclaim",
+        builtin="select-only",
+        scale=10,
+        settings='shared_buffers = "16MB"',
+        defaults='memory_limit = "400M"',
+        inject=reclaim,
+    ),
+    "pooler": Case(
+        "pooler",
+        postgres='pooler = { kind = "pgbouncer", pool_mode = '
+        '"transaction", default_pool_size = 4 }',
+        inject=pooler,
+    ),
+    "snapshot": Case(
+        "snapshot",
+        storage='fs = "btrfs"\ndevice = "loop:2G"\nsnapshots = { every = "4s", keep = 2 }',
+        scale=10,
+        window=None,
+    ),
     "throttle": Case("device_saturated", inject=throttle),
-    "outside-insert": Case("outside_session", storage='fs = "ext4"\ndevice = "loop:3G"',
-                           inject=outside_insert),
+    "outside-insert": Case(
+        "outside_session", storage='fs = "ext4"\ndevice = "loop:3G"', inject=outside_insert
+    ),
     "sigstop": Case("stopped", inject=sigstop),
     "clean": Case("none", window=None),
 }
 
 
 def spec_text(case: Case) -> str:
-    return BASE.format(scale=case.scale, duration=case.duration, warmup=WARMUP,
-                       defaults=case.defaults, storage=case.storage, settings=case.settings,
-                       postgres=case.postgres, builtin=case.builtin)
+    return BASE.format(
+        scale=case.scale,
+        duration=case.duration,
+        warmup=WARMUP,
+        defaults=case.defaults,
+        storage=case.storage,
+        settings=case.settings,
+        postgres=case.postgres,
+        builtin=case.builtin,
+    )
 
 
 def pgfsbench(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pgfsbench", *args], cwd=ROOT, text=True,
-                          capture_output=True, check=False, env={**os.environ,
-                                                                 "COLUMNS": "200"})
+    return subprocess.run(
+        [sys.executable, "-m", "pgfsbench", *args],
+        cwd=ROOT,
+        text=True,
+        capture_output=True,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
 
 
 def measured_pgbench(parent: int) -> float | None:
@@ -324,17 +425,31 @@ def measured_pgbench(parent: int) -> float | None:
         if entry.name.isdigit() and _is_measured_pgbench(entry, parent):
             with contextlib.suppress(OSError):
                 stat = (entry / "stat").read_text()
-                return boot + int(stat[stat.rindex(")") + 2:].split()[19]) / hz
+                return boot + int(stat[stat.rindex(")") + 2 :].split()[19]) / hz
     return None
 
 
 def run_case(name: str, case: Case, work: Path, results: Path) -> dict[str, Any]:
     spec = work / f"{name}.toml"
     spec.write_text(spec_text(case))
-    proc = subprocess.Popen([sys.executable, "-m", "pgfsbench", "run", str(spec), "--results",
-                             str(results), "--workdir", str(work / "w")], cwd=ROOT, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pgfsbench",
+            "run",
+            str(spec),
+            "--results",
+            str(results),
+            "--workdir",
+            str(work / "w"),
+        ],
+        cwd=ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     run = Run(proc, work / "w")
     errors: list[BaseException] = []
     try:
@@ -360,11 +475,12 @@ def run_case(name: str, case: Case, work: Path, results: Path) -> dict[str, Any]
             proc.communicate(timeout=120)
     if errors:
         raise RuntimeError(f"{name}: the injection failed: {errors[0]!r}")
-    listed = json.loads(pgfsbench("results", "list", "--results", str(results),
-                                  "--json").stdout)
-    shown: dict[str, Any] = json.loads(pgfsbench(
-        "results", "show", str(listed[-1]["run_id"]), "--results", str(results),
-        "--json").stdout)
+    listed = json.loads(pgfsbench("results", "list", "--results", str(results), "--json").stdout)
+    shown: dict[str, Any] = json.loads(
+        pgfsbench(
+            "results", "show", str(listed[-1]["run_id"]), "--results", str(results), "--json"
+        ).stdout
+    )
     if case.window is not None and run.injected:
         shown["injected"] = run.injected[0]
     elif case.window is not None:
@@ -393,16 +509,26 @@ class Score:
 def score_run(name: str, case: Case, run: dict[str, Any], s: Score) -> None:
     episodes = run.get("stalls") or []
     window = run.get("injected")
-    desc = [f"{e['kind']} {e['start_s']:g}-{e['end_s']:g} {e['cause']} ({e['confidence']})"
-            for e in episodes]
-    print(f"  {name} run {run['run_id']} ({run['status']}, {run.get('tps') or 0:,.0f} tps)"
-          + (f", injected {window[0]:.1f}-{window[1]:.1f} s" if window else "")
-          + ": " + ("; ".join(desc) or "no episode"), flush=True)
+    desc = [
+        f"{e['kind']} {e['start_s']:g}-{e['end_s']:g} {e['cause']} ({e['confidence']})"
+        for e in episodes
+    ]
+    print(
+        f"  {name} run {run['run_id']} ({run['status']}, {run.get('tps') or 0:,.0f} tps)"
+        + (f", injected {window[0]:.1f}-{window[1]:.1f} s" if window else "")
+        + ": "
+        + ("; ".join(desc) or "no episode"),
+        flush=True,
+    )
     for e in episodes:
         print(f"      evidence: {' | '.join(e['evidence'][:3])}")
         if e.get("alternatives"):
-            print("      beat: " + " | ".join(f"{a['cause']} {a['score']}: {a['why_not']}"
-                                            for a in e["alternatives"][:3]))
+            print(
+                "      beat: "
+                + " | ".join(
+                    f"{a['cause']} {a['score']}: {a['why_not']}" for a in e["alternatives"][:3]
+                )
+            )
     if case.expected == "none":
         s.clean_episodes += [f"{name} run {run['run_id']}: {d}" for d in desc]
         return
@@ -411,9 +537,11 @@ def score_run(name: str, case: Case, run: dict[str, Any], s: Score) -> None:
     else:
         t0, t1 = window
         matched = [e for e in episodes if e["end_s"] >= t0 - 1 and e["start_s"] <= t1 + 2]
-        s.other += [f"{name} run {run['run_id']}: {d}" for e, d in zip(episodes, desc,
-                                                                       strict=True)
-                    if e not in matched]
+        s.other += [
+            f"{name} run {run['run_id']}: {d}"
+            for e, d in zip(episodes, desc, strict=True)
+            if e not in matched
+        ]
     if not matched:
         s.missed[case.expected] += 1
         return
@@ -434,12 +562,16 @@ def report(s: Score) -> dict[str, Any]:
     print("\nConfusion matrix (rows: injected; columns: diagnosed; episodes)")
     print(" " * width + " " + " ".join(f"{d[:12]:>12}" for d in diagnosed) + "  no episode")
     for e in expected:
-        print(f"{e:<{width}} " + " ".join(f"{s.confusion[(e, d)]:>12}" for d in diagnosed)
-              + f"  {s.missed[e]:>10}")
+        print(
+            f"{e:<{width}} "
+            + " ".join(f"{s.confusion[(e, d)]:>12}" for d in diagnosed)
+            + f"  {s.missed[e]:>10}"
+        )
     total = sum(s.confusion.values())
     right = sum(n for (e, d), n in s.confusion.items() if e == d)
-    print(f"\nright cause: {right} of {total} injected episodes "
-          f"({100 * right / max(1, total):.0f}%)")
+    print(
+        f"\nright cause: {right} of {total} injected episodes ({100 * right / max(1, total):.0f}%)"
+    )
     for conf in ("high", "medium", "low"):
         got = s.by_confidence.get(conf, [])
         if got:
@@ -447,17 +579,26 @@ def report(s: Score) -> dict[str, Any]:
     if s.boundary_errors:
         errs = sorted(s.boundary_errors)
         within = sum(1 for x in errs if x <= 1.0)
-        print(f"boundaries: {within} of {len(errs)} within 1 s; median error "
-              f"{errs[len(errs) // 2]:.2f} s, worst {errs[-1]:.2f} s")
-    print(f"clean runs: {len(s.clean_episodes)} episode(s)"
-          + "".join(f"\n  {x}" for x in s.clean_episodes))
+        print(
+            f"boundaries: {within} of {len(errs)} within 1 s; median error "
+            f"{errs[len(errs) // 2]:.2f} s, worst {errs[-1]:.2f} s"
+        )
+    print(
+        f"clean runs: {len(s.clean_episodes)} episode(s)"
+        + "".join(f"\n  {x}" for x in s.clean_episodes)
+    )
     if s.other:
         print("episodes outside the injected window:" + "".join(f"\n  {x}" for x in s.other))
-    return {"confusion": [[e, d, n] for (e, d), n in sorted(s.confusion.items())],
-            "missed": dict(s.missed), "right": right, "total": total,
-            "by_confidence": {k: [sum(v), len(v)] for k, v in s.by_confidence.items()},
-            "boundary_errors": s.boundary_errors, "clean_episodes": s.clean_episodes,
-            "other_episodes": s.other}
+    return {
+        "confusion": [[e, d, n] for (e, d), n in sorted(s.confusion.items())],
+        "missed": dict(s.missed),
+        "right": right,
+        "total": total,
+        "by_confidence": {k: [sum(v), len(v)] for k, v in s.by_confidence.items()},
+        "boundary_errors": s.boundary_errors,
+        "clean_episodes": s.clean_episodes,
+        "other_episodes": s.other,
+    }
 
 
 @contextlib.contextmanager
@@ -473,8 +614,9 @@ def workspace() -> Iterator[Path]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--clean", type=int, default=5, help="clean runs (default 5)")
     ap.add_argument("--cases", default=",".join(CASES), help="comma-separated")
@@ -489,9 +631,9 @@ def main() -> None:
     started = time.time()
     with signals_unwind(), workspace() as d:
         results = d / "corpus.sqlite"
-        order = [(n, rep) for rep in range(args.reps) for n in names
-                 if n != "clean"] + [("clean", i) for i in range(args.clean)
-                                     if "clean" in names]
+        order = [(n, rep) for rep in range(args.reps) for n in names if n != "clean"] + [
+            ("clean", i) for i in range(args.clean) if "clean" in names
+        ]
         for name, rep in order:
             work = d / f"{name}-{rep}"
             work.mkdir()
@@ -507,11 +649,27 @@ def main() -> None:
     summary["minutes"] = round((time.time() - started) / 60, 1)
     print(f"\n{summary['minutes']} min")
     if args.save:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
-                                capture_output=True, check=False).stdout.strip()
-        args.save.write_text(json.dumps({"commit": commit, "when": time.strftime("%F %T"),
-                                         "reps": args.reps, "cases": names, **summary,
-                                         "episodes": s.rows}, indent=1, default=str))
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=ROOT,
+            text=True,
+            capture_output=True,
+            check=False,
+        ).stdout.strip()
+        args.save.write_text(
+            json.dumps(
+                {
+                    "commit": commit,
+                    "when": time.strftime("%F %T"),
+                    "reps": args.reps,
+                    "cases": names,
+                    **summary,
+                    "episodes": s.rows,
+                },
+                indent=1,
+                default=str,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -58,8 +58,9 @@ ARMS = ("none", "batch", "normal")
 
 def threads_cpu_seconds(pid: int) -> float:
     """CPU seconds of all a process's threads so far, to the nanosecond (schedstat)."""
-    return sum(parse_schedstat(p.read_text())
-               for p in Path(f"/proc/{pid}/task").glob("*/schedstat"))
+    return sum(
+        parse_schedstat(p.read_text()) for p in Path(f"/proc/{pid}/task").glob("*/schedstat")
+    )
 
 
 def child(conninfo: str, server_log: Path, major: int, hz: float, batch: bool) -> None:
@@ -75,14 +76,28 @@ def child(conninfo: str, server_log: Path, major: int, hz: float, batch: bool) -
     print(json.dumps({"errors": result.metrics.get("pg_sampler_errors", [])}), flush=True)
 
 
-def start_observer(server: RawServer, major: int, hz: float,
-                   arm: str) -> tuple[subprocess.Popen[str], int]:
+def start_observer(
+    server: RawServer, major: int, hz: float, arm: str
+) -> tuple[subprocess.Popen[str], int]:
     """The observer's process, watching, and its backend's pid."""
     proc = subprocess.Popen(
-        [sys.executable, __file__, "--child", server.conninfo, str(server.logdir /
-                                                                  "server.log"),
-         "--major", str(major), "--hz", str(hz), "--arms", arm],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        [
+            sys.executable,
+            __file__,
+            "--child",
+            server.conninfo,
+            str(server.logdir / "server.log"),
+            "--major",
+            str(major),
+            "--hz",
+            str(hz),
+            "--arms",
+            arm,
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline().split()
     if line[:1] != ["ready"] or not line[1].isdigit():
@@ -92,8 +107,9 @@ def start_observer(server: RawServer, major: int, hz: float,
     return proc, int(line[1])
 
 
-def one_repetition(server: RawServer, args: argparse.Namespace, arm: str,
-                   rep: int) -> tuple[tuple[int, int], dict[str, float]]:
+def one_repetition(
+    server: RawServer, args: argparse.Namespace, arm: str, rep: int
+) -> tuple[tuple[int, int], dict[str, float]]:
     """(transactions of the watched lane, of the other) in equal running time, and what
     the observer used per second of the watched lane's running time."""
     watched_db, plain_db = DATABASES if rep % 2 == 0 else DATABASES[::-1]
@@ -101,26 +117,30 @@ def one_repetition(server: RawServer, args: argparse.Namespace, arm: str,
     try:
         if arm != "none":
             observer, backend = start_observer(server, args.major, args.hz, arm)
-        lanes = (Lane(start_pgbench(server, watched_db), watched_db,
-                      riders=(observer,) if observer else ()),
-                 Lane(start_pgbench(server, plain_db), plain_db))
+        lanes = (
+            Lane(
+                start_pgbench(server, watched_db),
+                watched_db,
+                riders=(observer,) if observer else (),
+            ),
+            Lane(start_pgbench(server, plain_db), plain_db),
+        )
         cpu_before: tuple[float, float] | None = None
 
         def counted() -> None:  # the observer is stopped: its CPU as the turns begin
             nonlocal cpu_before
             if observer is not None:
-                cpu_before = (threads_cpu_seconds(observer.pid),
-                              threads_cpu_seconds(backend))
+                cpu_before = (threads_cpu_seconds(observer.pid), threads_cpu_seconds(backend))
 
-        counts = take_turns(server, lanes, (rep // 2) % 2, args.seconds, args.slot,
-                            on_stopped=counted)
+        counts = take_turns(
+            server, lanes, (rep // 2) % 2, args.seconds, args.slot, on_stopped=counted
+        )
         cost: dict[str, float] = {}
         if observer is not None and cpu_before is not None:
             sampler = threads_cpu_seconds(observer.pid) - cpu_before[0]
             answering = threads_cpu_seconds(backend) - cpu_before[1]
             on = lanes[0].running_s
-            cost = {"sampler_cpu_pct": 100 * sampler / on,
-                    "backend_cpu_pct": 100 * answering / on}
+            cost = {"sampler_cpu_pct": 100 * sampler / on, "backend_cpu_pct": 100 * answering / on}
             observer.send_signal(signal.SIGCONT)
             out, _ = observer.communicate(timeout=30)
             errors = json.loads(out.strip().splitlines()[-1])["errors"]
@@ -147,16 +167,26 @@ def measure(work: Path, args: argparse.Namespace) -> dict[str, dict[str, object]
             print_repetition(rep, counts, args.seconds)
     result: dict[str, dict[str, object]] = {}
     for arm in arms:
-        label = {"none": "neither watched", "batch": "watched (SCHED_BATCH)",
-                 "normal": "watched (normal policy)"}[arm]
+        label = {
+            "none": "neither watched",
+            "batch": "watched (SCHED_BATCH)",
+            "normal": "watched (normal policy)",
+        }[arm]
         result[arm] = arm_summary(label, counts[arm])
         if costs[arm] and costs[arm][0]:
             sampler = statistics.median(c["sampler_cpu_pct"] for c in costs[arm])
             backend = statistics.median(c["backend_cpu_pct"] for c in costs[arm])
-            print(f"{'':<30} the observer's CPU (median): {sampler:.3f}% of a core, "
-                  f"{sampler + backend:.3f}% with its backend, per second watched")
-            result[arm].update({"sampler_cpu_pct": sampler, "observer_cpu_pct":
-                                sampler + backend, "costs": costs[arm]})
+            print(
+                f"{'':<30} the observer's CPU (median): {sampler:.3f}% of a core, "
+                f"{sampler + backend:.3f}% with its backend, per second watched"
+            )
+            result[arm].update(
+                {
+                    "sampler_cpu_pct": sampler,
+                    "observer_cpu_pct": sampler + backend,
+                    "costs": costs[arm],
+                }
+            )
     return result
 
 
@@ -164,8 +194,9 @@ def main() -> None:
     parser = turns_parser(__doc__, 20, 0.25, "none,batch", f"of {', '.join(ARMS)}")
     parser.add_argument("--hz", type=float, default=10.0, help="wait-event sampling rate")
     parser.add_argument("--major", type=int, default=15, help="the server's major version")
-    parser.add_argument("--child", nargs=2, metavar=("CONNINFO", "SERVER_LOG"),
-                        help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--child", nargs=2, metavar=("CONNINFO", "SERVER_LOG"), help=argparse.SUPPRESS
+    )
     args = parser.parse_args()
     if args.child:
         child(args.child[0], Path(args.child[1]), args.major, args.hz, args.arms == "batch")
@@ -173,9 +204,12 @@ def main() -> None:
     for arm in args.arms.split(","):
         if arm not in ARMS:
             parser.error(f"bad arm {arm!r}: one of {', '.join(ARMS)}")
-    measure_in_workdir("pgfsb-obsturns-", lambda work: measure(work, args), args.save,
-                       {"reps": args.reps, "seconds": args.seconds, "slot": args.slot,
-                        "hz": args.hz})
+    measure_in_workdir(
+        "pgfsb-obsturns-",
+        lambda work: measure(work, args),
+        args.save,
+        {"reps": args.reps, "seconds": args.seconds, "slot": args.slot, "hz": args.hz},
+    )
 
 
 if __name__ == "__main__":

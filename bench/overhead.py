@@ -67,63 +67,100 @@ protocol = "prepared"
 
 
 def pgfsbench(*args: str) -> str:
-    done = subprocess.run([sys.executable, "-m", "pgfsbench", *args], capture_output=True,
-                          text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "pgfsbench", *args], capture_output=True, text=True
+    )
     if done.returncode != 0:
         # pgfsbench's own words (a refused spec, a failed run), not a traceback of ours
-        sys.exit(f"pgfsbench {args[0]} exited {done.returncode}:\n"
-                 f"{done.stderr.strip() or done.stdout.strip()}")
+        sys.exit(
+            f"pgfsbench {args[0]} exited {done.returncode}:\n"
+            f"{done.stderr.strip() or done.stdout.strip()}"
+        )
     return done.stdout
 
 
-def one_run(spec: Path, results: Path, workdir: Path, samplers: bool,
-            duration: str) -> tuple[float, dict[str, float]]:
-    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(workdir),
-              "--set", f"duration={duration}",
-              "--set", f"samplers={'true' if samplers else 'false'}")
+def one_run(
+    spec: Path, results: Path, workdir: Path, samplers: bool, duration: str
+) -> tuple[float, dict[str, float]]:
+    pgfsbench(
+        "run",
+        str(spec),
+        "--results",
+        str(results),
+        "--workdir",
+        str(workdir),
+        "--set",
+        f"duration={duration}",
+        "--set",
+        f"samplers={'true' if samplers else 'false'}",
+    )
     last = json.loads(pgfsbench("results", "list", "--results", str(results), "--json"))[-1]
     assert last["status"] == "ok", last
-    shown = json.loads(pgfsbench("results", "show", str(last["run_id"]), "--results",
-                                 str(results), "--json"))
+    shown = json.loads(
+        pgfsbench("results", "show", str(last["run_id"]), "--results", str(results), "--json")
+    )
     observer = (shown.get("metrics") or {}).get("observer") or {}
     return float(last["tps"]), observer
 
 
 def between_runs(work: Path, args: argparse.Namespace) -> None:
     spec = work / "overhead.toml"
-    spec.write_text(SPEC.format(clients=args.clients, warmup="5s", repetitions=1,
-                                load_per="repetition"))
+    spec.write_text(
+        SPEC.format(clients=args.clients, warmup="5s", repetitions=1, load_per="repetition")
+    )
     ratios, observer = [], []
     for i in range(1, args.pairs + 1):
         bare, _ = one_run(spec, work / "r.sqlite", work / "w", False, args.duration)
         measured, obs = one_run(spec, work / "r.sqlite", work / "w", True, args.duration)
         ratios.append(measured / bare)
         observer.append(obs)
-        print(f"pair {i}: samplers off {bare:,.0f} tps, on {measured:,.0f} tps, "
-              f"ratio {measured / bare:.4f}; samplers used "
-              f"{obs.get('sampler_cpu_pct_of_a_core', float('nan')):.2f}% of a core",
-              flush=True)
+        print(
+            f"pair {i}: samplers off {bare:,.0f} tps, on {measured:,.0f} tps, "
+            f"ratio {measured / bare:.4f}; samplers used "
+            f"{obs.get('sampler_cpu_pct_of_a_core', float('nan')):.2f}% of a core",
+            flush=True,
+        )
     ratio, low, high = geometric_ci(ratios)
-    cpu = [o["sampler_cpu_pct_of_a_core"] for o in observer
-           if o.get("sampler_cpu_pct_of_a_core") is not None]
-    print(f"TPS ratio (samplers on / off), {len(ratios)} alternated pairs of whole runs of "
-          f"{args.duration}, {args.clients} client(s): {ratio:.4f}, "
-          f"95% CI [{low or math.nan:.4f}, {high or math.nan:.4f}] "
-          f"(median {statistics.median(ratios):.4f}, min {min(ratios):.4f}, "
-          f"max {max(ratios):.4f})")
+    cpu = [
+        o["sampler_cpu_pct_of_a_core"]
+        for o in observer
+        if o.get("sampler_cpu_pct_of_a_core") is not None
+    ]
+    print(
+        f"TPS ratio (samplers on / off), {len(ratios)} alternated pairs of whole runs of "
+        f"{args.duration}, {args.clients} client(s): {ratio:.4f}, "
+        f"95% CI [{low or math.nan:.4f}, {high or math.nan:.4f}] "
+        f"(median {statistics.median(ratios):.4f}, min {min(ratios):.4f}, "
+        f"max {max(ratios):.4f})"
+    )
     if cpu:
-        print(f"samplers' own CPU: median {statistics.median(cpu):.3f}% of one core "
-              f"(max {max(cpu):.3f}%)")
+        print(
+            f"samplers' own CPU: median {statistics.median(cpu):.3f}% of one core "
+            f"(max {max(cpu):.3f}%)"
+        )
 
 
 def in_one_server(work: Path, args: argparse.Namespace) -> None:
     spec = work / "overhead.toml"
-    spec.write_text(SPEC.format(clients=args.clients, warmup=args.warmup,
-                                repetitions=2 * args.pairs, load_per="cell"))
+    spec.write_text(
+        SPEC.format(
+            clients=args.clients, warmup=args.warmup, repetitions=2 * args.pairs, load_per="cell"
+        )
+    )
     results = work / "r.sqlite"
-    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(work / "w"),
-              "--set", f"duration={args.duration}", "--set", "samplers=alternate",
-              *(a for kv in args.set for a in ("--set", kv)))
+    pgfsbench(
+        "run",
+        str(spec),
+        "--results",
+        str(results),
+        "--workdir",
+        str(work / "w"),
+        "--set",
+        f"duration={args.duration}",
+        "--set",
+        "samplers=alternate",
+        *(a for kv in args.set for a in ("--set", kv)),
+    )
     store = Store(str(results))
     try:
         runs = store.full_runs()
@@ -132,48 +169,78 @@ def in_one_server(work: Path, args: argparse.Namespace) -> None:
     runs.sort(key=lambda r: int(r["repetition"]))
     for r in runs:
         o = (r.get("metrics") or {}).get("observer") or {}
-        print(f"run {r['repetition']:>2}: {'watched' if o.get('on') else 'not watched':<11} "
-              f"{r['status']:<6} {float(r.get('tps') or 0):>10,.0f} tps", flush=True)
+        print(
+            f"run {r['repetition']:>2}: {'watched' if o.get('on') else 'not watched':<11} "
+            f"{r['status']:<6} {float(r.get('tps') or 0):>10,.0f} tps",
+            flush=True,
+        )
     effects = observer_effects(runs)
     if not effects:
         sys.exit("no pair of ok runs: see the runs above")
     e = effects[0]
     print(f"pairs' ratios: {', '.join(f'{x:.4f}' for x in e.ratios)}")
-    print(f"TPS ratio (samplers on / off), {e.pairs} ABBA pairs in one server, "
-          f"{args.duration} each after a {args.warmup} warm-up, {args.clients} client(s): "
-          f"{e.ratio:.4f}, 95% CI [{e.ci_low or math.nan:.4f}, "
-          f"{e.ci_high or math.nan:.4f}] (median "
-          f"{statistics.median(e.ratios):.4f}, min {min(e.ratios):.4f}, "
-          f"max {max(e.ratios):.4f})")
+    print(
+        f"TPS ratio (samplers on / off), {e.pairs} ABBA pairs in one server, "
+        f"{args.duration} each after a {args.warmup} warm-up, {args.clients} client(s): "
+        f"{e.ratio:.4f}, 95% CI [{e.ci_low or math.nan:.4f}, "
+        f"{e.ci_high or math.nan:.4f}] (median "
+        f"{statistics.median(e.ratios):.4f}, min {min(e.ratios):.4f}, "
+        f"max {max(e.ratios):.4f})"
+    )
     print_robust(e.robust)
     if e.sampler_cpu_pct is not None:
         print(f"samplers' own CPU: median {e.sampler_cpu_pct:.3f}% of one core")
     if e.observer_cpu_pct is not None:
-        print(f"the samplers and the server backend answering them: median "
-              f"{e.observer_cpu_pct:.3f}% of one core")
+        print(
+            f"the samplers and the server backend answering them: median "
+            f"{e.observer_cpu_pct:.3f}% of one core"
+        )
     if e.benchmark_cpu_pct:
-        print("pgbench's CPU (median, % of one core): " + ", ".join(
-            f"{side} {v:.1f}%" for side, v in e.benchmark_cpu_pct.items()))
+        print(
+            "pgbench's CPU (median, % of one core): "
+            + ", ".join(f"{side} {v:.1f}%" for side, v in e.benchmark_cpu_pct.items())
+        )
     if e.benchmark_cpu_us_per_tx:
-        print("pgbench's CPU per transaction (median): " + ", ".join(
-            f"{side} {v:.2f} us" for side, v in e.benchmark_cpu_us_per_tx.items()))
+        print(
+            "pgbench's CPU per transaction (median): "
+            + ", ".join(f"{side} {v:.2f} us" for side, v in e.benchmark_cpu_us_per_tx.items())
+        )
     extra = e.benchmark_cpu_extra_pct
     if extra is not None:
-        print(f"what watching added to pgbench's CPU, pair by pair: {extra[0]:+.3f} points "
-              f"of one core, 95% CI [{extra[1] or math.nan:+.3f}, {extra[2] or math.nan:+.3f}]")
+        print(
+            f"what watching added to pgbench's CPU, pair by pair: {extra[0]:+.3f} points "
+            f"of one core, 95% CI [{extra[1] or math.nan:+.3f}, {extra[2] or math.nan:+.3f}]"
+        )
     if e.total_cpu_pct is not None:
-        print(f"the whole observer (samplers, their backend, pgbench's log): about "
-              f"{e.total_cpu_pct:.3f}% of one core")
+        print(
+            f"the whole observer (samplers, their backend, pgbench's log): about "
+            f"{e.total_cpu_pct:.3f}% of one core"
+        )
     if args.save:
-        args.save.write_text(json.dumps({
-            "pairs": e.pairs, "duration": args.duration, "warmup": args.warmup,
-            "clients": args.clients, "set": args.set, "ratios": e.ratios, "ratio": e.ratio,
-            "ci": [e.ci_low, e.ci_high], "robust": e.robust, "sampler_cpu_pct": e.sampler_cpu_pct,
-            "observer_cpu_pct": e.observer_cpu_pct,
-            "benchmark_cpu_pct": e.benchmark_cpu_pct,
-            "benchmark_cpu_us_per_tx": e.benchmark_cpu_us_per_tx,
-            "benchmark_cpu_extra_pct": extra, "total_cpu_pct": e.total_cpu_pct,
-            "commit": measured_commit()}, indent=1) + "\n")
+        args.save.write_text(
+            json.dumps(
+                {
+                    "pairs": e.pairs,
+                    "duration": args.duration,
+                    "warmup": args.warmup,
+                    "clients": args.clients,
+                    "set": args.set,
+                    "ratios": e.ratios,
+                    "ratio": e.ratio,
+                    "ci": [e.ci_low, e.ci_high],
+                    "robust": e.robust,
+                    "sampler_cpu_pct": e.sampler_cpu_pct,
+                    "observer_cpu_pct": e.observer_cpu_pct,
+                    "benchmark_cpu_pct": e.benchmark_cpu_pct,
+                    "benchmark_cpu_us_per_tx": e.benchmark_cpu_us_per_tx,
+                    "benchmark_cpu_extra_pct": extra,
+                    "total_cpu_pct": e.total_cpu_pct,
+                    "commit": measured_commit(),
+                },
+                indent=1,
+            )
+            + "\n"
+        )
         print(f"saved to {args.save}")
 
 
@@ -184,12 +251,16 @@ def pooled(files: list[Path]) -> None:
     for f in files:
         saved = json.loads(f.read_text())
         ratios += saved["ratios"]
-        print(f"{f}: {saved['pairs']} pairs, {saved['ratio']:.4f} "
-              f"[{saved['ci'][0]:.4f}, {saved['ci'][1]:.4f}]")
+        print(
+            f"{f}: {saved['pairs']} pairs, {saved['ratio']:.4f} "
+            f"[{saved['ci'][0]:.4f}, {saved['ci'][1]:.4f}]"
+        )
     ratio, low, high = geometric_ci(ratios)
-    print(f"pooled: {len(ratios)} pairs, TPS ratio {ratio:.4f}, 95% CI "
-          f"[{low or math.nan:.4f}, {high or math.nan:.4f}] (median "
-          f"{statistics.median(ratios):.4f})")
+    print(
+        f"pooled: {len(ratios)} pairs, TPS ratio {ratio:.4f}, 95% CI "
+        f"[{low or math.nan:.4f}, {high or math.nan:.4f}] (median "
+        f"{statistics.median(ratios):.4f})"
+    )
     print_robust(robust_ratio(ratios))
 
 
@@ -197,25 +268,42 @@ def print_robust(robust: tuple[float, float | None, float | None] | None) -> Non
     """The ratio that a few pairs disturbed by the host's bursts do not move."""
     if robust is None or robust[1] is None or robust[2] is None:
         return
-    print(f"robust to disturbed pairs: Hodges-Lehmann {robust[0]:.4f}, 95% CI "
-          f"[{robust[1]:.4f}, {robust[2]:.4f}] (Wilcoxon signed-rank)")
+    print(
+        f"robust to disturbed pairs: Hodges-Lehmann {robust[0]:.4f}, 95% CI "
+        f"[{robust[1]:.4f}, {robust[2]:.4f}] (Wilcoxon signed-rank)"
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=100,
-                        help="at most 500 in one server (a campaign runs 1,000 repetitions "
-                        "at most); --pool combines saved runs")
+    parser.add_argument(
+        "--pairs",
+        type=int,
+        default=100,
+        help="at most 500 in one server (a campaign runs 1,000 repetitions "
+        "at most); --pool combines saved runs",
+    )
     parser.add_argument("--duration", default="5s")
     parser.add_argument("--warmup", default="1s", help="each run's warm-up (in one server)")
     parser.add_argument("--clients", type=int, default=2)
-    parser.add_argument("--between-runs", action="store_true",
-                        help="a new server for every run (noisier)")
-    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
-                        help="passed to `pgfsbench run` (e.g. txlog_max_lines_per_s=100)")
+    parser.add_argument(
+        "--between-runs", action="store_true", help="a new server for every run (noisier)"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="passed to `pgfsbench run` (e.g. txlog_max_lines_per_s=100)",
+    )
     parser.add_argument("--save", type=Path, help="write the pairs' ratios to this JSON file")
-    parser.add_argument("--pool", type=Path, nargs="+", metavar="JSON",
-                        help="measure nothing: pool the pairs of runs saved with --save")
+    parser.add_argument(
+        "--pool",
+        type=Path,
+        nargs="+",
+        metavar="JSON",
+        help="measure nothing: pool the pairs of runs saved with --save",
+    )
     args = parser.parse_args()
     if args.pool:
         pooled(args.pool)

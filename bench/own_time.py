@@ -54,17 +54,33 @@ builtin = "tpcb-like"
 """
 
 
-def pgfsbench_run(work: Path, args: argparse.Namespace, profile: Path | None = None
-                  ) -> dict[str, float]:
+def pgfsbench_run(
+    work: Path, args: argparse.Namespace, profile: Path | None = None
+) -> dict[str, float]:
     spec = work / "s.toml"
     spec.write_text(SPEC.format(scale=args.scale, duration=args.duration, warmup=args.warmup))
     results = work / "r.sqlite"
-    argv = [sys.executable, *(["-m", "cProfile", "-o", str(profile)] if profile else []),
-            "-m", "pgfsbench", "run", str(spec), "--results", str(results), "--workdir",
-            str(work / "w")]
+    argv = [
+        sys.executable,
+        *(["-m", "cProfile", "-o", str(profile)] if profile else []),
+        "-m",
+        "pgfsbench",
+        "run",
+        str(spec),
+        "--results",
+        str(results),
+        "--workdir",
+        str(work / "w"),
+    ]
     started = time.monotonic()
-    subprocess.run(argv, cwd=ROOT, check=True, capture_output=True, text=True,
-                   env={**os.environ, "COLUMNS": "120"})
+    subprocess.run(
+        argv,
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "120"},
+    )
     wall = time.monotonic() - started
     with sqlite3.connect(results) as db:
         phases = db.execute("SELECT load_phases FROM run ORDER BY id DESC LIMIT 1").fetchone()
@@ -77,19 +93,33 @@ def pgfsbench_run(work: Path, args: argparse.Namespace, profile: Path | None = N
 
 def bare_run(work: Path, args: argparse.Namespace) -> dict[str, float]:
     started = time.monotonic()
-    done = subprocess.run(["bash", str(ROOT / "bench" / "bare_run.sh"), str(work),
-                           str(args.scale), str(args.warmup), str(args.duration)],
-                          check=True, capture_output=True, text=True)
+    done = subprocess.run(
+        [
+            "bash",
+            str(ROOT / "bench" / "bare_run.sh"),
+            str(work),
+            str(args.scale),
+            str(args.warmup),
+            str(args.duration),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     wall = time.monotonic() - started
-    load = float(next(line.split()[1] for line in done.stdout.splitlines()
-                      if line.startswith("load_seconds ")))
+    load = float(
+        next(
+            line.split()[1] for line in done.stdout.splitlines() if line.startswith("load_seconds ")
+        )
+    )
     # the same definition as pgfsbench's: mkfs, mount, initdb, start, stop, unmount
     return {"wall": wall, "load": load, "own": wall - args.warmup - args.duration - load}
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("--scale", type=int, default=2)
     ap.add_argument("--reps", type=int, default=4, help="pairs (ABBA order)")
     ap.add_argument("--warmup", type=int, default=2)
@@ -107,12 +137,15 @@ def main() -> None:
                 for arm in order:
                     work = base / f"{arm}-{i}"
                     work.mkdir()
-                    figures = (pgfsbench_run(work, args) if arm == "pgfsbench"
-                               else bare_run(work, args))
+                    figures = (
+                        pgfsbench_run(work, args) if arm == "pgfsbench" else bare_run(work, args)
+                    )
                     runs[arm].append(figures)
-                    print(f"{arm} #{i + 1}: " + ", ".join(f"{k} {v:.2f} s"
-                                                        for k, v in figures.items()),
-                          flush=True)
+                    print(
+                        f"{arm} #{i + 1}: "
+                        + ", ".join(f"{k} {v:.2f} s" for k, v in figures.items()),
+                        flush=True,
+                    )
             summary = summarise(runs)
             if args.profile:
                 work = base / "profile"
@@ -122,18 +155,38 @@ def main() -> None:
                 # pgfsbench's own functions, by the time spent in them and what they called
                 stats.sort_stats("cumulative").print_stats(
                     r"pgfsbench/(engine|storage|postgres|collect|workloads|kernel|results|"
-                    r"analysis|report|system/journal|cli/run)", 45)
+                    r"analysis|report|system/journal|cli/run)",
+                    45,
+                )
         finally:
             for w in base.glob("*/w"):
-                subprocess.run([sys.executable, "-m", "pgfsbench", "cleanup", "--workdir",
-                                str(w)], cwd=ROOT, capture_output=True, check=False)
+                subprocess.run(
+                    [sys.executable, "-m", "pgfsbench", "cleanup", "--workdir", str(w)],
+                    cwd=ROOT,
+                    capture_output=True,
+                    check=False,
+                )
             shutil.rmtree(base, ignore_errors=True)
     if args.save:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, text=True,
-                                capture_output=True, check=False).stdout.strip()
-        args.save.write_text(json.dumps({"commit": commit, "when": time.strftime("%F %T"),
-                                         "args": {k: str(v) for k, v in vars(args).items()},
-                                         "runs": runs, "summary": summary}, indent=1))
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=ROOT,
+            text=True,
+            capture_output=True,
+            check=False,
+        ).stdout.strip()
+        args.save.write_text(
+            json.dumps(
+                {
+                    "commit": commit,
+                    "when": time.strftime("%F %T"),
+                    "args": {k: str(v) for k, v in vars(args).items()},
+                    "runs": runs,
+                    "summary": summary,
+                },
+                indent=1,
+            )
+        )
 
 
 def summarise(runs: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
@@ -144,18 +197,25 @@ def summarise(runs: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
     bare_wall = statistics.median(r["wall"] for r in bare)
     bare_own = statistics.median(r["own"] for r in bare)
     ratios = [p["wall"] / b["wall"] for p, b in zip(pg, bare, strict=True)]
-    out = {"pgfsbench_wall_s": round(wall, 2), "own_s": round(own, 2),
-           "own_share_pct": round(100 * own / wall, 1), "bare_wall_s": round(bare_wall, 2),
-           "bare_own_s": round(bare_own, 2),
-           "bare_own_share_pct": round(100 * bare_own / bare_wall, 1),
-           "excess_over_bare_s": round(wall - bare_wall, 2),
-           "wall_ratio_median": round(statistics.median(ratios), 3),
-           "wall_ratio_range": [round(min(ratios), 3), round(max(ratios), 3)]}
-    print(f"\npgfsbench: {wall:.1f} s a run (median of {len(pg)}), of which its own "
-          f"{own:.1f} s ({out['own_share_pct']}%); bare script: {bare_wall:.1f} s, of which "
-          f"the same steps {bare_own:.1f} s ({out['bare_own_share_pct']}%); "
-          f"pgfsbench / bare: {out['wall_ratio_median']} (pairs {out['wall_ratio_range']})")
+    out = {
+        "pgfsbench_wall_s": round(wall, 2),
+        "own_s": round(own, 2),
+        "own_share_pct": round(100 * own / wall, 1),
+        "bare_wall_s": round(bare_wall, 2),
+        "bare_own_s": round(bare_own, 2),
+        "bare_own_share_pct": round(100 * bare_own / bare_wall, 1),
+        "excess_over_bare_s": round(wall - bare_wall, 2),
+        "wall_ratio_median": round(statistics.median(ratios), 3),
+        "wall_ratio_range": [round(min(ratios), 3), round(max(ratios), 3)],
+    }
+    print(
+        f"\npgfsbench: {wall:.1f} s a run (median of {len(pg)}), of which its own "
+        f"{own:.1f} s ({out['own_share_pct']}%); bare script: {bare_wall:.1f} s, of which "
+        f"the same steps {bare_own:.1f} s ({out['bare_own_share_pct']}%); "
+        f"pgfsbench / bare: {out['wall_ratio_median']} (pairs {out['wall_ratio_range']})"
+    )
     return out
+
 
 if __name__ == "__main__":
     main()

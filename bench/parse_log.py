@@ -31,18 +31,23 @@ def generate(path: Path, lines: int, seconds: int = 120, clients: int = 50) -> N
     start = 1_795_300_000
     end_us = np.sort(rng.integers(0, seconds * 1_000_000, lines))
     latency = rng.lognormal(mean=7.5, sigma=0.7, size=lines).astype(np.int64) + 50
-    frame = pl.DataFrame({
-        "client": rng.integers(0, clients, lines, dtype=np.int32),
-        "tx": np.arange(lines, dtype=np.int64),
-        "lat": latency.astype(str),
-        "script": np.zeros(lines, dtype=np.int8),
-        "epoch": start + end_us // 1_000_000,
-        "us": end_us % 1_000_000,
-    })
+    frame = pl.DataFrame(
+        {
+            "client": rng.integers(0, clients, lines, dtype=np.int32),
+            "tx": np.arange(lines, dtype=np.int64),
+            "lat": latency.astype(str),
+            "script": np.zeros(lines, dtype=np.int8),
+            "epoch": start + end_us // 1_000_000,
+            "us": end_us % 1_000_000,
+        }
+    )
     failed = rng.integers(0, lines, max(1, lines // 100_000))
     frame = frame.with_columns(
-        pl.when(pl.int_range(pl.len()).is_in(failed)).then(pl.lit("failed"))
-        .otherwise(pl.col("lat")).alias("lat"))
+        pl.when(pl.int_range(pl.len()).is_in(failed))
+        .then(pl.lit("failed"))
+        .otherwise(pl.col("lat"))
+        .alias("lat")
+    )
     frame.write_csv(path, separator=" ", include_header=False)
 
 
@@ -79,8 +84,9 @@ def time_pgfsbench(path: Path) -> tuple[float, float, float]:
     generator's memory too, as Linux carries the pre-exec peak of a forked child over.
     The resident peak includes the log's pages, which polars maps from the page cache;
     the anonymous peak (sampled every 20 ms) is the memory the parser really holds."""
-    out = subprocess.run([sys.executable, "-c", PARSE_ONE, str(path)], check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", PARSE_ONE, str(path)], check=True, capture_output=True, text=True
+    ).stdout
     elapsed, hwm, anon = (float(x) for x in out.strip().splitlines()[-1].split())
     return elapsed, hwm, anon
 
@@ -93,38 +99,73 @@ def time_copy_percentile(path: Path, workdir: Path) -> float:
     shutil.chown(workdir, "postgres", "postgres")
     shutil.chown(sock, "postgres", "postgres")
     as_pg = ["runuser", "-u", "postgres", "--"]
-    subprocess.run([*as_pg, b.tool("initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"],
-                   check=True, capture_output=True)
-    subprocess.run([*as_pg, b.tool("pg_ctl"), "-D", str(data), "-w", "-l",
-                    str(workdir / "log"), "-o",
-                    f"-c listen_addresses='' -c unix_socket_directories={sock} "
-                    "-c shared_buffers=1GB -c max_wal_size=4GB", "start"],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [*as_pg, b.tool("initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [
+            *as_pg,
+            b.tool("pg_ctl"),
+            "-D",
+            str(data),
+            "-w",
+            "-l",
+            str(workdir / "log"),
+            "-o",
+            f"-c listen_addresses='' -c unix_socket_directories={sock} "
+            "-c shared_buffers=1GB -c max_wal_size=4GB",
+            "start",
+        ],
+        check=True,
+        capture_output=True,
+    )
     try:
-        psql = [b.tool("psql"), "-h", str(sock), "-U", "postgres", "-q", "-v",
-                "ON_ERROR_STOP=1"]
-        subprocess.run([*psql, "-c", "CREATE UNLOGGED TABLE tx (client int, tx bigint, lat text,"
-                        " script int, epoch bigint, us bigint)"], check=True)
+        psql = [b.tool("psql"), "-h", str(sock), "-U", "postgres", "-q", "-v", "ON_ERROR_STOP=1"]
+        subprocess.run(
+            [
+                *psql,
+                "-c",
+                "CREATE UNLOGGED TABLE tx (client int, tx bigint, lat text,"
+                " script int, epoch bigint, us bigint)",
+            ],
+            check=True,
+        )
         shutil.chown(path, "postgres", "postgres")
         started = time.perf_counter()
         subprocess.run([*psql, "-c", f"COPY tx FROM '{path}' WITH (DELIMITER ' ')"], check=True)
-        subprocess.run([*psql, "-o", "/dev/null", "-c",
-                        "SELECT epoch, count(*), "
-                        "percentile_disc(0.5) WITHIN GROUP (ORDER BY lat::int), "
-                        "percentile_disc(0.99) WITHIN GROUP (ORDER BY lat::int), max(lat::int) "
-                        "FROM tx WHERE lat <> 'failed' GROUP BY epoch ORDER BY epoch"], check=True)
+        subprocess.run(
+            [
+                *psql,
+                "-o",
+                "/dev/null",
+                "-c",
+                "SELECT epoch, count(*), "
+                "percentile_disc(0.5) WITHIN GROUP (ORDER BY lat::int), "
+                "percentile_disc(0.99) WITHIN GROUP (ORDER BY lat::int), max(lat::int) "
+                "FROM tx WHERE lat <> 'failed' GROUP BY epoch ORDER BY epoch",
+            ],
+            check=True,
+        )
         return time.perf_counter() - started
     finally:
-        subprocess.run([*as_pg, b.tool("pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"],
-                       check=False, capture_output=True)
+        subprocess.run(
+            [*as_pg, b.tool("pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"],
+            check=False,
+            capture_output=True,
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--lines", type=int, default=10_000_000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--skip-copy", action="store_true",
-                        help="time pgfsbench's parser only (not COPY + percentile_disc)")
+    parser.add_argument(
+        "--skip-copy",
+        action="store_true",
+        help="time pgfsbench's parser only (not COPY + percentile_disc)",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="pgfsb-bench-", dir="/var/tmp") as tmp:
         work = Path(tmp)
@@ -132,14 +173,18 @@ def main() -> None:
         log = work / "pgbench_log.1"
         t = time.perf_counter()
         generate(log, args.lines)
-        print(f"generated {args.lines:,} lines ({log.stat().st_size / 1e6:.0f} MB) "
-              f"in {time.perf_counter() - t:.1f} s")
+        print(
+            f"generated {args.lines:,} lines ({log.stat().st_size / 1e6:.0f} MB) "
+            f"in {time.perf_counter() - t:.1f} s"
+        )
         ours = [time_pgfsbench(log) for _ in range(args.repeat)]
         rates = [args.lines / s for s, _, _ in ours]
-        print(f"pgfsbench parser : {statistics.median(rates) / 1e6:6.2f} M lines/s "
-              f"(median of {args.repeat}; min {min(rates) / 1e6:.2f}, max {max(rates) / 1e6:.2f});"
-              f" peak resident {max(r for _, r, _ in ours):,.0f} MB (with the mapped log),"
-              f" peak anonymous {max(a for _, _, a in ours):,.0f} MB")
+        print(
+            f"pgfsbench parser : {statistics.median(rates) / 1e6:6.2f} M lines/s "
+            f"(median of {args.repeat}; min {min(rates) / 1e6:.2f}, max {max(rates) / 1e6:.2f});"
+            f" peak resident {max(r for _, r, _ in ours):,.0f} MB (with the mapped log),"
+            f" peak anonymous {max(a for _, _, a in ours):,.0f} MB"
+        )
         if args.skip_copy:
             return
         (work / "pg").mkdir()

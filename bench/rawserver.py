@@ -18,8 +18,9 @@ from typing import Any
 
 
 def as_postgres(*argv: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(["runuser", "-u", "postgres", "--", *argv], check=check,
-                          capture_output=True, text=True)
+    return subprocess.run(
+        ["runuser", "-u", "postgres", "--", *argv], check=check, capture_output=True, text=True
+    )
 
 
 @dataclass(frozen=True)
@@ -35,8 +36,17 @@ class RawServer:
 
     def pgbench(self, *args: str) -> list[str]:
         """argv of pgbench as the postgres user against this server."""
-        return ["runuser", "-u", "postgres", "--", str(self.bindir / "pgbench"), "-h",
-                str(self.sock), *args, "postgres"]
+        return [
+            "runuser",
+            "-u",
+            "postgres",
+            "--",
+            str(self.bindir / "pgbench"),
+            "-h",
+            str(self.sock),
+            *args,
+            "postgres",
+        ]
 
 
 @contextmanager
@@ -75,17 +85,27 @@ def _raw_server(work: Path, bindir: Path, scale: int) -> Iterator[RawServer]:
         for d in (mnt, sock, logdir):
             subprocess.run(["chown", "postgres", str(d)], check=True)
         as_postgres(str(bindir / "initdb"), "-D", str(data), "-A", "trust")
-        as_postgres(str(bindir / "pg_ctl"), "-D", str(data), "-l", str(logdir / "server.log"),
-                    "-o", f"-c listen_addresses='' -c unix_socket_directories={sock} "
-                    "-c shared_buffers=1GB", "-w", "start")
+        as_postgres(
+            str(bindir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-l",
+            str(logdir / "server.log"),
+            "-o",
+            f"-c listen_addresses='' -c unix_socket_directories={sock} -c shared_buffers=1GB",
+            "-w",
+            "start",
+        )
         try:
-            as_postgres(str(bindir / "pgbench"), "-h", str(sock), "-i", "-s", str(scale),
-                        "-q", "postgres")
+            as_postgres(
+                str(bindir / "pgbench"), "-h", str(sock), "-i", "-s", str(scale), "-q", "postgres"
+            )
             as_postgres("mkdir", str(mnt / "log"))
             yield RawServer(bindir, sock, logdir, mnt / "log")
         finally:
-            as_postgres(str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop",
-                        check=False)
+            as_postgres(
+                str(bindir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop", check=False
+            )
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
 
@@ -98,8 +118,12 @@ def is_rate(text: str) -> bool:
         return False
 
 
-def measure_in_workdir(prefix: str, measure: Callable[[Path], dict[str, Any]],
-                       save: Path | None, header: dict[str, Any]) -> None:
+def measure_in_workdir(
+    prefix: str,
+    measure: Callable[[Path], dict[str, Any]],
+    save: Path | None,
+    header: dict[str, Any],
+) -> None:
     """``measure`` in a work directory of its own under /var/tmp (removed after), its
     result saved with ``header`` as JSON to ``save`` when given, with the commit measured
     and when."""
@@ -109,10 +133,19 @@ def measure_in_workdir(prefix: str, measure: Callable[[Path], dict[str, Any]],
         work.chmod(0o755)
         result = measure(work)
     if save:
-        save.write_text(json.dumps({**header, "commit": measured_commit(),
-                                    "started": started,
-                                    "ended": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                                    "arms": result}, indent=1) + "\n")
+        save.write_text(
+            json.dumps(
+                {
+                    **header,
+                    "commit": measured_commit(),
+                    "started": started,
+                    "ended": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                    "arms": result,
+                },
+                indent=1,
+            )
+            + "\n"
+        )
         print(f"saved to {save}")
 
 
@@ -120,10 +153,19 @@ def measured_commit() -> str | None:
     """The pgfsbench commit a bench measures (a dirty tree is marked)."""
     here = Path(__file__).resolve().parent
     try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, check=True,
-                              capture_output=True, text=True).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
-                               cwd=here, capture_output=True, text=True).stdout.strip()
+        head = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=here,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=here,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return None
     return head + ("+dirty" if dirty else "")

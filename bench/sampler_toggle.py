@@ -88,13 +88,28 @@ def measure(server: RawServer, args: argparse.Namespace) -> dict[str, object]:
     schedule = [k % 4 in (1, 2) for k in range(2 * args.cycles)]
     # the observer's scheduling policy in each block (--sched both: the two on-blocks of
     # every four take one each, in turns, so each policy is as often first as second)
-    policy = [args.sched if args.sched != "both" else
-              ("batch" if (k // 4 + (k % 4 == 2)) % 2 == 0 else "normal")
-              for k in range(len(schedule))]
+    policy = [
+        args.sched
+        if args.sched != "both"
+        else ("batch" if (k // 4 + (k % 4 == 2)) % 2 == 0 else "normal")
+        for k in range(len(schedule))
+    ]
     seconds = args.block * len(schedule) + 3
-    proc = subprocess.Popen(server.pgbench("-S", "-M", "prepared", f"-c{args.clients}",
-                                           f"-j{args.clients}", "-n", f"-T{seconds}", "-P1"),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        server.pgbench(
+            "-S",
+            "-M",
+            "prepared",
+            f"-c{args.clients}",
+            f"-j{args.clients}",
+            "-n",
+            f"-T{seconds}",
+            "-P1",
+        ),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stderr is not None
     pgbench = child_named(proc.pid, "pgbench")
     observation: Observation | None = None
@@ -128,9 +143,14 @@ def measure(server: RawServer, args: argparse.Namespace) -> dict[str, object]:
                 observation.finish()  # the next block watches under the other policy
                 observation = None
             if want and observation is None:
-                observation = Observation(server.conninfo, args.major, (),
-                                          server.logdir / "server.log", wait_hz=args.hz,
-                                          batch=batch)
+                observation = Observation(
+                    server.conninfo,
+                    args.major,
+                    (),
+                    server.logdir / "server.log",
+                    wait_hz=args.hz,
+                    batch=batch,
+                )
                 observation.start()
                 observation.mark_measured_start()
             elif not want and observation is not None:
@@ -152,43 +172,76 @@ def measure(server: RawServer, args: argparse.Namespace) -> dict[str, object]:
         switches.setdefault(key, []).append(ics)
     off_us = statistics.fmean(x for (_, on), v in cpu_per_tx.items() if not on for x in v)
     off_ics = statistics.fmean(x for (_, on), v in switches.items() if not on for x in v)
-    print(f"pgbench and its {len(watched) - 1} backends: {off_ics:,.0f} involuntary context "
-          "switches a second not watched")
-    out: dict[str, object] = {"hz": args.hz, "block": args.block, "sched": args.sched,
-                              "pgbench_cpu_us_per_tx_off": off_us,
-                              "involuntary_switches_per_s_off": off_ics}
+    print(
+        f"pgbench and its {len(watched) - 1} backends: {off_ics:,.0f} involuntary context "
+        "switches a second not watched"
+    )
+    out: dict[str, object] = {
+        "hz": args.hz,
+        "block": args.block,
+        "sched": args.sched,
+        "pgbench_cpu_us_per_tx_off": off_us,
+        "involuntary_switches_per_s_off": off_ics,
+    }
     for name in sorted(set(policy)):
         # a cycle (block // 2) is one off block and one on block: its policy is the on's
-        cycles = sorted({c for c, _ in tps if (c, True) in tps and (c, False) in tps
-                         and policy[2 * c + (not schedule[2 * c])] == name})
-        ratios = [statistics.fmean(tps[(c, True)]) / statistics.fmean(tps[(c, False)])
-                  for c in cycles]
-        extra = [statistics.fmean(cpu_per_tx[(c, True)]) -
-                 statistics.fmean(cpu_per_tx[(c, False)]) for c in cycles]
-        more = [statistics.fmean(switches[(c, True)]) - statistics.fmean(switches[(c, False)])
-                for c in cycles]
+        cycles = sorted(
+            {
+                c
+                for c, _ in tps
+                if (c, True) in tps
+                and (c, False) in tps
+                and policy[2 * c + (not schedule[2 * c])] == name
+            }
+        )
+        ratios = [
+            statistics.fmean(tps[(c, True)]) / statistics.fmean(tps[(c, False)]) for c in cycles
+        ]
+        extra = [
+            statistics.fmean(cpu_per_tx[(c, True)]) - statistics.fmean(cpu_per_tx[(c, False)])
+            for c in cycles
+        ]
+        more = [
+            statistics.fmean(switches[(c, True)]) - statistics.fmean(switches[(c, False)])
+            for c in cycles
+        ]
         if not ratios:
             continue
         ratio, low, high = geometric_ci(ratios)
         mean = statistics.fmean(extra)
-        half = (1.96 * statistics.stdev(extra) / math.sqrt(len(extra)) if len(extra) > 1
-                else math.nan)
-        print(f"samplers at {args.hz:g} Hz ({name}), {len(ratios)} cycles of {args.block} s "
-              f"blocks in one pgbench run: TPS on / off {ratio:.4f}, 95% CI "
-              f"[{low or math.nan:.4f}, {high or math.nan:.4f}] "
-              f"(median {statistics.median(ratios):.4f})")
-        print(f"  pgbench's CPU per transaction: {off_us:.2f} us off, {mean:+.3f} us on "
-              f"(95% CI [{mean - half:+.3f}, {mean + half:+.3f}]; 10 ms clock ticks)")
+        half = (
+            1.96 * statistics.stdev(extra) / math.sqrt(len(extra)) if len(extra) > 1 else math.nan
+        )
+        print(
+            f"samplers at {args.hz:g} Hz ({name}), {len(ratios)} cycles of {args.block} s "
+            f"blocks in one pgbench run: TPS on / off {ratio:.4f}, 95% CI "
+            f"[{low or math.nan:.4f}, {high or math.nan:.4f}] "
+            f"(median {statistics.median(ratios):.4f})"
+        )
+        print(
+            f"  pgbench's CPU per transaction: {off_us:.2f} us off, {mean:+.3f} us on "
+            f"(95% CI [{mean - half:+.3f}, {mean + half:+.3f}]; 10 ms clock ticks)"
+        )
         ics_mean = statistics.fmean(more)
-        ics_half = (1.96 * statistics.stdev(more) / math.sqrt(len(more)) if len(more) > 1
-                    else math.nan)
-        print(f"  their involuntary context switches: {ics_mean:+.1f} a second when watched "
-              f"(95% CI [{ics_mean - ics_half:+.1f}, {ics_mean + ics_half:+.1f}])")
-        out[name] = {"involuntary_switches_per_s_extra": [ics_mean, ics_mean - ics_half,
-                                                          ics_mean + ics_half],
-                     "cycles": len(ratios), "ratios": ratios, "ratio": ratio,
-                     "ci": [low, high], "pgbench_cpu_us_per_tx_extra": [mean, mean - half,
-                                                                        mean + half]}
+        ics_half = (
+            1.96 * statistics.stdev(more) / math.sqrt(len(more)) if len(more) > 1 else math.nan
+        )
+        print(
+            f"  their involuntary context switches: {ics_mean:+.1f} a second when watched "
+            f"(95% CI [{ics_mean - ics_half:+.1f}, {ics_mean + ics_half:+.1f}])"
+        )
+        out[name] = {
+            "involuntary_switches_per_s_extra": [
+                ics_mean,
+                ics_mean - ics_half,
+                ics_mean + ics_half,
+            ],
+            "cycles": len(ratios),
+            "ratios": ratios,
+            "ratio": ratio,
+            "ci": [low, high],
+            "pgbench_cpu_us_per_tx_extra": [mean, mean - half, mean + half],
+        }
     return out
 
 
@@ -198,8 +251,12 @@ def main() -> None:
     parser.add_argument("--block", type=int, default=3, help="seconds per block (>= 2)")
     parser.add_argument("--hz", type=float, default=10.0, help="wait-event sampling rate")
     parser.add_argument("--clients", type=int, default=2)
-    parser.add_argument("--sched", choices=("batch", "normal", "both"), default="batch",
-                        help="the observer's scheduling policy (both: in turns, compared)")
+    parser.add_argument(
+        "--sched",
+        choices=("batch", "normal", "both"),
+        default="batch",
+        help="the observer's scheduling policy (both: in turns, compared)",
+    )
     parser.add_argument("--bindir", default="/usr/lib/postgresql/15/bin")
     parser.add_argument("--major", type=int, default=15, help="the server's major version")
     parser.add_argument("--save", type=Path, help="write the cycles' ratios to this JSON file")

@@ -41,25 +41,38 @@ def jobs_cost(server: RawServer, seconds: float) -> None:
             t0 = time.thread_time()
             run()
             spent[key].append(time.thread_time() - t0)
+
         return job
 
-    ticker = Ticker("tick-cost", 0.1, [
-        Job("pg", 1, timed(lambda: "waits and counters" if pg._ticks % 10 == 0
-                           else "waits", pg.tick)),
-        Job("os", 10, timed(lambda: "/proc", sampler.tick))])
+    ticker = Ticker(
+        "tick-cost",
+        0.1,
+        [
+            Job(
+                "pg",
+                1,
+                timed(lambda: "waits and counters" if pg._ticks % 10 == 0 else "waits", pg.tick),
+            ),
+            Job("os", 10, timed(lambda: "/proc", sampler.tick)),
+        ],
+    )
     ticker.start()
     time.sleep(seconds)
     ticker.stop()
     pg.close([])
     sampler.close()
     for name, v in spent.items():
-        print(f"{name:>20}: {len(v):4} ticks, {1e6 * statistics.median(v):6.0f} us each "
-              f"(median), {1e3 * sum(v) / seconds:5.2f} ms a second")
+        print(
+            f"{name:>20}: {len(v):4} ticks, {1e6 * statistics.median(v):6.0f} us each "
+            f"(median), {1e3 * sum(v) / seconds:5.2f} ms a second"
+        )
     jobs = sum(sum(v) for v in spent.values())
     total = ticker.cpu_seconds
-    print(f"{'the thread in all':>20}: {1e3 * total / seconds:5.2f} ms a second "
-          f"({100 * total / seconds:.3f}% of a core); outside its jobs (waking up, "
-          f"sleeping): {1e3 * (total - jobs) / seconds:.2f} ms a second")
+    print(
+        f"{'the thread in all':>20}: {1e3 * total / seconds:5.2f} ms a second "
+        f"({100 * total / seconds:.3f}% of a core); outside its jobs (waking up, "
+        f"sleeping): {1e3 * (total - jobs) / seconds:.2f} ms a second"
+    )
 
 
 def one_answer(st: Statements, conn: pq.abc.PGconn, cold: bool) -> dict[str, int]:
@@ -101,9 +114,11 @@ def answer_steps(server: RawServer, reads: int) -> None:
     for cold in (True, False):
         times = [one_answer(st, conn, cold) for _ in range(reads)]
         medians = {s: statistics.median(t[s] for t in times) / 1e3 for s in STEPS}
-        print(f"one wait-events answer read {'after a 50 ms sleep' if cold else 'hot':>20}: "
-              + ", ".join(f"{s} {v:.1f}" for s, v in medians.items())
-              + f" us (medians of {reads}; sum {sum(medians.values()):.1f} us)")
+        print(
+            f"one wait-events answer read {'after a 50 ms sleep' if cold else 'hot':>20}: "
+            + ", ".join(f"{s} {v:.1f}" for s, v in medians.items())
+            + f" us (medians of {reads}; sum {sum(medians.values()):.1f} us)"
+        )
     pg.close([])
 
 
@@ -111,8 +126,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--reads", type=int, default=200)
-    parser.add_argument("--load", action="store_true",
-                        help="under pgbench -S -c2 -j2 (the overhead bench's load)")
+    parser.add_argument(
+        "--load", action="store_true", help="under pgbench -S -c2 -j2 (the overhead bench's load)"
+    )
     parser.add_argument("--bindir", default="/usr/lib/postgresql/15/bin")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="pgfsb-tick-", dir="/var/tmp") as tmp:
@@ -122,9 +138,11 @@ def main() -> None:
             load = None
             if args.load:
                 seconds = int(args.seconds + args.reads * 0.06 + 30)
-                load = subprocess.Popen(server.pgbench("-S", "-M", "prepared", "-c2", "-j2",
-                                                       "-n", f"-T{seconds}"),
-                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                load = subprocess.Popen(
+                    server.pgbench("-S", "-M", "prepared", "-c2", "-j2", "-n", f"-T{seconds}"),
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
                 time.sleep(2)
             try:
                 jobs_cost(server, args.seconds)

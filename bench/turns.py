@@ -35,25 +35,46 @@ def make_databases(server: RawServer, scale: int = 10) -> None:
     """The two databases of the turns, pgbench's tables loaded in each."""
     for db in DATABASES:
         as_postgres(str(server.bindir / "createdb"), "-h", str(server.sock), db)
-        as_postgres(str(server.bindir / "pgbench"), "-h", str(server.sock), "-i", "-s",
-                    str(scale), "-q", db)
+        as_postgres(
+            str(server.bindir / "pgbench"), "-h", str(server.sock), "-i", "-s", str(scale), "-q", db
+        )
 
 
 def commits(server: RawServer) -> dict[str, int]:
-    out = as_postgres(str(server.bindir / "psql"), "-h", str(server.sock), "-XAt", "-c",
-                      "SELECT datname, xact_commit FROM pg_stat_database "
-                      "WHERE datname IN ('a', 'b')", "postgres").stdout
+    out = as_postgres(
+        str(server.bindir / "psql"),
+        "-h",
+        str(server.sock),
+        "-XAt",
+        "-c",
+        "SELECT datname, xact_commit FROM pg_stat_database WHERE datname IN ('a', 'b')",
+        "postgres",
+    ).stdout
     return {name: int(n) for name, n in (line.split("|") for line in out.split())}
 
 
-def start_pgbench(server: RawServer, db: str,
-                  extra: Sequence[str] = ()) -> subprocess.Popen[bytes]:
+def start_pgbench(server: RawServer, db: str, extra: Sequence[str] = ()) -> subprocess.Popen[bytes]:
     """pgbench as the postgres user (its own process: the one to stop and continue),
     select-only, prepared, 2 clients, running until killed."""
-    return subprocess.Popen([str(server.bindir / "pgbench"), "-h", str(server.sock), "-S",
-                             "-M", "prepared", "-c2", "-j2", "-n", "-T3600", *extra, db],
-                            user="postgres", stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        [
+            str(server.bindir / "pgbench"),
+            "-h",
+            str(server.sock),
+            "-S",
+            "-M",
+            "prepared",
+            "-c2",
+            "-j2",
+            "-n",
+            "-T3600",
+            *extra,
+            db,
+        ],
+        user="postgres",
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
 
 class Process(Protocol):
@@ -79,8 +100,14 @@ class Lane:
             rider.send_signal(sig)
 
 
-def take_turns(server: RawServer, lanes: tuple[Lane, Lane], first: int, seconds: float,
-               slot: float, on_stopped: Callable[[], None] | None = None) -> tuple[int, int]:
+def take_turns(
+    server: RawServer,
+    lanes: tuple[Lane, Lane],
+    first: int,
+    seconds: float,
+    slot: float,
+    on_stopped: Callable[[], None] | None = None,
+) -> tuple[int, int]:
     """The two lanes' transactions (commits of their databases) in turns of ``slot``
     seconds for ``seconds`` in all, ABBA from lane ``first``. ``on_stopped`` is called
     once everything is stopped, just before the turns begin. The lanes' pgbench processes
@@ -116,8 +143,7 @@ def take_turns(server: RawServer, lanes: tuple[Lane, Lane], first: int, seconds:
             lane.pgbench.wait()
     time.sleep(0.5)  # backends flush their statistics as they exit
     after = commits(server)
-    return (after[lanes[0].db] - before[lanes[0].db],
-            after[lanes[1].db] - before[lanes[1].db])
+    return (after[lanes[0].db] - before[lanes[0].db], after[lanes[1].db] - before[lanes[1].db])
 
 
 def clear_logs(directory: Path) -> None:
@@ -132,19 +158,26 @@ def arm_summary(label: str, counts: list[tuple[int, int]]) -> dict[str, object]:
     ratios = [x / y for x, y in counts]
     ratio, low, high = geometric_ci(ratios)
     sd = statistics.stdev(math.log(r) for r in ratios) if len(ratios) > 1 else math.nan
-    print(f"{label:<30} with / without {ratio:.4f} "
-          f"[{low or math.nan:.4f}, {high or math.nan:.4f}], SD of the log ratios "
-          f"{sd:.4f}, {len(ratios)} repetitions")
+    print(
+        f"{label:<30} with / without {ratio:.4f} "
+        f"[{low or math.nan:.4f}, {high or math.nan:.4f}], SD of the log ratios "
+        f"{sd:.4f}, {len(ratios)} repetitions"
+    )
     return {"ratio": ratio, "ci": [low, high], "sd_log": sd, "counts": counts}
 
 
-def turns_parser(doc: str, reps: int, slot: float, arms: str,
-                 arms_help: str | None = None) -> argparse.ArgumentParser:
+def turns_parser(
+    doc: str, reps: int, slot: float, arms: str, arms_help: str | None = None
+) -> argparse.ArgumentParser:
     """The arguments every turns bench takes, with its own defaults."""
     parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("--reps", type=int, default=reps)
-    parser.add_argument("--seconds", type=float, default=20.0,
-                        help="turns per repetition, in seconds (each process runs half)")
+    parser.add_argument(
+        "--seconds",
+        type=float,
+        default=20.0,
+        help="turns per repetition, in seconds (each process runs half)",
+    )
     parser.add_argument("--slot", type=float, default=slot, help="seconds per turn")
     parser.add_argument("--arms", default=arms, help=arms_help)
     parser.add_argument("--bindir", default="/usr/lib/postgresql/15/bin")
@@ -152,10 +185,12 @@ def turns_parser(doc: str, reps: int, slot: float, arms: str,
     return parser
 
 
-def print_repetition(rep: int, counts: dict[str, list[tuple[int, int]]],
-                     seconds: float) -> None:
+def print_repetition(rep: int, counts: dict[str, list[tuple[int, int]]], seconds: float) -> None:
     """One line per repetition: each arm's ratio, and the throughput of the turns."""
     arms = list(counts)
-    print(f"repetition {rep + 1}: " + ", ".join(
-        f"{a} {counts[a][-1][0] / counts[a][-1][1]:.4f}" for a in arms)
-        + f" ({sum(counts[arms[0]][-1]) / seconds:,.0f} TPS)", flush=True)
+    print(
+        f"repetition {rep + 1}: "
+        + ", ".join(f"{a} {counts[a][-1][0] / counts[a][-1][1]:.4f}" for a in arms)
+        + f" ({sum(counts[arms[0]][-1]) / seconds:,.0f} TPS)",
+        flush=True,
+    )

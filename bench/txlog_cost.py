@@ -38,19 +38,28 @@ def one_run(server: RawServer, arm: str, duration: int) -> tuple[float, float, i
     logdir = server.tmpfs_logdir if where == "tmpfs" else server.logdir
     for old in logdir.glob("txlog.*"):
         old.unlink()
-    log = [] if arm == "none" else ["-l", f"--log-prefix={logdir / 'txlog'}",
-                                    f"--sampling-rate={rate}"]
+    log = (
+        []
+        if arm == "none"
+        else ["-l", f"--log-prefix={logdir / 'txlog'}", f"--sampling-rate={rate}"]
+    )
     base = ["-S", "-M", "prepared", "-c2", "-j2", "-n"]
     subprocess.run(server.pgbench(*base, "-T1"), check=True, capture_output=True)  # warm-up
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    out = subprocess.run(server.pgbench(*base, f"-T{duration}", "-P1", *log), check=True,
-                         capture_output=True, text=True).stdout
+    out = subprocess.run(
+        server.pgbench(*base, f"-T{duration}", "-P1", *log),
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
-    tps = next(float(line.split()[2]) for line in out.splitlines()
-               if line.startswith("tps = "))
-    done = next(int(line.split(":")[1].split("/")[0]) for line in out.splitlines()
-                if line.startswith("number of transactions actually processed"))
+    tps = next(float(line.split()[2]) for line in out.splitlines() if line.startswith("tps = "))
+    done = next(
+        int(line.split(":")[1].split("/")[0])
+        for line in out.splitlines()
+        if line.startswith("number of transactions actually processed")
+    )
     return tps, cpu, done
 
 
@@ -63,30 +72,46 @@ def measure(work: Path, args: argparse.Namespace) -> dict[str, dict[str, object]
         for block in range(args.blocks):
             for arm in orders[block % len(orders)]:
                 runs[arm].append(one_run(server, arm, args.duration))
-            print(f"block {block + 1}: " + ", ".join(
-                f"{a} {runs[a][-1][0]:,.0f} tps" for a in arms), flush=True)
+            print(
+                f"block {block + 1}: " + ", ".join(f"{a} {runs[a][-1][0]:,.0f} tps" for a in arms),
+                flush=True,
+            )
     result: dict[str, dict[str, object]] = {}
     for arm in arms:
         ratios = [r[0] / n[0] for r, n in zip(runs[arm], runs["none"], strict=True)]
         ratio, low, high = geometric_ci(ratios)
         cpu_us = sum(r[1] for r in runs[arm]) / sum(r[2] for r in runs[arm]) * 1e6
         # pgbench's CPU per transaction, minus the same block's run without -l
-        extra = [1e6 * (r[1] / r[2] - n[1] / n[2])
-                 for r, n in zip(runs[arm], runs["none"], strict=True)]
+        extra = [
+            1e6 * (r[1] / r[2] - n[1] / n[2]) for r, n in zip(runs[arm], runs["none"], strict=True)
+        ]
         mean = statistics.fmean(extra)
-        half = (1.96 * statistics.stdev(extra) / math.sqrt(len(extra)) if len(extra) > 1
-                else math.nan)
-        result[arm] = {"ratio": ratio, "ci": [low, high], "cpu_us_per_tx": cpu_us,
-                       "cpu_us_per_tx_extra": [mean, mean - half, mean + half],
-                       "tps": [r[0] for r in runs[arm]]}
+        half = (
+            1.96 * statistics.stdev(extra) / math.sqrt(len(extra)) if len(extra) > 1 else math.nan
+        )
+        result[arm] = {
+            "ratio": ratio,
+            "ci": [low, high],
+            "cpu_us_per_tx": cpu_us,
+            "cpu_us_per_tx_extra": [mean, mean - half, mean + half],
+            "tps": [r[0] for r in runs[arm]],
+        }
         rate, _, where = arm.partition("@")
-        label = "no -l" if arm == "none" else f"-l --sampling-rate={rate}" + (
-            " on tmpfs" if where else "")
-        print(f"{label:<34} "
-              f"TPS / no -l {ratio:.4f} [{low or math.nan:.4f}, {high or math.nan:.4f}], "
-              f"pgbench {cpu_us:.2f} us of CPU per transaction"
-              + ("" if arm == "none" else
-                 f" ({mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}] block by block)"))
+        label = (
+            "no -l"
+            if arm == "none"
+            else f"-l --sampling-rate={rate}" + (" on tmpfs" if where else "")
+        )
+        print(
+            f"{label:<34} "
+            f"TPS / no -l {ratio:.4f} [{low or math.nan:.4f}, {high or math.nan:.4f}], "
+            f"pgbench {cpu_us:.2f} us of CPU per transaction"
+            + (
+                ""
+                if arm == "none"
+                else f" ({mean:+.3f} [{mean - half:+.3f}, {mean + half:+.3f}] block by block)"
+            )
+        )
     return result
 
 
@@ -104,8 +129,13 @@ def main() -> None:
         rate, at, where = arm.partition("@")
         if arm != "none" and (not is_rate(rate) or (at and where != "tmpfs")):
             parser.error(f"bad arm {arm!r}: none, a sampling rate in (0, 1], or RATE@tmpfs")
-    measure_in_workdir("pgfsb-txlog-", lambda work: measure(work, args), args.save,
-                       {"blocks": args.blocks, "duration": args.duration})
+    measure_in_workdir(
+        "pgfsb-txlog-",
+        lambda work: measure(work, args),
+        args.save,
+        {"blocks": args.blocks, "duration": args.duration},
+    )
+
 
 if __name__ == "__main__":
     main()

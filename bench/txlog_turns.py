@@ -40,16 +40,19 @@ from turns import (
 )
 
 
-def one_repetition(server: RawServer, arm: str, rep: int, seconds: float,
-                   slot: float) -> tuple[int, int]:
+def one_repetition(
+    server: RawServer, arm: str, rep: int, seconds: float, slot: float
+) -> tuple[int, int]:
     """(transactions with the arm's -l, transactions without) in equal running time."""
     logged_db, plain_db = DATABASES if rep % 2 == 0 else DATABASES[::-1]
     log: list[str] = []
     if arm != "none":
         clear_logs(server.tmpfs_logdir)
         log = ["-l", f"--log-prefix={server.tmpfs_logdir / 'tx'}", f"--sampling-rate={arm}"]
-    lanes = (Lane(start_pgbench(server, logged_db, log), logged_db),
-             Lane(start_pgbench(server, plain_db), plain_db))
+    lanes = (
+        Lane(start_pgbench(server, logged_db, log), logged_db),
+        Lane(start_pgbench(server, plain_db), plain_db),
+    )
     return take_turns(server, lanes, (rep // 2) % 2, seconds, slot)
 
 
@@ -62,8 +65,12 @@ def measure(work: Path, args: argparse.Namespace) -> dict[str, dict[str, object]
             for arm in arms if rep % 2 == 0 else arms[::-1]:
                 counts[arm].append(one_repetition(server, arm, rep, args.seconds, args.slot))
             print_repetition(rep, counts, args.seconds)
-    return {arm: arm_summary("both without -l" if arm == "none" else
-                             f"-l --sampling-rate={arm}", counts[arm]) for arm in arms}
+    return {
+        arm: arm_summary(
+            "both without -l" if arm == "none" else f"-l --sampling-rate={arm}", counts[arm]
+        )
+        for arm in arms
+    }
 
 
 def main() -> None:
@@ -72,8 +79,13 @@ def main() -> None:
     for arm in args.arms.split(","):
         if arm != "none" and not is_rate(arm):
             parser.error(f"bad arm {arm!r}: none, or a sampling rate in (0, 1]")
-    measure_in_workdir("pgfsb-turns-", lambda work: measure(work, args), args.save,
-                       {"reps": args.reps, "seconds": args.seconds, "slot": args.slot})
+    measure_in_workdir(
+        "pgfsb-turns-",
+        lambda work: measure(work, args),
+        args.save,
+        {"reps": args.reps, "seconds": args.seconds, "slot": args.slot},
+    )
+
 
 if __name__ == "__main__":
     main()

@@ -43,8 +43,21 @@ ARMS = ("none", "wrapped")
 
 
 def argv(server: RawServer, db: str) -> list[str]:
-    return [str(server.bindir / "pgbench"), "-h", str(server.sock), "-S", "-M", "prepared",
-            "-c2", "-j2", "-n", "-T3600", "-P", "1", db]
+    return [
+        str(server.bindir / "pgbench"),
+        "-h",
+        str(server.sock),
+        "-S",
+        "-M",
+        "prepared",
+        "-c2",
+        "-j2",
+        "-n",
+        "-T3600",
+        "-P",
+        "1",
+        db,
+    ]
 
 
 class Wrapped:
@@ -52,8 +65,9 @@ class Wrapped:
     as they come, the end waited for on a pidfd with a stall check every 0.5 s)."""
 
     def __init__(self, server: RawServer, db: str, workdir: Path):
-        self.child = Runner().spawn(argv(server, db), stdout_path=workdir / f"{db}.stdout",
-                                    user="postgres", cwd=workdir)
+        self.child = Runner().spawn(
+            argv(server, db), stdout_path=workdir / f"{db}.stdout", user="postgres", cwd=workdir
+        )
         self.points = 0
 
         def on_line(line: str) -> None:
@@ -80,21 +94,26 @@ class Wrapped:
 
 
 def bare(server: RawServer, db: str) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(argv(server, db), user="postgres", stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    return subprocess.Popen(
+        argv(server, db), user="postgres", stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
 
 
-def one_repetition(server: RawServer, work: Path, arm: str, rep: int, seconds: float,
-                   slot: float) -> tuple[int, int]:
+def one_repetition(
+    server: RawServer, work: Path, arm: str, rep: int, seconds: float, slot: float
+) -> tuple[int, int]:
     """(transactions of the wrapped lane, of the bare one) in equal running time."""
     wrapped_db, bare_db = DATABASES if rep % 2 == 0 else DATABASES[::-1]
-    first: Process = Wrapped(server, wrapped_db, work) if arm == "wrapped" \
-        else bare(server, wrapped_db)
+    first: Process = (
+        Wrapped(server, wrapped_db, work) if arm == "wrapped" else bare(server, wrapped_db)
+    )
     lanes = (Lane(first, wrapped_db), Lane(bare(server, bare_db), bare_db))
     counts = take_turns(server, lanes, (rep // 2) % 2, seconds, slot)
     if isinstance(first, Wrapped) and first.points < seconds / 2 * 0.8:
-        raise RuntimeError(f"the wrapped pgbench reported {first.points} progress lines "
-                           f"in {seconds / 2:g} s of running")
+        raise RuntimeError(
+            f"the wrapped pgbench reported {first.points} progress lines "
+            f"in {seconds / 2:g} s of running"
+        )
     return counts
 
 
@@ -108,11 +127,12 @@ def measure(work: Path, args: argparse.Namespace) -> dict[str, dict[str, object]
         make_databases(server)
         for rep in range(args.reps):
             for arm in arms if rep % 2 == 0 else arms[::-1]:
-                counts[arm].append(one_repetition(server, out, arm, rep, args.seconds,
-                                                  args.slot))
+                counts[arm].append(one_repetition(server, out, arm, rep, args.seconds, args.slot))
             print_repetition(rep, counts, args.seconds)
-    return {arm: arm_summary("both bare" if arm == "none" else "driven by pgfsbench",
-                             counts[arm]) for arm in arms}
+    return {
+        arm: arm_summary("both bare" if arm == "none" else "driven by pgfsbench", counts[arm])
+        for arm in arms
+    }
 
 
 def main() -> None:
@@ -121,8 +141,12 @@ def main() -> None:
     for arm in args.arms.split(","):
         if arm not in ARMS:
             parser.error(f"bad arm {arm!r}: one of {', '.join(ARMS)}")
-    measure_in_workdir("pgfsb-wrapturns-", lambda work: measure(work, args), args.save,
-                       {"reps": args.reps, "seconds": args.seconds, "slot": args.slot})
+    measure_in_workdir(
+        "pgfsb-wrapturns-",
+        lambda work: measure(work, args),
+        args.save,
+        {"reps": args.reps, "seconds": args.seconds, "slot": args.slot},
+    )
 
 
 if __name__ == "__main__":

@@ -7,5 +7,6 @@ bash scripts/bootstrap.sh --with-tests
 # PostgreSQL 18 for the version tests (Debian 12 has 15 only); cached after the first time
 bash scripts/fetch-postgresql.sh 18.6.0
 .venv/bin/ruff check
+.venv/bin/ruff format --check
 .venv/bin/mypy
 exec .venv/bin/pytest "$@"

@@ -36,7 +36,8 @@ def cleanup(workdir: Path, runner: Runner | None = None) -> CleanupReport:
         if journal.locked:
             report.still_running.append(
                 f"{journal.path.name} belongs to a run still in progress "
-                f"(pid {journal.meta.get('pid')}); not touched")
+                f"(pid {journal.meta.get('pid')}); not touched"
+            )
             continue
         report.journals += 1
         failures = undo_leftover(runner, journal)
@@ -70,8 +71,9 @@ def _mark_runs_aborted(journal: LeftoverJournal) -> int:
         try:
             for campaign_id in campaigns:
                 store.mark_campaign_aborted(campaign_id)
-            return store.mark_aborted(run_ids, "the pgfsbench process was killed; "
-                                               "undone by pgfsbench cleanup")
+            return store.mark_aborted(
+                run_ids, "the pgfsbench process was killed; undone by pgfsbench cleanup"
+            )
         finally:
             store.close()
     return 0

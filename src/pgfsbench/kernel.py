@@ -53,8 +53,11 @@ class AppliedSetting:
 
 def check(config: KernelConfig) -> list[str]:
     """Problems found before anything is changed (unknown sysctl, no THP control)."""
-    problems = [f"sysctl {k} does not exist on this kernel" for k in config.sysctl
-                if not sysctl_path(k).exists()]
+    problems = [
+        f"sysctl {k} does not exist on this kernel"
+        for k in config.sysctl
+        if not sysctl_path(k).exists()
+    ]
     if config.transparent_hugepage and not (THP / "enabled").exists():
         problems.append("this kernel has no transparent huge page control")
     return problems
@@ -70,8 +73,10 @@ def apply(journal: Journal, config: KernelConfig) -> list[AppliedSetting]:
         old = read_sysctl(name)
         partner = DIRTY_PAIRS.get(name)
         if partner:
-            journal.record(f"sysctl {name}={new} (pair {partner})", Undo("restore_dirty_pair", {
-                name: old, partner: read_sysctl(partner)}))
+            journal.record(
+                f"sysctl {name}={new} (pair {partner})",
+                Undo("restore_dirty_pair", {name: old, partner: read_sysctl(partner)}),
+            )
             try:
                 sysctl_path(name).write_text(new + "\n")
             except OSError as exc:
@@ -84,15 +89,17 @@ def apply(journal: Journal, config: KernelConfig) -> list[AppliedSetting]:
         applied.append(AppliedSetting(name, old, read_sysctl(name)))
     thp: tuple[tuple[str, str | None], ...] = (
         ("enabled", config.transparent_hugepage),
-        ("defrag", config.transparent_hugepage_defrag))
+        ("defrag", config.transparent_hugepage_defrag),
+    )
     for key, value in thp:
         if value is None:
             continue
         path = THP / key
         old = path.read_text().strip()
         write_value(journal, path, value, what=f"transparent_hugepage/{key}")
-        applied.append(AppliedSetting(f"transparent_hugepage.{key}", selected(old),
-                                      selected(path.read_text())))
+        applied.append(
+            AppliedSetting(f"transparent_hugepage.{key}", selected(old), selected(path.read_text()))
+        )
     return applied
 
 
@@ -122,8 +129,17 @@ def huge_page_facts(meminfo: str | None = None) -> dict[str, int]:
     out: dict[str, int] = {}
     for line in text.splitlines():
         name, _, rest = line.partition(":")
-        if name in ("HugePages_Total", "HugePages_Free", "HugePages_Rsvd", "HugePages_Surp",
-                    "Hugepagesize") and rest.split():
+        if (
+            name
+            in (
+                "HugePages_Total",
+                "HugePages_Free",
+                "HugePages_Rsvd",
+                "HugePages_Surp",
+                "Hugepagesize",
+            )
+            and rest.split()
+        ):
             out[name] = int(rest.split()[0])
     return out
 
@@ -132,12 +148,16 @@ def reserve_huge_pages(journal: Journal, need: int) -> dict[str, Any]:
     """vm.nr_hugepages raised by ``need`` (journaled); what the kernel really gave."""
     before = int(read_sysctl("vm.nr_hugepages"))
     target = before + need
-    write_value(journal, sysctl_path("vm.nr_hugepages"), str(target),
-                what="sysctl vm.nr_hugepages")
+    write_value(journal, sysctl_path("vm.nr_hugepages"), str(target), what="sysctl vm.nr_hugepages")
     after = int(read_sysctl("vm.nr_hugepages"))
     facts = huge_page_facts()
-    return {"asked": need, "obtained": max(0, after - before), "before": before,
-            "after": after, "page_kb": facts.get("Hugepagesize", 0)}
+    return {
+        "asked": need,
+        "obtained": max(0, after - before),
+        "before": before,
+        "after": after,
+        "page_kb": facts.get("Hugepagesize", 0),
+    }
 
 
 def drop_caches() -> None:
@@ -171,20 +191,25 @@ def memory_cgroup_available(root: Path = MEMORY_CGROUP_ROOT) -> str | None:
     if (root / "memory.limit_in_bytes").exists():
         return None
     if Path("/sys/fs/cgroup/cgroup.controllers").exists():
-        return ("memory_limit needs the cgroup v1 memory controller; this host has cgroup "
-                "v2 only (not supported yet)")
+        return (
+            "memory_limit needs the cgroup v1 memory controller; this host has cgroup "
+            "v2 only (not supported yet)"
+        )
     return "memory_limit needs the cgroup v1 memory controller (/sys/fs/cgroup/memory)"
 
 
-def limit_memory(journal: Journal, name: str, limit: int, pids: list[int],
-                 root: Path = MEMORY_CGROUP_ROOT) -> dict[str, Any]:
+def limit_memory(
+    journal: Journal, name: str, limit: int, pids: list[int], root: Path = MEMORY_CGROUP_ROOT
+) -> dict[str, Any]:
     """A memory cgroup of ``limit`` bytes holding ``pids`` (the postmaster and its server
     processes; backends forked later inherit it): their private memory and the page cache
     they fill from now on are charged to it. Journaled: undo moves whatever is left back
     to the root group, then removes the group."""
     group = root / name
-    journal.record(f"memory cgroup {group} ({limit} bytes)",
-                   Undo("remove_memory_cgroup", {"path": str(group), "root": str(root)}))
+    journal.record(
+        f"memory cgroup {group} ({limit} bytes)",
+        Undo("remove_memory_cgroup", {"path": str(group), "root": str(root)}),
+    )
     group.mkdir(exist_ok=True)
     (group / "memory.limit_in_bytes").write_text(f"{limit}\n")
     moved = []
@@ -194,8 +219,12 @@ def limit_memory(journal: Journal, name: str, limit: int, pids: list[int],
             moved.append(pid)
         except (ProcessLookupError, OSError):
             continue  # a process that ended meanwhile
-    return {"bytes": limit, "cgroup": str(group), "pids_moved": len(moved),
-            "set": int((group / "memory.limit_in_bytes").read_text())}
+    return {
+        "bytes": limit,
+        "cgroup": str(group),
+        "pids_moved": len(moved),
+        "set": int((group / "memory.limit_in_bytes").read_text()),
+    }
 
 
 def join_memory_cgroup(group: Path, pids: list[int]) -> None:
@@ -210,9 +239,11 @@ def join_memory_cgroup(group: Path, pids: list[int]) -> None:
 def memory_cgroup_usage(group: Path) -> dict[str, int]:
     """Peak and current usage of a memory cgroup, and how often the limit was hit."""
     out: dict[str, int] = {}
-    for key, fname in (("peak_bytes", "memory.max_usage_in_bytes"),
-                       ("usage_bytes", "memory.usage_in_bytes"),
-                       ("limit_hits", "memory.failcnt")):
+    for key, fname in (
+        ("peak_bytes", "memory.max_usage_in_bytes"),
+        ("usage_bytes", "memory.usage_in_bytes"),
+        ("limit_hits", "memory.failcnt"),
+    ):
         try:
             out[key] = int((group / fname).read_text())
         except (OSError, ValueError):
@@ -234,5 +265,7 @@ def _remove_memory_cgroup(runner: Runner, args: dict[str, Any]) -> None:
         group.rmdir()
     except OSError as exc:
         left = (group / "cgroup.procs").read_text().split()
-        raise ProvisionError(f"{group} could not be removed ({exc.strerror}); processes "
-                             f"left: {' '.join(left[:8]) or 'none'}") from None
+        raise ProvisionError(
+            f"{group} could not be removed ({exc.strerror}); processes "
+            f"left: {' '.join(left[:8]) or 'none'}"
+        ) from None

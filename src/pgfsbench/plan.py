@@ -68,10 +68,12 @@ class Plan:
             "runs": len(self.runs),
             "scales": self.scales,
             "repetitions": self.repetitions,
-            "auto_repetitions": None if self.auto is None else {
-                "min": self.auto[0], "max": self.auto[1], "ci_target_pct": self.auto[2]},
-            "estimated_seconds_max": None if self.estimated_seconds_max is None else round(
-                self.estimated_seconds_max),
+            "auto_repetitions": None
+            if self.auto is None
+            else {"min": self.auto[0], "max": self.auto[1], "ci_target_pct": self.auto[2]},
+            "estimated_seconds_max": None
+            if self.estimated_seconds_max is None
+            else round(self.estimated_seconds_max),
             "load_per": self.load_per,
             "estimated_seconds": round(self.estimated_seconds),
             "peak_loop_bytes": max(self.loop_bytes_per_cell.values(), default=0),
@@ -94,13 +96,14 @@ def check_devices(cell: Cell) -> None:
             raise UsageError(f"storage {cell.storage_name}: {role} device {dev} does not exist")
         real = os.path.realpath(dev)
         if real in seen:
-            raise UsageError(f"storage {cell.storage_name}: {dev} is named twice ({seen[real]} "
-                             f"and {role}{' as ' + real if real != dev else ''})")
+            raise UsageError(
+                f"storage {cell.storage_name}: {dev} is named twice ({seen[real]} "
+                f"and {role}{' as ' + real if real != dev else ''})"
+            )
         seen[real] = role
 
 
-def order_runs(cells: list[Cell], repetitions: int, order: str,
-               load_per: str) -> list[PlannedRun]:
+def order_runs(cells: list[Cell], repetitions: int, order: str, load_per: str) -> list[PlannedRun]:
     if order == "interleaved" and load_per == "repetition":
         # repetition-major: every cell once, then again, so drift hits all cells alike
         pairs = [(c, r) for r in range(1, repetitions + 1) for c in cells]
@@ -110,8 +113,11 @@ def order_runs(cells: list[Cell], repetitions: int, order: str,
 
 
 # the data size each scale relative to memory aims at, as a share of RAM or shared_buffers
-SCALE_TARGETS = {"fits_shared_buffers": ("shared_buffers", 0.5), "fits_ram": ("ram", 0.5),
-                 "exceeds_ram": ("ram", 2.0)}
+SCALE_TARGETS = {
+    "fits_shared_buffers": ("shared_buffers", 0.5),
+    "fits_ram": ("ram", 0.5),
+    "exceeds_ram": ("ram", 2.0),
+}
 
 
 def machine_ram_bytes() -> int:
@@ -133,14 +139,16 @@ def dirty_cannot_matter(cells: Sequence[Cell], d: Any) -> list[str]:
     buffer is evicted, so with the data inside shared_buffers and no checkpoint due in the
     run, the dirty thresholds see little more than the WAL (the Vondra example at scale 10
     never dirtied more than about 9 MB, below both of its 32 MB and 1 GB)."""
-    dirty = {c.kernel_name for c in cells
-             if any(k.startswith("vm.dirty") for k in c.kernel.sysctl)}
+    dirty = {c.kernel_name for c in cells if any(k.startswith("vm.dirty") for k in c.kernel.sysctl)}
     if len(dirty) < 2 and not (dirty and len({c.kernel_name for c in cells}) > 1):
         return []
     out = []
     for c in cells:
-        if c.kernel_name not in dirty or c.workload.config is None or \
-                getattr(c.workload.config, "tool", "pgbench") not in ("pgbench", "sysbench"):
+        if (
+            c.kernel_name not in dirty
+            or c.workload.config is None
+            or getattr(c.workload.config, "tool", "pgbench") not in ("pgbench", "sysbench")
+        ):
             continue
         settings = dict(c.postgres.settings)
         data = workload_for(c, d).estimated_bytes(c)
@@ -148,12 +156,14 @@ def dirty_cannot_matter(cells: Sequence[Cell], d: Any) -> list[str]:
         run_s = c.workload.warmup_s + c.workload.duration_s
         timeout = checkpoint_timeout_s(settings)
         if data <= sb and run_s < timeout:
-            out.append(f"{c.id}: its kernel configurations differ in vm.dirty_* but cannot "
-                       f"differ here: about {human_bytes(data)} of data fits in shared_buffers "
-                       f"({human_bytes(sb)}) and no checkpoint is due in its {run_s:g} s "
-                       f"(checkpoint_timeout {timeout:g} s), so PostgreSQL hardly writes its "
-                       "data files; give a larger scale, a smaller shared_buffers or a longer "
-                       "run")
+            out.append(
+                f"{c.id}: its kernel configurations differ in vm.dirty_* but cannot "
+                f"differ here: about {human_bytes(data)} of data fits in shared_buffers "
+                f"({human_bytes(sb)}) and no checkpoint is due in its {run_s:g} s "
+                f"(checkpoint_timeout {timeout:g} s), so PostgreSQL hardly writes its "
+                "data files; give a larger scale, a smaller shared_buffers or a longer "
+                "run"
+            )
     return out[:1] + ([f"... and {len(out) - 1} more cell(s) like it"] if len(out) > 1 else [])
 
 
@@ -166,8 +176,9 @@ def shared_buffers_bytes(settings: dict[str, Any]) -> int:
     return parse_size(text.replace("kB", "K"))
 
 
-def scale_resolver(loaded: LoadedSpec, ram_bytes: int | None = None
-                   ) -> Callable[[Cell, str], tuple[int, dict[str, Any]]]:
+def scale_resolver(
+    loaded: LoadedSpec, ram_bytes: int | None = None
+) -> Callable[[Cell, str], tuple[int, dict[str, Any]]]:
     """Makes "fits_ram", "exceeds_ram", "0.5x_ram", "2x_shared_buffers"... a scale for a
     cell: the data size it aims at (from the machine's memory, or defaults.memory_limit
     when set, and the cell's shared_buffers) over what one scale unit of its workload
@@ -187,17 +198,22 @@ def scale_resolver(loaded: LoadedSpec, ram_bytes: int | None = None
         per_unit = max(1, workload_for(cell, d).estimated_bytes(cell) // max(1, cell.scale))
         n = max(1, min(1_000_000, round(target / per_unit)))
         data = n * per_unit
-        return n, {"spec": text, "target_bytes": int(target), "estimated_bytes": data,
-                   "bytes_per_scale": per_unit, "ram_bytes": ram,
-                   "memory_limited": limit is not None, "shared_buffers_bytes": sb,
-                   "ratio_to_ram": round(data / ram, 3) if ram else None,
-                   "ratio_to_shared_buffers": round(data / sb, 3) if sb else None}
+        return n, {
+            "spec": text,
+            "target_bytes": int(target),
+            "estimated_bytes": data,
+            "bytes_per_scale": per_unit,
+            "ram_bytes": ram,
+            "memory_limited": limit is not None,
+            "shared_buffers_bytes": sb,
+            "ratio_to_ram": round(data / ram, 3) if ram else None,
+            "ratio_to_shared_buffers": round(data / sb, 3) if sb else None,
+        }
 
     return resolve
 
 
-def make_plan(loaded: LoadedSpec, workdir: Path | None = None,
-              only: Sequence[str] = ()) -> Plan:
+def make_plan(loaded: LoadedSpec, workdir: Path | None = None, only: Sequence[str] = ()) -> Plan:
     """The runs in execution order; ``only`` keeps the cells whose id matches a glob."""
     spec = loaded.spec
     d = spec.defaults
@@ -205,8 +221,10 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None,
     if only:
         cells = [c for c in cells if any(fnmatch.fnmatchcase(c.id, p) for p in only)]
         if not cells:
-            raise UsageError(f"--only {', '.join(only)}: no cell matches (cells are named "
-                             "storage/postgres/kernel/workload)")
+            raise UsageError(
+                f"--only {', '.join(only)}: no cell matches (cells are named "
+                "storage/postgres/kernel/workload)"
+            )
     reps = d.first_repetitions
     runs = order_runs(cells, reps, d.order, d.load_per)
 
@@ -226,21 +244,28 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None,
         needed[cell.id] = int(BASE_BYTES + data * LOAD_HEADROOM)
         cap = cell.storage.data_capacity()
         if cap is not None and cap < BASE_BYTES + data * MIN_HEADROOM:
-            raise UsageError(f"storage {cell.storage_name} ({human_bytes(cap)}) cannot hold "
-                             f"{cell.workload.name} at scale {cell.scale}: its data alone is "
-                             f"about {human_bytes(data)} ({human_bytes(needed[cell.id])} with "
-                             "the WAL of the load); give it a larger device or a smaller scale")
+            raise UsageError(
+                f"storage {cell.storage_name} ({human_bytes(cap)}) cannot hold "
+                f"{cell.workload.name} at scale {cell.scale}: its data alone is "
+                f"about {human_bytes(data)} ({human_bytes(needed[cell.id])} with "
+                "the WAL of the load); give it a larger device or a smaller scale"
+            )
         if cap is not None and cap < needed[cell.id]:
-            warnings.append(f"{cell.storage_name}: {human_bytes(cap)} may be too small for "
-                            f"scale {cell.scale} (about {human_bytes(needed[cell.id])} needed)")
+            warnings.append(
+                f"{cell.storage_name}: {human_bytes(cap)} may be too small for "
+                f"scale {cell.scale} (about {human_bytes(needed[cell.id])} needed)"
+            )
     # each preparation (set-up and load), at the pace of the cell's device limits
-    prepared = runs if d.load_per == "repetition" else [
-        next(r for r in runs if r.cell.id == c.id) for c in cells]
-    est = sum(preparation_seconds(r.cell, workload_for(r.cell, d).estimated_bytes(r.cell))
-              for r in prepared) + sum(
-        r.cell.workload.warmup_s + r.cell.workload.duration_s + 3 for r in runs)
-    auto = (d.repetitions_min, d.repetitions_max, d.ci_target_pct) if d.auto_repetitions \
-        else None
+    prepared = (
+        runs
+        if d.load_per == "repetition"
+        else [next(r for r in runs if r.cell.id == c.id) for c in cells]
+    )
+    est = sum(
+        preparation_seconds(r.cell, workload_for(r.cell, d).estimated_bytes(r.cell))
+        for r in prepared
+    ) + sum(r.cell.workload.warmup_s + r.cell.workload.duration_s + 3 for r in runs)
+    auto = (d.repetitions_min, d.repetitions_max, d.ci_target_pct) if d.auto_repetitions else None
     est_max = est * d.repetitions_max / d.repetitions_min if auto else None
     warnings += dirty_cannot_matter(cells, d)
     warnings = list(dict.fromkeys(warnings))
@@ -253,14 +278,30 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None,
         need = max(needed.values(), default=0)
         # loop files are sparse: they grow with what is written, up to their size
         if peak and free < min(peak, need * 2):
-            warnings.append(f"only {human_bytes(free)} free under {probe} for loop files of up "
-                            f"to {human_bytes(peak)}")
+            warnings.append(
+                f"only {human_bytes(free)} free under {probe} for loop files of up "
+                f"to {human_bytes(peak)}"
+            )
     if any(described.values()):
-        warnings.append("device limits cap IOPS and bandwidth only: latency (an HDD's seek "
-                        "time, a cloud volume's network round trip) is not emulated")
-    return Plan(cells, runs, reps, d.load_per, est, loop_bytes, needed, real,
-                any(needs_root(c.fs) for c in cells), warnings,
-                {k: v for k, v in described.items() if v}, auto, est_max)
+        warnings.append(
+            "device limits cap IOPS and bandwidth only: latency (an HDD's seek "
+            "time, a cloud volume's network round trip) is not emulated"
+        )
+    return Plan(
+        cells,
+        runs,
+        reps,
+        d.load_per,
+        est,
+        loop_bytes,
+        needed,
+        real,
+        any(needs_root(c.fs) for c in cells),
+        warnings,
+        {k: v for k, v in described.items() if v},
+        auto,
+        est_max,
+    )
 
 
 def write_caps(cell: Cell) -> tuple[float | None, float | None]:
@@ -268,15 +309,15 @@ def write_caps(cell: Cell) -> tuple[float | None, float | None]:
     cap, or not known before the device exists)."""
     from pgfsbench.storage import limits
 
-    cfg = limits.configured(cell.storage).get("data") or \
-        limits.configured(cell.storage).get("pool")
+    cfg = limits.configured(cell.storage).get("data") or limits.configured(cell.storage).get("pool")
     if cfg is None:
         return None, None
     by_role = dict(cell.storage.devices())
     device = by_role.get("data") or by_role.get("pool", "")
     try:
-        figures = limits.resolve_for(cfg, parse_size(device[5:])
-                                     if device.startswith("loop:") else None).figures
+        figures = limits.resolve_for(
+            cfg, parse_size(device[5:]) if device.startswith("loop:") else None
+        ).figures
     except ValueError:
         return None, None
     return figures.write_mbps, figures.write_iops

@@ -41,8 +41,12 @@ def leftovers(base: Path) -> list[str]:
     """Anything under ``base`` still attached, mounted or running."""
     found = []
     b = str(base)
-    out = subprocess.run(["losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE"],
-                         capture_output=True, text=True, check=False).stdout
+    out = subprocess.run(
+        ["losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE"],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
     found += [f"loop: {line.strip()}" for line in out.splitlines() if b in line]
     for line in Path("/proc/self/mountinfo").read_text().splitlines():
         target = line.split()[4]
@@ -89,14 +93,23 @@ def base() -> Iterator[Path]:
             shutil.rmtree(d, ignore_errors=True)
 
 
-def pgfsbench(*args: str, check: bool = True, timeout: float = 600,
-              cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    proc = subprocess.run([sys.executable, "-m", "pgfsbench", *args], capture_output=True,
-                          text=True, timeout=timeout, cwd=cwd or ROOT, check=False,
-                          env={**os.environ, "COLUMNS": "200"})
+def pgfsbench(
+    *args: str, check: bool = True, timeout: float = 600, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    proc = subprocess.run(
+        [sys.executable, "-m", "pgfsbench", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd or ROOT,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     if check and proc.returncode != 0:
-        raise AssertionError(f"pgfsbench {' '.join(args)} exited {proc.returncode}:\n"
-                             f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        raise AssertionError(
+            f"pgfsbench {' '.join(args)} exited {proc.returncode}:\n"
+            f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+        )
     return proc
 
 
@@ -122,11 +135,14 @@ def wait_for(probe: Callable[[], Any], timeout: float, what: str) -> Any:
 
 def wait_measuring(proc: subprocess.Popen[str], timeout: float = 180) -> None:
     """Until pgfsbench's measured pgbench runs; fail at once with its output if it ends."""
+
     def probe() -> bool:
         if proc.poll() is not None:
             out, err = proc.communicate(timeout=30)
-            raise AssertionError(f"pgfsbench ended ({proc.returncode}) before measuring:\n"
-                                 f"{out[-2000:]}\n{err[-2000:]}")
+            raise AssertionError(
+                f"pgfsbench ended ({proc.returncode}) before measuring:\n"
+                f"{out[-2000:]}\n{err[-2000:]}"
+            )
         return measuring_pgbench_of(proc.pid)
 
     wait_for(probe, timeout, "the measured pgbench")
@@ -142,16 +158,21 @@ def measuring_pgbench_of(parent: int) -> bool:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
+        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
         if ppid == parent and cmd and cmd[0].endswith(b"pgbench") and b"-T" in cmd:
             return True
     return False
 
 
 def start(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "pgfsbench", *args], cwd=ROOT, text=True,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    return subprocess.Popen(
+        [sys.executable, "-m", "pgfsbench", *args],
+        cwd=ROOT,
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
 
 
 def kill(proc: subprocess.Popen[str], sig: signal.Signals) -> tuple[int, str, str]:
@@ -165,8 +186,13 @@ def write_spec(path: Path, text: str) -> Path:
     return path
 
 
-def signal_mid_measurement(spec: Path, results: Path, workdir: Path, sig: signal.Signals,
-                           before: Callable[[], None] | None = None) -> tuple[int, str, str]:
+def signal_mid_measurement(
+    spec: Path,
+    results: Path,
+    workdir: Path,
+    sig: signal.Signals,
+    before: Callable[[], None] | None = None,
+) -> tuple[int, str, str]:
     """Start `pgfsbench run`, and once pgbench measures (and ``before`` has checked what it
     wants to see mid-run), send ``sig`` to pgfsbench."""
     proc = start("run", str(spec), "--results", str(results), "--workdir", str(workdir))
@@ -189,18 +215,43 @@ def results_server(base: Path) -> Iterator[str]:
         d.mkdir(mode=0o700)
         shutil.chown(d, "postgres", "postgres")
     as_pg = ["runuser", "-u", "postgres", "--"]
-    subprocess.run([*as_pg, b.tool("initdb"), "-D", str(data), "-A", "trust", "-U",
-                    "postgres"], check=True, capture_output=True, cwd="/")
-    subprocess.run([*as_pg, b.tool("pg_ctl"), "-D", str(data), "-w", "-l", str(data / "log"),
-                    "-o", f"-c listen_addresses='' -c unix_socket_directories={sock}", "start"],
-                   check=True, capture_output=True, cwd="/")
+    subprocess.run(
+        [*as_pg, b.tool("initdb"), "-D", str(data), "-A", "trust", "-U", "postgres"],
+        check=True,
+        capture_output=True,
+        cwd="/",
+    )
+    subprocess.run(
+        [
+            *as_pg,
+            b.tool("pg_ctl"),
+            "-D",
+            str(data),
+            "-w",
+            "-l",
+            str(data / "log"),
+            "-o",
+            f"-c listen_addresses='' -c unix_socket_directories={sock}",
+            "start",
+        ],
+        check=True,
+        capture_output=True,
+        cwd="/",
+    )
     try:
-        subprocess.run([b.tool("psql"), "-h", str(sock), "-U", "postgres", "-c",
-                        "CREATE DATABASE results"], check=True, capture_output=True)
+        subprocess.run(
+            [b.tool("psql"), "-h", str(sock), "-U", "postgres", "-c", "CREATE DATABASE results"],
+            check=True,
+            capture_output=True,
+        )
         yield f"postgresql://postgres@/results?host={sock}"
     finally:
-        subprocess.run([*as_pg, b.tool("pg_ctl"), "-D", str(data), "-m", "fast", "-w",
-                        "stop"], check=False, capture_output=True, cwd="/")
+        subprocess.run(
+            [*as_pg, b.tool("pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"],
+            check=False,
+            capture_output=True,
+            cwd="/",
+        )
 
 
 @pytest.fixture
@@ -214,8 +265,11 @@ def sshd(base: Path) -> Iterator[dict[str, str]]:
     d = base / "ssh"
     d.mkdir(mode=0o700)
     for key in ("host_key", "client_key"):
-        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / key)],
-                       check=True, capture_output=True)
+        subprocess.run(
+            ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(d / key)],
+            check=True,
+            capture_output=True,
+        )
     (d / "authorized_keys").write_text((d / "client_key.pub").read_text())
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -225,14 +279,19 @@ def sshd(base: Path) -> Iterator[dict[str, str]]:
         f"AuthorizedKeysFile {d / 'authorized_keys'}\nPidFile {d / 'sshd.pid'}\n"
         "PermitRootLogin prohibit-password\nPasswordAuthentication no\n"
         "KbdInteractiveAuthentication no\nUsePAM no\nStrictModes no\n"
-        "Subsystem sftp internal-sftp\n")
+        "Subsystem sftp internal-sftp\n"
+    )
     privsep = Path("/run/sshd")  # sshd refuses to start without it
     made = not privsep.exists()
     privsep.mkdir(mode=0o755, exist_ok=True)
-    proc = subprocess.Popen([binary, "-D", "-e", "-f", str(d / "sshd_config")],
-                            stdout=subprocess.DEVNULL, stderr=(d / "sshd.log").open("w"),
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [binary, "-D", "-e", "-f", str(d / "sshd_config")],
+        stdout=subprocess.DEVNULL,
+        stderr=(d / "sshd.log").open("w"),
+        start_new_session=True,
+    )
     try:
+
         def listening() -> bool:
             if proc.poll() is not None:
                 raise AssertionError(f"sshd ended: {(d / 'sshd.log').read_text()}")
@@ -240,11 +299,15 @@ def sshd(base: Path) -> Iterator[dict[str, str]]:
                 return s.connect_ex(("127.0.0.1", port)) == 0
 
         wait_for(listening, 30, "sshd to listen")
-        yield {"ansible_host": "127.0.0.1", "ansible_port": str(port), "ansible_user": "root",
-               "ansible_ssh_private_key_file": str(d / "client_key"),
-               "ansible_ssh_args": "-o ControlMaster=no -o StrictHostKeyChecking=no "
-                                   "-o UserKnownHostsFile=/dev/null -o BatchMode=yes",
-               "ansible_python_interpreter": "/usr/bin/python3"}
+        yield {
+            "ansible_host": "127.0.0.1",
+            "ansible_port": str(port),
+            "ansible_user": "root",
+            "ansible_ssh_private_key_file": str(d / "client_key"),
+            "ansible_ssh_args": "-o ControlMaster=no -o StrictHostKeyChecking=no "
+            "-o UserKnownHostsFile=/dev/null -o BatchMode=yes",
+            "ansible_python_interpreter": "/usr/bin/python3",
+        }
     finally:
         proc.terminate()
         try:

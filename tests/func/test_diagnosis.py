@@ -13,7 +13,8 @@ from tests.func.test_observation import run_with
 
 
 def test_a_lock_held_from_outside_is_named_with_its_holder_not_a_frozen_filesystem(
-        base: Path) -> None:
+    base: Path,
+) -> None:
     """A second connection holds every branch row of a tpcb-like run, idle in its
     transaction, for 4 s: every client waits behind it and nothing is written."""
     holder: list[int] = []
@@ -21,8 +22,9 @@ def test_a_lock_held_from_outside_is_named_with_its_holder_not_a_frozen_filesyst
     def hold_the_branches(mnt: Path) -> None:
         sock = mnt.parents[1] / "sock"
         time.sleep(3)
-        with psycopg.connect(f"host={sock} user=postgres dbname=pgbench", autocommit=True,
-                             application_name="psql") as conn:
+        with psycopg.connect(
+            f"host={sock} user=postgres dbname=pgbench", autocommit=True, application_name="psql"
+        ) as conn:
             holder.append(conn.info.backend_pid)
             conn.execute("BEGIN")
             conn.execute("UPDATE pgbench_branches SET bbalance = bbalance")
@@ -34,8 +36,10 @@ def test_a_lock_held_from_outside_is_named_with_its_holder_not_a_frozen_filesyst
     (ep,) = [e for e in stalls if e["end_s"] >= 3 and e["start_s"] <= 8]
     assert ep["kind"] == "stall" and ep["cause"] == "locks", ep
     assert ep["confidence"] == "high", ep
-    assert any(f"pid {holder[0]}" in e and "outside the workload" in e
-               and "idle in transaction" in e for e in ep["evidence"]), ep["evidence"]
+    assert any(
+        f"pid {holder[0]}" in e and "outside the workload" in e and "idle in transaction" in e
+        for e in ep["evidence"]
+    ), ep["evidence"]
     assert ep["blockers"] and ep["blockers"][0]["pid"] == holder[0]
     assert all(e["cause"] != "fs_frozen" for e in stalls)
     # the evidence behind it is stored with the run

@@ -74,8 +74,20 @@ def running(pgdata: Path, sockdir: Path) -> Iterator[None]:
     sockdir.mkdir()
     shutil.chown(sockdir, PG_USER, PG_USER)
     opts = f"-c listen_addresses='' -c unix_socket_directories={sockdir} -c port=5999"
-    sh(str(bindir / "pg_ctl"), "-D", str(pgdata), "-o", opts, "-w", "-t", "60", "-l",
-       str(pgdata / "server.log"), "start", user=PG_USER)
+    sh(
+        str(bindir / "pg_ctl"),
+        "-D",
+        str(pgdata),
+        "-o",
+        opts,
+        "-w",
+        "-t",
+        "60",
+        "-l",
+        str(pgdata / "server.log"),
+        "start",
+        user=PG_USER,
+    )
     try:
         yield
     finally:
@@ -124,16 +136,40 @@ def test_ext4_without_barriers_and_full_page_writes_off_is_bad_then_advised(base
         (base / "doctor.json").write_text(json.dumps(report))
         spec = base / "advice.toml"
         work = base / "work"
-        pgfsbench("advise", "--from", str(base / "doctor.json"), "-o", str(spec), "--scale",
-                  "1", "--duration", "2s", "--repetitions", "1", "--workdir", str(work))
+        pgfsbench(
+            "advise",
+            "--from",
+            str(base / "doctor.json"),
+            "-o",
+            str(spec),
+            "--scale",
+            "1",
+            "--duration",
+            "2s",
+            "--repetitions",
+            "1",
+            "--workdir",
+            str(work),
+        )
         text = spec.read_text()
         assert "[storage.safe-options]" in text and "[postgres.fpw-on.settings]" in text
         plan = pgfsbench("plan", str(spec), "--workdir", str(work))
         assert "as-found" in plan.stdout
     results = base / "r.sqlite"
     only = "as-found/*" if "[kernel." not in text else "as-found/*/as-found/*"
-    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(work), "--only",
-              only, "--set", "warmup=0s", timeout=600)
+    pgfsbench(
+        "run",
+        str(spec),
+        "--results",
+        str(results),
+        "--workdir",
+        str(work),
+        "--only",
+        only,
+        "--set",
+        "warmup=0s",
+        timeout=600,
+    )
     runs = runs_of(results)
     assert len(runs) == 2 and all(r["status"] == "ok" for r in runs), runs
 
@@ -152,8 +188,17 @@ def test_tmpfs_is_not_durable_and_says_why(base: Path) -> None:
     # advice: tmpfs as found against ext4 and xfs on disks, a spec plan accepts
     (base / "doctor.json").write_text(json.dumps(report))
     spec = base / "advice.toml"
-    pgfsbench("advise", "--from", str(base / "doctor.json"), "-o", str(spec), "--scale", "1",
-              "--workdir", str(base / "work"))
+    pgfsbench(
+        "advise",
+        "--from",
+        str(base / "doctor.json"),
+        "-o",
+        str(spec),
+        "--scale",
+        "1",
+        "--workdir",
+        str(base / "work"),
+    )
     plan = pgfsbench("plan", str(spec), "--workdir", str(base / "work"))
     assert "as-found" in plan.stdout and "ext4/" in plan.stdout and "xfs/" in plan.stdout
 
@@ -230,13 +275,13 @@ def test_a_non_root_user_reads_what_it_can_and_says_what_it_could_not(base: Path
 
 
 def _zfs_fuse_pids() -> list[int]:
-    out = subprocess.run(["pgrep", "-x", "zfs-fuse"], capture_output=True, text=True,
-                         check=False).stdout
+    out = subprocess.run(
+        ["pgrep", "-x", "zfs-fuse"], capture_output=True, text=True, check=False
+    ).stdout
     return [int(p) for p in out.split()]
 
 
-def test_zfs_primarycache_metadata_warns_and_the_doctor_never_starts_zfs_fuse(
-        base: Path) -> None:
+def test_zfs_primarycache_metadata_warns_and_the_doctor_never_starts_zfs_fuse(base: Path) -> None:
     if shutil.which("zfs-fuse") is None:
         pytest.skip("zfs-fuse is not installed")
     if _zfs_fuse_pids():
@@ -250,15 +295,28 @@ def test_zfs_primarycache_metadata_warns_and_the_doctor_never_starts_zfs_fuse(
     image = base / "pool.img"
     sh("truncate", "-s", "256M", str(image))
     try:
-        wait_for(lambda: subprocess.run(["zpool", "list"], capture_output=True,
-                                        check=False).returncode == 0, 60, "zfs-fuse")
+        wait_for(
+            lambda: (
+                subprocess.run(["zpool", "list"], capture_output=True, check=False).returncode == 0
+            ),
+            60,
+            "zfs-fuse",
+        )
         sh("zpool", "create", "-m", str(base / "pool"), pool, str(image))
-        sh("zfs", "create", "-o", "primarycache=metadata", "-o", f"mountpoint={base / 'ds'}",
-           f"{pool}/data")
+        sh(
+            "zfs",
+            "create",
+            "-o",
+            "primarycache=metadata",
+            "-o",
+            f"mountpoint={base / 'ds'}",
+            f"{pool}/data",
+        )
         status, report = doctor("--path", str(base / "ds"))
     finally:
-        subprocess.run(["zpool", "destroy", "-f", pool], capture_output=True, check=False,
-                       timeout=120)
+        subprocess.run(
+            ["zpool", "destroy", "-f", pool], capture_output=True, check=False, timeout=120
+        )
         pid = int(pidfile.read_text().split()[0])
         os.kill(pid, 15)
         deadline = time.monotonic() + 60

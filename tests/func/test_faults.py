@@ -60,13 +60,16 @@ def status_of(results: Path, run_id: int) -> str | None:
 
 def campaign_status(results: Path, campaign_id: int = 1) -> str:
     with sqlite3.connect(results) as conn:
-        return str(conn.execute("SELECT status FROM campaign WHERE id = ?",
-                                (campaign_id,)).fetchone()[0])
+        return str(
+            conn.execute("SELECT status FROM campaign WHERE id = ?", (campaign_id,)).fetchone()[0]
+        )
 
 
 def test_a_killed_postmaster_fails_its_run_and_the_matrix_goes_on(base: Path) -> None:
-    spec = write_spec(base / "s.toml", TWO_CELLS.format(
-        duration="30s", stall="20s", first='fs = "tmpfs"\nsize = "512M"'))
+    spec = write_spec(
+        base / "s.toml",
+        TWO_CELLS.format(duration="30s", stall="20s", first='fs = "tmpfs"\nsize = "512M"'),
+    )
     results = base / "r.sqlite"
     proc = start("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
     try:
@@ -93,16 +96,18 @@ def test_a_killed_postmaster_fails_its_run_and_the_matrix_goes_on(base: Path) ->
     assert campaign_status(results) == "done"
 
 
-def test_a_run_killed_with_its_server_leaves_no_shared_memory_after_cleanup(
-        base: Path) -> None:
+def test_a_run_killed_with_its_server_leaves_no_shared_memory_after_cleanup(base: Path) -> None:
     """The host ends the whole job: pgfsbench and its postmaster die by SIGKILL. The
     server's System V segment and its dynamic shared memory in /dev/shm would stay until
     reboot (1 MiB and more each time); cleanup removes them and nothing else."""
-    spec = write_spec(base / "s.toml", TWO_CELLS.format(
-        duration="60s", stall="30s", first='fs = "ext4"\ndevice = "loop:256M"'))
+    spec = write_spec(
+        base / "s.toml",
+        TWO_CELLS.format(duration="60s", stall="30s", first='fs = "ext4"\ndevice = "loop:256M"'),
+    )
     memory = shared_memory()
-    proc = start("run", str(spec), "--results", str(base / "r.sqlite"), "--workdir",
-                 str(base / "work"))
+    proc = start(
+        "run", str(spec), "--results", str(base / "r.sqlite"), "--workdir", str(base / "work")
+    )
     try:
         wait_measuring(proc, 120)
         pidfile = base / "work" / "cells" / "run-1" / "mnt" / "data" / "pgdata" / "postmaster.pid"
@@ -131,21 +136,26 @@ def initdb_server_in(base: Path) -> int | None:
             cwd = os.readlink(entry / "cwd")
         except OSError:
             continue
-        if (cwd.startswith(str(base)) and cmd[0].endswith(b"/postgres")
-                and (b"--boot" in cmd or b"--single" in cmd)):
+        if (
+            cwd.startswith(str(base))
+            and cmd[0].endswith(b"/postgres")
+            and (b"--boot" in cmd or b"--single" in cmd)
+        ):
             return int(entry.name)
     return None
 
 
-def test_a_run_killed_during_initdb_leaves_no_shared_memory_after_cleanup(
-        base: Path) -> None:
+def test_a_run_killed_during_initdb_leaves_no_shared_memory_after_cleanup(base: Path) -> None:
     """Killed while initdb's own server runs: cleanup ends initdb, whose server dies with
     it, and removes the shared memory that server made (found by the data directory's
     device and inode: initdb's own cleanup may have removed postmaster.pid)."""
-    spec = write_spec(base / "s.toml", TWO_CELLS.format(
-        duration="5s", stall="30s", first='fs = "tmpfs"\nsize = "256M"'))
-    proc = start("run", str(spec), "--results", str(base / "r.sqlite"), "--workdir",
-                 str(base / "work"))
+    spec = write_spec(
+        base / "s.toml",
+        TWO_CELLS.format(duration="5s", stall="30s", first='fs = "tmpfs"\nsize = "256M"'),
+    )
+    proc = start(
+        "run", str(spec), "--results", str(base / "r.sqlite"), "--workdir", str(base / "work")
+    )
     try:
         wait_for(lambda: initdb_server_in(base), 120, "initdb's server")
         proc.kill()
@@ -160,14 +170,29 @@ def test_a_run_killed_during_initdb_leaves_no_shared_memory_after_cleanup(
 
 
 def test_a_full_disk_names_the_device_not_the_symptom(base: Path) -> None:
-    spec = write_spec(base / "s.toml", TWO_CELLS.format(
-        duration="2s", stall="60s", first='fs = "ext4"\ndevice = "loop:300M"').replace(
-        # the data (176 MiB) fits, so plan lets it through with a warning; the WAL of the
-        # load on top of it does not
-        "scale = 1", "scale = 11"))
+    spec = write_spec(
+        base / "s.toml",
+        TWO_CELLS.format(
+            duration="2s", stall="60s", first='fs = "ext4"\ndevice = "loop:300M"'
+        ).replace(
+            # the data (176 MiB) fits, so plan lets it through with a warning; the WAL of the
+            # load on top of it does not
+            "scale = 1",
+            "scale = 11",
+        ),
+    )
     results = base / "r.sqlite"
-    proc = pgfsbench("run", str(spec), "--results", str(results), "--workdir",
-                     str(base / "work"), "--only", "first/*", check=False)
+    proc = pgfsbench(
+        "run",
+        str(spec),
+        "--results",
+        str(results),
+        "--workdir",
+        str(base / "work"),
+        "--only",
+        "first/*",
+        check=False,
+    )
     assert proc.returncode == 6, proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     (run,) = runs_of(results)
@@ -180,7 +205,9 @@ def test_a_full_disk_names_the_device_not_the_symptom(base: Path) -> None:
 
 
 def test_a_filesystem_frozen_for_good_fails_the_run_and_is_never_stranded(base: Path) -> None:
-    spec = write_spec(base / "s.toml", """
+    spec = write_spec(
+        base / "s.toml",
+        """
 [defaults]
 scale = 1
 clients = 2
@@ -204,7 +231,8 @@ workload = "short"
 [[matrix.exclude]]
 storage = "second"
 workload = "long"
-""")
+""",
+    )
     results = base / "r.sqlite"
     proc = start("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
     mnt = base / "work" / "cells" / "run-1" / "mnt" / "data"
@@ -238,21 +266,35 @@ workload = "long"
     detail = show(results, first["run_id"])
     assert 0 in detail["series"]["tps"]["values"]  # the freeze is in the evidence
     # thawed: the stuck server processes get their SIGKILL; cleanup finishes the undo
-    wait_for(lambda: not any("postgres" in x for x in leftovers(base)), 60,
-             "the stuck server processes to end")
+    wait_for(
+        lambda: not any("postgres" in x for x in leftovers(base)),
+        60,
+        "the stuck server processes to end",
+    )
     pgfsbench("cleanup", "--workdir", str(base / "work"))
     assert leftovers(base) == []
 
 
 def test_a_second_campaign_on_the_host_is_refused_at_once(base: Path) -> None:
-    spec = write_spec(base / "s.toml", TWO_CELLS.format(
-        duration="60s", stall="60s", first='fs = "tmpfs"\nsize = "512M"'))
-    proc = start("run", str(spec), "--results", str(base / "r.sqlite"), "--workdir",
-                 str(base / "work"))
+    spec = write_spec(
+        base / "s.toml",
+        TWO_CELLS.format(duration="60s", stall="60s", first='fs = "tmpfs"\nsize = "512M"'),
+    )
+    proc = start(
+        "run", str(spec), "--results", str(base / "r.sqlite"), "--workdir", str(base / "work")
+    )
     try:
         wait_measuring(proc, 120)
-        second = pgfsbench("run", str(spec), "--results", str(base / "r2.sqlite"), "--workdir",
-                           str(base / "work2"), check=False, timeout=60)
+        second = pgfsbench(
+            "run",
+            str(spec),
+            "--results",
+            str(base / "r2.sqlite"),
+            "--workdir",
+            str(base / "work2"),
+            check=False,
+            timeout=60,
+        )
         assert second.returncode == 7, second.stderr
         assert f"pid {proc.pid}" in second.stderr and str(base / "work") in second.stderr
         assert "one campaign per host" in second.stderr
@@ -266,7 +308,9 @@ def test_a_second_campaign_on_the_host_is_refused_at_once(base: Path) -> None:
 
 
 def test_resume_completes_a_matrix_killed_half_way(base: Path) -> None:
-    spec = write_spec(base / "s.toml", """
+    spec = write_spec(
+        base / "s.toml",
+        """
 [defaults]
 scale = 1
 clients = 2
@@ -283,13 +327,17 @@ size = "256M"
 [storage.c]
 fs = "tmpfs"
 size = "256M"
-""")
+""",
+    )
     results = base / "r.sqlite"
     work = ["--results", str(results), "--workdir", str(base / "work")]
     proc = start("run", str(spec), *work)
     try:
-        wait_for(lambda: status_of(results, 2) == "running" and measuring_pgbench_of(proc.pid),
-                 180, "the second cell to measure")
+        wait_for(
+            lambda: status_of(results, 2) == "running" and measuring_pgbench_of(proc.pid),
+            180,
+            "the second cell to measure",
+        )
         proc.kill()
         proc.communicate(timeout=60)
     finally:
@@ -298,13 +346,18 @@ size = "256M"
     pgfsbench("cleanup", "--workdir", str(base / "work"))
     assert campaign_status(results) == "aborted"
     assert [r["status"] for r in runs_of(results)] == ["ok", "aborted"]
-    refused = pgfsbench("run", str(spec), *work, "--resume", "1", "--set", "duration=2s",
-                        check=False)
+    refused = pgfsbench(
+        "run", str(spec), *work, "--resume", "1", "--set", "duration=2s", check=False
+    )
     assert refused.returncode == 2 and "same --set" in refused.stderr
     pgfsbench("run", str(spec), *work, "--resume", "1")
     runs = runs_of(results)
     assert [(r["cell"].split("/")[0], r["status"], r["superseded_by"]) for r in runs] == [
-        ("a", "ok", None), ("b", "aborted", 3), ("b", "ok", None), ("c", "ok", None)]
+        ("a", "ok", None),
+        ("b", "aborted", 3),
+        ("b", "ok", None),
+        ("c", "ok", None),
+    ]
     assert {r["campaign_id"] for r in runs} == {1}
     assert campaign_status(results) == "done"
     again = pgfsbench("run", str(spec), *work, "--resume", "1")  # nothing left to do
@@ -316,13 +369,26 @@ def test_huge_pages_that_are_not_there_say_how_many(base: Path) -> None:
     any (the user's count is taken as given) and the server cannot start."""
     if Path("/proc/sys/vm/nr_hugepages").read_text().strip() != "0":
         pytest.skip("this host has huge pages reserved")
-    spec = write_spec(base / "s.toml", TWO_CELLS.format(
-        duration="2s", stall="60s", first='fs = "tmpfs"\nsize = "512M"').replace(
-        "[storage.second]", '[postgres.hp]\nsettings = { huge_pages = "on", shared_buffers = '
-        '"128MB" }\n[kernel.none]\nsysctl = { "vm.nr_hugepages" = 0 }\n[storage.second]'))
+    spec = write_spec(
+        base / "s.toml",
+        TWO_CELLS.format(duration="2s", stall="60s", first='fs = "tmpfs"\nsize = "512M"').replace(
+            "[storage.second]",
+            '[postgres.hp]\nsettings = { huge_pages = "on", shared_buffers = '
+            '"128MB" }\n[kernel.none]\nsysctl = { "vm.nr_hugepages" = 0 }\n[storage.second]',
+        ),
+    )
     results = base / "r.sqlite"
-    proc = pgfsbench("run", str(spec), "--results", str(results), "--workdir",
-                     str(base / "work"), "--only", "first/*", check=False)
+    proc = pgfsbench(
+        "run",
+        str(spec),
+        "--results",
+        str(results),
+        "--workdir",
+        str(base / "work"),
+        "--only",
+        "first/*",
+        check=False,
+    )
     assert proc.returncode == 6
     (run,) = runs_of(results)
     assert run["status"] == "failed"
@@ -333,10 +399,13 @@ def test_huge_pages_that_are_not_there_say_how_many(base: Path) -> None:
 def test_refusals_change_nothing(base: Path) -> None:
     work = base / "work"
     work.mkdir(mode=0o700)
-    spec = write_spec(base / "s.toml", '[storage.a]\nfs = "tmpfs"\n[kernel.k]\n'
-                                       'sysctl = { "vm.pgfsb_no_such_knob" = 1 }\n')
-    proc = pgfsbench("run", str(spec), "--results", str(base / "r.sqlite"), "--workdir",
-                     str(work), check=False)
+    spec = write_spec(
+        base / "s.toml",
+        '[storage.a]\nfs = "tmpfs"\n[kernel.k]\nsysctl = { "vm.pgfsb_no_such_knob" = 1 }\n',
+    )
+    proc = pgfsbench(
+        "run", str(spec), "--results", str(base / "r.sqlite"), "--workdir", str(work), check=False
+    )
     assert proc.returncode == 2 and "does not exist on this kernel" in proc.stderr
     assert oct(work.stat().st_mode & 0o777) == "0o700" and list(work.iterdir()) == []
     ro = base / "ro"
@@ -346,11 +415,19 @@ def test_refusals_change_nothing(base: Path) -> None:
         (ro / "r.sqlite").write_text("")
         subprocess.run(["mount", "-o", "remount,ro", str(ro)], check=True)
         ok_spec = write_spec(base / "ok.toml", '[storage.a]\nfs = "tmpfs"\n')
-        proc = pgfsbench("run", str(ok_spec), "--results", str(ro / "r.sqlite"), "--workdir",
-                         str(work), check=False)
+        proc = pgfsbench(
+            "run",
+            str(ok_spec),
+            "--results",
+            str(ro / "r.sqlite"),
+            "--workdir",
+            str(work),
+            check=False,
+        )
         assert proc.returncode == 2 and "read-only filesystem" in proc.stderr
-        proc = pgfsbench("run", str(ok_spec), "--results", "mysql://u@h/db", "--workdir",
-                         str(work), check=False)
+        proc = pgfsbench(
+            "run", str(ok_spec), "--results", "mysql://u@h/db", "--workdir", str(work), check=False
+        )
         assert proc.returncode == 2 and "mysql:// is not supported" in proc.stderr
         assert "Traceback" not in proc.stderr
     finally:
@@ -364,11 +441,17 @@ def partitioned(base: Path) -> Iterator[tuple[str, Path]]:
     image = base / "disk.img"
     with image.open("wb") as fh:
         fh.truncate(320 << 20)
-    dev = subprocess.run(["losetup", "--find", "--show", str(image)], capture_output=True,
-                         text=True, check=True).stdout.strip()
+    dev = subprocess.run(
+        ["losetup", "--find", "--show", str(image)], capture_output=True, text=True, check=True
+    ).stdout.strip()
     try:
-        subprocess.run(["sfdisk", "-q", dev], input="label: gpt\n,120M\n,\n", text=True,
-                       capture_output=True, check=False)
+        subprocess.run(
+            ["sfdisk", "-q", dev],
+            input="label: gpt\n,120M\n,\n",
+            text=True,
+            capture_output=True,
+            check=False,
+        )
         subprocess.run(["partx", "-a", dev], check=True)
         subprocess.run(["mkfs.ext4", "-q", "-F", f"{dev}p2"], check=True)
         yield dev, image
@@ -378,7 +461,8 @@ def partitioned(base: Path) -> Iterator[tuple[str, Path]]:
 
 
 def test_the_guard_checks_every_partition_and_pools_behind_links(
-        base: Path, partitioned: tuple[str, Path]) -> None:
+    base: Path, partitioned: tuple[str, Path]
+) -> None:
     dev, _ = partitioned
     if shutil.which("zfs-fuse") is None or Path("/sys/module/zfs").exists():
         pytest.skip("needs zfs-fuse (the test starts its own daemon)")
@@ -393,29 +477,34 @@ def test_the_guard_checks_every_partition_and_pools_behind_links(
     pidfile = base / "zfs-fuse.pid"
     subprocess.run(["zfs-fuse", "--pidfile", str(pidfile), "--no-kstat-mount"], check=True)
     try:
-        wait_for(lambda: subprocess.run(["zpool", "list"], capture_output=True,
-                                        check=False).returncode == 0, 30, "zfs-fuse")
-        subprocess.run(["zpool", "create", "-o", "cachefile=none", "-m", "none", pool,
-                        str(link)], check=True)
+        wait_for(
+            lambda: (
+                subprocess.run(["zpool", "list"], capture_output=True, check=False).returncode == 0
+            ),
+            30,
+            "zfs-fuse",
+        )
+        subprocess.run(
+            ["zpool", "create", "-o", "cachefile=none", "-m", "none", pool, str(link)], check=True
+        )
         work = ["--results", str(base / "r.sqlite"), "--workdir", str(base / "work")]
         whole = write_spec(base / "whole.toml", f'[storage.d]\nfs = "xfs"\ndevice = "{dev}"\n')
-        proc = pgfsbench("run", str(whole), *work, "--destroy-data-on", dev, "--force",
-                         check=False)
+        proc = pgfsbench("run", str(whole), *work, "--destroy-data-on", dev, "--force", check=False)
         assert proc.returncode == 4, proc.stderr
         assert f"its partition {dev}p1 belongs to an imported zpool" in proc.stderr
         assert f"its partition {dev}p2 is mounted on {mnt}" in proc.stderr
         subprocess.run(["umount", str(mnt)], check=True)
-        proc = pgfsbench("run", str(whole), *work, "--destroy-data-on", dev, "--force",
-                         check=False)
+        proc = pgfsbench("run", str(whole), *work, "--destroy-data-on", dev, "--force", check=False)
         assert proc.returncode == 4 and "belongs to an imported zpool" in proc.stderr
-        linked = write_spec(base / "link.toml", f'[storage.d]\nfs = "xfs"\n'
-                                                f'device = "{link}"\n')
-        proc = pgfsbench("run", str(linked), *work, "--destroy-data-on", str(link), "--force",
-                         check=False)
+        linked = write_spec(base / "link.toml", f'[storage.d]\nfs = "xfs"\ndevice = "{link}"\n')
+        proc = pgfsbench(
+            "run", str(linked), *work, "--destroy-data-on", str(link), "--force", check=False
+        )
         assert proc.returncode == 4 and "belongs to an imported zpool" in proc.stderr
         assert "Traceback" not in proc.stderr
-        status = subprocess.run(["zpool", "status", pool], capture_output=True, text=True,
-                                check=True).stdout
+        status = subprocess.run(
+            ["zpool", "status", pool], capture_output=True, text=True, check=True
+        ).stdout
         assert "ONLINE" in status  # the pool is untouched
     finally:
         subprocess.run(["zpool", "destroy", "-f", pool], check=False, capture_output=True)
@@ -433,14 +522,20 @@ def test_the_guard_checks_every_partition_and_pools_behind_links(
 
 
 def test_missing_and_doubled_devices_are_refused_before_confirmation(base: Path) -> None:
-    missing = write_spec(base / "m.toml", '[storage.d]\nfs = "xfs"\n'
-                                          'device = "/dev/pgfsb-no-such-disk"\n')
-    for command in (["plan", str(missing)], ["run", str(missing), "--results",
-                                             str(base / "r.sqlite")]):
+    missing = write_spec(
+        base / "m.toml", '[storage.d]\nfs = "xfs"\ndevice = "/dev/pgfsb-no-such-disk"\n'
+    )
+    for command in (
+        ["plan", str(missing)],
+        ["run", str(missing), "--results", str(base / "r.sqlite")],
+    ):
         proc = pgfsbench(*command, "--workdir", str(base / "work"), check=False)
         assert proc.returncode == 2 and "does not exist" in proc.stderr, proc.stderr
         assert "--destroy-data-on" not in proc.stderr
-    twice = write_spec(base / "t.toml", '[storage.z]\nfs = "zfs"\n[storage.z.pool]\n'
-                                        'layout = "mirror"\ndevices = ["/dev/zero", "/dev/zero"]\n')
+    twice = write_spec(
+        base / "t.toml",
+        '[storage.z]\nfs = "zfs"\n[storage.z.pool]\n'
+        'layout = "mirror"\ndevices = ["/dev/zero", "/dev/zero"]\n',
+    )
     proc = pgfsbench("plan", str(twice), check=False)
     assert proc.returncode == 2 and "named twice" in proc.stderr

@@ -28,8 +28,9 @@ from tests.func.conftest import (
 )
 
 MECH = detect()
-pytestmark = pytest.mark.skipif(MECH is None or MECH.kind != "cgroup-v1-blkio",
-                                reason="needs cgroup v1 blkio throttling")
+pytestmark = pytest.mark.skipif(
+    MECH is None or MECH.kind != "cgroup-v1-blkio", reason="needs cgroup v1 blkio throttling"
+)
 
 
 def caps() -> dict[str, dict[str, int]]:
@@ -44,7 +45,9 @@ def no_loop_caps() -> bool:
 
 def test_a_capped_device_measures_its_cap_and_slows_postgresql(base: Path) -> None:
     assert no_loop_caps()
-    spec = write_spec(base / "s.toml", """
+    spec = write_spec(
+        base / "s.toml",
+        """
 [defaults]
 scale = 1
 clients = 4
@@ -61,7 +64,8 @@ fs = "ext4"
 device = "loop:1G"
 ceiling = true
 limits = { write_iops = 200 }
-""")
+""",
+    )
     plan = json.loads(pgfsbench("plan", str(spec), "--json").stdout)
     assert plan["device_limits"] == {"ext4-200iops": ["data: - read / 200 write IOPS"]}
     results = base / "r.sqlite"
@@ -78,14 +82,20 @@ limits = { write_iops = 200 }
     assert "emulated devices" in " ".join(summary.split())
 
 
-def signal_when_capped(spec: Path, results: Path, workdir: Path, sig: signal.Signals,
-                       seen: list[dict[str, dict[str, int]]], devices: int = 1
-                       ) -> tuple[int, str, str]:
+def signal_when_capped(
+    spec: Path,
+    results: Path,
+    workdir: Path,
+    sig: signal.Signals,
+    seen: list[dict[str, dict[str, int]]],
+    devices: int = 1,
+) -> tuple[int, str, str]:
     """Start `run`; once the kernel holds the caps of ``devices`` loop devices (they are
     set before initdb and the load), note them and send ``sig``: no waiting for a load
     slowed down by the caps themselves."""
     proc = start("run", str(spec), "--results", str(results), "--workdir", str(workdir))
     try:
+
         def capped() -> bool:
             if proc.poll() is not None:
                 raise AssertionError(f"run ended early: {proc.communicate()}")
@@ -102,7 +112,9 @@ def signal_when_capped(spec: Path, results: Path, workdir: Path, sig: signal.Sig
 
 
 def test_caps_are_gone_after_sigterm_and_after_sigkill_and_cleanup(base: Path) -> None:
-    spec = write_spec(base / "s.toml", """
+    spec = write_spec(
+        base / "s.toml",
+        """
 [defaults]
 scale = 1
 clients = 2
@@ -114,20 +126,24 @@ repetitions = 1
 fs = "xfs"
 device = "loop:512M"
 limits = { profile = "hdd-7200" }
-""")
+""",
+    )
     seen: list[dict[str, dict[str, int]]] = []
-    code, _, err = signal_when_capped(spec, base / "r.sqlite", base / "work", signal.SIGTERM,
-                                      seen)
+    code, _, err = signal_when_capped(spec, base / "r.sqlite", base / "work", signal.SIGTERM, seen)
     assert code == 130, err
-    loop_rules = {name: {d: v for d, v in rules.items() if d.startswith("7:")}
-                  for name, rules in seen[0].items()}
+    loop_rules = {
+        name: {d: v for d, v in rules.items() if d.startswith("7:")}
+        for name, rules in seen[0].items()
+    }
     assert set(loop_rules["blkio.throttle.write_iops_device"].values()) == {78}
     assert set(loop_rules["blkio.throttle.write_bps_device"].values()) == {150_000_000}
     assert no_loop_caps()
     if shutil.which("zfs-fuse") is None:
         return
     # a ZFS pool of "HDDs" with its log on "an SSD": each role capped as its profile says
-    zspec = write_spec(base / "z.toml", """
+    zspec = write_spec(
+        base / "z.toml",
+        """
 [defaults]
 scale = 1
 clients = 2
@@ -142,13 +158,14 @@ devices = ["loop:512M"]
 log = ["loop:256M"]
 limits = { profile = "hdd-5400" }
 log_limits = { profile = "sata-ssd" }
-""")
+""",
+    )
     seen.clear()
-    code, _, _ = signal_when_capped(zspec, base / "z.sqlite", base / "work2", signal.SIGKILL,
-                                    seen, devices=2)
+    code, _, _ = signal_when_capped(
+        zspec, base / "z.sqlite", base / "work2", signal.SIGKILL, seen, devices=2
+    )
     assert code == -signal.SIGKILL
-    iops = {v for d, v in seen[0]["blkio.throttle.write_iops_device"].items()
-            if d.startswith("7:")}
+    iops = {v for d, v in seen[0]["blkio.throttle.write_iops_device"].items() if d.startswith("7:")}
     assert iops == {56, 88_000}  # the pool member as a 5400 rpm HDD, the log as a SATA SSD
     assert not no_loop_caps()  # the killed run left them
     pgfsbench("cleanup", "--workdir", str(base / "work2"))
@@ -156,7 +173,9 @@ log_limits = { profile = "sata-ssd" }
 
 
 def test_a_checkpoint_on_a_capped_device_is_a_stall_attributed_to_it(base: Path) -> None:
-    spec = write_spec(base / "s.toml", """
+    spec = write_spec(
+        base / "s.toml",
+        """
 [defaults]
 scale = 4
 clients = 8
@@ -175,7 +194,8 @@ max_wal_size = "4GB"
 checkpoint_flush_after = 0
 [workload.updates]
 builtin = "simple-update"
-""")
+""",
+    )
     results = base / "r.sqlite"
     proc = start("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
     errors: list[BaseException] = []
@@ -184,8 +204,12 @@ builtin = "simple-update"
         try:
             time.sleep(8)  # 8 s of updates dirty thousands of buffers
             sock = base / "work" / "cells" / "run-1" / "sock"
-            subprocess.run(["psql", "-h", str(sock), "-U", "postgres", "-c", "CHECKPOINT",
-                            "pgbench"], check=True, capture_output=True, timeout=120)
+            subprocess.run(
+                ["psql", "-h", str(sock), "-U", "postgres", "-c", "CHECKPOINT", "pgbench"],
+                check=True,
+                capture_output=True,
+                timeout=120,
+            )
         except BaseException as exc:
             errors.append(exc)
 
@@ -206,12 +230,15 @@ builtin = "simple-update"
     forced = [c for c in detail["checkpoints"] if c["reason"].startswith("immediate")]
     assert forced, detail["checkpoints"]
     start_s, end_s = forced[0]["started_s"], forced[0]["ended_s"]
-    overlapping = [s for s in detail["stalls"] if s["start_s"] <= end_s + 1
-                   and s["end_s"] >= start_s - 1]
+    overlapping = [
+        s for s in detail["stalls"] if s["start_s"] <= end_s + 1 and s["end_s"] >= start_s - 1
+    ]
     assert overlapping, (detail["stalls"], forced)
     # the checkpoint is named, as the cause or with it (new WAL segments zero-filled at
     # the cap are the same story), never a frozen filesystem or a lock
-    assert all("checkpoint" in [s["cause"], *s["contributing"]] for s in overlapping), \
-        overlapping
-    assert any("device's limit" in e and ("cap 12 MB/s" in e or "cap 600 IOPS" in e)
-               for s in overlapping for e in s["evidence"]), overlapping
+    assert all("checkpoint" in [s["cause"], *s["contributing"]] for s in overlapping), overlapping
+    assert any(
+        "device's limit" in e and ("cap 12 MB/s" in e or "cap 600 IOPS" in e)
+        for s in overlapping
+        for e in s["evidence"]
+    ), overlapping

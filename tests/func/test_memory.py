@@ -15,7 +15,9 @@ MEMCG = Path("/sys/fs/cgroup/memory")
 def test_exceeds_ram_under_a_memory_limit(base: Path) -> None:
     if not (MEMCG / "memory.limit_in_bytes").exists():
         pytest.skip("no cgroup v1 memory controller here")
-    spec = write_spec(base / "s.toml", """
+    spec = write_spec(
+        base / "s.toml",
+        """
 [defaults]
 scale = "exceeds_ram"
 clients = 2
@@ -30,13 +32,14 @@ device = "loop:1G"
 settings = { shared_buffers = "16MB" }
 [workload.ro]
 builtin = "select-only"
-""")
+""",
+    )
     results = base / "r.sqlite"
     work = ["--results", str(results), "--workdir", str(base / "work")]
-    plan = pgfsbench("plan", str(spec), "--memory-limit", "96M", "--workdir",
-                     str(base / "work"))
-    assert "scale 12 = exceeds_ram" in plan.stdout and "memory limit (emulated RAM)" in \
-        plan.stdout, plan.stdout
+    plan = pgfsbench("plan", str(spec), "--memory-limit", "96M", "--workdir", str(base / "work"))
+    assert (
+        "scale 12 = exceeds_ram" in plan.stdout and "memory limit (emulated RAM)" in plan.stdout
+    ), plan.stdout
     pgfsbench("run", str(spec), *work, "--memory-limit", "96M")
     (run,) = runs_of(results)
     assert run["status"] == "ok" and run["scale"] == 12

@@ -32,10 +32,13 @@ device = "loop:1G"
 """
 
 
-def run_with(base: Path, duration: str, during: Callable[[Path], None],
-             defaults: str = "") -> dict[str, Any]:
-    spec = write_spec(base / "s.toml", SPEC.format(duration=duration).replace(
-        "[defaults]\n", "[defaults]\n" + defaults))
+def run_with(
+    base: Path, duration: str, during: Callable[[Path], None], defaults: str = ""
+) -> dict[str, Any]:
+    spec = write_spec(
+        base / "s.toml",
+        SPEC.format(duration=duration).replace("[defaults]\n", "[defaults]\n" + defaults),
+    )
     results = base / "r.sqlite"
     proc = start("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
     try:
@@ -57,8 +60,11 @@ def test_forced_checkpoint_and_everything_a_run_records(base: Path) -> None:
         time.sleep(2)
         sock = next(mnt.parents[1].glob("sock")) if (mnt.parents[1] / "sock").exists() else None
         host = str(sock) if sock else next(Path("/tmp").glob("pgfsb-*"))
-        subprocess.run(["psql", "-h", str(host), "-U", "postgres", "-c", "CHECKPOINT",
-                        "pgbench"], check=True, capture_output=True)
+        subprocess.run(
+            ["psql", "-h", str(host), "-U", "postgres", "-c", "CHECKPOINT", "pgbench"],
+            check=True,
+            capture_output=True,
+        )
 
     run = run_with(base, "6s", force_checkpoint)
     forced = [c for c in run["checkpoints"] if 0 < (c["started_s"] or -1) < 6]
@@ -69,8 +75,17 @@ def test_forced_checkpoint_and_everything_a_run_records(base: Path) -> None:
     assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"]
     assert run["wal_bytes"] > 0 and run["wal_fpi"] is not None
     series = run["series"]
-    for name in ("tps", "lat_p99_ms", "dirty_kb", "writeback_kb", "disk_write_mbps",
-                 "cpu_iowait_pct", "waits", "wal_mbps", "checkpoint_buffers_per_s"):
+    for name in (
+        "tps",
+        "lat_p99_ms",
+        "dirty_kb",
+        "writeback_kb",
+        "disk_write_mbps",
+        "cpu_iowait_pct",
+        "waits",
+        "wal_mbps",
+        "checkpoint_buffers_per_s",
+    ):
         assert series[name]["values"], name
     assert max(v or 0 for v in series["disk_write_mbps"]["values"]) > 0
     assert max(v or 0 for v in series["checkpoint_buffers_per_s"]["values"]) > 0
@@ -79,13 +94,19 @@ def test_forced_checkpoint_and_everything_a_run_records(base: Path) -> None:
     assert any(d.startswith("loop") for d in env["devices"])
     assert "txlog" in run["artifacts"]
     # the run's own commands: its set-up first, its teardown last (not the next run's)
-    commands = [ln for ln in Path(run["artifacts"]["commands"]["path"]).read_text()
-                .splitlines() if ln and not ln.startswith("#")]
+    commands = [
+        ln
+        for ln in Path(run["artifacts"]["commands"]["path"]).read_text().splitlines()
+        if ln and not ln.startswith("#")
+    ]
     assert "mkfs" in " ".join(commands[:6]), commands[:6]
     assert any(c.startswith("losetup --detach") for c in commands[-3:]), commands[-3:]
     # the observer ran under SCHED_BATCH, its backend too (a local server)
-    assert run["metrics"]["observer"]["sched"] == {"policy": "batch", "thread": "batch",
-                                                   "backend": "batch"}
+    assert run["metrics"]["observer"]["sched"] == {
+        "policy": "batch",
+        "thread": "batch",
+        "backend": "batch",
+    }
 
 
 def test_frozen_filesystem_shows_zero_tps_and_waiting_backends(base: Path) -> None:
@@ -116,13 +137,24 @@ def test_frozen_filesystem_shows_zero_tps_and_waiting_backends(base: Path) -> No
     tps = run["series"]["tps"]["values"]
     assert sum(1 for v in tps if v == 0) >= 2, tps
     waits = run["series"]["waits"]["values"]
-    waiting = [w for w in waits if w and sum(n for e, n in w.items()
-                                             if not e.startswith(("CPU/", "Client/"))) >= 1]
+    waiting = [
+        w
+        for w in waits
+        if w and sum(n for e, n in w.items() if not e.startswith(("CPU/", "Client/"))) >= 1
+    ]
     assert len(waiting) >= 2, waits
     events = {e for w in waiting for e in w}
-    assert events & {"IO/WALSync", "IO/WALWrite", "LWLock/WALWrite", "IO/DataFileWrite",
-                     "IO/DataFileExtend", "IO/WALInitWrite", "IO/WALInitSync",
-                     "Lock/transactionid", "Lock/tuple"}, events
+    assert events & {
+        "IO/WALSync",
+        "IO/WALWrite",
+        "LWLock/WALWrite",
+        "IO/DataFileWrite",
+        "IO/DataFileExtend",
+        "IO/WALInitWrite",
+        "IO/WALInitSync",
+        "Lock/transactionid",
+        "Lock/tuple",
+    }, events
     # the diagnosis: frozen, from the writers asleep until it thawed, and confident
     (ep,) = [e for e in run["stalls"] if e["kind"] == "stall"]
     assert ep["cause"] == "fs_frozen" and ep["confidence"] == "high", ep
@@ -140,7 +172,9 @@ def _guard(fn: Callable[[Path], None], mnt: Path, errors: list[BaseException]) -
 
 
 def test_storage_ceiling_is_measured_once_and_kept(base: Path) -> None:
-    spec = write_spec(base / "s.toml", """
+    spec = write_spec(
+        base / "s.toml",
+        """
 [defaults]
 scale = 1
 clients = 2
@@ -153,7 +187,8 @@ ceiling_seconds = 1
 fs = "ext4"
 device = "loop:512M"
 ceiling = true
-""")
+""",
+    )
     results = base / "r.sqlite"
     pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
     first, second = (show(results, r["run_id"]) for r in runs_of(results))
@@ -166,14 +201,15 @@ ceiling = true
     assert "storage ceiling" in text
 
 
-def test_pg_sampler_pipelined_sees_a_lock_wait_and_typed_counters(
-        results_server: str) -> None:
+def test_pg_sampler_pipelined_sees_a_lock_wait_and_typed_counters(results_server: str) -> None:
     import psycopg
 
     from pgfsbench.collect.samplers import Job, PgSampler, Statements, Ticker
 
-    with psycopg.connect(results_server, autocommit=True) as holder, \
-            psycopg.connect(results_server, autocommit=True) as waiter:
+    with (
+        psycopg.connect(results_server, autocommit=True) as holder,
+        psycopg.connect(results_server, autocommit=True) as waiter,
+    ):
         holder.execute("CREATE TABLE held (x int)")
         holder.execute("BEGIN")
         holder.execute("LOCK TABLE held IN ACCESS EXCLUSIVE MODE")
@@ -213,9 +249,14 @@ def test_pg_sampler_pipelined_sees_a_lock_wait_and_typed_counters(
     # a statement that fails raises psycopg's class with the server's message once its
     # batch is in; the rest of that batch is dropped and the connection still works
     with psycopg.connect(results_server, autocommit=True) as conn:
-        statements = Statements(conn.pgconn, {"ratio": "SELECT 1 / 0 AS r",
-                                              "one": "SELECT 1::int8 AS n, 2.5 AS x",
-                                              "slow": "SELECT pg_sleep(0.3)"})
+        statements = Statements(
+            conn.pgconn,
+            {
+                "ratio": "SELECT 1 / 0 AS r",
+                "one": "SELECT 1::int8 AS n, 2.5 AS x",
+                "slow": "SELECT pg_sleep(0.3)",
+            },
+        )
         assert statements.run(("one",))["one"] == (["n", "x"], [(1, 2.5)])
         try:
             statements.run(("ratio", "one"))
@@ -232,9 +273,14 @@ def test_pg_sampler_pipelined_sees_a_lock_wait_and_typed_counters(
 
     # a tick's lean path (one statement, one value): the same answers, the same errors
     with psycopg.connect(results_server, autocommit=True) as conn:
-        statements = Statements(conn.pgconn, {"slow": "SELECT 'late' FROM pg_sleep(0.3)",
-                                              "fails": "SELECT (1 / 0)::text",
-                                              "none": "SELECT 'x' WHERE false"})
+        statements = Statements(
+            conn.pgconn,
+            {
+                "slow": "SELECT 'late' FROM pg_sleep(0.3)",
+                "fails": "SELECT (1 / 0)::text",
+                "none": "SELECT 'x' WHERE false",
+            },
+        )
 
         def settled() -> bytes | None:
             for _ in range(500):
@@ -262,7 +308,8 @@ def test_pg_sampler_pipelined_sees_a_lock_wait_and_typed_counters(
 
 
 def test_observation_whose_backend_is_killed_records_why_and_ends_at_once(
-        results_server: str, base: Path) -> None:
+    results_server: str, base: Path
+) -> None:
     import psycopg
 
     from pgfsbench.collect.observation import Observation
@@ -286,7 +333,8 @@ def test_observation_whose_backend_is_killed_records_why_and_ends_at_once(
 
 
 def test_observer_yields_on_wakeup_under_sched_batch_and_says_so(
-        results_server: str, base: Path) -> None:
+    results_server: str, base: Path
+) -> None:
     import os
 
     from pgfsbench.collect.observation import Observation
@@ -294,8 +342,7 @@ def test_observer_yields_on_wakeup_under_sched_batch_and_says_so(
 
     seen: dict[bool, tuple[int, int]] = {}
     for batch in (True, False):
-        obs = Observation(results_server, 15, (), base / "no-server.log", wait_hz=10,
-                          batch=batch)
+        obs = Observation(results_server, 15, (), base / "no-server.log", wait_hz=10, batch=batch)
         assert obs.pg is not None
         policies: list[int] = []
 

@@ -24,17 +24,42 @@ from tests.func.conftest import (
 
 def test_quick_example_records_five_ok_runs(base: Path) -> None:
     results = base / "r.sqlite"
-    proc = pgfsbench("run", "examples/quick.toml", "--results", str(results), "--workdir",
-                     str(base / "work"), "--set", "duration=2s", "--set", "warmup=1s",
-                     "--set", "repetitions=1")
+    proc = pgfsbench(
+        "run",
+        "examples/quick.toml",
+        "--results",
+        str(results),
+        "--workdir",
+        str(base / "work"),
+        "--set",
+        "duration=2s",
+        "--set",
+        "warmup=1s",
+        "--set",
+        "repetitions=1",
+    )
     runs = runs_of(results)
     assert [r["fs"] for r in runs] == ["ext4", "ext4", "xfs", "btrfs", "tmpfs"]
     for r in runs:
         assert r["status"] == "ok", r
         assert r["tps"] > 0 and r["load_seconds"] > 0 and r["space_bytes"] > 0
-        assert {"run_id", "cell", "storage", "fs", "postgres", "kernel", "workload", "clients",
-                "repetition", "status", "tps", "latency_avg_ms", "load_seconds",
-                "space_bytes", "error"} <= set(r)
+        assert {
+            "run_id",
+            "cell",
+            "storage",
+            "fs",
+            "postgres",
+            "kernel",
+            "workload",
+            "clients",
+            "repetition",
+            "status",
+            "tps",
+            "latency_avg_ms",
+            "load_seconds",
+            "space_bytes",
+            "error",
+        } <= set(r)
     # the summary table in the shape of the seeds ends the output
     assert "tps ±CI" in proc.stdout and "What stands out" in proc.stdout
     assert "tmpfs" in proc.stdout and "baseline" in proc.stdout
@@ -52,8 +77,9 @@ def test_guard_refuses_a_device_with_a_filesystem(base: Path) -> None:
     image = base / "victim.img"
     with image.open("wb") as fh:
         fh.truncate(256 << 20)
-    dev = subprocess.run(["losetup", "--find", "--show", str(image)], capture_output=True,
-                         text=True, check=True).stdout.strip()
+    dev = subprocess.run(
+        ["losetup", "--find", "--show", str(image)], capture_output=True, text=True, check=True
+    ).stdout.strip()
     mnt = base / "victim"
     mnt.mkdir()
     try:
@@ -72,16 +98,21 @@ def test_guard_refuses_a_device_with_a_filesystem(base: Path) -> None:
         assert signed.returncode == 4 and "ext4" in signed.stderr and "--force" in signed.stderr
 
         subprocess.run(["mount", dev, str(mnt)], check=True)
-        mounted = pgfsbench("run", str(spec), *work, "--destroy-data-on", dev, "--force",
-                            check=False)
+        mounted = pgfsbench(
+            "run", str(spec), *work, "--destroy-data-on", dev, "--force", check=False
+        )
         assert mounted.returncode == 4 and "is mounted on" in mounted.stderr
         assert "Traceback" not in signed.stderr + mounted.stderr + unconfirmed.stderr
         assert (mnt / "marker").read_text() == "precious"
     finally:
         subprocess.run(["umount", str(mnt)], check=False)
         subprocess.run(["losetup", "--detach", dev], check=False)
-    blkid = subprocess.run(["blkid", "-p", "-o", "value", "-s", "TYPE", str(image)],
-                           capture_output=True, text=True, check=False).stdout.strip()
+    blkid = subprocess.run(
+        ["blkid", "-p", "-o", "value", "-s", "TYPE", str(image)],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
     assert blkid == "ext4"
 
 
@@ -108,15 +139,18 @@ sysctl = { "vm.dirty_background_bytes" = 67108864, "vm.swappiness" = 7 }
 
 def sysctls() -> tuple[str, str, str]:
     vm = Path("/proc/sys/vm")
-    return ((vm / "dirty_background_bytes").read_text().strip(),
-            (vm / "dirty_background_ratio").read_text().strip(),
-            (vm / "swappiness").read_text().strip())
+    return (
+        (vm / "dirty_background_bytes").read_text().strip(),
+        (vm / "dirty_background_ratio").read_text().strip(),
+        (vm / "swappiness").read_text().strip(),
+    )
 
 
 def test_sigkill_mid_matrix_is_fully_undone_by_cleanup(base: Path) -> None:
     before = sysctls()
     spec = write_spec(base / "s.toml", KILL_SPEC)
     results = base / "r.sqlite"
+
     def applied() -> None:
         assert sysctls()[0] == "67108864" and sysctls()[2] == "7"
 
@@ -149,7 +183,9 @@ def test_sigterm_undoes_everything_on_the_way_out(base: Path) -> None:
 
 
 def test_failed_cell_is_recorded_and_the_matrix_goes_on(base: Path) -> None:
-    spec = write_spec(base / "s.toml", """
+    spec = write_spec(
+        base / "s.toml",
+        """
 [defaults]
 scale = 1
 clients = 2
@@ -163,10 +199,12 @@ size = "512M"
 settings = { shared_buffers = "100TB" }
 [postgres.fine]
 settings = { shared_buffers = "64MB" }
-""")
+""",
+    )
     results = base / "r.sqlite"
-    proc = pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"),
-                     check=False)
+    proc = pgfsbench(
+        "run", str(spec), "--results", str(results), "--workdir", str(base / "work"), check=False
+    )
     assert proc.returncode == 6, proc.stderr  # completed, but a run failed
     assert "1 of 2 run(s) did not complete" in proc.stderr
     broken, fine = runs_of(results)
@@ -179,14 +217,27 @@ settings = { shared_buffers = "64MB" }
 
 def test_wal_volume_kernel_settings_load_per_cell_and_alternate_samplers(base: Path) -> None:
     before = sysctls()
-    spec = write_spec(base / "s.toml", KILL_SPEC.replace('duration = "120s"',
-                                                          'duration = "2s"')
-                      + '\n[postgres.seg]\ninitdb = { wal_segsize = 32, data_checksums = true }'
-                      + '\n[workload.ro]\nbuiltin = "select-only"\nprotocol = "prepared"\n')
+    spec = write_spec(
+        base / "s.toml",
+        KILL_SPEC.replace('duration = "120s"', 'duration = "2s"')
+        + "\n[postgres.seg]\ninitdb = { wal_segsize = 32, data_checksums = true }"
+        + '\n[workload.ro]\nbuiltin = "select-only"\nprotocol = "prepared"\n',
+    )
     results = base / "r.sqlite"
-    out = pgfsbench("run", str(spec), "--results", str(results), "--workdir",
-                    str(base / "work"), "--set", "load_per=cell", "--set", "samplers=alternate",
-                    "--set", "txlog=true")
+    out = pgfsbench(
+        "run",
+        str(spec),
+        "--results",
+        str(results),
+        "--workdir",
+        str(base / "work"),
+        "--set",
+        "load_per=cell",
+        "--set",
+        "samplers=alternate",
+        "--set",
+        "txlog=true",
+    )
     runs = runs_of(results)
     assert [r["status"] for r in runs] == ["ok", "ok"]
     assert runs[0]["load_seconds"] == runs[1]["load_seconds"]  # one load, two measurements
@@ -201,7 +252,8 @@ def test_wal_volume_kernel_settings_load_per_cell_and_alternate_samplers(base: P
     # no warm-up: the cell's earlier run gives the rate the log is sampled down for
     cap = Defaults().txlog_max_lines_per_s
     assert watched["metrics"]["observer"]["txlog_sampling_rate"] == pytest.approx(
-        max(0.0001, round(cap / unwatched["throughput"], 4)), abs=1e-4)
+        max(0.0001, round(cap / unwatched["throughput"], 4)), abs=1e-4
+    )
     assert watched["metrics"]["observer"]["txlog_sampling_rate"] < 1
     assert "observer effect in" in out.stdout and "1 pair(s)" in out.stdout
     detail = unwatched
@@ -222,7 +274,9 @@ def test_existing_storage_removes_only_what_it_created(base: Path) -> None:
     target = base / "existing"
     target.mkdir(mode=0o755)
     (target / "keep.txt").write_text("mine")
-    spec = write_spec(base / "s.toml", f"""
+    spec = write_spec(
+        base / "s.toml",
+        f"""
 [defaults]
 scale = 1
 clients = 1
@@ -233,7 +287,8 @@ repetitions = 1
 [storage.here]
 fs = "existing"
 path = "{target}"
-""")
+""",
+    )
     results = base / "r.sqlite"
     pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
     (run,) = runs_of(results)
@@ -263,11 +318,27 @@ def test_without_root_provisioning_is_refused_in_one_line(base: Path) -> None:
     site = next((ROOT / ".venv" / "lib").glob("python3.*/site-packages"))
     if not python.exists() or not site.parent.name.endswith(".11"):
         pytest.skip("needs Debian's python3.11 to run as another user")
-    proc = subprocess.run(["runuser", "-u", "nobody", "--", str(python), "-m",
-                           "pgfsbench", "run", "examples/quick.toml", "--results",
-                           str(base / "x.sqlite"), "--workdir", str(base / "w")],
-                          capture_output=True, text=True, cwd=ROOT, check=False,
-                          env={"PATH": os.environ["PATH"], "HOME": "/tmp",
-                               "PYTHONPATH": f"{ROOT / 'src'}:{site}"})
+    proc = subprocess.run(
+        [
+            "runuser",
+            "-u",
+            "nobody",
+            "--",
+            str(python),
+            "-m",
+            "pgfsbench",
+            "run",
+            "examples/quick.toml",
+            "--results",
+            str(base / "x.sqlite"),
+            "--workdir",
+            str(base / "w"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+        env={"PATH": os.environ["PATH"], "HOME": "/tmp", "PYTHONPATH": f"{ROOT / 'src'}:{site}"},
+    )
     assert proc.returncode == 3, proc.stderr
     assert "needs root" in proc.stderr and "Traceback" not in proc.stderr

@@ -9,7 +9,9 @@ from tests.func.conftest import pgfsbench, runs_of, show, write_spec
 
 
 def test_seqscan_and_dump_cold_and_warm(base: Path) -> None:
-    spec = write_spec(base / "s.toml", """
+    spec = write_spec(
+        base / "s.toml",
+        """
 [defaults]
 scale = 4
 clients = 1
@@ -35,10 +37,19 @@ cache = "cold"
 tool = "pg_dump"
 format = "directory"
 jobs = 2
-""")
+""",
+    )
     results = base / "r.sqlite"
-    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"),
-              "--set", "load_per=cell")
+    pgfsbench(
+        "run",
+        str(spec),
+        "--results",
+        str(results),
+        "--workdir",
+        str(base / "work"),
+        "--set",
+        "load_per=cell",
+    )
     runs = {r["workload"]: r for r in runs_of(results)}
     assert set(runs) == {"scan-warm", "scan-cold", "dump-cold", "dump-dir"}
     for name, r in runs.items():
@@ -65,7 +76,9 @@ jobs = 2
 
 
 def test_bulk_load_in_parallel_streams_with_each_phase_timed(base: Path) -> None:
-    spec = write_spec(base / "s.toml", """
+    spec = write_spec(
+        base / "s.toml",
+        """
 [defaults]
 scale = 2
 clients = 1
@@ -86,7 +99,8 @@ streams = 2
 tool = "copy"
 rows_per_scale = 50000
 indexes = "before"
-""")
+""",
+    )
     results = base / "r.sqlite"
     pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
     runs = {r["workload"]: r for r in runs_of(results)}

@@ -23,8 +23,15 @@ from tests.func.conftest import (
 )
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-         "--disable-component-update", "--no-first-run", "--disable-sync"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+    "--disable-sync",
+]
 
 SPEC = """
 [defaults]
@@ -45,14 +52,19 @@ size = "512M"
 
 def chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess[str]:
     assert CHROMIUM is not None
-    return subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}",
-                           "--enable-logging=stderr", "--v=0", *args],
-                          capture_output=True, text=True, timeout=180, check=True)
+    return subprocess.run(
+        [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--enable-logging=stderr", "--v=0", *args],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=True,
+    )
 
 
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
 def test_a_frozen_second_is_a_stall_with_its_cause_in_json_terminal_and_report(
-        base: Path, tmp_path: Path) -> None:
+    base: Path, tmp_path: Path
+) -> None:
     spec = write_spec(base / "s.toml", SPEC)
     results = base / "r.sqlite"
     proc = start("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
@@ -87,11 +99,14 @@ def test_a_frozen_second_is_a_stall_with_its_cause_in_json_terminal_and_report(
     assert all(not s for rid, s in stalls.items() if rid != runs[0]["run_id"])
     words = " ".join(out.split())  # the terminal summary wraps at 80 columns here
     assert "stall at" in words and "the filesystem was frozen" in words
-    assert "because benchmark processes asleep in the kernel waiting for the filesystem to " \
+    assert (
+        "because benchmark processes asleep in the kernel waiting for the filesystem to "
         "thaw" in words
+    )
 
-    summary = json.loads(pgfsbench("results", "summary", "--results", str(results),
-                                   "--json").stdout)
+    summary = json.loads(
+        pgfsbench("results", "summary", "--results", str(results), "--json").stdout
+    )
     ext4, ram = summary["cells"]
     assert ext4["throughput"]["n"] == 3 and ext4["throughput"]["ci95"][0] is not None
     assert ram["vs_baseline"]["verdict"] in ("better", "worse", "no significant difference")
@@ -113,8 +128,11 @@ def test_a_frozen_second_is_a_stall_with_its_cause_in_json_terminal_and_report(
     profile = base / "chromium-profile"
     dom_run = chromium(["--virtual-time-budget=20000", "--dump-dom", report.as_uri()], profile)
     dom = dom_run.stdout
-    console_errors = [ln for ln in dom_run.stderr.splitlines()
-                      if "CONSOLE" in ln and ("Uncaught" in ln or ":ERROR:" in ln)]
+    console_errors = [
+        ln
+        for ln in dom_run.stderr.splitlines()
+        if "CONSOLE" in ln and ("Uncaught" in ln or ":ERROR:" in ln)
+    ]
     assert console_errors == []
     assert 'data-rendered="yes"' in dom and "data-errors=" not in dom
     charts = re.findall(r'<div class="chart[^"]*" id="([^"]+)"', dom)
@@ -122,18 +140,25 @@ def test_a_frozen_second_is_a_stall_with_its_cause_in_json_terminal_and_report(
     assert charts and sorted(charts) == sorted(drawn), (charts, drawn)
     assert "timeline" in drawn and "bar-0-tps" in drawn
     assert "stall: the filesystem was frozen (not accepting writes) (high)" in dom
-    stall_table = dom[dom.index('id="stalls"'):dom.index("</table>", dom.index('id="stalls"'))]
+    stall_table = dom[dom.index('id="stalls"') : dom.index("</table>", dom.index('id="stalls"'))]
     assert "ext4 #1" in stall_table and "the filesystem was frozen" in stall_table
     assert "percpu_rwsem_wait" in stall_table
     # the run view: the disk beneath the loop device, the processes stuck in the kernel,
     # and the episode's evidence under the chart
     assert "Disk beneath (" in dom
     assert "Stuck in the kernel" in dom
-    episodes = dom[dom.index('id="run-episodes"'):]
+    episodes = dom[dom.index('id="run-episodes"') :]
     assert "thaw" in episodes[:5000]
     shot = tmp_path / "report.png"  # kept by pytest with the test's other files
-    chromium(["--window-size=1300,4200", "--virtual-time-budget=20000",
-              f"--screenshot={shot}", report.as_uri()], profile)
+    chromium(
+        [
+            "--window-size=1300,4200",
+            "--virtual-time-budget=20000",
+            f"--screenshot={shot}",
+            report.as_uri(),
+        ],
+        profile,
+    )
     assert shot.stat().st_size > 100_000
     md = base / "report.md"
     pgfsbench("report", "--results", str(results), "--format", "md", "-o", str(md))
@@ -144,7 +169,9 @@ def test_a_frozen_second_is_a_stall_with_its_cause_in_json_terminal_and_report(
 
 
 def test_clean_runs_have_no_stall_and_one_repetition_has_no_verdict(base: Path) -> None:
-    spec = write_spec(base / "s.toml", """
+    spec = write_spec(
+        base / "s.toml",
+        """
 [defaults]
 scale = 2
 clients = 2
@@ -155,19 +182,23 @@ repetitions = 5
 [storage.ram]
 fs = "tmpfs"
 size = "512M"
-""")
+""",
+    )
     results = base / "r.sqlite"
     pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
     runs = runs_of(results)
     assert len(runs) == 5
     for r in runs:
         assert show(results, r["run_id"])["stalls"] == [], r
-    summary = json.loads(pgfsbench("results", "summary", "--results", str(results),
-                                   "--json").stdout)
+    summary = json.loads(
+        pgfsbench("results", "summary", "--results", str(results), "--json").stdout
+    )
     (cell,) = summary["cells"]
     assert cell["throughput"]["ci_method"] == "bootstrap" and cell["throughput"]["n"] == 5
 
-    two = write_spec(base / "two.toml", """
+    two = write_spec(
+        base / "two.toml",
+        """
 [defaults]
 scale = 1
 clients = 2
@@ -181,23 +212,31 @@ size = "256M"
 [storage.b]
 fs = "tmpfs"
 size = "256M"
-""")
+""",
+    )
     pgfsbench("run", str(two), "--results", str(results), "--workdir", str(base / "work"))
     out = pgfsbench("compare", "a", "b", "--results", str(results)).stdout
-    assert "no verdict: n=1 vs 1; a verdict needs at least 3 repetitions per side" in \
-        " ".join(out.split())
-    both = json.loads(pgfsbench("compare", "--results", str(results), "--campaign", "1",
-                                "--campaign", "1", "--json").stdout)
+    assert "no verdict: n=1 vs 1; a verdict needs at least 3 repetitions per side" in " ".join(
+        out.split()
+    )
+    both = json.loads(
+        pgfsbench(
+            "compare", "--results", str(results), "--campaign", "1", "--campaign", "1", "--json"
+        ).stdout
+    )
     assert both and both[0]["verdict"] == "no significant difference"  # a campaign vs itself
     missing = pgfsbench("report", "--results", str(results), "--campaign", "99", check=False)
     assert missing.returncode == 2 and "no campaign 99" in missing.stderr
-    summary_two = pgfsbench("results", "summary", "--results", str(results), "--campaign", "1",
-                            "--campaign", "2").stdout
+    summary_two = pgfsbench(
+        "results", "summary", "--results", str(results), "--campaign", "1", "--campaign", "2"
+    ).stdout
     assert "ram" in summary_two and "fewer than 3 ok repetitions" in summary_two
 
 
 def test_auto_repetitions_run_until_the_interval_is_tight_or_the_maximum(base: Path) -> None:
-    spec = write_spec(base / "s.toml", """
+    spec = write_spec(
+        base / "s.toml",
+        """
 [defaults]
 scale = 1
 clients = 2
@@ -211,7 +250,8 @@ ci_target_pct = 0.001
 [storage.ram]
 fs = "tmpfs"
 size = "256M"
-""")
+""",
+    )
     plan = json.loads(pgfsbench("plan", str(spec), "--json").stdout)
     assert plan["runs"] == 2 and plan["auto_repetitions"]["max"] == 3
     results = base / "r.sqlite"

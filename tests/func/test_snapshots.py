@@ -49,12 +49,17 @@ def _check(results: Path, kind: str) -> dict[str, object]:
 
 
 def test_btrfs_snapshots_on_the_timeline(base: Path) -> None:
-    spec = write_spec(base / "s.toml", SPEC.format(storage="""
+    spec = write_spec(
+        base / "s.toml",
+        SPEC.format(
+            storage="""
 [storage.b]
 fs = "btrfs"
 device = "loop:512M"
 snapshots = { every = "2s", keep = 2 }
-"""))
+"""
+        ),
+    )
     results = base / "r.sqlite"
     pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
     _check(results, "btrfs")
@@ -63,42 +68,66 @@ snapshots = { every = "2s", keep = 2 }
 def test_zfs_snapshots_on_the_timeline_and_none_left(base: Path) -> None:
     if shutil.which("zfs") is None:
         pytest.skip("no ZFS here")
-    spec = write_spec(base / "s.toml", SPEC.format(storage="""
+    spec = write_spec(
+        base / "s.toml",
+        SPEC.format(
+            storage="""
 [storage.z]
 fs = "zfs"
 pool = { devices = ["loop:512M"] }
 snapshots = { every = "2s", keep = 1 }
-"""))
+"""
+        ),
+    )
     results = base / "r.sqlite"
-    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"),
-              "--set", "workload.rw.cache=cold")
+    pgfsbench(
+        "run",
+        str(spec),
+        "--results",
+        str(results),
+        "--workdir",
+        str(base / "work"),
+        "--set",
+        "workload.rw.cache=cold",
+    )
     full = _check(results, "zfs")
     # a cold cache on ZFS: the pool exported and imported, so the ARC holds none of it
     cache = full["metrics"]["cache"]  # type: ignore[index]
     assert cache["state"] == "cold" and "exported and imported" in cache["zfs_arc"], cache
-    listed = subprocess.run(["zfs", "list", "-H", "-t", "snapshot"], capture_output=True,
-                            text=True, check=False).stdout
+    listed = subprocess.run(
+        ["zfs", "list", "-H", "-t", "snapshot"], capture_output=True, text=True, check=False
+    ).stdout
     assert "pgfsb-snap-" not in listed
 
 
 def test_snapshots_on_ext4_are_refused_saying_why(base: Path) -> None:
-    spec = write_spec(base / "s.toml", SPEC.format(storage="""
+    spec = write_spec(
+        base / "s.toml",
+        SPEC.format(
+            storage="""
 [storage.e]
 fs = "ext4"
 snapshots = { every = "10s" }
-"""))
+"""
+        ),
+    )
     proc = pgfsbench("plan", str(spec), check=False)
     assert proc.returncode == 2
     assert "no native snapshots" in proc.stderr and "device-mapper" in proc.stderr
 
 
 def test_sigkill_with_snapshots_taken_then_cleanup_leaves_nothing(base: Path) -> None:
-    spec = write_spec(base / "s.toml", SPEC.format(storage="""
+    spec = write_spec(
+        base / "s.toml",
+        SPEC.format(
+            storage="""
 [storage.b]
 fs = "btrfs"
 device = "loop:512M"
 snapshots = { every = "1s", keep = 3 }
-""").replace('duration = "7s"', 'duration = "60s"'))
+"""
+        ).replace('duration = "7s"', 'duration = "60s"'),
+    )
     work = base / "work"
 
     def snapshots_taken() -> None:
@@ -110,8 +139,9 @@ snapshots = { every = "1s", keep = 3 }
             time.sleep(0.2)
         raise AssertionError("no snapshot was taken")
 
-    code, _, _ = signal_mid_measurement(spec, base / "r.sqlite", work, signal.SIGKILL,
-                                        before=snapshots_taken)
+    code, _, _ = signal_mid_measurement(
+        spec, base / "r.sqlite", work, signal.SIGKILL, before=snapshots_taken
+    )
     assert code == -signal.SIGKILL
     journals = "".join(p.read_text() for p in (work / "journal").glob("*.jsonl"))
     assert "delete_snapshot" in journals  # each snapshot was journaled before it was taken

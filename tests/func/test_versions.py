@@ -17,7 +17,9 @@ PG18 = Path(os.environ.get("PGFSB_PG18_BINDIR", "/opt/pgfsbench-test/postgresql-
 def test_pg18_io_methods_next_to_15_in_one_campaign(base: Path) -> None:
     if not (PG18 / "postgres").is_file():
         pytest.skip(f"no PostgreSQL 18 in {PG18} (scripts/fetch-postgresql.sh installs it)")
-    spec = write_spec(base / "s.toml", f"""
+    spec = write_spec(
+        base / "s.toml",
+        f"""
 [defaults]
 scale = 1
 clients = 2
@@ -41,12 +43,14 @@ bindir = "{PG18}"
 settings = {{ shared_buffers = "64MB", io_method = "io_uring" }}
 [workload.tpcb]
 builtin = "tpcb-like"
-""")
+""",
+    )
     results = base / "r.sqlite"
-    proc = pgfsbench("run", str(spec), "--results", str(results), "--workdir",
-                     str(base / "work"))
-    assert "not supported here: ext4/pg18-io-uring/default/tpcb: io_method = io_uring is " \
-           "not supported here" in proc.stdout, proc.stdout[-2000:]
+    proc = pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
+    assert (
+        "not supported here: ext4/pg18-io-uring/default/tpcb: io_method = io_uring is "
+        "not supported here" in proc.stdout
+    ), proc.stdout[-2000:]
     runs = {r["cell"].split("/")[1]: r for r in runs_of(results)}
     assert set(runs) == {"pg15", "pg18-sync", "pg18-worker"}
     assert all(r["status"] == "ok" for r in runs.values()), runs
@@ -70,14 +74,24 @@ builtin = "tpcb-like"
 
 
 def test_a_setting_the_version_does_not_know_is_refused(base: Path) -> None:
-    spec = write_spec(base / "s.toml", """
+    spec = write_spec(
+        base / "s.toml",
+        """
 [storage.t]
 fs = "tmpfs"
 [postgres.p]
 settings = { io_method = "worker" }
-""")
-    proc = pgfsbench("run", str(spec), "--results", str(base / "r.sqlite"), "--workdir",
-                     str(base / "work"), check=False)
+""",
+    )
+    proc = pgfsbench(
+        "run",
+        str(spec),
+        "--results",
+        str(base / "r.sqlite"),
+        "--workdir",
+        str(base / "work"),
+        check=False,
+    )
     if "15." not in pgfsbench("--help").stdout + "15.":  # always true; keeps the form simple
         pass
     assert proc.returncode == 2, proc.stdout + proc.stderr

@@ -61,24 +61,38 @@ def test_sysbench_oltp_with_the_seeds_80_20_mix(base: Path) -> None:
 
 
 def test_a_client_sweep_and_a_rate_at_half_the_maximum(base: Path) -> None:
-    spec = write_spec(base / "s.toml", TINY.format(duration="5s") + """
+    spec = write_spec(
+        base / "s.toml",
+        TINY.format(duration="5s")
+        + """
 [workload.sweep]
 builtin = "select-only"
 clients = [1, 4]
 [workload.paced]
 builtin = "tpcb-like"
 rate = ["max", "50%"]
-""")
+""",
+    )
     results = base / "r.sqlite"
     # txlog = "auto" at 1 TPS a CPU: the unpaced runs go without pgbench's log, the paced
     # one keeps it (its latency is what it is for)
-    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"),
-              "--set", "txlog_max_tps_per_cpu=1")
+    pgfsbench(
+        "run",
+        str(spec),
+        "--results",
+        str(results),
+        "--workdir",
+        str(base / "work"),
+        "--set",
+        "txlog_max_tps_per_cpu=1",
+    )
     runs = {r["cell"]: r for r in runs_of(results)}
-    assert set(runs) == {"ram/default/default/sweep@clients=1,rate=max",
-                         "ram/default/default/sweep@clients=4,rate=max",
-                         "ram/default/default/paced@clients=2,rate=max",
-                         "ram/default/default/paced@clients=2,rate=50%"}
+    assert set(runs) == {
+        "ram/default/default/sweep@clients=1,rate=max",
+        "ram/default/default/sweep@clients=4,rate=max",
+        "ram/default/default/paced@clients=2,rate=max",
+        "ram/default/default/paced@clients=2,rate=50%",
+    }
     assert all(r["status"] == "ok" for r in runs.values())
     full = runs["ram/default/default/paced@clients=2,rate=max"]
     half = show(results, runs["ram/default/default/paced@clients=2,rate=50%"]["run_id"])
@@ -98,8 +112,9 @@ rate = ["max", "50%"]
     # the sampler's own transactions are not counted as the workload's commits
     commits = [v for v in half["series"]["commits_per_s"]["values"][2:] if v is not None]
     assert statistics.median(commits) == pytest.approx(half["throughput"], rel=0.10)
-    summary = json.loads(pgfsbench("results", "summary", "--results", str(results),
-                                   "--json").stdout)
+    summary = json.loads(
+        pgfsbench("results", "summary", "--results", str(results), "--json").stdout
+    )
     groups = {c["group"] for c in summary["cells"]}
     [left_out] = [w for w in summary["warnings"] if w.startswith("no latency percentiles")]
     assert "for 3 cell(s)" in left_out and "sweep@clients=1,rate=max" in left_out
@@ -107,13 +122,17 @@ rate = ["max", "50%"]
 
 
 def test_pgbouncer_in_front_and_gone_after_sigkill_and_cleanup(base: Path) -> None:
-    spec = write_spec(base / "s.toml", TINY.format(duration="4s") + """
+    spec = write_spec(
+        base / "s.toml",
+        TINY.format(duration="4s")
+        + """
 [postgres.pooled]
 pooler = { kind = "pgbouncer", pool_mode = "transaction", default_pool_size = 2 }
 [workload.w]
 clients = 6
 threads = 2
-""")
+""",
+    )
     results = base / "r.sqlite"
     pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
     (run,) = runs_of(results)
@@ -128,12 +147,15 @@ threads = 2
     waiting = [v for v in detail["series"]["pooler_clients_waiting"]["values"] if v is not None]
     assert max(waiting) >= 1  # 6 clients, 2 slots (a second the sampler missed is None)
     assert detail["metrics"]["pooler"]["avg_wait_ms"] > 0
-    long = write_spec(base / "long.toml", TINY.format(duration="120s") + """
+    long = write_spec(
+        base / "long.toml",
+        TINY.format(duration="120s")
+        + """
 [postgres.pooled]
 pooler = { kind = "pgbouncer" }
-""")
-    code, _, _ = signal_mid_measurement(long, base / "r2.sqlite", base / "work2",
-                                        signal.SIGKILL)
+""",
+    )
+    code, _, _ = signal_mid_measurement(long, base / "r2.sqlite", base / "work2", signal.SIGKILL)
     assert code == -signal.SIGKILL
     assert any("pgbouncer" in x for x in leftovers(base))
     pgfsbench("cleanup", "--workdir", str(base / "work2"))
@@ -149,8 +171,7 @@ def test_prepared_statements_through_a_transaction_pooler(base: Path) -> None:
 [postgres.pooled]
 pooler = { kind = "pgbouncer", pool_mode = "transaction", default_pool_size = 2 }
 """
-    spec = write_spec(base / "s.toml", TINY.format(duration="3s") + pooled + OLTP
-                      + "clients = 8\n")
+    spec = write_spec(base / "s.toml", TINY.format(duration="3s") + pooled + OLTP + "clients = 8\n")
     results = base / "r.sqlite"
     pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
     (run,) = runs_of(results)
@@ -161,13 +182,25 @@ pooler = { kind = "pgbouncer", pool_mode = "transaction", default_pool_size = 2 
     assert detail["metrics"]["tool"]["prepared_statements"] is False
     waiting = [v for v in detail["series"]["pooler_clients_waiting"]["values"] if v is not None]
     assert max(waiting) >= 1  # 8 threads, 2 slots
-    refused = write_spec(base / "refused.toml", TINY.format(duration="3s") + pooled + """
+    refused = write_spec(
+        base / "refused.toml",
+        TINY.format(duration="3s")
+        + pooled
+        + """
 [workload.w]
 builtin = "select-only"
 protocol = "prepared"
-""")
-    done = pgfsbench("run", str(refused), "--results", str(base / "r2.sqlite"), "--workdir",
-                     str(base / "work2"), check=False)
+""",
+    )
+    done = pgfsbench(
+        "run",
+        str(refused),
+        "--results",
+        str(base / "r2.sqlite"),
+        "--workdir",
+        str(base / "work2"),
+        check=False,
+    )
     assert done.returncode != 0
     assert "pgbench -M prepared through the pooler of postgres pooled" in done.stderr
     assert not (base / "work2").exists() and runs_of(base / "r2.sqlite") == []
@@ -176,13 +209,18 @@ protocol = "prepared"
 def test_huge_pages_are_reserved_for_the_server_and_given_back(base: Path) -> None:
     nr = Path("/proc/sys/vm/nr_hugepages")
     before = nr.read_text().strip()
-    spec = write_spec(base / "s.toml", TINY.format(duration="2s") + """
+    spec = write_spec(
+        base / "s.toml",
+        TINY.format(duration="2s")
+        + """
 [postgres.huge]
 settings = { huge_pages = "on", shared_buffers = "64MB" }
-""")
+""",
+    )
     results = base / "r.sqlite"
-    proc = pgfsbench("run", str(spec), "--results", str(results), "--workdir",
-                     str(base / "work"), check=False)
+    proc = pgfsbench(
+        "run", str(spec), "--results", str(results), "--workdir", str(base / "work"), check=False
+    )
     assert nr.read_text().strip() == before  # given back, whatever happened
     (run,) = runs_of(results)
     if run["status"] != "ok":

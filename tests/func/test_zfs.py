@@ -35,16 +35,18 @@ repetitions = 1
 
 
 def zfs_fuse_pids() -> list[int]:
-    out = subprocess.run(["pgrep", "-x", "zfs-fuse"], capture_output=True, text=True,
-                         check=False).stdout
+    out = subprocess.run(
+        ["pgrep", "-x", "zfs-fuse"], capture_output=True, text=True, check=False
+    ).stdout
     return [int(p) for p in out.split()]
 
 
 def pools() -> list[str]:
     if not zfs_fuse_pids() and not Path("/sys/module/zfs").exists():
         return []
-    out = subprocess.run(["zpool", "list", "-H", "-o", "name"], capture_output=True, text=True,
-                         check=False).stdout
+    out = subprocess.run(
+        ["zpool", "list", "-H", "-o", "name"], capture_output=True, text=True, check=False
+    ).stdout
     return out.split()
 
 
@@ -55,7 +57,10 @@ def no_foreign_daemon() -> None:
 
 
 def test_pools_datasets_properties_and_compression(base: Path) -> None:
-    spec = write_spec(base / "zfs.toml", SMALL + """
+    spec = write_spec(
+        base / "zfs.toml",
+        SMALL
+        + """
 [storage.plain]
 fs = "zfs"
 pool = { devices = ["loop:512M"] }
@@ -79,7 +84,8 @@ fs = "zfs"
 layout = "raidz1"
 devices = ["loop:256M", "loop:256M", "loop:256M"]
 cache = ["loop:128M"]
-""")
+""",
+    )
     results = base / "r.sqlite"
     out = pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
     runs = {r["storage"]: r for r in runs_of(results)}
@@ -114,8 +120,9 @@ cache = ["loop:128M"]
     raidz = show(results, runs["raidz-cache"]["run_id"])["storage_details"]["pool"]
     assert "raidz1-0" in raidz["status"] and "cache" in raidz["status"]
 
-    text = pgfsbench("results", "show", str(runs["plain"]["run_id"]), "--results",
-                     str(results)).stdout
+    text = pgfsbench(
+        "results", "show", str(runs["plain"]["run_id"]), "--results", str(results)
+    ).stdout
     if fuse:
         assert "FUSE" in text and "zfs-fuse" in text
     assert pools() == [] and zfs_fuse_pids() == []
@@ -124,13 +131,24 @@ cache = ["loop:128M"]
 def test_unsupported_value_is_refused_before_anything_is_created(base: Path) -> None:
     if Path("/sys/module/zfs").exists():
         pytest.skip("kernel OpenZFS supports lz4")
-    spec = write_spec(base / "zfs.toml", SMALL + """
+    spec = write_spec(
+        base / "zfs.toml",
+        SMALL
+        + """
 [storage.z]
 fs = "zfs"
 data = { properties = { compression = "lz4" } }
-""")
-    proc = pgfsbench("run", str(spec), "--results", str(base / "r.sqlite"), "--workdir",
-                     str(base / "work"), check=False)
+""",
+    )
+    proc = pgfsbench(
+        "run",
+        str(spec),
+        "--results",
+        str(base / "r.sqlite"),
+        "--workdir",
+        str(base / "work"),
+        check=False,
+    )
     assert proc.returncode == 5, proc.stderr
     assert "compression=lz4" in proc.stderr and "lzjb" in proc.stderr
     assert "Traceback" not in proc.stderr
@@ -140,7 +158,10 @@ data = { properties = { compression = "lz4" } }
 
 
 def test_sigkill_mid_run_then_cleanup_leaves_no_pool_loop_or_daemon(base: Path) -> None:
-    spec = write_spec(base / "zfs.toml", SMALL.replace('"2s"', '"120s"') + """
+    spec = write_spec(
+        base / "zfs.toml",
+        SMALL.replace('"2s"', '"120s"')
+        + """
 [storage.z]
 fs = "zfs"
 pool = { layout = "mirror", devices = ["loop:512M", "loop:512M"], log = ["loop:128M"] }
@@ -148,7 +169,8 @@ wal = { properties = { recordsize = "64K" } }
 [workload.cold]
 builtin = "tpcb-like"
 cache = "cold"
-""")
+""",
+    )
     results = base / "r.sqlite"
     # killed after the cold cache exported and imported the pool (journaled)
     code, _, _ = signal_mid_measurement(spec, results, base / "work", signal.SIGKILL)

@@ -93,13 +93,25 @@ def test_hosts_combine_as_a_geometric_mean() -> None:
 
 
 def test_align_puts_every_series_on_the_measured_seconds() -> None:
-    run = {"duration_s": 3.0, "series": {
-        "tps": {"t0": 1.0, "step": 1.0, "values": [10, 11, 12]},
-        "disk_write_mbps": {"t0": -1.0, "step": 1.0, "values": [0, 1, 2, 3, 4]},
-        "checkpoint_buffers_per_s": {"t0": 0.0, "step": 1.0, "values": [5, 6, 7, 8]},
-        "waits": {"t0": -1.0, "step": 1.0, "values": [{}, {"a": 1}, {"b": 2}, {"c": 3}, {}]},
-    }, "checkpoints": [{"started_s": 1.2, "ended_s": 2.5, "write_s": 1.0, "sync_s": 0.3,
-                        "reason": "time", "buffers": 9}]}
+    run = {
+        "duration_s": 3.0,
+        "series": {
+            "tps": {"t0": 1.0, "step": 1.0, "values": [10, 11, 12]},
+            "disk_write_mbps": {"t0": -1.0, "step": 1.0, "values": [0, 1, 2, 3, 4]},
+            "checkpoint_buffers_per_s": {"t0": 0.0, "step": 1.0, "values": [5, 6, 7, 8]},
+            "waits": {"t0": -1.0, "step": 1.0, "values": [{}, {"a": 1}, {"b": 2}, {"c": 3}, {}]},
+        },
+        "checkpoints": [
+            {
+                "started_s": 1.2,
+                "ended_s": 2.5,
+                "write_s": 1.0,
+                "sync_s": 0.3,
+                "reason": "time",
+                "buffers": 9,
+            }
+        ],
+    }
     al = align(run)
     assert al.seconds == 3
     assert list(al.get("tps")) == [10, 11, 12]
@@ -122,8 +134,10 @@ def test_auto_repetitions_stop_when_the_interval_is_tight_or_at_the_maximum() ->
     assert auto_stop_reason(rows(1000, 1200, 900), 8, 2.0) is None  # wide: one more
     reason = auto_stop_reason(rows(1000, 1200, 900, 1100, 950, 1150, 980, 1010), 8, 2.0)
     assert reason is not None and reason.startswith("reached the maximum of 8 runs")
-    assert auto_stop_reason(rows(1000, failed=7), 8, 2.0) == \
-        "reached the maximum of 8 runs (1 ok run(s))"
+    assert (
+        auto_stop_reason(rows(1000, failed=7), 8, 2.0)
+        == "reached the maximum of 8 runs (1 ok run(s))"
+    )
 
 
 def test_t_quantile_and_p_agree_with_scipy_stats() -> None:
@@ -134,11 +148,13 @@ def test_t_quantile_and_p_agree_with_scipy_stats() -> None:
 
     for df in (1.0, 2.0, 3.7, 10.0, 57.25):
         for q in (0.5, 0.9, 0.975):
-            assert math.isclose(t_quantile(q, df), float(sps.t.ppf(q, df)), rel_tol=1e-9,
-                                abs_tol=1e-12)
+            assert math.isclose(
+                t_quantile(q, df), float(sps.t.ppf(q, df)), rel_tol=1e-9, abs_tol=1e-12
+            )
         for t in (-3.0, 0.2, 2.5):
-            assert math.isclose(t_two_sided_p(t, df), float(2 * sps.t.sf(abs(t), df)),
-                                rel_tol=1e-9, abs_tol=1e-15)
+            assert math.isclose(
+                t_two_sided_p(t, df), float(2 * sps.t.sf(abs(t), df)), rel_tol=1e-9, abs_tol=1e-15
+            )
 
 
 def test_signed_rank_critical_values_are_the_published_table() -> None:
@@ -147,8 +163,25 @@ def test_signed_rank_critical_values_are_the_published_table() -> None:
     SIGNED_RANK_EXACT_MAX_N is within one rank of the exact value."""
     import pgfsbench.analysis.stats as st
 
-    table = {6: 0, 7: 2, 8: 3, 9: 5, 10: 8, 11: 10, 12: 13, 13: 17, 14: 21, 15: 25,
-             16: 29, 17: 34, 18: 40, 19: 46, 20: 52, 25: 89, 30: 137}
+    table = {
+        6: 0,
+        7: 2,
+        8: 3,
+        9: 5,
+        10: 8,
+        11: 10,
+        12: 13,
+        13: 17,
+        14: 21,
+        15: 25,
+        16: 29,
+        17: 34,
+        18: 40,
+        19: 46,
+        20: 52,
+        25: 89,
+        30: 137,
+    }
     assert {n: st.signed_rank_critical(n) for n in table} == table
     assert st.signed_rank_critical(5) is None and st.signed_rank_critical(1) is None
     for n in (40, 120, 300):
@@ -188,24 +221,51 @@ def test_hodges_lehmann_interval_is_what_the_signed_rank_test_does_not_reject() 
 # ---------------------------------------------------------------- observer effect
 
 
-def _observer_run(rep: int, tps: float, on: bool, status: str = "ok",
-                  alternating: bool = True, cell: str = "ram/pg/k/ro",
-                  cpu_s: float | None = None) -> dict[str, object]:
-    return {"run_id": rep, "campaign_id": 1, "cell": cell, "host": None, "repetition": rep,
-            "status": status, "tps": tps, "duration_s": 10.0, "transactions": int(tps * 10),
-            "metrics": {"observer": {"on": on, "alternating": alternating,
-                                     "sampler_cpu_pct_of_a_core": 0.4 if on else 0.0,
-                                     "observer_cpu_pct_of_a_core": 0.7 if on else 0.0,
-                                     "benchmark_cpu_s": cpu_s if cpu_s is not None
-                                     else 7.0 if on else 6.5}}}
+def _observer_run(
+    rep: int,
+    tps: float,
+    on: bool,
+    status: str = "ok",
+    alternating: bool = True,
+    cell: str = "ram/pg/k/ro",
+    cpu_s: float | None = None,
+) -> dict[str, object]:
+    return {
+        "run_id": rep,
+        "campaign_id": 1,
+        "cell": cell,
+        "host": None,
+        "repetition": rep,
+        "status": status,
+        "tps": tps,
+        "duration_s": 10.0,
+        "transactions": int(tps * 10),
+        "metrics": {
+            "observer": {
+                "on": on,
+                "alternating": alternating,
+                "sampler_cpu_pct_of_a_core": 0.4 if on else 0.0,
+                "observer_cpu_pct_of_a_core": 0.7 if on else 0.0,
+                "benchmark_cpu_s": cpu_s if cpu_s is not None else 7.0 if on else 6.5,
+            }
+        },
+    }
 
 
 def test_samplers_alternate_in_abba_pairs() -> None:
     from pgfsbench.spec.models import Defaults
 
     d = Defaults(samplers="alternate", repetitions=8)
-    assert [d.observed(r) for r in range(1, 9)] == [False, True, True, False,
-                                                    False, True, True, False]
+    assert [d.observed(r) for r in range(1, 9)] == [
+        False,
+        True,
+        True,
+        False,
+        False,
+        True,
+        True,
+        False,
+    ]
     assert Defaults(samplers=True).observed(3) and not Defaults(samplers=False).observed(2)
     for bad in (3, "auto"):
         with pytest.raises(ValueError, match="even number of repetitions"):
@@ -222,12 +282,21 @@ def test_an_unwatched_pgbench_run_keeps_no_transaction_log() -> None:
     assert unobserved(sysbench) is sysbench
 
 
-@pytest.mark.parametrize(("samplers", "txlog", "logged"),
-                         [(True, True, True), (True, False, False), (False, True, False),
-                          ("alternate", True, True), ("alternate", False, False),
-                          (True, "auto", True), (False, "auto", False)])
+@pytest.mark.parametrize(
+    ("samplers", "txlog", "logged"),
+    [
+        (True, True, True),
+        (True, False, False),
+        (False, True, False),
+        ("alternate", True, True),
+        ("alternate", False, False),
+        (True, "auto", True),
+        (False, "auto", False),
+    ],
+)
 def test_txlog_false_keeps_the_samplers_and_drops_only_pgbench_log(
-        samplers: bool | str, txlog: bool | str, logged: bool) -> None:
+    samplers: bool | str, txlog: bool | str, logged: bool
+) -> None:
     from pgfsbench.spec import Defaults, expand, load_spec
     from pgfsbench.workloads import workload_for
     from pgfsbench.workloads.pgbench import Pgbench
@@ -235,8 +304,9 @@ def test_txlog_false_keeps_the_samplers_and_drops_only_pgbench_log(
     d = Defaults.model_validate({"samplers": samplers, "txlog": txlog, "repetitions": 2})
     assert d.observed(2) is (samplers is not False)  # the samplers do not follow txlog
     examples = Path(__file__).resolve().parents[2] / "examples"
-    cell = next(c for c in expand(load_spec(examples / "quick.toml").spec)
-                if c.workload.tool == "pgbench")
+    cell = next(
+        c for c in expand(load_spec(examples / "quick.toml").spec) if c.workload.tool == "pgbench"
+    )
     driver = workload_for(cell, d)
     assert isinstance(driver, Pgbench) and driver.log_transactions is logged
 
@@ -244,10 +314,19 @@ def test_txlog_false_keeps_the_samplers_and_drops_only_pgbench_log(
 def test_observer_effect_pairs_watched_with_unwatched_runs() -> None:
     from pgfsbench.analysis.observer import observer_effects
 
-    tps = {1: (1000.0, False), 2: (990.0, True), 3: (1010.0, True), 4: (1000.0, False),
-           5: (980.0, False), 6: (975.1, True), 7: (500.0, True), 8: (700.0, False)}
-    runs = [_observer_run(r, t, on, status="failed" if r == 7 else "ok")
-            for r, (t, on) in tps.items()]
+    tps = {
+        1: (1000.0, False),
+        2: (990.0, True),
+        3: (1010.0, True),
+        4: (1000.0, False),
+        5: (980.0, False),
+        6: (975.1, True),
+        7: (500.0, True),
+        8: (700.0, False),
+    }
+    runs = [
+        _observer_run(r, t, on, status="failed" if r == 7 else "ok") for r, (t, on) in tps.items()
+    ]
     runs.append(_observer_run(1, 2000.0, True, alternating=False, cell="other"))
     [e] = observer_effects(runs)
     assert e.cell == "ram/pg/k/ro" and e.pairs == 3  # the pair with a failed run is left out
@@ -256,17 +335,20 @@ def test_observer_effect_pairs_watched_with_unwatched_runs() -> None:
     centre = sum(logs) / 3
     half = sps.t.ppf(0.975, 2) * float(np.std(logs, ddof=1)) / math.sqrt(3)
     assert e.ratio == pytest.approx(math.exp(centre))
-    assert (e.ci_low, e.ci_high) == pytest.approx((math.exp(centre - half),
-                                                   math.exp(centre + half)))
+    assert (e.ci_low, e.ci_high) == pytest.approx(
+        (math.exp(centre - half), math.exp(centre + half))
+    )
     assert e.sampler_cpu_pct == pytest.approx(0.4) and e.observer_cpu_pct == pytest.approx(0.7)
     assert "samplers used 0.40% of a core (0.70% with their server backend)" in e.words()
     assert e.benchmark_cpu_pct == {"watched": 70.0, "not watched": 65.0}
     # CPU per transaction: medians of 7 s / (10 s x TPS) and 6.5 s / (10 s x TPS)
     assert e.benchmark_cpu_us_per_tx == pytest.approx(
-        {"watched": round(7e6 / 9900, 2),
-         "not watched": round((6.5e6 / 10000 + 6.5e6 / 9800) / 2, 2)})
-    assert ("the benchmark's CPU per transaction 707.07 us watched, 656.63 us not"
-            in e.words())
+        {
+            "watched": round(7e6 / 9900, 2),
+            "not watched": round((6.5e6 / 10000 + 6.5e6 / 9800) / 2, 2),
+        }
+    )
+    assert "the benchmark's CPU per transaction 707.07 us watched, 656.63 us not" in e.words()
     assert "3 pair(s)" in e.words() and "no significant effect" in e.words()
     assert e.robust is not None and e.robust[1:] == (None, None)  # 3 pairs: no interval
     assert "Hodges-Lehmann" not in e.words()
@@ -279,15 +361,35 @@ def test_observer_effect_robust_ratio_is_not_dragged_by_one_disturbed_pair() -> 
 
     # 19 undisturbed pairs and one disturbed (with 20 pairs the 52 lowest of the 210 Walsh
     # averages bound the interval: more than the 20 that involve the disturbed pair)
-    pair_ratios = [0.998, 1.003, 0.996, 1.001, 0.999, 1.002, 0.997, 1.000, 0.995, 1.004,
-                   0.998, 1.001, 0.997, 1.002, 0.999, 1.000, 0.996, 1.003, 0.998, 0.5]
+    pair_ratios = [
+        0.998,
+        1.003,
+        0.996,
+        1.001,
+        0.999,
+        1.002,
+        0.997,
+        1.000,
+        0.995,
+        1.004,
+        0.998,
+        1.001,
+        0.997,
+        1.002,
+        0.999,
+        1.000,
+        0.996,
+        1.003,
+        0.998,
+        0.5,
+    ]
     runs = []
     for k, ratio in enumerate(pair_ratios):
         off_first = k % 2 == 0
-        runs += [_observer_run(2 * k + 1, 1000.0 if off_first else 1000.0 * ratio,
-                               not off_first),
-                 _observer_run(2 * k + 2, 1000.0 * ratio if off_first else 1000.0,
-                               off_first)]
+        runs += [
+            _observer_run(2 * k + 1, 1000.0 if off_first else 1000.0 * ratio, not off_first),
+            _observer_run(2 * k + 2, 1000.0 * ratio if off_first else 1000.0, off_first),
+        ]
     [e] = observer_effects(runs)
     assert e.ratios == pytest.approx(tuple(pair_ratios))
     assert e.ratio < 0.97 and e.ci_low is not None and e.ci_low < 0.93
@@ -295,8 +397,9 @@ def test_observer_effect_robust_ratio_is_not_dragged_by_one_disturbed_pair() -> 
     centre, low, high = e.robust
     assert low is not None and high is not None
     assert 0.997 < centre < 1.0 and 0.99 < low < centre < high < 1.003
-    assert (f"robust to disturbed pairs (Hodges-Lehmann) {centre:.4f} [{low:.4f}, "
-            f"{high:.4f}]") in e.words()
+    assert (
+        f"robust to disturbed pairs (Hodges-Lehmann) {centre:.4f} [{low:.4f}, {high:.4f}]"
+    ) in e.words()
 
 
 def test_observer_effect_adds_what_watching_cost_the_benchmark_pair_by_pair() -> None:
@@ -304,19 +407,31 @@ def test_observer_effect_adds_what_watching_cost_the_benchmark_pair_by_pair() ->
 
     # (repetition, watched, benchmark CPU s over 10 s): pairs (1,2) (3,4) (5,6) (7,8);
     # run 8 failed, so its pair is left out; run 9 has no partner
-    runs = [_observer_run(rep, 1000.0, on, cpu_s=cpu, status="failed" if rep == 8 else "ok")
-            for rep, on, cpu in ((1, False, 5.50), (2, True, 5.56), (3, True, 5.61),
-                                 (4, False, 5.52), (5, False, 5.40), (6, True, 5.44),
-                                 (7, True, 9.0), (8, False, 1.0), (9, True, 9.0))]
+    runs = [
+        _observer_run(rep, 1000.0, on, cpu_s=cpu, status="failed" if rep == 8 else "ok")
+        for rep, on, cpu in (
+            (1, False, 5.50),
+            (2, True, 5.56),
+            (3, True, 5.61),
+            (4, False, 5.52),
+            (5, False, 5.40),
+            (6, True, 5.44),
+            (7, True, 9.0),
+            (8, False, 1.0),
+            (9, True, 9.0),
+        )
+    ]
     [e] = observer_effects(runs)
     diffs = [0.6, 0.9, 0.4]  # points of % of one core: 100 * (watched - not) / 10 s
     half = sps.t.ppf(0.975, 2) * float(np.std(diffs, ddof=1)) / math.sqrt(3)
     mean = sum(diffs) / 3
     assert e.benchmark_cpu_extra_pct == pytest.approx((mean, mean - half, mean + half))
     assert e.total_cpu_pct == pytest.approx(0.7 + mean)  # the samplers with their backend
-    assert (f"watching added +{mean:.2f} points of a core to the benchmark (95% CI "
-            f"[{mean - half:+.2f}, {mean + half:+.2f}]), the whole observer about "
-            f"{0.7 + mean:.2f}% of a core") in e.words()
+    assert (
+        f"watching added +{mean:.2f} points of a core to the benchmark (95% CI "
+        f"[{mean - half:+.2f}, {mean + half:+.2f}]), the whole observer about "
+        f"{0.7 + mean:.2f}% of a core"
+    ) in e.words()
     [one] = observer_effects(runs[:2])
     assert one.benchmark_cpu_extra_pct == pytest.approx((0.6, None, None))
     assert "watching added +0.60 points of a core to the benchmark, the whole" in one.words()
@@ -325,8 +440,10 @@ def test_observer_effect_adds_what_watching_cost_the_benchmark_pair_by_pair() ->
 def test_observer_effect_says_slower_when_the_interval_is_below_one() -> None:
     from pgfsbench.analysis.observer import observer_effects
 
-    runs = [_observer_run(r, 1000.0 if r % 4 in (0, 1) else 900.0 + r, r % 4 in (2, 3))
-            for r in range(1, 9)]
+    runs = [
+        _observer_run(r, 1000.0 if r % 4 in (0, 1) else 900.0 + r, r % 4 in (2, 3))
+        for r in range(1, 9)
+    ]
     [e] = observer_effects(runs)
     assert e.ci_high is not None and e.ci_high < 1 and "slower" in e.words()
     assert observer_effects([_observer_run(1, 1000.0, False)]) == []
@@ -336,13 +453,21 @@ def test_runs_without_pgbench_log_under_txlog_auto_are_said_once_per_report() ->
     from pgfsbench.analysis.warnings import reading_warnings
 
     def run(rep: int, cell: str, why: str | None) -> dict[str, object]:
-        return {"run_id": rep, "cell": cell, "repetition": rep, "status": "ok",
-                "metrics": {"observer": {"on": True, "txlog": why is None,
-                                         "txlog_left_out": why}}}
+        return {
+            "run_id": rep,
+            "cell": cell,
+            "repetition": rep,
+            "status": "ok",
+            "metrics": {"observer": {"on": True, "txlog": why is None, "txlog_left_out": why}},
+        }
 
     why = 'txlog = "auto": 60,000 TPS expected on 2 CPU(s)'
-    runs = [run(1, "ram/pg/k/ro", why), run(2, "ram/pg/k/ro", why),
-            run(3, "ram/pg/k/rw", None), run(4, "ram/pg/k/sel", why)]
+    runs = [
+        run(1, "ram/pg/k/ro", why),
+        run(2, "ram/pg/k/ro", why),
+        run(3, "ram/pg/k/rw", None),
+        run(4, "ram/pg/k/sel", why),
+    ]
     [said] = [w for w in reading_warnings(runs) if "latency percentiles" in w]
     assert said.startswith("no latency percentiles for 2 cell(s)")
     assert "ram/pg/k/ro, ram/pg/k/sel" in said and "rw" not in said
@@ -352,17 +477,29 @@ def test_runs_without_pgbench_log_under_txlog_auto_are_said_once_per_report() ->
 def test_sysbench_without_prepared_statements_is_said_next_to_cells_with_them() -> None:
     from pgfsbench.analysis.warnings import reading_warnings
 
-    def run(rep: int, cell: str, disabled: str | None,
-            prepared: bool | None = None) -> dict[str, object]:
-        return {"run_id": rep, "cell": cell, "repetition": rep, "status": "ok",
-                "metrics": {"tool": {"name": "sysbench",
-                                     "prepared_statements": disabled is None
-                                     if prepared is None else prepared,
-                                     "prepared_statements_disabled": disabled}}}
+    def run(
+        rep: int, cell: str, disabled: str | None, prepared: bool | None = None
+    ) -> dict[str, object]:
+        return {
+            "run_id": rep,
+            "cell": cell,
+            "repetition": rep,
+            "status": "ok",
+            "metrics": {
+                "tool": {
+                    "name": "sysbench",
+                    "prepared_statements": disabled is None if prepared is None else prepared,
+                    "prepared_statements_disabled": disabled,
+                }
+            },
+        }
 
     why = "pgbouncer 1.18.0 in transaction mode does not keep server-side prepared statements"
-    runs = [run(1, "ext4/pgbouncer/k/oltp", why), run(2, "ext4/seed/k/oltp", None),
-            run(3, "ext4/huge/k/oltp", None)]
+    runs = [
+        run(1, "ext4/pgbouncer/k/oltp", why),
+        run(2, "ext4/seed/k/oltp", None),
+        run(3, "ext4/huge/k/oltp", None),
+    ]
     [said] = [w for w in reading_warnings(runs) if "prepared statements" in w]
     assert said.startswith("sysbench ran without server-side prepared statements in 1 cell(s)")
     assert "ext4/pgbouncer/k/oltp" in said and "2 other sysbench cell(s) prepared" in said
@@ -370,6 +507,8 @@ def test_sysbench_without_prepared_statements_is_said_next_to_cells_with_them() 
     assert "other sysbench" not in alone
     assert not [w for w in reading_warnings(runs[1:]) if "prepared statements" in w]
     # the spec disabled them everywhere (options = { "db-ps-mode" = "disable" }): alike
-    alike = [run(1, "ext4/pgbouncer/k/oltp", None, prepared=False),
-             run(2, "ext4/seed/k/oltp", None, prepared=False)]
+    alike = [
+        run(1, "ext4/pgbouncer/k/oltp", None, prepared=False),
+        run(2, "ext4/seed/k/oltp", None, prepared=False),
+    ]
     assert not [w for w in reading_warnings(alike) if "prepared statements" in w]

@@ -11,7 +11,8 @@ def test_pg_test_fsync_every_method_by_section() -> None:
     r = parse_pg_test_fsync((DATA / "pg_test_fsync_pg15.txt").read_text())
     assert r["file sync methods using one 8kB write: fdatasync"] == pytest.approx(8273.007)
     assert r["open_sync with different write sizes: 2 * 8kB open_sync writes"] == pytest.approx(
-        4365.092)
+        4365.092
+    )
     assert r["Non-sync'ed 8kB writes: write"] > 1e6
     assert not any("fsync_writethrough" in k for k in r)  # n/a on Linux
     assert len(r) == 16

@@ -16,9 +16,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pgfsbench", *args], capture_output=True,
-                          text=True, cwd=ROOT, check=False, env={**os.environ, "COLUMNS": "200"},
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "pgfsbench", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+        timeout=120,
+    )
 
 
 def dbi_like(path: Path) -> Path:
@@ -26,14 +32,32 @@ def dbi_like(path: Path) -> Path:
     example's natural question): 3 repetitions each."""
     store = Store(str(path))
     cid = store.start_campaign(name="dbi", spec_text="x", host="h")
-    for storage, fs, pg, tps in (("ext4", "ext4", "default", 1000.0),
-                                 ("zfs-compressed", "zfs", "zfs", 700.0)):
+    for storage, fs, pg, tps in (
+        ("ext4", "ext4", "default", 1000.0),
+        ("zfs-compressed", "zfs", "zfs", 700.0),
+    ):
         for rep, jitter in enumerate((0.99, 1.0, 1.01), 1):
-            rid = store.start_run(campaign_id=cid, cell=f"{storage}/{pg}/default/tpcb",
-                                  storage=storage, fs=fs, postgres=pg, kernel="default",
-                                  workload="tpcb", repetition=rep, clients=4, scale=2)
-            store.finish_run(rid, "ok", tps=tps * jitter, throughput=tps * jitter,
-                             latency_avg_ms=1.0, load_seconds=1.0, space_bytes=1)
+            rid = store.start_run(
+                campaign_id=cid,
+                cell=f"{storage}/{pg}/default/tpcb",
+                storage=storage,
+                fs=fs,
+                postgres=pg,
+                kernel="default",
+                workload="tpcb",
+                repetition=rep,
+                clients=4,
+                scale=2,
+            )
+            store.finish_run(
+                rid,
+                "ok",
+                tps=tps * jitter,
+                throughput=tps * jitter,
+                latency_avg_ms=1.0,
+                load_seconds=1.0,
+                space_bytes=1,
+            )
     store.finish_campaign(cid, "done")
     return path
 
@@ -45,8 +69,9 @@ def test_compare_what_the_user_named_and_say_what_else_differs(tmp_path: Path) -
     words = " ".join(done.stdout.split())
     assert "zfs-compressed" in words and "-30.0%" in words
     assert "also differ in postgres (default and zfs)" in words
-    (pair,) = json.loads(cli("compare", "ext4", "zfs-compressed", "--results", str(results),
-                             "--json").stdout)
+    (pair,) = json.loads(
+        cli("compare", "ext4", "zfs-compressed", "--results", str(results), "--json").stdout
+    )
     assert pair["also_differ"] == {"postgres": ["default", "zfs"]}
 
 
@@ -65,8 +90,7 @@ def test_a_store_is_not_compared_with_itself(tmp_path: Path) -> None:
     assert done.returncode == 2 and "compared with itself" in done.stderr
     other = tmp_path / "link.sqlite"
     other.symlink_to(results)
-    assert cli("compare", "--results", str(results), "--results",
-               str(other)).returncode == 2
+    assert cli("compare", "--results", str(results), "--results", str(other)).returncode == 2
 
 
 def test_report_takes_the_readmes_spelling_of_markdown(tmp_path: Path) -> None:
@@ -86,19 +110,29 @@ def test_a_busy_host_says_over_how_long_it_was_sampled() -> None:
 
 
 def test_doctor_at_80_columns_keeps_urls_whole_and_says_each_rule_once() -> None:
-    done = subprocess.run([sys.executable, "-m", "pgfsbench", "doctor", "--ok"],
-                          capture_output=True, text=True, cwd=ROOT, check=False, timeout=120,
-                          env={**os.environ, "COLUMNS": "80"})
+    done = subprocess.run(
+        [sys.executable, "-m", "pgfsbench", "doctor", "--ok"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "80"},
+    )
     lines = done.stdout.splitlines()
     for i, line in enumerate(lines):
         if "see: http" in line:  # the URL whole on its line, not continued on the next
-            assert not lines[i + 1].startswith(("#", "html", "/")), lines[i:i + 2]
+            assert not lines[i + 1].startswith(("#", "html", "/")), lines[i : i + 2]
     whys = [ln for ln in lines if ln.strip().startswith("why:")]
-    fired = {ln.split(":")[0].split()[-1] for ln in lines if ln.lstrip().startswith(("WARN",
-                                                                                     "BAD"))}
+    fired = {
+        ln.split(":")[0].split()[-1] for ln in lines if ln.lstrip().startswith(("WARN", "BAD"))
+    }
     assert len(whys) == len(fired)  # the advice once per rule, however many things it saw
-    assert not any(ln.lstrip().startswith("OK") and ln.rstrip().endswith(
-        ("fsync off", "transparent huge pages always")) for ln in lines)
+    assert not any(
+        ln.lstrip().startswith("OK")
+        and ln.rstrip().endswith(("fsync off", "transparent huge pages always"))
+        for ln in lines
+    )
     assert "did not apply (" in done.stdout
 
 
@@ -113,8 +147,12 @@ PLAIN = '[defaults]\nscale = 1\n[storage.e]\nfs = "ext4"\ndevice = "loop:1G"\n'
 
 def test_what_plan_accepts_runs(tmp_path: Path) -> None:
     """A fuzzer's finds, all accepted by plan (exit 0) before: now refused, each with why."""
-    for settings in ('shared_buffers = "a b"', "shared_buffers = true", 'work_mem = "-o"',
-                     'max_connections = "-o"'):
+    for settings in (
+        'shared_buffers = "a b"',
+        "shared_buffers = true",
+        'work_mem = "-o"',
+        'max_connections = "-o"',
+    ):
         done = _plan(tmp_path, PLAIN + f"[postgres.p]\nsettings = {{ {settings} }}\n")
         assert done.returncode == 2, (settings, done.stdout, done.stderr)
         assert "postgres p: " + settings.split(" =")[0] in done.stderr, done.stderr
@@ -122,28 +160,48 @@ def test_what_plan_accepts_runs(tmp_path: Path) -> None:
     assert bindir.returncode == 5, bindir.stderr
     tiny = _plan(tmp_path, PLAIN.replace("scale = 1\n", "scale = 1\nmemory_limit = 5\n"))
     assert tiny.returncode == 2 and "a bare number is bytes" in tiny.stderr
-    colour = _plan(tmp_path, '[storage.z]\nfs = "zfs"\n[storage.z.data]\n'
-                             'properties = { colour = 1 }\n')
+    colour = _plan(
+        tmp_path, '[storage.z]\nfs = "zfs"\n[storage.z.data]\nproperties = { colour = 1 }\n'
+    )
     assert colour.returncode == 2 and "'colour' is not a ZFS dataset property" in colour.stderr
-    assert _plan(tmp_path, '[storage.z]\nfs = "zfs"\n[storage.z.data]\n'
-                           'properties = { "com.example:colour" = "blue", recordsize = "16K" }\n'
-                 ).returncode in (0, 5)  # 5 where no ZFS is installed
-    assert _plan(tmp_path, PLAIN + '[postgres.p]\nsettings = { shared_buffers = "128MB", '
-                                   'work_mem = "4MB", max_connections = 200 }\n'
-                 ).returncode == 0
+    assert _plan(
+        tmp_path,
+        '[storage.z]\nfs = "zfs"\n[storage.z.data]\n'
+        'properties = { "com.example:colour" = "blue", recordsize = "16K" }\n',
+    ).returncode in (0, 5)  # 5 where no ZFS is installed
+    assert (
+        _plan(
+            tmp_path,
+            PLAIN + '[postgres.p]\nsettings = { shared_buffers = "128MB", '
+            'work_mem = "4MB", max_connections = 200 }\n',
+        ).returncode
+        == 0
+    )
 
 
 def test_at_80_columns_figures_and_cell_ids_stay_whole(tmp_path: Path) -> None:
     results = dbi_like(tmp_path / "r.sqlite")
-    listed = subprocess.run([sys.executable, "-m", "pgfsbench", "results", "list",
-                             "--results", str(results)], capture_output=True, text=True,
-                            cwd=ROOT, check=False, env={**os.environ, "COLUMNS": "80"})
+    listed = subprocess.run(
+        [sys.executable, "-m", "pgfsbench", "results", "list", "--results", str(results)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+        env={**os.environ, "COLUMNS": "80"},
+    )
     assert "1,010.0" in listed.stdout and "…" not in listed.stdout, listed.stdout
     spec = tmp_path / "s.toml"
-    spec.write_text('[defaults]\nscale = 1\nclients = [8, 16]\n[storage.ext4-with-a-long-name]\n'
-                    'fs = "ext4"\ndevice = "loop:1G"\n')
-    plan = subprocess.run([sys.executable, "-m", "pgfsbench", "plan", str(spec), "--workdir",
-                           str(tmp_path / "w")], capture_output=True, text=True, cwd=ROOT,
-                          check=False, env={**os.environ, "COLUMNS": "80"})
+    spec.write_text(
+        "[defaults]\nscale = 1\nclients = [8, 16]\n[storage.ext4-with-a-long-name]\n"
+        'fs = "ext4"\ndevice = "loop:1G"\n'
+    )
+    plan = subprocess.run(
+        [sys.executable, "-m", "pgfsbench", "plan", str(spec), "--workdir", str(tmp_path / "w")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+        env={**os.environ, "COLUMNS": "80"},
+    )
     ids = [ln.split(":")[0].strip() for ln in plan.stdout.splitlines() if "@clients=" in ln]
     assert len(set(ids)) == 2 and all(i.endswith(("@clients=8", "@clients=16")) for i in ids)

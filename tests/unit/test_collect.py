@@ -62,7 +62,8 @@ def test_checkpoints_from_a_pg15_log() -> None:
         "2026-11-21 22:50:27.200 UTC [77] LOG:  checkpoint complete: wrote 1200 buffers (7.3%); "
         "2 WAL file(s) added, 1 removed, 3 recycled; write=26.9 s, sync=0.150 s, total=27.1 s; "
         "sync files=12, longest=0.100 s, average=0.012 s; distance=65536 kB, "
-        "estimate=65536 kB\n")
+        "estimate=65536 kB\n"
+    )
     first, second = parse_checkpoints(log)
     assert first.reason == "immediate force wait" and first.buffers == 3984
     assert first.wal_recycled == 4 and first.total_s == pytest.approx(0.038)
@@ -85,8 +86,10 @@ def test_txlog_percentiles_match_exact_ones_within_a_bucket() -> None:
 
 def test_txlog_failed_lines_sampling_and_several_files(tmp_path: Path) -> None:
     a, b = tmp_path / "log.1", tmp_path / "log.1.1"
-    a.write_text("0 1 1000 0 1795301131 100000\n0 2 failed 0 1795301131 300000 0 3\n"
-                 "0 3 3000 0 1795301132 500000\n")
+    a.write_text(
+        "0 1 1000 0 1795301131 100000\n0 2 failed 0 1795301131 300000 0 3\n"
+        "0 3 3000 0 1795301132 500000\n"
+    )
     b.write_text("1 1 2000 0 1795301131 200000\n")
     stats = parse_txlog([a, b], sampling_rate=0.5)
     assert stats is not None
@@ -97,7 +100,8 @@ def test_txlog_failed_lines_sampling_and_several_files(tmp_path: Path) -> None:
 
 
 def test_txlog_in_small_blocks_gives_what_one_block_gives(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Lines split across blocks, partial aggregates merged, and a transaction that
     started before anything in the first block (a 5-second one, logged late): the
     second pass counts seconds from its start, as reading it whole does."""
@@ -128,12 +132,19 @@ def test_bucket_midpoints_are_within_half_a_percent() -> None:
 def test_series_alignment_and_wait_averages() -> None:
     start = 1000.0
     samples = PgSamples(
-        counters=[{"t": 1000.0, "wal_lsn": 0, "wal_fpi": 0, "xact_commit": 0},
-                  {"t": 1001.0, "wal_lsn": 2_000_000, "wal_fpi": 10, "xact_commit": 500},
-                  {"t": 1002.0, "wal_lsn": 3_000_000, "wal_fpi": 10, "xact_commit": 900}],
+        counters=[
+            {"t": 1000.0, "wal_lsn": 0, "wal_fpi": 0, "xact_commit": 0},
+            {"t": 1001.0, "wal_lsn": 2_000_000, "wal_fpi": 10, "xact_commit": 500},
+            {"t": 1002.0, "wal_lsn": 3_000_000, "wal_fpi": 10, "xact_commit": 900},
+        ],
         # as the server answered: bytes on a tick's lean path, text on the general one
-        raw_waits=[(1000.05, b"4 IO/WALSync"), (1000.55, "2 IO/WALSync"),
-                   (1001.05, b"1 Lock/tuple"), (1001.55, None)])
+        raw_waits=[
+            (1000.05, b"4 IO/WALSync"),
+            (1000.55, "2 IO/WALSync"),
+            (1001.05, b"1 Lock/tuple"),
+            (1001.55, None),
+        ],
+    )
     series = pg_series(samples, start)
     assert series["wal_mbps"] == (1.0, [2.0, 1.0])
     assert series["commits_per_s"] == (1.0, [500.0, 400.0])
@@ -144,19 +155,29 @@ def test_series_alignment_and_wait_averages() -> None:
 def test_wait_events_answer_is_parsed_whatever_the_event_names() -> None:
     # an extension's own wait event (PostgreSQL 17+) may hold spaces and colons
     raw = "2 CPU/running\n1 Extension/my ext: waiting 2\n13 LWLock/WALWrite"
-    assert parse_waits(raw) == Counter({"CPU/running": 2, "Extension/my ext: waiting 2": 1,
-                                        "LWLock/WALWrite": 13})
+    assert parse_waits(raw) == Counter(
+        {"CPU/running": 2, "Extension/my ext: waiting 2": 1, "LWLock/WALWrite": 13}
+    )
     assert parse_waits(raw.encode()) == parse_waits(raw)
     assert parse_waits(None) == Counter() and parse_waits("") == Counter()
 
 
 def test_os_series_from_captured_snapshots() -> None:
-    samples = [OsSample(1000.0 + i, proc("stat", i), proc("diskstats", i), proc("meminfo", i),
-                        proc("vmstat", i)) for i in (1, 2)]
+    samples = [
+        OsSample(
+            1000.0 + i, proc("stat", i), proc("diskstats", i), proc("meminfo", i), proc("vmstat", i)
+        )
+        for i in (1, 2)
+    ]
     series = os_series(samples, 1000.0, ["vda"])
     assert series["dirty_kb"][0] == 2.0  # the sample taken 2 s after start
-    assert set(series) >= {"cpu_iowait_pct", "disk_write_mbps", "writeback_kb",
-                           "disk.vda.util_pct", "vm_pgscan_kswapd"}
+    assert set(series) >= {
+        "cpu_iowait_pct",
+        "disk_write_mbps",
+        "writeback_kb",
+        "disk.vda.util_pct",
+        "vm_pgscan_kswapd",
+    }
 
 
 def test_rate_limited_log_keeps_schedule_lag_as_percentiles_and_series() -> None:
@@ -185,21 +206,41 @@ def test_pgbouncer_stats_and_pools_as_its_console_returns_them() -> None:
     from pgfsbench.collect.pooler import PoolerSample, pooler_series, pools_sum, stats_row
 
     def stats(xacts: int, wait_us: int) -> list[dict[str, object]]:
-        return [{"database": "pgbench", "total_xact_count": Decimal(xacts),
-                 "total_wait_time": Decimal(wait_us), "avg_wait_time": Decimal("247851")},
-                {"database": "pgbouncer", "total_xact_count": Decimal("2")}]
+        return [
+            {
+                "database": "pgbench",
+                "total_xact_count": Decimal(xacts),
+                "total_wait_time": Decimal(wait_us),
+                "avg_wait_time": Decimal("247851"),
+            },
+            {"database": "pgbouncer", "total_xact_count": Decimal("2")},
+        ]
 
-    pools = [{"database": "pgbench", "user": "postgres", "cl_active": 2, "cl_waiting": 4,
-              "sv_active": 2, "sv_idle": 0, "maxwait": 0, "maxwait_us": 5000,
-              "pool_mode": "transaction"},
-             {"database": "pgbouncer", "user": "pgbouncer", "cl_active": 1, "cl_waiting": 0}]
+    pools = [
+        {
+            "database": "pgbench",
+            "user": "postgres",
+            "cl_active": 2,
+            "cl_waiting": 4,
+            "sv_active": 2,
+            "sv_idle": 0,
+            "maxwait": 0,
+            "maxwait_us": 5000,
+            "pool_mode": "transaction",
+        },
+        {"database": "pgbouncer", "user": "pgbouncer", "cl_active": 1, "cl_waiting": 0},
+    ]
     assert stats_row(stats(3062, 5754852), "pgbench")["total_xact_count"] == 3062.0
     assert pools_sum(pools, "pgbench")["cl_waiting"] == 4.0
-    samples = [PoolerSample(100.0, stats_row(stats(0, 0), "pgbench"), pools_sum(pools, "pgbench")),
-               PoolerSample(101.0, stats_row(stats(1000, 2_000_000), "pgbench"),
-                            pools_sum(pools, "pgbench")),
-               PoolerSample(102.0, stats_row(stats(2500, 2_600_000), "pgbench"),
-                            pools_sum(pools, "pgbench"))]
+    samples = [
+        PoolerSample(100.0, stats_row(stats(0, 0), "pgbench"), pools_sum(pools, "pgbench")),
+        PoolerSample(
+            101.0, stats_row(stats(1000, 2_000_000), "pgbench"), pools_sum(pools, "pgbench")
+        ),
+        PoolerSample(
+            102.0, stats_row(stats(2500, 2_600_000), "pgbench"), pools_sum(pools, "pgbench")
+        ),
+    ]
     figures = pooler_series(samples, start=100.0)
     assert figures.series["pooler_tps"] == (1.0, [1000.0, 1500.0])
     assert figures.series["pooler_wait_ms"] == (1.0, [2.0, 0.4])  # us per transaction / 1000
@@ -210,8 +251,10 @@ def test_pgbouncer_stats_and_pools_as_its_console_returns_them() -> None:
 def test_process_cpu_from_a_stat_line_with_parentheses_in_the_name() -> None:
     from pgfsbench.collect.procfs import parse_process_cpu, process_cpu_seconds
 
-    line = ("4242 (postgres: a (b) c) S 1 4242 4242 0 -1 4194560 1200 0 3 0 "
-            "250 75 0 0 20 0 1 0 123456 225525760 2000 18446744073709551615 1 1 0 0 0 0")
+    line = (
+        "4242 (postgres: a (b) c) S 1 4242 4242 0 -1 4194560 1200 0 3 0 "
+        "250 75 0 0 20 0 1 0 123456 225525760 2000 18446744073709551615 1 1 0 0 0 0"
+    )
     assert parse_process_cpu(line, 100) == 3.25
     # this very process: at least what its main thread used, at most what all its
     # threads (finished ones too) used, as os.times() says
@@ -228,15 +271,26 @@ def test_a_single_threaded_process_is_read_to_the_nanosecond() -> None:
     from pgfsbench.collect.procfs import parse_schedstat, parse_threads, process_cpu_seconds
 
     assert parse_schedstat("4312345678 1000 17\n") == 4.312345678
-    line = ("4242 (postgres: a (b) c) S 1 4242 4242 0 -1 4194560 1200 0 3 0 "
-            "250 75 0 0 20 0 3 0 123456 225525760 2000 18446744073709551615 1 1 0 0 0 0")
+    line = (
+        "4242 (postgres: a (b) c) S 1 4242 4242 0 -1 4194560 1200 0 3 0 "
+        "250 75 0 0 20 0 3 0 123456 225525760 2000 18446744073709551615 1 1 0 0 0 0"
+    )
     assert parse_threads(line) == 3
     # a child that burns about 3 ms of CPU, then waits (single-threaded) to be read
-    child = subprocess.Popen([sys.executable, "-c", (
-        "import sys, time\n"
-        "t = time.process_time()\n"
-        "while time.process_time() - t < 0.003: pass\n"
-        "sys.stdin.readline()")], stdin=subprocess.PIPE, text=True)
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            (
+                "import sys, time\n"
+                "t = time.process_time()\n"
+                "while time.process_time() - t < 0.003: pass\n"
+                "sys.stdin.readline()"
+            ),
+        ],
+        stdin=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert child.stdin is not None
         time.sleep(0.5)  # its start-up (the interpreter) done, the loop done

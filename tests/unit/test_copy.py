@@ -27,8 +27,7 @@ def test_paths_are_quoted_as_literals() -> None:
     gen = generate_sql(Path("/scratch/it's/part-000.txt"), 1, 5).as_string(None)
     assert gen.endswith("TO '/scratch/it''s/part-000.txt'")
     assert "generate_series(1, 5)" in gen
-    assert copy_from_sql(Path("/s/p.txt")).as_string(None) == \
-        "COPY \"copy_target\" FROM '/s/p.txt'"
+    assert copy_from_sql(Path("/s/p.txt")).as_string(None) == "COPY \"copy_target\" FROM '/s/p.txt'"
 
 
 def test_copy_model() -> None:

@@ -8,18 +8,36 @@ from pgfsbench.analysis.summary import CellSummary
 
 
 def cell(storage: str, host: str, values: list[float]) -> CellSummary:
-    return CellSummary(cell=f"{storage}/p/k/w", storage=storage, fs=storage, postgres="p",
-                       kernel="k", workload="w", runs=len(values), ok=len(values),
-                       tps=estimate(values), latency_avg_ms=None, latency_p99_ms=None,
-                       load_seconds=None, space_bytes=None, implementation=None, fuse=False,
-                       errors=(), label=storage, host=host, clients=8, scale=10,
-                       values=tuple(values))
+    return CellSummary(
+        cell=f"{storage}/p/k/w",
+        storage=storage,
+        fs=storage,
+        postgres="p",
+        kernel="k",
+        workload="w",
+        runs=len(values),
+        ok=len(values),
+        tps=estimate(values),
+        latency_avg_ms=None,
+        latency_p99_ms=None,
+        load_seconds=None,
+        space_bytes=None,
+        implementation=None,
+        fuse=False,
+        errors=(),
+        label=storage,
+        host=host,
+        clients=8,
+        scale=10,
+        values=tuple(values),
+    )
 
 
 def test_a_consistent_gain_on_every_host_is_faster_across_hosts() -> None:
-    pairs = [make_pair(cell("ext4", h, [1000, 1010, 990]), cell("xfs", h, [g * 1000, g * 1010,
-                                                                        g * 990]))
-             for h, g in (("a", 1.10), ("b", 1.12), ("c", 1.09))]
+    pairs = [
+        make_pair(cell("ext4", h, [1000, 1010, 990]), cell("xfs", h, [g * 1000, g * 1010, g * 990]))
+        for h, g in (("a", 1.10), ("b", 1.12), ("c", 1.09))
+    ]
     (combined,) = across_hosts(pairs)
     assert [h for h, _, _ in combined.per_host] == ["a", "b", "c"]
     assert combined.ratio is not None and 1.09 < combined.ratio < 1.12
@@ -30,8 +48,10 @@ def test_a_consistent_gain_on_every_host_is_faster_across_hosts() -> None:
 
 
 def test_hosts_that_disagree_give_no_verdict_and_one_host_none_at_all() -> None:
-    pairs = [make_pair(cell("ext4", h, [1000, 1000, 1000]), cell("xfs", h, [g * 1000] * 3))
-             for h, g in (("a", 1.3), ("b", 0.8))]
+    pairs = [
+        make_pair(cell("ext4", h, [1000, 1000, 1000]), cell("xfs", h, [g * 1000] * 3))
+        for h, g in (("a", 1.3), ("b", 0.8))
+    ]
     (combined,) = across_hosts(pairs)
     assert combined.verdict.startswith("no significant difference across hosts")
     (alone,) = across_hosts(pairs[:1])

@@ -15,9 +15,18 @@ def _host_file(path: Path, host: str, runs: int) -> tuple[Store, list[int]]:
     camp = store.start_campaign(name="quick", host=host, uuid=str(uuid.uuid4()))
     ids = []
     for rep in range(1, runs + 1):
-        rid = store.start_run(campaign_id=camp, cell="ext4/p/k/w", storage="ext4", fs="ext4",
-                              postgres="p", kernel="k", workload="w", repetition=rep,
-                              host=host, uuid=str(uuid.uuid4()))
+        rid = store.start_run(
+            campaign_id=camp,
+            cell="ext4/p/k/w",
+            storage="ext4",
+            fs="ext4",
+            postgres="p",
+            kernel="k",
+            workload="w",
+            repetition=rep,
+            host=host,
+            uuid=str(uuid.uuid4()),
+        )
         store.finish_run(rid, "ok", throughput=1000.0 + rep, throughput_unit="tps")
         store.put_series(rid, "tps", [1000.0, 1001.0 + rep])
         store.put_checkpoints(rid, [{"started_s": 1.0, "ended_s": 2.0, "reason": "time"}])
@@ -46,16 +55,26 @@ def test_import_twice_adds_nothing_twice_and_keeps_children(tmp_path: Path) -> N
 
     # the host resumed: its second run again, imported again: only the new run is added
     camp = int(a.list_runs()[0]["campaign_id"])
-    extra = a.start_run(campaign_id=camp, cell="ext4/p/k/w", storage="ext4", fs="ext4",
-                        postgres="p", kernel="k", workload="w", repetition=2, host="db1",
-                        uuid=str(uuid.uuid4()))
+    extra = a.start_run(
+        campaign_id=camp,
+        cell="ext4/p/k/w",
+        storage="ext4",
+        fs="ext4",
+        postgres="p",
+        kernel="k",
+        workload="w",
+        repetition=2,
+        host="db1",
+        uuid=str(uuid.uuid4()),
+    )
     a.finish_run(extra, "ok", throughput=999.0)
     a.supersede(camp, "ext4/p/k/w", 2, extra)
     third = import_store(a, team)
     assert (third.runs_added, third.runs_already_there, third.campaigns_added) == (1, 2, 0)
     assert len({r["campaign_id"] for r in team.list_runs()}) == 1
-    old, new = sorted((r for r in team.list_runs() if r["repetition"] == 2),
-                      key=lambda r: int(r["run_id"]))
+    old, new = sorted(
+        (r for r in team.list_runs() if r["repetition"] == 2), key=lambda r: int(r["run_id"])
+    )
     assert old["status"] == "aborted" and old["superseded_by"] == new["run_id"]
 
 

@@ -15,20 +15,31 @@ from pgfsbench.postgres.ipc import (
     shmem_header,
 )
 
-SYSVIPC = "\n".join([  # as the kernel writes it, the columns' padding shortened
-    "       key      shmid perms        size  cpid  lpid nattch   uid   gid  cuid  cgid"
-    "      atime      dtime      ctime        rss       swap",
-    "         2     557089   600          56  3244 19739      0   101     0   101     0"
-    " 1795518112 1795518112 1795516636       4096          0",
-    "     32769     819208   600    14680064  4100  4100      2   101     0   101     0"
-    " 1795518112 1795518112 1795516636       4096          0",
-]) + "\n"
+SYSVIPC = (
+    "\n".join(
+        [  # as the kernel writes it, the columns' padding shortened
+            "       key      shmid perms        size  cpid  lpid nattch   uid   gid  cuid  cgid"
+            "      atime      dtime      ctime        rss       swap",
+            "         2     557089   600          56  3244 19739      0   101     0   101     0"
+            " 1795518112 1795518112 1795516636       4096          0",
+            "     32769     819208   600    14680064  4100  4100      2   101     0   101     0"
+            " 1795518112 1795518112 1795516636       4096          0",
+        ]
+    )
+    + "\n"
+)
 
 
 def test_proc_sysvipc_rows() -> None:
     first, second = parse_sysvipc(SYSVIPC)
-    assert (first.key, first.shmid, first.size, first.creator_pid, first.attached,
-            first.uid) == (2, 557089, 56, 3244, 0, 101)
+    assert (first.key, first.shmid, first.size, first.creator_pid, first.attached, first.uid) == (
+        2,
+        557089,
+        56,
+        3244,
+        0,
+        101,
+    )
     assert second.attached == 2 and second.size == 14680064
     assert parse_sysvipc("") == []
     assert parse_sysvipc(SYSVIPC.splitlines()[0] + "\n1 2 3\n") == []  # a torn line
@@ -36,25 +47,27 @@ def test_proc_sysvipc_rows() -> None:
 
 def test_the_header_of_the_system_v_segment_names_the_data_directory() -> None:
     # as read from a segment left by initdb's killed server: device 39, inode 5
-    header = struct.pack("=iIQQI4xQQQ", SHMEM_MAGIC, 17025, 149520384, 56, 3150750794, 0, 39,
-                         5)
+    header = struct.pack("=iIQQI4xQQQ", SHMEM_MAGIC, 17025, 149520384, 56, 3150750794, 0, 39, 5)
     assert len(header) == 56
-    assert shmem_header(header) == ShmemHeader(magic=SHMEM_MAGIC, creator_pid=17025,
-                                               dsm_control=3150750794, device=39, inode=5)
+    assert shmem_header(header) == ShmemHeader(
+        magic=SHMEM_MAGIC, creator_pid=17025, dsm_control=3150750794, device=39, inode=5
+    )
     assert shmem_header(header[:40]) is None
 
 
 def control_segment(items: list[tuple[int, int]], maxitems: int, item_size: int) -> bytes:
     body = b"".join(struct.pack("=II", h, r).ljust(item_size, b"\0") for h, r in items)
     return (struct.pack("=III4x", DSM_CONTROL_MAGIC, len(items), maxitems) + body).ljust(
-        16 + maxitems * item_size, b"\0")
+        16 + maxitems * item_size, b"\0"
+    )
 
 
 def test_the_control_segment_lists_what_is_in_use_outside_the_main_region() -> None:
     # as captured: 674 slots of 40 bytes (PostgreSQL 14+), the statistics' 1 MiB segment
     # in use (reference count 4), two slots freed; plus an odd, main-region handle
-    data = control_segment([(3191162642, 4), (1641203180, 0), (3461755032, 0), (77, 2),
-                            (12, 1)], 674, 40)
+    data = control_segment(
+        [(3191162642, 4), (1641203180, 0), (3461755032, 0), (77, 2), (12, 1)], 674, 40
+    )
     assert len(data) == 26976
     found = dsm_control(data)
     assert found is not None

@@ -93,7 +93,8 @@ def test_a_live_journal_is_locked(tmp_path: Path) -> None:
 
 
 def test_children_of_a_killed_pgfsbench_are_ended_by_cleanup_and_a_live_ones_are_not(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """A SIGKILLed pgfsbench leaves its children running (each in its own session): an
     initdb or a load keeps a mount busy. Cleanup ends the children listed by owners that
     are gone, and never those of a pgfsbench still running (nor a pid reused since)."""
@@ -102,11 +103,17 @@ def test_children_of_a_killed_pgfsbench_are_ended_by_cleanup_and_a_live_ones_are
 
     workdir = tmp_path / "work"
     # the "killed pgfsbench": a short-lived process whose runner registered a sleep
-    script = ("import sys; from pathlib import Path; from pgfsbench.system.runner import "
-              "ChildRegistry, Runner; r = Runner(registry=ChildRegistry(Path(sys.argv[1]))); "
-              "c = r.spawn(['sleep', '120'], stdout_path=Path(sys.argv[2])); print(c.pid)")
-    owner = subprocess.run([sys.executable, "-c", script, str(children_dir(workdir)),
-                            str(tmp_path / "out")], capture_output=True, text=True, check=True)
+    script = (
+        "import sys; from pathlib import Path; from pgfsbench.system.runner import "
+        "ChildRegistry, Runner; r = Runner(registry=ChildRegistry(Path(sys.argv[1]))); "
+        "c = r.spawn(['sleep', '120'], stdout_path=Path(sys.argv[2])); print(c.pid)"
+    )
+    owner = subprocess.run(
+        [sys.executable, "-c", script, str(children_dir(workdir)), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     orphan = int(owner.stdout)
     orphan_start = process_start_time(orphan)
     assert process_alive(orphan, orphan_start)  # outlived its parent

@@ -18,8 +18,7 @@ from pgfsbench.storage.base import StorageDriver
 from pgfsbench.system.errors import SpecError
 from pgfsbench.workloads import workload_for
 
-MINIMAL = {"ext4": {}, "xfs": {}, "btrfs": {}, "tmpfs": {}, "existing": {"path": "/srv"},
-           "zfs": {}}
+MINIMAL = {"ext4": {}, "xfs": {}, "btrfs": {}, "tmpfs": {}, "existing": {"path": "/srv"}, "zfs": {}}
 
 
 def test_every_storage_row_names_a_driver_and_a_model_the_spec_accepts() -> None:
@@ -35,8 +34,9 @@ def test_every_tool_row_builds_its_workload_for_a_cell_of_it() -> None:
     extra = {"pgbench": {}, "sysbench": {}, "pg_dump": {}, "copy": {}}
     assert {t.name for t in WORKLOAD_TOOLS} == set(extra)
     for tool in WORKLOAD_TOOLS:
-        spec = Spec.model_validate({"storage": {"s": {"fs": "tmpfs"}},
-                                    "workload": {"w": {"tool": tool.name}}})
+        spec = Spec.model_validate(
+            {"storage": {"s": {"fs": "tmpfs"}}, "workload": {"w": {"tool": tool.name}}}
+        )
         (cell,) = expand(spec)
         assert type(cell.workload.config) is tool.model
         workload = workload_for(cell, spec.defaults)
@@ -80,8 +80,9 @@ def test_capabilities_come_from_the_rows() -> None:
 
 def test_a_filesystem_made_by_mkfs_needs_no_model_of_its_own() -> None:
     model = filesystem_model("bcachefs")
-    made = model.model_validate({"fs": "bcachefs", "device": "loop:1G",
-                                 "mkfs_options": ["--compression=lz4"]})
+    made = model.model_validate(
+        {"fs": "bcachefs", "device": "loop:1G", "mkfs_options": ["--compression=lz4"]}
+    )
     assert made.fs == "bcachefs" and made.devices() == [("data", "loop:1G")]
     with pytest.raises(ValidationError):
         model.model_validate({"fs": "ext4"})

@@ -19,35 +19,75 @@ CONN = Endpoint("/run/sock", 5432, "postgres", "pgbench")
 
 
 def workload(**kw: object) -> Workload:
-    base = {"name": "w", "tool": "pgbench", "builtin": "tpcb-like", "scripts": (),
-            "clients": 4, "threads": 2, "duration_s": 5.0, "warmup_s": 0.0, "rate": None,
-            "protocol": "simple", "extra_args": ()}
+    base = {
+        "name": "w",
+        "tool": "pgbench",
+        "builtin": "tpcb-like",
+        "scripts": (),
+        "clients": 4,
+        "threads": 2,
+        "duration_s": 5.0,
+        "warmup_s": 0.0,
+        "rate": None,
+        "protocol": "simple",
+        "extra_args": (),
+    }
     base.update(kw)
     return Workload(**base)  # type: ignore[arg-type]
 
 
 def test_init_argv_client_and_server_side() -> None:
     assert init_argv("pgbench", CONN, 5, "client", False) == [
-        "pgbench", "-i", "-s", "5", "-I", "dtgvp", "-h", "/run/sock", "-p", "5432", "-U",
-        "postgres", "pgbench"]
+        "pgbench",
+        "-i",
+        "-s",
+        "5",
+        "-I",
+        "dtgvp",
+        "-h",
+        "/run/sock",
+        "-p",
+        "5432",
+        "-U",
+        "postgres",
+        "pgbench",
+    ]
     assert "dtGvpf" in init_argv("pgbench", CONN, 5, "server", True)
 
 
 def test_run_argv_builtin_rate_progress_and_no_vacuum() -> None:
-    argv = run_argv("pgbench", CONN, workload(rate=200.0, protocol="prepared"), 5.0,
-                    base_dir=Path("/s"), vacuum=False)
+    argv = run_argv(
+        "pgbench",
+        CONN,
+        workload(rate=200.0, protocol="prepared"),
+        5.0,
+        base_dir=Path("/s"),
+        vacuum=False,
+    )
     assert argv[-1] == "pgbench"
-    for piece in (["-c", "4"], ["-j", "2"], ["-T", "5"], ["-M", "prepared"],
-                  ["-b", "tpcb-like"], ["-R", "200"], ["-P", "1"]):
+    for piece in (
+        ["-c", "4"],
+        ["-j", "2"],
+        ["-T", "5"],
+        ["-M", "prepared"],
+        ["-b", "tpcb-like"],
+        ["-R", "200"],
+        ["-P", "1"],
+    ):
         i = argv.index(piece[0])
-        assert argv[i:i + 2] == piece
+        assert argv[i : i + 2] == piece
     assert "-n" in argv
 
 
 def test_run_argv_scripts_relative_to_spec_with_weight() -> None:
-    argv = run_argv("pgbench", CONN, workload(builtin=None, scripts=("a.sql@3", "/abs/b.sql")),
-                    5.0, base_dir=Path("/specs"))
-    assert argv[argv.index("-f"):argv.index("-f") + 2] == ["-f", "/specs/a.sql@3"]
+    argv = run_argv(
+        "pgbench",
+        CONN,
+        workload(builtin=None, scripts=("a.sql@3", "/abs/b.sql")),
+        5.0,
+        base_dir=Path("/specs"),
+    )
+    assert argv[argv.index("-f") : argv.index("-f") + 2] == ["-f", "/specs/a.sql@3"]
     assert "/abs/b.sql" in argv and "-b" not in argv
 
 
@@ -55,16 +95,23 @@ def test_parse_init_client_and_server_side() -> None:
     r = parse_init((DATA / "init_client_s2.txt").read_text())
     assert r is not None and r.seconds == pytest.approx(0.31)
     assert r.phases["client-side generate"] == pytest.approx(0.16)
-    assert set(r.phases) == {"drop tables", "create tables", "client-side generate", "vacuum",
-                             "primary keys"}
+    assert set(r.phases) == {
+        "drop tables",
+        "create tables",
+        "client-side generate",
+        "vacuum",
+        "primary keys",
+    }
     s = parse_init((DATA / "init_server_s2.txt").read_text())
     assert s is not None and "server-side generate" in s.phases
 
 
 def test_parse_init_wrapped_like_the_seed() -> None:
-    text = ("vacuuming...\ncreating primary keys...\ndone in 94.21 s (drop tables 0.07 s, create "
-            "tables 0.02 s, client-side generate\n    72.89 s, vacuum 0.80 s, primary keys "
-            "20.43 s).\n")
+    text = (
+        "vacuuming...\ncreating primary keys...\ndone in 94.21 s (drop tables 0.07 s, create "
+        "tables 0.02 s, client-side generate\n    72.89 s, vacuum 0.80 s, primary keys "
+        "20.43 s).\n"
+    )
     r = parse_init(text)
     assert r is not None and r.seconds == pytest.approx(94.21)
     assert r.phases["client-side generate"] == pytest.approx(72.89)
@@ -102,49 +149,60 @@ def test_parse_progress_lines() -> None:
     points = [p for p in map(parse_progress, lines) if p]
     assert [p.t for p in points] == [1.0, 2.0, 3.0]
     assert points[2].tps == pytest.approx(2819.7) and points[2].latency_ms == pytest.approx(1.414)
-    lag = parse_progress("progress: 2.0 s, 209.0 tps, lat 1.910 ms stddev 1.008, 0 failed, "
-                         "lag 0.288 ms")
+    lag = parse_progress(
+        "progress: 2.0 s, 209.0 tps, lat 1.910 ms stddev 1.008, 0 failed, lag 0.288 ms"
+    )
     assert lag is not None and lag.lag_ms == pytest.approx(0.288)
     zero = parse_progress("progress: 7.0 s, 0.0 tps, lat NaN ms stddev NaN, 0 failed")
     assert zero is not None and zero.tps == 0.0 and zero.latency_ms is None
     assert parse_progress("starting vacuum...end.") is None
 
 
-@pytest.mark.parametrize(("user_rate", "expected_tps", "most", "rate"), [
-    (1.0, 40_000.0, 200, 0.005),      # 40,000 TPS at most 200 lines a second
-    (1.0, 150.0, 200, 1.0),           # under the cap: every transaction logged
-    (0.5, 300.0, 200, 0.5),           # the user's own sampling already under it
-    (0.5, 4_000.0, 200, 0.05),        # the user's sampling above it: capped further
-    (1.0, 40_000.0, 0, 1.0),          # 0: never capped
-    (1.0, None, 200, 1.0),            # no rate known (no warm-up): not capped
-    (1.0, 1e9, 200, 0.0001),          # pgbench's finest rate is the floor
-])
+@pytest.mark.parametrize(
+    ("user_rate", "expected_tps", "most", "rate"),
+    [
+        (1.0, 40_000.0, 200, 0.005),  # 40,000 TPS at most 200 lines a second
+        (1.0, 150.0, 200, 1.0),  # under the cap: every transaction logged
+        (0.5, 300.0, 200, 0.5),  # the user's own sampling already under it
+        (0.5, 4_000.0, 200, 0.05),  # the user's sampling above it: capped further
+        (1.0, 40_000.0, 0, 1.0),  # 0: never capped
+        (1.0, None, 200, 1.0),  # no rate known (no warm-up): not capped
+        (1.0, 1e9, 200, 0.0001),  # pgbench's finest rate is the floor
+    ],
+)
 def test_the_transaction_log_is_sampled_down_to_the_cap(
-        user_rate: float, expected_tps: float | None, most: int, rate: float) -> None:
+    user_rate: float, expected_tps: float | None, most: int, rate: float
+) -> None:
     from pgfsbench.engine.measure import capped_log
     from pgfsbench.spec import expand, load_spec
 
     examples = Path(__file__).resolve().parents[2] / "examples"
-    cell = next(c for c in expand(load_spec(examples / "quick.toml").spec)
-                if c.workload.tool == "pgbench")
-    cell = dataclasses.replace(cell, workload=dataclasses.replace(cell.workload,
-                                                                  sampling_rate=user_rate))
+    cell = next(
+        c for c in expand(load_spec(examples / "quick.toml").spec) if c.workload.tool == "pgbench"
+    )
+    cell = dataclasses.replace(
+        cell, workload=dataclasses.replace(cell.workload, sampling_rate=user_rate)
+    )
     capped = capped_log(cell, expected_tps, most)
     assert capped.workload.sampling_rate == pytest.approx(rate)
     assert dataclasses.replace(capped, workload=cell.workload) == cell  # nothing else
 
 
-@pytest.mark.parametrize(("expected_tps", "cpus", "most", "left_out"), [
-    (60_000.0, 2, 10_000, True),      # the overhead bench's select-only: 30,000 a CPU
-    (20_000.0, 2, 10_000, False),     # exactly at the line: kept
-    (20_001.0, 2, 10_000, True),
-    (60_000.0, 8, 10_000, False),     # the same rate on more CPUs: kept
-    (5_000.0, 2, 1, True),
-    (None, 2, 10_000, False),         # no rate known (no warm-up, first run): kept
-    (0.0, 2, 10_000, False),          # nothing went through the warm-up: kept
-])
+@pytest.mark.parametrize(
+    ("expected_tps", "cpus", "most", "left_out"),
+    [
+        (60_000.0, 2, 10_000, True),  # the overhead bench's select-only: 30,000 a CPU
+        (20_000.0, 2, 10_000, False),  # exactly at the line: kept
+        (20_001.0, 2, 10_000, True),
+        (60_000.0, 8, 10_000, False),  # the same rate on more CPUs: kept
+        (5_000.0, 2, 1, True),
+        (None, 2, 10_000, False),  # no rate known (no warm-up, first run): kept
+        (0.0, 2, 10_000, False),  # nothing went through the warm-up: kept
+    ],
+)
 def test_txlog_auto_leaves_the_log_out_above_a_rate_per_cpu(
-        expected_tps: float | None, cpus: int, most: int, left_out: bool) -> None:
+    expected_tps: float | None, cpus: int, most: int, left_out: bool
+) -> None:
     from pgfsbench.engine.measure import log_left_out
 
     why = log_left_out(expected_tps, cpus, most)
@@ -173,10 +231,12 @@ def test_txlog_auto_drops_only_a_log_there_is() -> None:
 def test_a_report_for_several_seconds_fills_each_of_them() -> None:
     """Stopped for 4 s, pgbench prints one report at 9.0 s averaged over 5-9 s: the series
     keeps its seconds (the 4 missing ones take that average), later ones stay in place."""
-    lines = ["progress: 4.0 s, 2000.0 tps, lat 2.000 ms stddev 0.500, 0 failed",
-             "progress: 5.0 s, 2100.0 tps, lat 1.900 ms stddev 0.500, 0 failed",
-             "progress: 9.0 s, 0.0 tps, lat NaN ms stddev NaN, 0 failed",
-             "progress: 10.0 s, 1900.0 tps, lat 2.100 ms stddev 0.600, 0 failed"]
+    lines = [
+        "progress: 4.0 s, 2000.0 tps, lat 2.000 ms stddev 0.500, 0 failed",
+        "progress: 5.0 s, 2100.0 tps, lat 1.900 ms stddev 0.500, 0 failed",
+        "progress: 9.0 s, 0.0 tps, lat NaN ms stddev NaN, 0 failed",
+        "progress: 10.0 s, 1900.0 tps, lat 2.100 ms stddev 0.600, 0 failed",
+    ]
     points = [p for p in (parse_progress(ln) for ln in lines) if p is not None]
     series = progress_series(points)
     t0, tps = series["tps"]

@@ -15,18 +15,22 @@ def test_version_number_from_what_pgbouncer_version_prints() -> None:
     assert version_number("?") is None
 
 
-@pytest.mark.parametrize(("mode", "version", "settings", "lost"), [
-    ("session", "PgBouncer 1.18.0", {}, False),  # a client keeps its server connection
-    ("transaction", "PgBouncer 1.18.0", {}, True),  # Debian 12's: no tracking at all
-    ("statement", "PgBouncer 1.18.0", {"max_prepared_statements": 100}, True),
-    ("transaction", "PgBouncer 1.21.0", {}, True),  # tracking, off by default
-    ("transaction", "PgBouncer 1.21.0", {"max_prepared_statements": 100}, False),
-    ("transaction", "PgBouncer 1.24.1", {}, False),  # on by default (200)
-    ("transaction", "PgBouncer 1.24.1", {"max_prepared_statements": 0}, True),
-    ("transaction", "?", {}, True),  # an unknown version is not trusted to keep them
-])
+@pytest.mark.parametrize(
+    ("mode", "version", "settings", "lost"),
+    [
+        ("session", "PgBouncer 1.18.0", {}, False),  # a client keeps its server connection
+        ("transaction", "PgBouncer 1.18.0", {}, True),  # Debian 12's: no tracking at all
+        ("statement", "PgBouncer 1.18.0", {"max_prepared_statements": 100}, True),
+        ("transaction", "PgBouncer 1.21.0", {}, True),  # tracking, off by default
+        ("transaction", "PgBouncer 1.21.0", {"max_prepared_statements": 100}, False),
+        ("transaction", "PgBouncer 1.24.1", {}, False),  # on by default (200)
+        ("transaction", "PgBouncer 1.24.1", {"max_prepared_statements": 0}, True),
+        ("transaction", "?", {}, True),  # an unknown version is not trusted to keep them
+    ],
+)
 def test_prepared_statements_lost_by_mode_version_and_setting(
-        mode: str, version: str, settings: dict[str, int], lost: bool) -> None:
+    mode: str, version: str, settings: dict[str, int], lost: bool
+) -> None:
     pooler = Pooler.model_validate({"pool_mode": mode, "settings": settings})
     why = prepared_statements_lost(pooler, version)
     assert (why is not None) is lost

@@ -39,12 +39,16 @@ def test_stat_lines_with_odd_names_and_kernel_threads() -> None:
 def test_io_syscall_and_where_a_file_is() -> None:
     assert parse_proc_io((DATA / "io").read_bytes()) == (0, 0)
     assert parse_proc_io(b"rchar: 1\nread_bytes: 4096\nwrite_bytes: 8192\n") == (4096, 8192)
-    assert parse_syscall("1 0x3 0x561165ad7ed0 0x2000 0x0 0x0 0x0 0x7ffc 0x7f6a", "x86_64") \
-        == ("write", 3)
+    assert parse_syscall("1 0x3 0x561165ad7ed0 0x2000 0x0 0x0 0x0 0x7ffc 0x7f6a", "x86_64") == (
+        "write",
+        3,
+    )
     assert parse_syscall("74 0x5 0x0 0x0 0x0 0x0 0x0 0x0 0x0", "x86_64") == ("fsync", 5)
     assert parse_syscall("running") == ("running", None)
-    assert parse_syscall("257 0xffffff9c 0x55 0x0 0x0 0x0 0x0 0x0 0x0", "x86_64") == \
-        ("syscall 257", None)
+    assert parse_syscall("257 0xffffff9c 0x55 0x0 0x0 0x0 0x0 0x0 0x0", "x86_64") == (
+        "syscall 257",
+        None,
+    )
     mounts = {"/w/mnt/data": "data", "/w/mnt/data/pg_wal_vol": "wal"}
     assert where_is("/w/mnt/data/pgdata/base/1/2", mounts) == "data"
     assert where_is("/w/mnt/data/pg_wal_vol/0001", mounts) == "wal"
@@ -59,18 +63,26 @@ def test_descendants() -> None:
 
 
 def test_pressure_memcg_and_their_rates() -> None:
-    assert parse_pressure((DATA / "pressure_memory").read_text()) == \
-        {"some": 607256, "full": 321863}
+    assert parse_pressure((DATA / "pressure_memory").read_text()) == {
+        "some": 607256,
+        "full": 321863,
+    }
     stat = parse_memcg_stat((DATA / "memcg_memory.stat").read_text())
     assert "total_pgmajfault" in stat and stat["pgpgin"] > 0
-    a = {"pressure_memory": "some avg10=0 avg60=0 avg300=0 total=1000000\n"
-                            "full avg10=0 avg60=0 avg300=0 total=500000\n",
-         "memcg_failcnt": "10\n", "memcg_usage_in_bytes": "100000000\n",
-         "memcg_stat": "total_workingset_refault_file 100\ntotal_pgmajfault 5\n"}
-    b = {"pressure_memory": "some avg10=0 avg60=0 avg300=0 total=1150000\n"
-                            "full avg10=0 avg60=0 avg300=0 total=520000\n",
-         "memcg_failcnt": "2010\n", "memcg_usage_in_bytes": "120000000\n",
-         "memcg_stat": "total_workingset_refault_file 600\ntotal_pgmajfault 55\n"}
+    a = {
+        "pressure_memory": "some avg10=0 avg60=0 avg300=0 total=1000000\n"
+        "full avg10=0 avg60=0 avg300=0 total=500000\n",
+        "memcg_failcnt": "10\n",
+        "memcg_usage_in_bytes": "100000000\n",
+        "memcg_stat": "total_workingset_refault_file 100\ntotal_pgmajfault 5\n",
+    }
+    b = {
+        "pressure_memory": "some avg10=0 avg60=0 avg300=0 total=1150000\n"
+        "full avg10=0 avg60=0 avg300=0 total=520000\n",
+        "memcg_failcnt": "2010\n",
+        "memcg_usage_in_bytes": "120000000\n",
+        "memcg_stat": "total_workingset_refault_file 600\ntotal_pgmajfault 55\n",
+    }
     r = extra_rates(a, b, 1.0)
     assert r["psi_memory_some_pct"] == 15.0 and r["psi_memory_full_pct"] == 2.0
     assert r["memcg_limit_hits_per_s"] == 2000.0 and r["memcg_usage_mb"] == 120.0
@@ -79,34 +91,66 @@ def test_pressure_memcg_and_their_rates() -> None:
 
 
 def test_io_limits_in_effect_by_device() -> None:
-    extra = {"blkio_write_bps": "7:0 13500000\n7:1 1000000\n", "blkio_write_iops": "7:0 840\n",
-             "blkio_read_bps": "", "blkio_read_iops": "8:0 0\n"}
+    extra = {
+        "blkio_write_bps": "7:0 13500000\n7:1 1000000\n",
+        "blkio_write_iops": "7:0 840\n",
+        "blkio_read_bps": "",
+        "blkio_read_iops": "8:0 0\n",
+    }
     caps = device_caps(extra, {"7:0": "loop0", "8:0": "vda"})
     assert caps == {"disk.loop0.cap_write_mbps": 13.5, "disk.loop0.cap_write_iops": 840.0}
     assert device_caps({}, {"7:0": "loop0"}) == {}
 
 
 def test_blockers_say_who_they_are() -> None:
-    raw = json.dumps([
-        {"pid": 10, "state": "idle in transaction", "type": "client backend",
-         "wait": "Client/ClientRead", "app": "psql", "xact_s": 4.1, "state_s": 4.0,
-         "query": "UPDATE pgbench_branches\n   SET bbalance = 0", "waiters": 3},
-        {"pid": 11, "state": "active", "type": "client backend", "wait": "IO/WALSync",
-         "app": "pgfsbench workload", "xact_s": 0.0, "state_s": 0.0, "query": "END;",
-         "waiters": 1},
-        {"pid": 12, "state": "active", "type": "autovacuum worker", "wait": "CPU/running",
-         "app": "", "waiters": 1},
-        {"pid": 0, "state": "prepared transaction", "waiters": 2}])
+    raw = json.dumps(
+        [
+            {
+                "pid": 10,
+                "state": "idle in transaction",
+                "type": "client backend",
+                "wait": "Client/ClientRead",
+                "app": "psql",
+                "xact_s": 4.1,
+                "state_s": 4.0,
+                "query": "UPDATE pgbench_branches\n   SET bbalance = 0",
+                "waiters": 3,
+            },
+            {
+                "pid": 11,
+                "state": "active",
+                "type": "client backend",
+                "wait": "IO/WALSync",
+                "app": "pgfsbench workload",
+                "xact_s": 0.0,
+                "state_s": 0.0,
+                "query": "END;",
+                "waiters": 1,
+            },
+            {
+                "pid": 12,
+                "state": "active",
+                "type": "autovacuum worker",
+                "wait": "CPU/running",
+                "app": "",
+                "waiters": 1,
+            },
+            {"pid": 0, "state": "prepared transaction", "waiters": 2},
+        ]
+    )
     rows = parse_blockers(raw)
-    assert [r["origin"] for r in rows] == ["outside", "workload", "autovacuum worker",
-                                          "prepared transaction"]
+    assert [r["origin"] for r in rows] == [
+        "outside",
+        "workload",
+        "autovacuum worker",
+        "prepared transaction",
+    ]
     assert rows[0]["query"] == "UPDATE pgbench_branches SET bbalance = 0"
     assert parse_blockers(None) == [] and parse_blockers("") == []
     assert blocker_origin({"pid": 5, "app": "pgfsbench sampler"}) == "pgfsbench"
 
 
-def _fake_proc(root: Path, procs: dict[int, tuple[str, str, int, int, tuple[int, int]]]
-               ) -> None:
+def _fake_proc(root: Path, procs: dict[int, tuple[str, str, int, int, tuple[int, int]]]) -> None:
     """A /proc of our own: pid -> (comm, state, ppid, cpu ticks, (read, write))."""
     for d in root.iterdir():
         if d.name.isdigit() and int(d.name) not in procs:
@@ -114,8 +158,16 @@ def _fake_proc(root: Path, procs: dict[int, tuple[str, str, int, int, tuple[int,
     for pid, (comm, state, ppid, ticks, (r, w)) in procs.items():
         d = root / str(pid)
         d.mkdir(exist_ok=True)
-        fields = [state, str(ppid)] + ["0"] * 4 + ["4194304"] + ["0"] * 4 + \
-            [str(ticks), "0"] + ["0"] * 6 + ["100"] + ["0"] * 20
+        fields = (
+            [state, str(ppid)]
+            + ["0"] * 4
+            + ["4194304"]
+            + ["0"] * 4
+            + [str(ticks), "0"]
+            + ["0"] * 6
+            + ["100"]
+            + ["0"] * 20
+        )
         (d / "stat").write_text(f"{pid} ({comm}) {' '.join(fields)}\n")
         (d / "io").write_text(f"rchar: 0\nread_bytes: {r}\nwrite_bytes: {w}\n")
         (d / "cmdline").write_bytes(comm.encode() + b"\0--flag\0")
@@ -131,21 +183,29 @@ def _fake_proc(root: Path, procs: dict[int, tuple[str, str, int, int, tuple[int,
             cwd.symlink_to("/")
 
 
-def test_the_sampler_tells_the_benchmark_from_the_rest_and_who_is_stuck(
-        tmp_path: Path) -> None:
+def test_the_sampler_tells_the_benchmark_from_the_rest_and_who_is_stuck(tmp_path: Path) -> None:
     """pgfsbench (100) started pgbench (101); the postmaster (200) has a backend (201);
     an outside shell (300) runs a writer (301) that ends and is reaped."""
-    tree = {100: ("pgfsbench", "S", 1, 0, (0, 0)), 101: ("pgbench", "S", 100, 0, (0, 0)),
-            200: ("postgres", "S", 1, 0, (0, 0)), 201: ("postgres", "S", 200, 0, (0, 0)),
-            300: ("bash", "S", 1, 0, (0, 0)), 301: ("dd", "R", 300, 0, (0, 0))}
+    tree = {
+        100: ("pgfsbench", "S", 1, 0, (0, 0)),
+        101: ("pgbench", "S", 100, 0, (0, 0)),
+        200: ("postgres", "S", 1, 0, (0, 0)),
+        201: ("postgres", "S", 200, 0, (0, 0)),
+        300: ("bash", "S", 1, 0, (0, 0)),
+        301: ("dd", "R", 300, 0, (0, 0)),
+    }
     _fake_proc(tmp_path, tree)
     s = ProcessSampler((100, 200), {"/w/mnt/data": "data"}, proc=tmp_path)
     s._machine = "x86_64"
     s._ticks_per_s = 100
     s.tick(1000.0)
-    tree.update({101: ("pgbench", "S", 100, 50, (0, 0)),
-                 201: ("postgres", "D", 200, 30, (0, 4096)),
-                 301: ("dd", "R", 300, 80, (0, 200_000_000))})
+    tree.update(
+        {
+            101: ("pgbench", "S", 100, 50, (0, 0)),
+            201: ("postgres", "D", 200, 30, (0, 4096)),
+            301: ("dd", "R", 300, 80, (0, 200_000_000)),
+        }
+    )
     _fake_proc(tmp_path, tree)
     s.tick(1001.0)
     # dd ends: bash reaps it and the kernel adds dd's whole I/O to bash's
@@ -159,8 +219,13 @@ def test_the_sampler_tells_the_benchmark_from_the_rest_and_who_is_stuck(
     assert [(p.comm, p.write_mbps) for p in first.top] == [("dd", 200.0)]
     assert first.top[0].cmdline == "dd --flag"
     (stuck,) = first.blocked
-    assert (stuck.pid, stuck.own, stuck.wchan, stuck.syscall, stuck.where) == \
-        (201, True, "percpu_rwsem_wait", "write", "data")
+    assert (stuck.pid, stuck.own, stuck.wchan, stuck.syscall, stuck.where) == (
+        201,
+        True,
+        "percpu_rwsem_wait",
+        "write",
+        "data",
+    )
     # what bash got from dd beyond dd's last reading is dd's last second, said as dd's
     assert second.outside_write_mbps == 50.0
     assert [(p.pid, p.comm) for p in second.top] == [(301, "dd")]

@@ -34,8 +34,9 @@ def test_essd_is_the_formula_of_the_second_seed() -> None:
 
 def test_aws_gp2_gp3_io2() -> None:
     assert figures("gp2", 10).write_iops == 100  # at least 100
-    assert figures("gp2", 100) == Figures(300, 300, round(128 * 1.048576, 1),
-                                          round(128 * 1.048576, 1))
+    assert figures("gp2", 100) == Figures(
+        300, 300, round(128 * 1.048576, 1), round(128 * 1.048576, 1)
+    )
     assert figures("gp2", 1000).write_mbps == round(250 * 1.048576, 1)
     assert figures("gp2", 6000).write_iops == 16_000
     assert figures("gp3", 20) == Figures(3000, 3000, 131.1, 131.1)
@@ -44,11 +45,13 @@ def test_aws_gp2_gp3_io2() -> None:
 
 
 def test_gcp_and_azure() -> None:
-    assert figures("pd-balanced", 100) == Figures(3000, 3000, round(140 * 1.048576, 1),
-                                                  round(140 * 1.048576, 1))
+    assert figures("pd-balanced", 100) == Figures(
+        3000, 3000, round(140 * 1.048576, 1), round(140 * 1.048576, 1)
+    )
     assert figures("pd-balanced", 1000).write_iops == 6000
-    assert figures("pd-ssd", 1000) == Figures(30_000, 30_000, round(480 * 1.048576, 1),
-                                              round(480 * 1.048576, 1))
+    assert figures("pd-ssd", 1000) == Figures(
+        30_000, 30_000, round(480 * 1.048576, 1), round(480 * 1.048576, 1)
+    )
     assert azure_tier(128) == ("P10", 500, 100) and azure_tier(129) == ("P15", 1100, 125)
     assert azure_tier(1024) == ("P30", 5000, 200) and azure_tier(40_000)[0] == "P80"
     assert figures("azure-premium", 500) == Figures(2300, 2300, 150.0, 150.0)
@@ -64,8 +67,9 @@ def test_hdds_from_seek_and_rotation_and_nvme_unlimited() -> None:
 def test_overrides_and_descriptions() -> None:
     r = resolve("gp3", None, Figures(write_iops=6000, write_mbps=250.0))
     assert r.figures == Figures(3000, 6000, 131.1, 250.0)
-    assert r.text == "gp3 (with overrides): 3,000 read / 6,000 write IOPS, 131 read / 250 " \
-                     "write MB/s"
+    assert (
+        r.text == "gp3 (with overrides): 3,000 read / 6,000 write IOPS, 131 read / 250 write MB/s"
+    )
     assert resolve("essd-pl1", 300 * GIB).text == "essd-pl1 at 300 GiB: 16,800 IOPS, 270 MB/s"
     assert resolve(None, None, Figures(write_iops=100)).text == "- read / 100 write IOPS"
     with pytest.raises(ValueError, match="give capacity"):
@@ -80,7 +84,8 @@ def test_kernel_formats() -> None:
     assert line == "7:3 riops=max wiops=100 rbps=12500000 wbps=max"
     assert parse_io_max(line + "\n8:0 rbps=1 wbps=max riops=max wiops=max\n") == {
         "7:3": {"riops": "max", "wiops": "100", "rbps": "12500000", "wbps": "max"},
-        "8:0": {"rbps": "1", "wbps": "max", "riops": "max", "wiops": "max"}}
+        "8:0": {"rbps": "1", "wbps": "max", "riops": "max", "wiops": "max"},
+    }
 
 
 def test_detection(tmp_path: Path) -> None:

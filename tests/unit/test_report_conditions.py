@@ -13,37 +13,84 @@ from pgfsbench.report.markdown import render_markdown
 from pgfsbench.report.terminal import fmt_vs
 
 
-def run(cell: str, fs: str, rep: int, tps: float, *, reference: bool = False,
-        mount: str = "rw,relatime", settings: dict[str, Any] | None = None) -> dict[str, Any]:
+def run(
+    cell: str,
+    fs: str,
+    rep: int,
+    tps: float,
+    *,
+    reference: bool = False,
+    mount: str = "rw,relatime",
+    settings: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     storage = cell.split("/")[0]
     return {
-        "run_id": rep + 10 * hash(cell) % 1000, "cell": cell, "storage": storage, "fs": fs,
-        "postgres": "default", "kernel": "default", "workload": "tpcb-like",
-        "repetition": rep, "status": "ok", "throughput": tps, "tps": tps,
-        "latency_avg_ms": 1.0, "load_seconds": 1.0, "space_bytes": 1000, "implementation":
-        None, "fuse": False, "scale": 2, "clients": 4, "threads": 2, "duration_s": 5.0,
-        "warmup_s": 2.0, "host": "vm", "campaign_id": 1, "warnings": [],
-        "params": {"storage": {"fs": fs, "device": "loop:1G", "reference": reference},
-                   "postgres": {"settings": settings or {"shared_buffers": "128MB"}},
-                   "kernel": {"sysctl": {}},
-                   "workload": {"tool": "pgbench", "builtin": "tpcb-like", "clients": 4,
-                                "threads": 2, "protocol": "simple"}},
-        "environment": {"hostname": "vm", "cpus": 2, "cpu_model": "AMD EPYC",
-                        "memory_bytes": 24 << 30, "distribution": "Debian GNU/Linux 12",
-                        "kernel": "6.1.0", "postgresql": "postgres (PostgreSQL) 15.18",
-                        "pg_settings_changed": [
-                            {"name": "shared_buffers", "setting": "16384", "unit": "8kB"},
-                            {"name": "wal_init_zero", "setting": "on", "unit": None}]},
-        "storage_details": {"data": {"fs": fs, "mount_options": mount,
-                                     "mkfs_argv": [f"mkfs.{fs}", "-f", "/dev/loop0"]}},
+        "run_id": rep + 10 * hash(cell) % 1000,
+        "cell": cell,
+        "storage": storage,
+        "fs": fs,
+        "postgres": "default",
+        "kernel": "default",
+        "workload": "tpcb-like",
+        "repetition": rep,
+        "status": "ok",
+        "throughput": tps,
+        "tps": tps,
+        "latency_avg_ms": 1.0,
+        "load_seconds": 1.0,
+        "space_bytes": 1000,
+        "implementation": None,
+        "fuse": False,
+        "scale": 2,
+        "clients": 4,
+        "threads": 2,
+        "duration_s": 5.0,
+        "warmup_s": 2.0,
+        "host": "vm",
+        "campaign_id": 1,
+        "warnings": [],
+        "params": {
+            "storage": {"fs": fs, "device": "loop:1G", "reference": reference},
+            "postgres": {"settings": settings or {"shared_buffers": "128MB"}},
+            "kernel": {"sysctl": {}},
+            "workload": {
+                "tool": "pgbench",
+                "builtin": "tpcb-like",
+                "clients": 4,
+                "threads": 2,
+                "protocol": "simple",
+            },
+        },
+        "environment": {
+            "hostname": "vm",
+            "cpus": 2,
+            "cpu_model": "AMD EPYC",
+            "memory_bytes": 24 << 30,
+            "distribution": "Debian GNU/Linux 12",
+            "kernel": "6.1.0",
+            "postgresql": "postgres (PostgreSQL) 15.18",
+            "pg_settings_changed": [
+                {"name": "shared_buffers", "setting": "16384", "unit": "8kB"},
+                {"name": "wal_init_zero", "setting": "on", "unit": None},
+            ],
+        },
+        "storage_details": {
+            "data": {
+                "fs": fs,
+                "mount_options": mount,
+                "mkfs_argv": [f"mkfs.{fs}", "-f", "/dev/loop0"],
+            }
+        },
     }
 
 
 def campaign() -> list[dict[str, Any]]:
     runs = []
-    for cell, fs, tps, ref in (("tmpfs/default/default/tpcb-like", "tmpfs", 6500.0, True),
-                               ("ext4/default/default/tpcb-like", "ext4", 2600.0, False),
-                               ("xfs/default/default/tpcb-like", "xfs", 2900.0, False)):
+    for cell, fs, tps, ref in (
+        ("tmpfs/default/default/tpcb-like", "tmpfs", 6500.0, True),
+        ("ext4/default/default/tpcb-like", "ext4", 2600.0, False),
+        ("xfs/default/default/tpcb-like", "xfs", 2900.0, False),
+    ):
         for rep, jitter in enumerate((0.98, 1.0, 1.02), 1):
             runs.append(run(cell, fs, rep, tps * jitter, reference=ref))
     return runs
@@ -59,8 +106,9 @@ def test_a_reference_is_never_the_best_nor_the_baseline() -> None:
     lines = highlights(cells).lines
     assert lines[0].startswith("tpcb-like") and "best xfs at" in lines[0], lines
     assert any("reference tmpfs: 6,500 tps; the best reaches 45% of it" in ln for ln in lines)
-    html = render_report([{"id": 1, "name": "quick"}], campaign(), cells, highlights(cells),
-                         inline_js=False)
+    html = render_report(
+        [{"id": 1, "name": "quick"}], campaign(), cells, highlights(cells), inline_js=False
+    )
     assert "tmpfs (reference)" in html and 'class=" reference"' in html
     # drawn as a line across the throughput chart, not as a bar
     assert '"refs":[{"name":"tmpfs","value":6500.0}]' in html
@@ -80,7 +128,8 @@ def test_the_conditions_of_a_campaign_and_what_differs_by_configuration() -> Non
     assert c.differing == ("storage",)
     by_cell = dict(c.per_cell)
     assert by_cell["xfs/default/default/tpcb-like"] == (
-        "data: xfs on loop:1G, made with `mkfs.xfs -f`, mounted rw,relatime",)
+        "data: xfs on loop:1G, made with `mkfs.xfs -f`, mounted rw,relatime",
+    )
     one = run_conditions(runs[0])
     assert one["kernel settings"] == "as the host had them"
 
@@ -88,8 +137,9 @@ def test_the_conditions_of_a_campaign_and_what_differs_by_configuration() -> Non
 def test_markdown_states_the_conditions_and_lists_every_cell() -> None:
     runs = [run(f"c{i}/default/default/tpcb-like", "ext4", 1, 1000.0 + i) for i in range(7)]
     cells = summarise(runs)
-    text = render_markdown([{"id": 1, "name": "t"}], cells, highlights(cells),
-                           reading_warnings(runs), runs)
+    text = render_markdown(
+        [{"id": 1, "name": "t"}], cells, highlights(cells), reading_warnings(runs), runs
+    )
     assert "## Conditions" in text and "| duration | 5 s measured after 2 s of warm-up |" in text
     # the warning about too few repetitions names all seven cells, not four and "..."
     warning = next(ln for ln in text.splitlines() if "fewer than 3 ok repetitions" in ln)
@@ -99,19 +149,37 @@ def test_markdown_states_the_conditions_and_lists_every_cell() -> None:
 def test_the_zfsrc_warning_says_which_of_its_settings_each_cell_ran_with() -> None:
     """A cell that set max-arc-size itself still ran with the other two settings of
     /etc/zfs/zfsrc: it was said to run with none of them."""
-    zfsrc = ("vdev-cache-size = 10\nmax-arc-size = 100\nzfs-prefetch-disable\n"
-             "fuse-attr-timeout = 3600")
-    runs = [{"storage": "zfs-plain", "storage_details": {"zfs_fuse_daemon": {
-                "argv": ["zfs-fuse", "--pidfile", "p", "--no-kstat-mount"], "zfsrc": zfsrc}}},
-            {"storage": "zfs-arc", "storage_details": {"zfs_fuse_daemon": {
-                "argv": ["zfs-fuse", "--pidfile", "p", "--max-arc-size", "1024"],
-                "zfsrc": zfsrc}}}]
+    zfsrc = (
+        "vdev-cache-size = 10\nmax-arc-size = 100\nzfs-prefetch-disable\nfuse-attr-timeout = 3600"
+    )
+    runs = [
+        {
+            "storage": "zfs-plain",
+            "storage_details": {
+                "zfs_fuse_daemon": {
+                    "argv": ["zfs-fuse", "--pidfile", "p", "--no-kstat-mount"],
+                    "zfsrc": zfsrc,
+                }
+            },
+        },
+        {
+            "storage": "zfs-arc",
+            "storage_details": {
+                "zfs_fuse_daemon": {
+                    "argv": ["zfs-fuse", "--pidfile", "p", "--max-arc-size", "1024"],
+                    "zfsrc": zfsrc,
+                }
+            },
+        },
+    ]
     from pgfsbench.analysis.warnings import _zfsrc
 
     (text,) = _zfsrc(runs)
     assert "zfs-plain ran with all of them" in text
-    assert "zfs-arc with vdev-cache-size = 10, zfs-prefetch-disable (it set max-arc-size " \
+    assert (
+        "zfs-arc with vdev-cache-size = 10, zfs-prefetch-disable (it set max-arc-size "
         "itself)" in text
+    )
     assert "no cell" not in text
 
 
@@ -120,14 +188,29 @@ def test_results_show_counts_histogram_buckets_as_buckets_and_lists_episodes() -
 
     from pgfsbench.report.terminal import run_detail
 
-    run = {"run_id": 3, "cell": "e/d/d/w", "series": {
-        "tps": {"values": [1.0] * 20}, "latency_histogram": {"values": [[600, 1]] * 536}},
-        "stalls": [{"kind": "stall", "headline": "stall at 5–9 s (...)", "verdict":
-                    "lock waits behind a blocking transaction (high confidence)",
-                    "evidence": ["held by pid 42 (a session from outside the workload)"],
-                    "alternatives": [{"cause_text": "the filesystem was frozen", "why_not":
-                                      "no benchmark process was asleep in the kernel"}],
-                    "missing_evidence": []}]}
+    run = {
+        "run_id": 3,
+        "cell": "e/d/d/w",
+        "series": {
+            "tps": {"values": [1.0] * 20},
+            "latency_histogram": {"values": [[600, 1]] * 536},
+        },
+        "stalls": [
+            {
+                "kind": "stall",
+                "headline": "stall at 5–9 s (...)",
+                "verdict": "lock waits behind a blocking transaction (high confidence)",
+                "evidence": ["held by pid 42 (a session from outside the workload)"],
+                "alternatives": [
+                    {
+                        "cause_text": "the filesystem was frozen",
+                        "why_not": "no benchmark process was asleep in the kernel",
+                    }
+                ],
+                "missing_evidence": [],
+            }
+        ],
+    }
     console = Console(width=200, record=True)
     console.print(run_detail(run))
     text = console.export_text()

@@ -38,10 +38,12 @@ def test_a_second_campaign_on_the_host_is_refused_with_the_holder(tmp_path: Path
 
 def test_the_lock_dies_with_its_process(tmp_path: Path) -> None:
     lock = tmp_path / "host.lock"
-    code = ("import sys, os, signal; from pathlib import Path; "
-            "from pgfsbench.system.hostlock import host_lock\n"
-            f"with host_lock('x', Path('/w'), Path({str(lock)!r})):\n"
-            "    os.kill(os.getpid(), signal.SIGKILL)\n")
+    code = (
+        "import sys, os, signal; from pathlib import Path; "
+        "from pgfsbench.system.hostlock import host_lock\n"
+        f"with host_lock('x', Path('/w'), Path({str(lock)!r})):\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
     proc = subprocess.run([sys.executable, "-c", code], check=False)
     assert proc.returncode == -9
     assert holder_of(lock) is None
@@ -59,9 +61,18 @@ def test_a_results_file_from_0_1_0_opens_upgrades_and_keeps_every_run(tmp_path: 
     assert all(r["host"] == "vm" and len(r["uuid"]) == 36 for r in runs)
     assert [r["throughput"] for r in runs] == [r["tps"] for r in runs]
     assert sum(len(store.get_run(r["run_id"])["series"]) for r in runs) == series
-    rid = store.start_run(campaign_id=1, cell="c", storage="s", fs="ext4", postgres="p",
-                          kernel="k", workload="w", repetition=1, host="h2",
-                          uuid="00000000-0000-0000-0000-000000000001")
+    rid = store.start_run(
+        campaign_id=1,
+        cell="c",
+        storage="s",
+        fs="ext4",
+        postgres="p",
+        kernel="k",
+        workload="w",
+        repetition=1,
+        host="h2",
+        uuid="00000000-0000-0000-0000-000000000001",
+    )
     store.finish_run(rid, "ok", throughput=1.0, space_bytes=5 << 30)
     store.close()
     again = Store(str(old))  # opening twice migrates nothing twice
@@ -96,8 +107,16 @@ def test_export_series_keeps_the_histogram_and_follows_the_extension(tmp_path: P
 
     store = Store(str(tmp_path / "r.sqlite"))
     cid = store.start_campaign(name="t")
-    rid = store.start_run(campaign_id=cid, cell="a/b/c/d", storage="a", fs="ext4",
-                          postgres="b", kernel="c", workload="d", repetition=1)
+    rid = store.start_run(
+        campaign_id=cid,
+        cell="a/b/c/d",
+        storage="a",
+        fs="ext4",
+        postgres="b",
+        kernel="c",
+        workload="d",
+        repetition=1,
+    )
     store.put_series(rid, "tps", [1.0, 2.0], t0=1.0)
     store.put_series(rid, "latency_histogram", [[700, 3], [710, 5]], step=0.0)
     store.put_series(rid, "waits", [{"IO/WALSync": 2.0}, None])
@@ -148,18 +167,26 @@ errors: No known data errors
 
 def test_pool_members_are_read_from_every_pool_and_group() -> None:
     assert parse_pool_members(OPENZFS_STATUS) == {
-        "tank", "/dev/sdb1", "/dev/disk/by-id/wwn-0x5000c500a1b2c3d4-part1", "/dev/nvme0n1p2",
-        "/dev/nvme0n1p3", "other", "sdc", "sdd"}
+        "tank",
+        "/dev/sdb1",
+        "/dev/disk/by-id/wwn-0x5000c500a1b2c3d4-part1",
+        "/dev/nvme0n1p2",
+        "/dev/nvme0n1p3",
+        "other",
+        "sdc",
+        "sdd",
+    }
 
 
 def test_a_bug_becomes_one_line_and_a_traceback_file(tmp_path: Path) -> None:
-    code = ("import sys\nimport pgfsbench.spec as r\n"
-            "def boom(*a, **k):\n    raise RuntimeError('a bug\\nsecond line')\n"
-            "r.load_spec = boom\nfrom pgfsbench.cli import main\n"
-            f"sys.argv = ['pgfsbench', 'plan', 'x.toml', '--workdir', {str(tmp_path)!r}]\n"
-            "main()\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=False)
+    code = (
+        "import sys\nimport pgfsbench.spec as r\n"
+        "def boom(*a, **k):\n    raise RuntimeError('a bug\\nsecond line')\n"
+        "r.load_spec = boom\nfrom pgfsbench.cli import main\n"
+        f"sys.argv = ['pgfsbench', 'plan', 'x.toml', '--workdir', {str(tmp_path)!r}]\n"
+        "main()\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert proc.returncode == 70
     assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
     assert "internal error (RuntimeError: a bug)" in proc.stderr
@@ -174,8 +201,10 @@ def test_the_store_knows_the_newest_migration() -> None:
     from pgfsbench.results.store import HEAD_REVISION
 
     cfg = Config()
-    cfg.set_main_option("script_location", str(Path(__file__).resolve().parents[2] / "src" /
-                                               "pgfsbench" / "results" / "migrations"))
+    cfg.set_main_option(
+        "script_location",
+        str(Path(__file__).resolve().parents[2] / "src" / "pgfsbench" / "results" / "migrations"),
+    )
     assert ScriptDirectory.from_config(cfg).get_current_head() == HEAD_REVISION
 
 
@@ -195,22 +224,33 @@ def test_a_new_store_has_what_the_migrations_build(tmp_path: Path) -> None:
     with migrated.begin() as conn:
         command.upgrade(_alembic_config(conn), "head")
         # SQLite's INTEGER is 64-bit: migration 0002 widens to BIGINT on other databases only
-        differences = [d for d in compare_metadata(MigrationContext.configure(conn),
-                                                   schema.metadata)
-                       if not (isinstance(d, list) and d[0][0] == "modify_type"
-                               and str(d[0][5]) == "INTEGER" and str(d[0][6]) == "BIGINT")]
+        differences = [
+            d
+            for d in compare_metadata(MigrationContext.configure(conn), schema.metadata)
+            if not (
+                isinstance(d, list)
+                and d[0][0] == "modify_type"
+                and str(d[0][5]) == "INTEGER"
+                and str(d[0][6]) == "BIGINT"
+            )
+        ]
         assert differences == []
 
     def described(path: Path) -> dict[str, object]:
         with create_engine(f"sqlite:///{path}").connect() as conn:
             ins = inspect(conn)
-            return {t: (sorted((c["name"], str(c["type"]).replace("BIGINT", "INTEGER"),
-                                c["nullable"])
-                               for c in ins.get_columns(t)),
-                        ins.get_pk_constraint(t)["constrained_columns"],
-                        sorted(str(i["column_names"]) for i in ins.get_indexes(t)),
-                        sorted(str(f["referred_table"]) for f in ins.get_foreign_keys(t)))
-                    for t in ins.get_table_names()}
+            return {
+                t: (
+                    sorted(
+                        (c["name"], str(c["type"]).replace("BIGINT", "INTEGER"), c["nullable"])
+                        for c in ins.get_columns(t)
+                    ),
+                    ins.get_pk_constraint(t)["constrained_columns"],
+                    sorted(str(i["column_names"]) for i in ins.get_indexes(t)),
+                    sorted(str(f["referred_table"]) for f in ins.get_foreign_keys(t)),
+                )
+                for t in ins.get_table_names()
+            }
 
     fast, slow = described(tmp_path / "fast.sqlite"), described(tmp_path / "migrated.sqlite")
     assert set(fast) == set(slow) and "run" in fast
@@ -218,17 +258,21 @@ def test_a_new_store_has_what_the_migrations_build(tmp_path: Path) -> None:
         assert fast[table] == slow[table], table
     with sqlite3.connect(tmp_path / "fast.sqlite") as db:
         assert db.execute("SELECT version_num FROM alembic_version").fetchall() == [
-            (HEAD_REVISION,)]
+            (HEAD_REVISION,)
+        ]
     Store(str(tmp_path / "fast.sqlite"))  # opened again: already at the head
 
 
 def test_the_cli_starts_fast() -> None:
     """The CLI imports the engine, the store and the statistics only when a command needs
     them (scipy, alembic and polars take seconds): `pgfsbench --help` must not."""
-    code = ("import sys, pgfsbench.cli, pgfsbench.cli.run, pgfsbench.cli.results, "
-            "pgfsbench.cli.compare, pgfsbench.cli.cleanup\n"
-            "heavy = [m for m in ('scipy', 'alembic', 'polars', 'plotly', 'psycopg') "
-            "if m in sys.modules]\nprint(','.join(heavy))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.strip()
+    code = (
+        "import sys, pgfsbench.cli, pgfsbench.cli.run, pgfsbench.cli.results, "
+        "pgfsbench.cli.compare, pgfsbench.cli.cleanup\n"
+        "heavy = [m for m in ('scipy', 'alembic', 'polars', 'plotly', 'psycopg') "
+        "if m in sys.modules]\nprint(','.join(heavy))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert out == ""

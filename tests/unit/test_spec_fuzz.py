@@ -22,14 +22,35 @@ EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.tom
 TEXTS = {p: p.read_text() for p in EXAMPLES}
 
 leaves = st.one_of(
-    st.none(), st.booleans(),
+    st.none(),
+    st.booleans(),
     st.integers(min_value=-(2**70), max_value=2**70),
     st.sampled_from([0, 1, -1, 2**31, 2**63, 2**64, 10**20]),
     st.floats(allow_nan=True, allow_infinity=True),
     st.text(max_size=30),
-    st.sampled_from(["loop:1G", "loop:0", "loop:-5G", "/dev/null", "/dev/../etc", "5s", "1h",
-                     "lots", "64MB", "*", "ext4", "zfs", "tmpfs", "\n", "a'b", "NaN",
-                     "75%", "fits_ram", "x" * 300]),
+    st.sampled_from(
+        [
+            "loop:1G",
+            "loop:0",
+            "loop:-5G",
+            "/dev/null",
+            "/dev/../etc",
+            "5s",
+            "1h",
+            "lots",
+            "64MB",
+            "*",
+            "ext4",
+            "zfs",
+            "tmpfs",
+            "\n",
+            "a'b",
+            "NaN",
+            "75%",
+            "fits_ram",
+            "x" * 300,
+        ]
+    ),
     st.lists(st.integers(min_value=-5, max_value=10**7), max_size=4),
     st.dictionaries(st.text(max_size=10), st.integers(), max_size=3),
 )
@@ -70,21 +91,55 @@ def mutated(draw: st.DrawFn) -> tuple[Path, dict[str, Any], list[str]]:
             parent[draw(st.text(min_size=1, max_size=12))] = parent.pop(key)
         elif action == "add" and isinstance(parent, dict):
             parent[draw(st.text(min_size=1, max_size=12))] = draw(leaves)
-    sets = draw(st.lists(st.one_of(
-        st.text(max_size=20),
-        st.builds(lambda k, v: f"{k}={v}",
-                  st.sampled_from(["scale", "clients", "duration", "repetitions",
-                                   "storage.x.device", "defaults", "workload.w.rate",
-                                   "matrix.include", "stall_timeout", "threads"]),
-                  st.sampled_from(["2", "-1", "0", "1e400", "nan", "[1, 2]", "[]", "\"5s\"",
-                                   "{a = 1}", "loop:1M", "true", "''"]))), max_size=3))
+    sets = draw(
+        st.lists(
+            st.one_of(
+                st.text(max_size=20),
+                st.builds(
+                    lambda k, v: f"{k}={v}",
+                    st.sampled_from(
+                        [
+                            "scale",
+                            "clients",
+                            "duration",
+                            "repetitions",
+                            "storage.x.device",
+                            "defaults",
+                            "workload.w.rate",
+                            "matrix.include",
+                            "stall_timeout",
+                            "threads",
+                        ]
+                    ),
+                    st.sampled_from(
+                        [
+                            "2",
+                            "-1",
+                            "0",
+                            "1e400",
+                            "nan",
+                            "[1, 2]",
+                            "[]",
+                            '"5s"',
+                            "{a = 1}",
+                            "loop:1M",
+                            "true",
+                            "''",
+                        ]
+                    ),
+                ),
+            ),
+            max_size=3,
+        )
+    )
     return path, copy.deepcopy(data), sets
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(mutated())
-def test_plan_never_raises_anything_but_our_errors(case: tuple[Path, dict[str, Any],
-                                                               list[str]]) -> None:
+def test_plan_never_raises_anything_but_our_errors(
+    case: tuple[Path, dict[str, Any], list[str]],
+) -> None:
     path, data, sets = case
     try:
         loaded = validate_spec(path, TEXTS[path], data, sets)

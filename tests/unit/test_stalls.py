@@ -21,30 +21,56 @@ from pgfsbench.analysis.stalls import (
 N = 30
 
 
-def run_of(n: int = N, tps: float = 1000.0, *, processes: bool = True,
-           blockers: bool = True) -> Aligned:
+def run_of(
+    n: int = N, tps: float = 1000.0, *, processes: bool = True, blockers: bool = True
+) -> Aligned:
     """A steady run: 1,000 TPS, a loop device writing 20 MB/s on a disk (vda) that does
     nothing else, two backends on the CPU and a little lock and WAL waiting every second
     (as tpcb-like has); the process table and the lock blockers sampled, nothing stuck."""
     al = Aligned(n)
-    full = {"tps": tps, "lat_p99_ms": 5.0, "lat_max_ms": 9.0, "disk_write_mbps": 20.0,
-            "disk_write_iops": 2000.0, "disk_util_pct": 40.0, "disk_await_ms": 0.5,
-            "dirty_kb": 60_000.0, "writeback_kb": 500.0, "cpu_idle_pct": 30.0,
-            "cpu_iowait_pct": 10.0, "cpu_steal_pct": 0.0, "checkpoint_buffers_per_s": 0.0,
-            "wal_fpi_per_s": 20.0, "vm_allocstall_normal": 0.0, "disk.loop0.write_mbps": 20.0,
-            "disk.vda.write_mbps": 21.0, "disk.vda.await_ms": 0.1, "outside_cpu_pct": 3.0,
-            "own_cpu_pct": 150.0, "outside_write_mbps": 0.0, "psi_memory_some_pct": 0.0}
+    full = {
+        "tps": tps,
+        "lat_p99_ms": 5.0,
+        "lat_max_ms": 9.0,
+        "disk_write_mbps": 20.0,
+        "disk_write_iops": 2000.0,
+        "disk_util_pct": 40.0,
+        "disk_await_ms": 0.5,
+        "dirty_kb": 60_000.0,
+        "writeback_kb": 500.0,
+        "cpu_idle_pct": 30.0,
+        "cpu_iowait_pct": 10.0,
+        "cpu_steal_pct": 0.0,
+        "checkpoint_buffers_per_s": 0.0,
+        "wal_fpi_per_s": 20.0,
+        "vm_allocstall_normal": 0.0,
+        "disk.loop0.write_mbps": 20.0,
+        "disk.vda.write_mbps": 21.0,
+        "disk.vda.await_ms": 0.1,
+        "outside_cpu_pct": 3.0,
+        "own_cpu_pct": 150.0,
+        "outside_write_mbps": 0.0,
+        "psi_memory_some_pct": 0.0,
+    }
     for name, v in full.items():
         al.values[name] = np.full(n, v)
     al.under_test, al.beneath = ["loop0"], ["vda"]
-    al.waits = [{"CPU/running": 2.0, "IO/WALSync": 0.5, "Lock/transactionid": 1.5}
-                for _ in range(n)]
+    al.waits = [
+        {"CPU/running": 2.0, "IO/WALSync": 0.5, "Lock/transactionid": 1.5} for _ in range(n)
+    ]
     if processes:
         al.structured["blocked"] = [{} for _ in range(n)]
         al.structured["outside_top"] = [[] for _ in range(n)]
     if blockers:
-        busy = {"pid": 101, "state": "active", "wait": "IO/WALSync", "origin": "workload",
-                "xact_s": 0.0, "state_s": 0.0, "waiters": 1}
+        busy = {
+            "pid": 101,
+            "state": "active",
+            "wait": "IO/WALSync",
+            "origin": "workload",
+            "xact_s": 0.0,
+            "state_s": 0.0,
+            "waiters": 1,
+        }
         al.structured["blockers"] = [[dict(busy)] for _ in range(n)]
     return al
 
@@ -73,8 +99,7 @@ def test_stalls_slowdowns_and_what_is_too_short_to_count() -> None:
     dip(al, 10, 13, 400.0)  # three seconds at 40%: a slowdown
     dip(al, 20, 21, 300.0)  # one second at 30%: not a slowdown (2 s at least)
     eps = find_stalls(al)
-    assert [(e.kind, e.start_s, e.end_s) for e in eps] == [("stall", 3, 4),
-                                                           ("slowdown", 10, 13)]
+    assert [(e.kind, e.start_s, e.end_s) for e in eps] == [("stall", 3, 4), ("slowdown", 10, 13)]
     slow = eps[1]
     assert slow.depth_pct == 60.0 and slow.length_s == 3
     assert slow.delayed_tx == 1800 and slow.median_tps == 1000.0
@@ -139,17 +164,24 @@ def test_a_lock_holder_is_never_a_frozen_filesystem() -> None:
     dip(al, 10, 14)
     al.values["disk_write_mbps"][10:14] = 0.0
     al.values["disk_write_iops"][10:14] = 0.0
-    holder = {"pid": 4242, "state": "idle in transaction", "wait": "Client/ClientRead",
-              "origin": "outside", "app": "psql", "xact_s": 3.5, "state_s": 3.4,
-              "waiters": 4, "query": "UPDATE pgbench_branches SET bbalance = bbalance"}
+    holder = {
+        "pid": 4242,
+        "state": "idle in transaction",
+        "wait": "Client/ClientRead",
+        "origin": "outside",
+        "app": "psql",
+        "xact_s": 3.5,
+        "state_s": 3.4,
+        "waiters": 4,
+        "query": "UPDATE pgbench_branches SET bbalance = bbalance",
+    }
     seconds(al, "blockers", 10, 14, lambda: [dict(holder)])
     for k in range(10, 14):
         al.waits[k] = {"Lock/transactionid": 4.0, "Client/ClientRead": 1.0}
     (ep,) = find_stalls(al)
     assert ep.cause == "locks" and ep.confidence == "high", ep
     assert "pid 4242" in ep.evidence[0] and "outside the workload" in ep.evidence[0]
-    assert "idle in transaction" in ep.evidence[0] and "UPDATE pgbench_branches" in \
-        ep.evidence[0]
+    assert "idle in transaction" in ep.evidence[0] and "UPDATE pgbench_branches" in ep.evidence[0]
     assert ep.blockers and ep.blockers[0]["pid"] == 4242
     frozen = [a for a in ep.alternatives if a[0] == "fs_frozen"]
     assert frozen and "no benchmark process was asleep" in frozen[0][2]
@@ -159,8 +191,16 @@ def test_a_lock_holder_is_never_a_frozen_filesystem() -> None:
 def test_an_active_lock_holder_outside_the_workload_is_named_too() -> None:
     al = run_of()
     dip(al, 8, 12)
-    holder = {"pid": 77, "state": "active", "wait": "Timeout/PgSleep", "origin": "outside",
-              "xact_s": 4.0, "state_s": 4.0, "waiters": 3, "query": "SELECT pg_sleep(4)"}
+    holder = {
+        "pid": 77,
+        "state": "active",
+        "wait": "Timeout/PgSleep",
+        "origin": "outside",
+        "xact_s": 4.0,
+        "state_s": 4.0,
+        "waiters": 3,
+        "query": "SELECT pg_sleep(4)",
+    }
     seconds(al, "blockers", 8, 12, lambda: [dict(holder)])
     for k in range(8, 12):
         al.waits[k] = {"Lock/transactionid": 3.0, "Timeout/PgSleep": 1.0}
@@ -201,8 +241,16 @@ def test_a_throttled_device_that_releases_writes_in_bursts_is_not_frozen() -> No
     al.values["writeback_kb"][16:18] = 18_500.0
     al.values["cpu_iowait_pct"][16:18] = 48.0
     dip(al, 16, 18)
-    seconds(al, "blocked", 16, 18, {"benchmark|jbd2_log_wait_commit|data|postgres": 3,
-                                    "benchmark|folio_wait_bit|wal|postgres": 1})
+    seconds(
+        al,
+        "blocked",
+        16,
+        18,
+        {
+            "benchmark|jbd2_log_wait_commit|data|postgres": 3,
+            "benchmark|folio_wait_bit|wal|postgres": 1,
+        },
+    )
     for k in range(16, 18):
         al.waits[k] = {"LWLock/WALWrite": 15.0, "IO/WALInitSync": 1.0, "IO/WALSync": 1.0}
     al.values["checkpoint_buffers_per_s"][12:20] = 900.0
@@ -212,8 +260,9 @@ def test_a_throttled_device_that_releases_writes_in_bursts_is_not_frozen() -> No
     assert "wal_segment_creation" in ep.contributing
     cap = next(e for e in ep.evidence if "device's limit" in e)
     assert "cap 13.5 MB/s" in cap and "cap 840 IOPS; at the cap the rest of the run" in cap
-    assert ep.cause != "fs_frozen" and all(a[0] != "fs_frozen" or a[1] <= 0
-                                           for a in ep.alternatives)
+    assert ep.cause != "fs_frozen" and all(
+        a[0] != "fs_frozen" or a[1] <= 0 for a in ep.alternatives
+    )
 
 
 def test_a_limit_put_on_the_device_during_the_run() -> None:
@@ -266,9 +315,16 @@ def test_an_outside_writer_is_named_with_its_command() -> None:
     al.values["disk.vda.write_mbps"][10:14] = 2500.0
     al.values["disk.vda.await_ms"][10:14] = 20.0
     al.values["outside_write_mbps"][10:14] = 2400.0
-    seconds(al, "outside_top", 10, 14, lambda: [
-        [900, "fio", "fio --name=hog --rw=write --bs=1M", 30.0, 0.0, 1200.0],
-        [901, "fio", "fio --name=hog --rw=write --bs=1M", 30.0, 0.0, 1200.0]])
+    seconds(
+        al,
+        "outside_top",
+        10,
+        14,
+        lambda: [
+            [900, "fio", "fio --name=hog --rw=write --bs=1M", 30.0, 0.0, 1200.0],
+            [901, "fio", "fio --name=hog --rw=write --bs=1M", 30.0, 0.0, 1200.0],
+        ],
+    )
     (ep,) = find_stalls(al)
     assert ep.cause == "host_io" and ep.confidence == "high", ep
     assert any("fio (2 processes, pids 900, 901: fio --name=hog" in e for e in ep.evidence)
@@ -308,9 +364,11 @@ def test_page_reclaim_from_pressure_and_the_memory_cgroup() -> None:
 def test_a_full_pool() -> None:
     al = run_of()
     dip(al, 5, 9, 400.0)
-    for name, usual, during in (("pooler_clients_waiting", 0.0, 3.0),
-                                ("pooler_servers_active", 4.0, 4.0),
-                                ("pooler_wait_ms", 0.0, 3.2)):
+    for name, usual, during in (
+        ("pooler_clients_waiting", 0.0, 3.0),
+        ("pooler_servers_active", 4.0, 4.0),
+        ("pooler_wait_ms", 0.0, 3.2),
+    ):
         al.values[name] = np.full(N, usual)
         al.values[name][5:9] = during
     (ep,) = find_stalls(al)
@@ -336,9 +394,17 @@ def test_a_stopped_client_whose_sessions_hold_locks_is_the_stop_not_the_locks() 
     al = run_of()
     dip(al, 10, 14)
     seconds(al, "blocked", 10, 14, {"benchmark|stopped|unknown|pgbench": 1})
-    holder = {"pid": 31127, "state": "idle in transaction", "wait": "Client/ClientRead",
-              "origin": "workload", "app": "pgfsbench workload", "xact_s": 4.0,
-              "state_s": 4.0, "waiters": 2, "query": "UPDATE pgbench_branches SET bbalance"}
+    holder = {
+        "pid": 31127,
+        "state": "idle in transaction",
+        "wait": "Client/ClientRead",
+        "origin": "workload",
+        "app": "pgfsbench workload",
+        "xact_s": 4.0,
+        "state_s": 4.0,
+        "waiters": 2,
+        "query": "UPDATE pgbench_branches SET bbalance",
+    }
     seconds(al, "blockers", 10, 14, lambda: [dict(holder)])
     for k in range(10, 14):
         al.waits[k] = {"Lock/transactionid": 3.0, "Client/ClientRead": 1.0}
@@ -365,14 +431,19 @@ def test_work_by_a_session_from_outside_the_workload() -> None:
     al.values["wal_mbps"][10:14] = 40.0
     al.values["commits_per_s"][10:14] = 200.0
     al.structured["outside_sessions"] = [[] for _ in range(N)]
-    sess = {"pid": 999, "state": "active", "wait": "LWLock/WALWrite", "app": "psql",
-            "state_s": 3.0, "query": "CREATE TABLE big AS SELECT g FROM generate_series(1, 3e6) g"}
+    sess = {
+        "pid": 999,
+        "state": "active",
+        "wait": "LWLock/WALWrite",
+        "app": "psql",
+        "state_s": 3.0,
+        "query": "CREATE TABLE big AS SELECT g FROM generate_series(1, 3e6) g",
+    }
     seconds(al, "outside_sessions", 10, 14, lambda: [dict(sess)])
     dip(al, 10, 14, 200.0)
     (ep,) = find_stalls(al)
     assert ep.cause == "outside_session", ep
-    assert "pid 999 (application 'psql')" in ep.evidence[0] and "CREATE TABLE big" in \
-        ep.evidence[0]
+    assert "pid 999 (application 'psql')" in ep.evidence[0] and "CREATE TABLE big" in ep.evidence[0]
     assert any("not the workload's" in e for e in ep.evidence)
     # the new WAL segments its WAL needed are part of the same story, not a rival
     for k in range(10, 14):

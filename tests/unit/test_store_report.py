@@ -13,18 +13,38 @@ from pgfsbench.system.errors import StoreError
 
 def fill(store: Store) -> int:
     cid = store.start_campaign(name="t", spec_text="x", host="h")
-    for cell, fs, tps in (("ext4/d/d/w", "ext4", [100.0, 110.0, 90.0]),
-                          ("zfs/d/d/w", "zfs", [150.0, 160.0])):
+    for cell, fs, tps in (
+        ("ext4/d/d/w", "ext4", [100.0, 110.0, 90.0]),
+        ("zfs/d/d/w", "zfs", [150.0, 160.0]),
+    ):
         for rep, t in enumerate(tps, 1):
-            rid = store.start_run(campaign_id=cid, cell=cell, storage=cell.split("/")[0], fs=fs,
-                                  postgres="d", kernel="d", workload="w", repetition=rep,
-                                  clients=4, fuse=fs == "zfs",
-                                  implementation="zfs-fuse" if fs == "zfs" else None)
-            store.finish_run(rid, "ok", tps=t, latency_avg_ms=1000 / t, load_seconds=1.0,
-                             space_bytes=1000 * rep)
+            rid = store.start_run(
+                campaign_id=cid,
+                cell=cell,
+                storage=cell.split("/")[0],
+                fs=fs,
+                postgres="d",
+                kernel="d",
+                workload="w",
+                repetition=rep,
+                clients=4,
+                fuse=fs == "zfs",
+                implementation="zfs-fuse" if fs == "zfs" else None,
+            )
+            store.finish_run(
+                rid, "ok", tps=t, latency_avg_ms=1000 / t, load_seconds=1.0, space_bytes=1000 * rep
+            )
             store.put_series(rid, "tps", [t - 1, t, t + 1], unit="tps", t0=1.0)
-    rid = store.start_run(campaign_id=cid, cell="ext4/d/d/w", storage="ext4", fs="ext4",
-                          postgres="d", kernel="d", workload="w", repetition=4)
+    rid = store.start_run(
+        campaign_id=cid,
+        cell="ext4/d/d/w",
+        storage="ext4",
+        fs="ext4",
+        postgres="d",
+        kernel="d",
+        workload="w",
+        repetition=4,
+    )
     store.finish_run(rid, "failed", error="disk full")
     store.finish_campaign(cid, "done")
     return cid
@@ -113,9 +133,18 @@ def test_html_summary_rows_come_group_by_group(tmp_path: Path) -> None:
     for storage in ("ext4", "xfs"):
         for scale in (2, 10):
             cell = f"{storage}/d/d/ro@scale={scale}"
-            rid = store.start_run(campaign_id=cid, cell=cell, storage=storage, fs=storage,
-                                  postgres="d", kernel="d", workload="ro", repetition=1,
-                                  clients=4, scale=scale)
+            rid = store.start_run(
+                campaign_id=cid,
+                cell=cell,
+                storage=storage,
+                fs=storage,
+                postgres="d",
+                kernel="d",
+                workload="ro",
+                repetition=1,
+                clients=4,
+                scale=scale,
+            )
             store.finish_run(rid, "ok", tps=1000.0 * scale + (storage == "xfs"))
     store.finish_campaign(cid, "done")
     a = analyse(store, [cid])
@@ -123,14 +152,19 @@ def test_html_summary_rows_come_group_by_group(tmp_path: Path) -> None:
     groups = [r["group"] for r in rows]
     assert len(groups) == 4 and len(set(groups)) == 2
     assert groups[0] == groups[1] and groups[2] == groups[3]  # not interleaved
-    assert [r["id"] for r in rows] == ["ext4/d/d/ro@scale=2", "xfs/d/d/ro@scale=2",
-                                       "ext4/d/d/ro@scale=10", "xfs/d/d/ro@scale=10"]
+    assert [r["id"] for r in rows] == [
+        "ext4/d/d/ro@scale=2",
+        "xfs/d/d/ro@scale=2",
+        "ext4/d/d/ro@scale=10",
+        "xfs/d/d/ro@scale=10",
+    ]
     html = render_report(a.campaigns, a.runs, a.cells, a.highlights, inline_js=False)
     assert html.count('<tr class="group">') == 2
 
 
 def test_a_run_at_a_share_of_its_maximum_is_never_compared_with_an_unpaced_one(
-        tmp_path: Path) -> None:
+    tmp_path: Path,
+) -> None:
     """rate = ["max", "75%"]: the paced cells form their own group (their throughput is
     three quarters of their own maximum by construction), with their own baseline."""
     from pgfsbench.report.loading import analyse
@@ -140,10 +174,19 @@ def test_a_run_at_a_share_of_its_maximum_is_never_compared_with_an_unpaced_one(
     for storage, tps in (("ext4", 3000.0), ("xfs", 3300.0)):
         for share in (None, 0.75):
             cell = f"{storage}/d/d/rw@rate={'75%' if share else 'max'}"
-            rid = store.start_run(campaign_id=cid, cell=cell, storage=storage, fs=storage,
-                                  postgres="d", kernel="d", workload="rw", repetition=1,
-                                  clients=8, scale=2,
-                                  params={"workload": {"rate_fraction": share}})
+            rid = store.start_run(
+                campaign_id=cid,
+                cell=cell,
+                storage=storage,
+                fs=storage,
+                postgres="d",
+                kernel="d",
+                workload="rw",
+                repetition=1,
+                clients=8,
+                scale=2,
+                params={"workload": {"rate_fraction": share}},
+            )
             store.finish_run(rid, "ok", tps=tps * (share or 1.0))
     store.finish_campaign(cid, "done")
     cells = {c.cell: c for c in analyse(store, [cid]).cells}

@@ -22,26 +22,41 @@ CONN = Endpoint("/run/sock", 5432, "postgres", "bench")
 
 
 def test_the_80_20_mix_of_the_second_seed() -> None:
-    assert mix_options("80/20") == {"point_selects": "8", "index_updates": "1",
-                                    "non_index_updates": "1", "range_selects": "off",
-                                    "delete_inserts": "0"}
+    assert mix_options("80/20") == {
+        "point_selects": "8",
+        "index_updates": "1",
+        "non_index_updates": "1",
+        "range_selects": "off",
+        "delete_inserts": "0",
+    }
     # the captured run with these options read 80% of its queries
     s = parse_run((DATA / "run_mix8020.out").read_text())
     assert s.reads is not None and s.writes is not None
     assert s.reads / (s.reads + s.writes) == 0.8
     assert mix_options("50/50")["point_selects"] == "5"
-    assert (mix_options("75/25")["point_selects"], mix_options("75/25")["index_updates"],
-            mix_options("75/25")["non_index_updates"]) == ("9", "2", "1")
+    assert (
+        mix_options("75/25")["point_selects"],
+        mix_options("75/25")["index_updates"],
+        mix_options("75/25")["non_index_updates"],
+    ) == ("9", "2", "1")
     assert mix_options(None) == {}
 
 
 def test_argv() -> None:
-    cfg = SysbenchWorkload(tool="sysbench", script="oltp_point_select", tables=2,
-                           mix=None, options={"skip_trx": True})
+    cfg = SysbenchWorkload(
+        tool="sysbench", script="oltp_point_select", tables=2, mix=None, options={"skip_trx": True}
+    )
     argv = run_argv("sysbench", CONN, cfg, 1000, 4, 10.0, 250.0)
-    assert argv[:8] == ["sysbench", "--db-driver=pgsql", "--pgsql-host=/run/sock",
-                        "--pgsql-port=5432", "--pgsql-user=postgres", "--pgsql-db=bench",
-                        "--tables=2", "--table-size=1000"]
+    assert argv[:8] == [
+        "sysbench",
+        "--db-driver=pgsql",
+        "--pgsql-host=/run/sock",
+        "--pgsql-port=5432",
+        "--pgsql-user=postgres",
+        "--pgsql-db=bench",
+        "--tables=2",
+        "--table-size=1000",
+    ]
     assert "--skip_trx=on" in argv and "--threads=4" in argv and "--time=10" in argv
     assert "--rate=250" in argv and "--report-interval=1" in argv and "--histogram=on" in argv
     assert argv[-2:] == ["/usr/share/sysbench/oltp_point_select.lua", "run"]
@@ -57,8 +72,13 @@ def test_reports_and_summary_of_a_run() -> None:
     assert reports[1].latency_ms == 995.51 and reports[0].errors_per_s == 4.99
     s = parse_run(text)
     assert (s.transactions, s.tps, s.queries, s.ignored_errors) == (1342, 313.47, 27052, 12)
-    assert s.latency_ms == {"min": 0.85, "avg": 12.71, "max": 1019.03, "p99": 12.98,
-                            "sum": 17060.67}
+    assert s.latency_ms == {
+        "min": 0.85,
+        "avg": 12.71,
+        "max": 1019.03,
+        "p99": 12.98,
+        "sum": 17060.67,
+    }
     assert sum(n for _, n in s.histogram) == 1342
     pct = histogram_percentiles(s.histogram)
     assert 1.0 < pct["p50"] < pct["p90"] < pct["p99"] < pct["p999"]
@@ -84,8 +104,9 @@ def test_the_run_error_is_the_cause_not_sysbenchs_wrapper_lines() -> None:
     failed', PostgreSQL's error), not 'Thread initialization failed!' that follows it."""
     s = parse_run((DATA / "run_noconn.out").read_text() + (DATA / "run_noconn.err").read_text())
     lines = error_lines(s.fatal)
-    assert lines[-1].startswith("FATAL: Connection to database failed: connection to server on "
-                                "socket")
+    assert lines[-1].startswith(
+        "FATAL: Connection to database failed: connection to server on socket"
+    )
     assert "FATAL: Thread initialization failed!" in lines
     # captured through pgbouncer 1.18 in transaction mode, 175 threads, prepared statements
     # on: hundreds of FATAL lines, the last one the wrapper
@@ -105,7 +126,8 @@ def test_without_prepared_statements_through_a_transaction_pooler() -> None:
     assert "--db-ps-mode=disable" not in run_argv("sysbench", CONN, cfg, 1000, 4, 10.0, None)
     argv = run_argv("sysbench", CONN, cfg, 1000, 4, 10.0, None, prepared=False)
     assert "--db-ps-mode=disable" in argv and argv[-1] == "run"
-    own = SysbenchWorkload(tool="sysbench", script="oltp_read_write", tables=2,
-                           options={"db-ps-mode": "auto"})  # the spec's own choice wins
+    own = SysbenchWorkload(
+        tool="sysbench", script="oltp_read_write", tables=2, options={"db-ps-mode": "auto"}
+    )  # the spec's own choice wins
     argv = run_argv("sysbench", CONN, own, 1000, 4, 10.0, None, prepared=False)
     assert [a for a in argv if "ps-mode" in a] == ["--db-ps-mode=auto"]

@@ -28,8 +28,11 @@ def test_thp_choice_and_sysctl_values() -> None:
 
 
 def test_conf_rendering_quotes_and_puts_spec_settings_last() -> None:
-    text = render_conf(Path("/s o'k"), 5432, {"full_page_writes": False,
-                                                "shared_buffers": "1GB", "log_checkpoints": False})
+    text = render_conf(
+        Path("/s o'k"),
+        5432,
+        {"full_page_writes": False, "shared_buffers": "1GB", "log_checkpoints": False},
+    )
     assert "unix_socket_directories = '/s o''k'" in text
     assert "listen_addresses = ''" in text
     lines = text.splitlines()
@@ -46,8 +49,12 @@ class FakeBinaries:
 
 
 def test_initdb_argv() -> None:
-    argv = initdb_argv(FakeBinaries(), Path("/m/pgdata"), Path("/w/pg_wal"),  # type: ignore[arg-type]
-                       InitdbOptions(wal_segsize=64, data_checksums=True))
+    argv = initdb_argv(
+        FakeBinaries(),
+        Path("/m/pgdata"),
+        Path("/w/pg_wal"),  # type: ignore[arg-type]
+        InitdbOptions(wal_segsize=64, data_checksums=True),
+    )
     assert argv[0] == "/pg/bin/initdb"
     assert argv[argv.index("--waldir") + 1] == "/w/pg_wal"
     assert argv[argv.index("--wal-segsize") + 1] == "64"
@@ -64,9 +71,11 @@ def test_a_bad_setting_is_named_not_the_file(tmp_path: Path) -> None:
 
     log = tmp_path / "postgresql.log"
     log.write_text(
-        '2026-11-22 19:01:44.895 UTC [5176] LOG:  20 s is outside the valid range for '
+        "2026-11-22 19:01:44.895 UTC [5176] LOG:  20 s is outside the valid range for "
         'parameter "checkpoint_timeout" (30 .. 86400)\n'
         '2026-11-22 19:01:44.895 UTC [5176] FATAL:  configuration file "/w/pgfsbench.conf" '
-        "contains errors\n")
-    assert startup_failure(log) == ('LOG:  20 s is outside the valid range for parameter '
-                                    '"checkpoint_timeout" (30 .. 86400)')
+        "contains errors\n"
+    )
+    assert startup_failure(log) == (
+        'LOG:  20 s is outside the valid range for parameter "checkpoint_timeout" (30 .. 86400)'
+    )

@@ -28,37 +28,59 @@ DESCRIBE = (
 def test_describe_config_is_parsed_by_name() -> None:
     known = parse_describe_config(DESCRIBE)
     assert {k: v.type for k, v in known.items()} == {
-        "full_page_writes": "BOOLEAN", "io_method": "ENUM", "shared_buffers": "INTEGER"}
+        "full_page_writes": "BOOLEAN",
+        "io_method": "ENUM",
+        "shared_buffers": "INTEGER",
+    }
     assert (known["shared_buffers"].min, known["shared_buffers"].max) == (16, 1073741823)
 
 
 def test_setting_values_are_checked_against_their_type_and_range() -> None:
     """What a fuzzer got past `plan`: shared_buffers = "a b" or true, work_mem = "-o",
     max_connections = "-o"; and what must still pass."""
-    known = parse_describe_config(DESCRIBE + (
-        "work_mem\tuser\tResource Usage / Memory\tINTEGER\t0\t64\t2147483647\t\n"
-        "max_connections\tpostmaster\tConnections\tINTEGER\t0\t1\t262143\t\n"
-        "checkpoint_completion_target\tsighup\tWAL\tREAL\t0\t0\t1\t\n"))
+    known = parse_describe_config(
+        DESCRIBE
+        + (
+            "work_mem\tuser\tResource Usage / Memory\tINTEGER\t0\t64\t2147483647\t\n"
+            "max_connections\tpostmaster\tConnections\tINTEGER\t0\t1\t262143\t\n"
+            "checkpoint_completion_target\tsighup\tWAL\tREAL\t0\t0\t1\t\n"
+        )
+    )
+
     def problem(name: str, value: object) -> str | None:
         return value_problem(name, value, known[name])
-    for name, value in (("shared_buffers", "a b"), ("shared_buffers", True),
-                        ("work_mem", "-o"), ("max_connections", "-o"),
-                        ("max_connections", 0), ("max_connections", 1.5),
-                        ("checkpoint_completion_target", 2), ("full_page_writes", "maybe"),
-                        ("io_method", "io uring"), ("shared_buffers", "128 parsecs")):
+
+    for name, value in (
+        ("shared_buffers", "a b"),
+        ("shared_buffers", True),
+        ("work_mem", "-o"),
+        ("max_connections", "-o"),
+        ("max_connections", 0),
+        ("max_connections", 1.5),
+        ("checkpoint_completion_target", 2),
+        ("full_page_writes", "maybe"),
+        ("io_method", "io uring"),
+        ("shared_buffers", "128 parsecs"),
+    ):
         assert problem(name, value) is not None, (name, value)
-    for name, value in (("shared_buffers", "128MB"), ("shared_buffers", 16384),
-                        ("work_mem", "4MB"), ("max_connections", 300),
-                        ("checkpoint_completion_target", 0.9), ("full_page_writes", False),
-                        ("full_page_writes", "off"), ("io_method", "worker"),
-                        ("shared_buffers", " 1 GB ")):
+    for name, value in (
+        ("shared_buffers", "128MB"),
+        ("shared_buffers", 16384),
+        ("work_mem", "4MB"),
+        ("max_connections", 300),
+        ("checkpoint_completion_target", 0.9),
+        ("full_page_writes", False),
+        ("full_page_writes", "off"),
+        ("io_method", "worker"),
+        ("shared_buffers", " 1 GB "),
+    ):
         assert problem(name, value) is None, (name, value)
 
 
 def _fake_bindir(tmp: Path, configure: str) -> Binaries:
     tmp.mkdir(parents=True, exist_ok=True)
     pg_config = tmp / "pg_config"
-    pg_config.write_text(f"#!/bin/sh\necho \"{configure}\"\n")
+    pg_config.write_text(f'#!/bin/sh\necho "{configure}"\n')
     pg_config.chmod(0o755)
     (tmp / "postgres").write_bytes(b"\x7fELF...")
     return Binaries(tmp, "18.6", "postgres (PostgreSQL) 18.6")
@@ -86,8 +108,23 @@ def test_a_postgres_configuration_names_its_own_bindir() -> None:
 def test_dump_argv_custom_to_dev_null_and_directory_in_parallel() -> None:
     conn = Endpoint("/run/pg", 5433, "bench", "pgbench")
     custom = dump_argv("/pg/bin/pg_dump", conn, "custom", 1, 0, None)
-    assert custom == ["/pg/bin/pg_dump", "-h", "/run/pg", "-p", "5433", "-U", "bench", "-d",
-                      "pgbench", "-Z", "0", "--no-sync", "-Fc", "-f", "/dev/null"]
+    assert custom == [
+        "/pg/bin/pg_dump",
+        "-h",
+        "/run/pg",
+        "-p",
+        "5433",
+        "-U",
+        "bench",
+        "-d",
+        "pgbench",
+        "-Z",
+        "0",
+        "--no-sync",
+        "-Fc",
+        "-f",
+        "/dev/null",
+    ]
     directory = dump_argv("/pg/bin/pg_dump", conn, "directory", 4, 1, Path("/scratch/dump"))
     assert directory[-8:] == ["-Z", "1", "--no-sync", "-Fd", "-j", "4", "-f", "/scratch/dump"]
 
@@ -103,5 +140,6 @@ def test_read_workload_models() -> None:
 
 
 def test_seqscan_script_is_one_scan_per_transaction() -> None:
-    assert seqscan_script(2) == ("SET max_parallel_workers_per_gather = 2;\n"
-                                 "SELECT count(*) FROM pgbench_accounts;\n")
+    assert seqscan_script(2) == (
+        "SET max_parallel_workers_per_gather = 2;\nSELECT count(*) FROM pgbench_accounts;\n"
+    )

@@ -31,19 +31,28 @@ def test_property_table_of_zfs_fuse() -> None:
     assert "logicalused" not in impl.properties and "redundant_metadata" not in impl.properties
 
 
-@pytest.mark.parametrize(("prop", "value", "ok"), [
-    ("compression", "lz4", False), ("compression", "gzip-6", True),
-    ("compression", "gzip-10", False), ("recordsize", "16K", True),
-    ("recordsize", "1M", False), ("recordsize", "24k", False), ("atime", "off", True),
-    ("logbias", "throughput", True), ("primarycache", "metadata", True),
-])
+@pytest.mark.parametrize(
+    ("prop", "value", "ok"),
+    [
+        ("compression", "lz4", False),
+        ("compression", "gzip-6", True),
+        ("compression", "gzip-10", False),
+        ("recordsize", "16K", True),
+        ("recordsize", "1M", False),
+        ("recordsize", "24k", False),
+        ("atime", "off", True),
+        ("logbias", "throughput", True),
+        ("primarycache", "metadata", True),
+    ],
+)
 def test_values_accepted_by_zfs_fuse(prop: str, value: str, ok: bool) -> None:
     assert fuse_impl().properties[prop].accepts(value) is ok
 
 
 def test_openzfs_style_tokens() -> None:
-    s = PropertySupport("compression", True,
-                        "on | off | lz4 | zstd | zstd-[1-19] | zstd-fast-[20-100,by 10]")
+    s = PropertySupport(
+        "compression", True, "on | off | lz4 | zstd | zstd-[1-19] | zstd-fast-[20-100,by 10]"
+    )
     assert s.accepts("zstd-19") and s.accepts("zstd-fast-30")
     assert not s.accepts("zstd-20") and not s.accepts("zstd-fast-35")
 
@@ -64,7 +73,9 @@ def test_per_implementation_values() -> None:
     impl = fuse_impl()
     ZfsDriver().validate(spec, impl)
     assert resolved_properties(spec.data.properties, impl, "data") == {
-        "compression": "gzip-1", "recordsize": "16K"}
+        "compression": "gzip-1",
+        "recordsize": "16K",
+    }
 
 
 def test_unknown_property_and_module_parameter_on_fuse() -> None:
@@ -77,17 +88,38 @@ def test_unknown_property_and_module_parameter_on_fuse() -> None:
 
 def test_fuse_daemon_options_from_module_parameters() -> None:
     assert fuse_daemon_options({"zfs_arc_max": "512M", "zfs_prefetch_disable": 1}) == [
-        "--max-arc-size", "512", "--zfs-prefetch-disable"]
+        "--max-arc-size",
+        "512",
+        "--zfs-prefetch-disable",
+    ]
     assert fuse_daemon_options({"zfs_prefetch_disable": 0}) == []
 
 
 def test_zpool_create_argv_layouts() -> None:
-    argv = zpool_create_argv("pgfsb_x", "mirror", ["/dev/loop1", "/dev/loop2"], ["/dev/loop3",
-                             "/dev/loop4"], "mirror", ["/dev/loop5"], 12, {})
+    argv = zpool_create_argv(
+        "pgfsb_x",
+        "mirror",
+        ["/dev/loop1", "/dev/loop2"],
+        ["/dev/loop3", "/dev/loop4"],
+        "mirror",
+        ["/dev/loop5"],
+        12,
+        {},
+    )
     assert argv[:6] == ["zpool", "create", "-o", "cachefile=none", "-m", "none"]
-    tail = argv[argv.index("pgfsb_x"):]
-    assert tail == ["pgfsb_x", "mirror", "/dev/loop1", "/dev/loop2", "log", "mirror",
-                    "/dev/loop3", "/dev/loop4", "cache", "/dev/loop5"]
+    tail = argv[argv.index("pgfsb_x") :]
+    assert tail == [
+        "pgfsb_x",
+        "mirror",
+        "/dev/loop1",
+        "/dev/loop2",
+        "log",
+        "mirror",
+        "/dev/loop3",
+        "/dev/loop4",
+        "cache",
+        "/dev/loop5",
+    ]
     assert "ashift=12" in argv
     raidz = zpool_create_argv("p", "raidz1", ["a", "b", "c"], [], "stripe", [], None, {})
     assert raidz[-4:] == ["raidz", "a", "b", "c"]

@@ -19,10 +19,26 @@ GiB = 1 << 30
 BYTES_PER_SCALE = 16 << 20  # pgbench: ~15 MiB of data per scale unit, indexes included
 # mount options a benchmark should carry over from the live filesystem (the rest are
 # the kernel's defaults or describe this particular mount)
-CARRIED_OPTIONS = ("barrier=0", "nobarrier", "barrier=off", "data=writeback", "data=journal",
-                   "noatime", "strictatime", "lazytime", "nodatacow", "nodatasum")
-UNSAFE_OPTIONS = ("barrier=0", "nobarrier", "barrier=off", "data=writeback", "strictatime",
-                  "nodatasum")
+CARRIED_OPTIONS = (
+    "barrier=0",
+    "nobarrier",
+    "barrier=off",
+    "data=writeback",
+    "data=journal",
+    "noatime",
+    "strictatime",
+    "lazytime",
+    "nodatacow",
+    "nodatasum",
+)
+UNSAFE_OPTIONS = (
+    "barrier=0",
+    "nobarrier",
+    "barrier=off",
+    "data=writeback",
+    "strictatime",
+    "nodatasum",
+)
 CARRIED_ZFS = ("recordsize", "compression", "primarycache", "logbias", "atime", "sync")
 COMPRESSION = {"kernel": "lz4", "fuse": "lzjb"}  # what each ZFS has that is cheap
 
@@ -74,28 +90,37 @@ def _size_text(n: int) -> str:
     return f"{n // GiB}G" if n % GiB == 0 else f"{n // (1 << 20)}M"
 
 
-def _storage_from_path(fs: str, path: dict[str, Any] | None, size: str,
-                       zfs_kind: str) -> dict[str, Any]:
+def _storage_from_path(
+    fs: str, path: dict[str, Any] | None, size: str, zfs_kind: str
+) -> dict[str, Any]:
     if fs == "tmpfs":
         return {"fs": "tmpfs", "size": size}
     if fs == "zfs":
         props = {k: v for k, v in ((path or {}).get("zfs") or {}).items() if k in CARRIED_ZFS}
         if "recordsize" in props and str(props["recordsize"]).isdigit():
             props["recordsize"] = f"{int(props['recordsize']) // 1024}K"
-        return {"fs": "zfs", "implementation": zfs_kind if zfs_kind in ("kernel", "fuse")
-                else "any", "pool": {"devices": [f"loop:{size}"]},
-                "data": {"properties": props}}
-    opts = [o for o in ((path or {}).get("mount") or {}).get("options", [])
-            if o in CARRIED_OPTIONS]
+        return {
+            "fs": "zfs",
+            "implementation": zfs_kind if zfs_kind in ("kernel", "fuse") else "any",
+            "pool": {"devices": [f"loop:{size}"]},
+            "data": {"properties": props},
+        }
+    opts = [o for o in ((path or {}).get("mount") or {}).get("options", []) if o in CARRIED_OPTIONS]
     storage: dict[str, Any] = {"fs": fs, "device": f"loop:{size}"}
     if opts:
         storage["mount_options"] = opts
     return storage
 
 
-def advise(doctor: dict[str, Any] | None, fs: str | None, free_bytes: int | None,
-           scale: int | None = None, workload: str = "tpcb-like",
-           duration: str = "60s", repetitions: int = 3) -> Advice:
+def advise(
+    doctor: dict[str, Any] | None,
+    fs: str | None,
+    free_bytes: int | None,
+    scale: int | None = None,
+    workload: str = "tpcb-like",
+    duration: str = "60s",
+    repetitions: int = 3,
+) -> Advice:
     """A spec comparing what the doctor found (or the named filesystem's defaults) with the
     recommended alternatives."""
     doctor = doctor or {}
@@ -113,8 +138,12 @@ def advise(doctor: dict[str, Any] | None, fs: str | None, free_bytes: int | None
     storage: dict[str, dict[str, Any]] = {}
     # tmpfs takes RAM, not disk: at most a quarter of the machine's memory
     ram_quarter = int(ram) // 4 // GiB * GiB if ram else 4 * GiB
-    current = _storage_from_path(fs, path, _size_text(max(GiB, min(size_bytes, ram_quarter)))
-                                 if fs == "tmpfs" else size, zfs_kind)
+    current = _storage_from_path(
+        fs,
+        path,
+        _size_text(max(GiB, min(size_bytes, ram_quarter))) if fs == "tmpfs" else size,
+        zfs_kind,
+    )
     storage["as-found"] = current
 
     storage.update(_storage_alternatives(fs, current, zfs_kind, size, reasons))
@@ -123,31 +152,41 @@ def advise(doctor: dict[str, Any] | None, fs: str | None, free_bytes: int | None
     chosen_scale = scale or fitting_scale(size_bytes, int(ram) if ram else None)
     spec: dict[str, Any] = {
         "name": f"advise-{fs}",
-        "description": (f"pgfsbench advise: {fs} as found against the recommended "
-                        f"alternatives, on {size} loop devices (scale {chosen_scale}, "
-                        f"about {human_bytes(chosen_scale * BYTES_PER_SCALE)} of data)"),
-        "defaults": {"scale": chosen_scale, "clients": 8, "threads": 2, "duration": duration,
-                     "warmup": "10s", "repetitions": repetitions},
-        "storage": storage, "postgres": postgres,
+        "description": (
+            f"pgfsbench advise: {fs} as found against the recommended "
+            f"alternatives, on {size} loop devices (scale {chosen_scale}, "
+            f"about {human_bytes(chosen_scale * BYTES_PER_SCALE)} of data)"
+        ),
+        "defaults": {
+            "scale": chosen_scale,
+            "clients": 8,
+            "threads": 2,
+            "duration": duration,
+            "warmup": "10s",
+            "repetitions": repetitions,
+        },
+        "storage": storage,
+        "postgres": postgres,
         "workload": {workload: {"builtin": workload}},
     }
     if kernel:
         spec["kernel"] = kernel
     if not reasons:
-        reasons.append("nothing to change was found: the configuration as found, to keep "
-                       "as a baseline")
+        reasons.append(
+            "nothing to change was found: the configuration as found, to keep as a baseline"
+        )
     return Advice(spec, reasons)
 
 
-def _storage_alternatives(fs: str, current: dict[str, Any], zfs_kind: str, size: str,
-                          reasons: list[str]) -> dict[str, dict[str, Any]]:
+def _storage_alternatives(
+    fs: str, current: dict[str, Any], zfs_kind: str, size: str, reasons: list[str]
+) -> dict[str, dict[str, Any]]:
     """The storage configurations to run against the one found."""
     storage: dict[str, dict[str, Any]] = {}
     if fs == "tmpfs":
         for alt in ("ext4", "xfs"):
             storage[alt] = {"fs": alt, "device": f"loop:{size}"}
-        reasons.append("tmpfs is not durable: ext4 and xfs on a disk, against tmpfs as the "
-                       "ceiling")
+        reasons.append("tmpfs is not durable: ext4 and xfs on a disk, against tmpfs as the ceiling")
     elif fs == "zfs":
         comp: Any = COMPRESSION.get(zfs_kind, COMPRESSION)
         base = dict(current["data"]["properties"])
@@ -158,29 +197,47 @@ def _storage_alternatives(fs: str, current: dict[str, Any], zfs_kind: str, size:
             if props.get("sync") == "disabled":
                 props["sync"] = "standard"
             storage[f"rs{rs.lower()}-compressed"] = {**current, "data": {"properties": props}}
-        reasons.append("ZFS: recordsize 8K/16K/32K with compression (primarycache=all, "
-                       "sync=standard) against the dataset as found")
+        reasons.append(
+            "ZFS: recordsize 8K/16K/32K with compression (primarycache=all, "
+            "sync=standard) against the dataset as found"
+        )
     else:
         opts = list(current.get("mount_options", []))
         safe = [o for o in opts if o not in UNSAFE_OPTIONS]
         if safe != opts:
-            storage["safe-options"] = {**current, "mount_options": safe} if safe else {
-                k: v for k, v in current.items() if k != "mount_options"}
-            reasons.append(f"mount options without {', '.join(o for o in opts if o not in safe)}"
-                           " (the cost of safety, measured)")
+            storage["safe-options"] = (
+                {**current, "mount_options": safe}
+                if safe
+                else {k: v for k, v in current.items() if k != "mount_options"}
+            )
+            reasons.append(
+                f"mount options without {', '.join(o for o in opts if o not in safe)}"
+                " (the cost of safety, measured)"
+            )
         if "noatime" not in opts and storage_kind(fs).mkfs:
             storage["noatime"] = {**current, "mount_options": [*safe, "noatime"]}
             reasons.append("noatime against the default relatime")
     return storage
 
 
-def _postgres_alternatives(facts: dict[str, Any], fired: Fired, fs: str, ram: Any,
-                           reasons: list[str]) -> dict[str, dict[str, Any]]:
+def _postgres_alternatives(
+    facts: dict[str, Any], fired: Fired, fs: str, ram: Any, reasons: list[str]
+) -> dict[str, dict[str, Any]]:
     """PostgreSQL's settings as found, and the alternatives the findings call for."""
-    settings = ((facts.get("postgresql") or {}).get("settings") or {})
-    kept = {k: settings[k] for k in ("full_page_writes", "wal_init_zero", "wal_recycle",
-                                     "fsync", "synchronous_commit", "max_wal_size",
-                                     "checkpoint_timeout") if k in settings}
+    settings = (facts.get("postgresql") or {}).get("settings") or {}
+    kept = {
+        k: settings[k]
+        for k in (
+            "full_page_writes",
+            "wal_init_zero",
+            "wal_recycle",
+            "fsync",
+            "synchronous_commit",
+            "max_wal_size",
+            "checkpoint_timeout",
+        )
+        if k in settings
+    }
     sb = settings.get("shared_buffers")
     kept["shared_buffers"] = sb if sb and _fits(sb, ram) else "128MB"
     postgres: dict[str, dict[str, Any]] = {"as-found": {"settings": dict(kept)}}
@@ -191,8 +248,9 @@ def _postgres_alternatives(facts: dict[str, Any], fired: Fired, fs: str, ram: An
         postgres["fpw-off"] = {"settings": {**kept, "full_page_writes": "off"}}
         reasons.append("full_page_writes = off, safe on ZFS with recordsize >= 8K")
     if "cow-wal-init-zero" in fired or (storage_kind(fs).copy_on_write and not settings):
-        postgres["no-wal-zero"] = {"settings": {**kept, "wal_init_zero": "off",
-                                                "wal_recycle": "off"}}
+        postgres["no-wal-zero"] = {
+            "settings": {**kept, "wal_init_zero": "off", "wal_recycle": "off"}
+        }
         reasons.append("wal_init_zero and wal_recycle off on a copy-on-write filesystem")
     if "fsync-off" in fired:
         postgres["fsync-on"] = {"settings": {**kept, "fsync": "on"}}
@@ -203,8 +261,9 @@ def _postgres_alternatives(facts: dict[str, Any], fired: Fired, fs: str, ram: An
     return postgres
 
 
-def _kernel_alternatives(facts: dict[str, Any], fired: Fired, reasons: list[str]
-                         ) -> dict[str, dict[str, Any]]:
+def _kernel_alternatives(
+    facts: dict[str, Any], fired: Fired, reasons: list[str]
+) -> dict[str, dict[str, Any]]:
     """The kernel's dirty limits and huge pages as found against the recommended ones."""
     vm = facts.get("vm") or {}
     kernel: dict[str, dict[str, Any]] = {}
@@ -219,8 +278,10 @@ def _kernel_alternatives(facts: dict[str, Any], fired: Fired, reasons: list[str]
                 if k.replace("ratio", "bytes") not in now and k in vm:
                     now[k] = int(vm[k])
             rec = {"vm.dirty_background_bytes": 64 << 20, "vm.dirty_bytes": 512 << 20}
-            reasons.append("vm.dirty_background_bytes 64MB / vm.dirty_bytes 512MB against "
-                           "the dirty limits as found")
+            reasons.append(
+                "vm.dirty_background_bytes 64MB / vm.dirty_bytes 512MB against "
+                "the dirty limits as found"
+            )
         kernel["as-found"] = {"sysctl": now}
         kernel["recommended"] = {"sysctl": rec}
         if "thp-always" in fired:
@@ -244,6 +305,9 @@ def to_toml(advice: Advice) -> str:
     import tomli_w
 
     head = "".join(f"# {r}\n" for r in advice.reasons)
-    return ("# Written by `pgfsbench advise`: every alternative below is there because\n"
-            + head + "# Check it with `pgfsbench plan FILE`, run it with `pgfsbench run FILE`.\n\n"
-            + tomli_w.dumps(advice.spec))
+    return (
+        "# Written by `pgfsbench advise`: every alternative below is there because\n"
+        + head
+        + "# Check it with `pgfsbench plan FILE`, run it with `pgfsbench run FILE`.\n\n"
+        + tomli_w.dumps(advice.spec)
+    )

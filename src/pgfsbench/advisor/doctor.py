@@ -30,9 +30,16 @@ class Finding:
     source: str
 
     def as_dict(self) -> dict[str, Any]:
-        return {"rule": self.rule, "layer": self.layer, "severity": self.severity.name,
-                "title": self.title, "seen": self.seen, "why": self.why,
-                "remedy": self.remedy, "source": self.source}
+        return {
+            "rule": self.rule,
+            "layer": self.layer,
+            "severity": self.severity.name,
+            "title": self.title,
+            "seen": self.seen,
+            "why": self.why,
+            "remedy": self.remedy,
+            "source": self.source,
+        }
 
 
 def select_rules(only: Sequence[str] = (), ignore: Sequence[str] = ()) -> list[Rule]:
@@ -51,12 +58,32 @@ def examine(facts: Facts, rules: Sequence[Rule]) -> tuple[list[Finding], list[st
         if seen is None:
             skipped.append(rule.id)
         elif not seen:  # passed: what was observed, never the failure's title
-            findings.append(Finding(rule.id, rule.layer, Severity.OK, rule.title,
-                                    getattr(seen, "observed", ""), rule.why, rule.remedy,
-                                    rule.source))
+            findings.append(
+                Finding(
+                    rule.id,
+                    rule.layer,
+                    Severity.OK,
+                    rule.title,
+                    getattr(seen, "observed", ""),
+                    rule.why,
+                    rule.remedy,
+                    rule.source,
+                )
+            )
         else:
-            findings += [Finding(rule.id, rule.layer, rule.severity, rule.title, s, rule.why,
-                                 rule.remedy, rule.source) for s in seen]
+            findings += [
+                Finding(
+                    rule.id,
+                    rule.layer,
+                    rule.severity,
+                    rule.title,
+                    s,
+                    rule.why,
+                    rule.remedy,
+                    rule.source,
+                )
+                for s in seen
+            ]
     return findings, skipped
 
 
@@ -65,8 +92,11 @@ def why_skipped(rule: Rule, facts: Facts) -> str:
     if rule.id == "swappiness" and not facts.memory.get("SwapTotal"):
         return "no swap on this host"
     if rule.layer == "postgresql" or (rule.layer == "evidence" and facts.pg is None):
-        return "no PostgreSQL read (give --pgdata or --dsn)" if facts.pg is None else \
-            "the setting or statistic is not known here"
+        return (
+            "no PostgreSQL read (give --pgdata or --dsn)"
+            if facts.pg is None
+            else "the setting or statistic is not known here"
+        )
     if rule.layer == "zfs":
         return "no ZFS here" if not facts.zfs else "no ZFS dataset under the paths looked at"
     if rule.layer in ("filesystem", "block") and not facts.paths:
@@ -83,25 +113,34 @@ def exit_status(findings: Sequence[Finding], inspected: bool) -> int:
     return int(worst)
 
 
-def report_json(facts: Facts, findings: Sequence[Finding], skipped: Sequence[str],
-                status: int) -> dict[str, Any]:
+def report_json(
+    facts: Facts, findings: Sequence[Finding], skipped: Sequence[str], status: int
+) -> dict[str, Any]:
     counts = {s.name: sum(1 for f in findings if f.severity == s) for s in Severity}
-    return {"status": status, "counts": counts,
-            "findings": [f.as_dict() for f in findings], "not_applicable": list(skipped),
-            "not_applicable_why": {r: why_skipped(BY_ID[r], facts) for r in skipped
-                                   if r in BY_ID},
-            "could_not_read": facts.unread, "facts": facts.as_dict()}
+    return {
+        "status": status,
+        "counts": counts,
+        "findings": [f.as_dict() for f in findings],
+        "not_applicable": list(skipped),
+        "not_applicable_why": {r: why_skipped(BY_ID[r], facts) for r in skipped if r in BY_ID},
+        "could_not_read": facts.unread,
+        "facts": facts.as_dict(),
+    }
 
 
 def summary_lines(facts: Facts) -> list[str]:
     """What was looked at, one line each."""
-    lines = [f"host {facts.host.get('hostname')}: {facts.host.get('distribution', '?')}, "
-             f"kernel {facts.host.get('kernel')}, {facts.host.get('cpus')} CPUs"]
+    lines = [
+        f"host {facts.host.get('hostname')}: {facts.host.get('distribution', '?')}, "
+        f"kernel {facts.host.get('kernel')}, {facts.host.get('cpus')} CPUs"
+    ]
     if facts.pg is not None:
-        how = "asked the running server" if facts.pg.source == "server" else \
-            "read the configuration files (server not queried)"
-        version = facts.pg.get("server_version") or (
-            str(facts.pg.major) if facts.pg.major else "?")
+        how = (
+            "asked the running server"
+            if facts.pg.source == "server"
+            else "read the configuration files (server not queried)"
+        )
+        version = facts.pg.get("server_version") or (str(facts.pg.major) if facts.pg.major else "?")
         lines.append(f"PostgreSQL {version}: {how}")
     for p in facts.paths:
         opts = ",".join(p.options[:8]) + (",..." if len(p.options) > 8 else "")

@@ -32,17 +32,39 @@ ZFS_MODULE = Path("/sys/module/zfs")
 ARCSTATS = Path("/proc/spl/kstat/zfs/arcstats")
 # settings the rules read, with PostgreSQL's defaults for when only files could be read
 PG_DEFAULTS: dict[str, str] = {
-    "fsync": "on", "full_page_writes": "on", "wal_init_zero": "on", "wal_recycle": "on",
-    "synchronous_commit": "on", "data_sync_retry": "off", "huge_pages": "try",
-    "shared_buffers": "128MB", "max_wal_size": "1GB", "checkpoint_timeout": "5min",
-    "wal_sync_method": "fdatasync", "io_method": "worker", "wal_segment_size": "16MB",
+    "fsync": "on",
+    "full_page_writes": "on",
+    "wal_init_zero": "on",
+    "wal_recycle": "on",
+    "synchronous_commit": "on",
+    "data_sync_retry": "off",
+    "huge_pages": "try",
+    "shared_buffers": "128MB",
+    "max_wal_size": "1GB",
+    "checkpoint_timeout": "5min",
+    "wal_sync_method": "fdatasync",
+    "io_method": "worker",
+    "wal_segment_size": "16MB",
     "checkpoint_completion_target": "0.9",
 }
 # the unit of a bare number in postgresql.conf for the size settings the rules read
 BARE_UNITS = {"shared_buffers": 8192, "max_wal_size": 1 << 20, "wal_segment_size": 1}
-ZFS_PROPERTIES = ("recordsize", "compression", "primarycache", "secondarycache", "atime",
-                  "relatime", "sync", "logbias", "redundant_metadata", "xattr", "checksum",
-                  "copies", "used", "available")
+ZFS_PROPERTIES = (
+    "recordsize",
+    "compression",
+    "primarycache",
+    "secondarycache",
+    "atime",
+    "relatime",
+    "sync",
+    "logbias",
+    "redundant_metadata",
+    "xattr",
+    "checksum",
+    "copies",
+    "used",
+    "available",
+)
 
 
 @dataclass
@@ -92,12 +114,25 @@ class PathFacts:
         return f"{self.role} {self.path} ({self.fstype} {src} on {where})"
 
     def as_dict(self) -> dict[str, Any]:
-        return {"role": self.role, "path": self.path, "fstype": self.fstype,
-                "mount": None if self.mount is None else {
-                    "target": self.mount.target, "source": self.mount.source,
-                    "fstype": self.mount.fstype, "options": self.options},
-                "devices": self.devices, "zfs_dataset": self.zfs_dataset, "zfs": self.zfs,
-                "zfs_pool": self.zfs_pool, "nocow": self.nocow, "free_bytes": self.free_bytes}
+        return {
+            "role": self.role,
+            "path": self.path,
+            "fstype": self.fstype,
+            "mount": None
+            if self.mount is None
+            else {
+                "target": self.mount.target,
+                "source": self.mount.source,
+                "fstype": self.mount.fstype,
+                "options": self.options,
+            },
+            "devices": self.devices,
+            "zfs_dataset": self.zfs_dataset,
+            "zfs": self.zfs,
+            "zfs_pool": self.zfs_pool,
+            "nocow": self.nocow,
+            "free_bytes": self.free_bytes,
+        }
 
 
 @dataclass
@@ -153,14 +188,26 @@ class Facts:
     root: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        return {"host": self.host, "memory_kb": self.memory, "vm": self.vm,
-                "sysctl": self.sysctl, "huge_pages": self.huge_pages,
-                "paths": [p.as_dict() for p in self.paths], "zfs": self.zfs,
-                "postgresql": None if self.pg is None else {
-                    "source": self.pg.source, "version_num": self.pg.version_num,
-                    "settings": self.pg.settings, "evidence": self.pg.evidence,
-                    "data_directory": self.pg.data_directory},
-                "unread": self.unread, "root": self.root}
+        return {
+            "host": self.host,
+            "memory_kb": self.memory,
+            "vm": self.vm,
+            "sysctl": self.sysctl,
+            "huge_pages": self.huge_pages,
+            "paths": [p.as_dict() for p in self.paths],
+            "zfs": self.zfs,
+            "postgresql": None
+            if self.pg is None
+            else {
+                "source": self.pg.source,
+                "version_num": self.pg.version_num,
+                "settings": self.pg.settings,
+                "evidence": self.pg.evidence,
+                "data_directory": self.pg.data_directory,
+            },
+            "unread": self.unread,
+            "root": self.root,
+        }
 
 
 # ---------------------------------------------------------------- readers
@@ -180,7 +227,8 @@ def mount_of(path: str, table: list[MountInfo]) -> MountInfo | None:
     for m in table:
         prefix = m.target.rstrip("/") + "/"
         if (real == m.target or real.startswith(prefix) or m.target == "/") and (
-                best is None or len(m.target) >= len(best.target)):
+            best is None or len(m.target) >= len(best.target)
+        ):
             best = m
     return best
 
@@ -252,9 +300,12 @@ def _is_zfs(mount: MountInfo) -> bool:
     """OpenZFS mounts say "zfs"; zfs-fuse's say "fuse" with the dataset as their source."""
     if mount.fstype == "zfs":
         return True
-    return (mount.fstype in ("fuse", "fuse.zfs-fuse", "fuse.zfs") and
-            not mount.source.startswith("/") and ":" not in mount.source and
-            mount.source not in ("fuse", "gvfsd-fuse", "portal", "sshfs", "lxcfs"))
+    return (
+        mount.fstype in ("fuse", "fuse.zfs-fuse", "fuse.zfs")
+        and not mount.source.startswith("/")
+        and ":" not in mount.source
+        and mount.source not in ("fuse", "gvfsd-fuse", "portal", "sshfs", "lxcfs")
+    )
 
 
 def describe_path(role: str, path: str, table: list[MountInfo], facts: Facts) -> PathFacts:
@@ -325,26 +376,36 @@ def query_server(dsn: str) -> PgFacts:
         pg.version_num = int(pg.settings.get("server_version_num", "0")) or None
         pg.data_directory = pg.settings.get("data_directory")
         pg.evidence["tablespaces"] = [
-            (str(n), str(loc)) for n, loc in conn.execute(
+            (str(n), str(loc))
+            for n, loc in conn.execute(
                 "SELECT spcname, pg_tablespace_location(oid) FROM pg_tablespace "
-                "WHERE pg_tablespace_location(oid) <> ''").fetchall()]
+                "WHERE pg_tablespace_location(oid) <> ''"
+            ).fetchall()
+        ]
         major = (pg.version_num or 0) // 10000
         if major >= 17:
-            row = conn.execute("SELECT num_timed, num_requested FROM pg_stat_checkpointer"
-                               ).fetchone()
+            row = conn.execute(
+                "SELECT num_timed, num_requested FROM pg_stat_checkpointer"
+            ).fetchone()
         else:
-            row = conn.execute("SELECT checkpoints_timed, checkpoints_req FROM "
-                               "pg_stat_bgwriter").fetchone()
+            row = conn.execute(
+                "SELECT checkpoints_timed, checkpoints_req FROM pg_stat_bgwriter"
+            ).fetchone()
         if row is not None:
             pg.evidence["checkpoints_timed"], pg.evidence["checkpoints_requested"] = (
-                int(row[0]), int(row[1]))
+                int(row[0]),
+                int(row[1]),
+            )
         if major >= 16:
             row = conn.execute(
                 "SELECT coalesce(sum(fsyncs), 0), coalesce(sum(writebacks), 0) FROM pg_stat_io "
-                "WHERE backend_type = 'client backend'").fetchone()
+                "WHERE backend_type = 'client backend'"
+            ).fetchone()
             if row is not None:
                 pg.evidence["backend_fsyncs"], pg.evidence["backend_writebacks"] = (
-                    int(row[0]), int(row[1]))
+                    int(row[0]),
+                    int(row[1]),
+                )
         if major >= 14:
             row = conn.execute("SELECT wal_buffers_full, wal_bytes FROM pg_stat_wal").fetchone()
             if row is not None:
@@ -393,8 +454,10 @@ def read_data_directory(pgdata: Path, config: Path | None, facts: Facts) -> PgFa
             facts.unread.append(f"{f}: {exc.strerror}")
     pg.defaults_apply = read > 0
     if read == 0:
-        facts.unread.append(f"no postgresql.conf could be read for {pgdata} (give --config); "
-                            "its settings were not checked")
+        facts.unread.append(
+            f"no postgresql.conf could be read for {pgdata} (give --config); "
+            "its settings were not checked"
+        )
     return pg
 
 
@@ -419,8 +482,12 @@ def _owner(path: Path) -> str | None:
         return None
 
 
-def gather(pgdata: Path | None = None, dsn: str | None = None, config: Path | None = None,
-           extra_paths: list[str] | None = None) -> Facts:
+def gather(
+    pgdata: Path | None = None,
+    dsn: str | None = None,
+    config: Path | None = None,
+    extra_paths: list[str] | None = None,
+) -> Facts:
     """Everything the rules read: the host, then PostgreSQL (server or files), then the
     storage under each of its directories."""
     facts = Facts(root=os.geteuid() == 0)
@@ -437,8 +504,10 @@ def gather(pgdata: Path | None = None, dsn: str | None = None, config: Path | No
 
     readable = pgdata is not None and os.access(pgdata, os.R_OK | os.X_OK)
     if pgdata is not None and not readable:
-        facts.unread.append(f"{pgdata}: permission denied (a data directory is readable by "
-                            "its owner only; run as that user or root)")
+        facts.unread.append(
+            f"{pgdata}: permission denied (a data directory is readable by "
+            "its owner only; run as that user or root)"
+        )
     if dsn is None and pgdata is not None and readable:
         found = postmaster_socket(pgdata)
         if found is not None:
@@ -455,8 +524,11 @@ def gather(pgdata: Path | None = None, dsn: str | None = None, config: Path | No
 
     table = mount_table()
     dirs: list[tuple[str, str]] = []
-    data_dir = facts.pg.data_directory if facts.pg and facts.pg.data_directory else (
-        str(pgdata) if pgdata else None)
+    data_dir = (
+        facts.pg.data_directory
+        if facts.pg and facts.pg.data_directory
+        else (str(pgdata) if pgdata else None)
+    )
     if data_dir:
         dirs.append(("data directory", data_dir))
         wal = Path(data_dir) / "pg_wal"
@@ -466,7 +538,7 @@ def gather(pgdata: Path | None = None, dsn: str | None = None, config: Path | No
                 dirs.append(("pg_wal", wal_real))
         except OSError as exc:
             facts.unread.append(f"{wal}: {exc.strerror}")
-        for name, loc in (facts.pg.evidence.get("tablespaces", []) if facts.pg else []):
+        for name, loc in facts.pg.evidence.get("tablespaces", []) if facts.pg else []:
             dirs.append((f"tablespace {name}", loc))
         if facts.pg and facts.pg.source == "files":
             with contextlib.suppress(OSError):
@@ -478,6 +550,5 @@ def gather(pgdata: Path | None = None, dsn: str | None = None, config: Path | No
         facts.paths.append(describe_path(role, path, table, facts))
     read_zfs_host(facts)
     if not facts.root:
-        facts.unread.append("not root: device write caches and ZFS pool details may be "
-                            "incomplete")
+        facts.unread.append("not root: device write caches and ZFS pool details may be incomplete")
     return facts

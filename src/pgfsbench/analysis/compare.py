@@ -33,8 +33,9 @@ class Verdict(StrEnum):
     NONE = "no verdict"
 
     def mark(self) -> str:
-        return {"better": "▲", "worse": "▼", "no significant difference": "≈",
-                "no verdict": "?"}[self.value]
+        return {"better": "▲", "worse": "▼", "no significant difference": "≈", "no verdict": "?"}[
+            self.value
+        ]
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,11 @@ class Comparison:
         """'faster, p=0.003' / 'slower, p=0.01' / the reason there is no verdict."""
         if self.verdict in (Verdict.BETTER, Verdict.WORSE):
             better = self.verdict is Verdict.BETTER
-            word = ("faster" if better else "slower") if self.higher_is_better else \
-                ("lower" if better else "higher")
+            word = (
+                ("faster" if better else "slower")
+                if self.higher_is_better
+                else ("lower" if better else "higher")
+            )
             return f"{word}, p={self.p_value:.3g}"
         return self.reason
 
@@ -75,9 +79,11 @@ class Comparison:
             ci = f" [{(self.ci_low - 1) * 100:+.1f}%, {(self.ci_high - 1) * 100:+.1f}%]"
         base = f"{(self.ratio - 1) * 100:+.1f}%{ci}"
         if self.verdict in (Verdict.BETTER, Verdict.WORSE):
-            word = ("faster" if self.verdict is Verdict.BETTER else "slower") \
-                if self.higher_is_better else \
-                ("lower" if self.verdict is Verdict.BETTER else "higher")
+            word = (
+                ("faster" if self.verdict is Verdict.BETTER else "slower")
+                if self.higher_is_better
+                else ("lower" if self.verdict is Verdict.BETTER else "higher")
+            )
             return f"{base} {word}, p={self.p_value:.3g} (n={self.n_base} vs {self.n_other})"
         return f"{base}: {self.reason}"
 
@@ -99,27 +105,53 @@ def welch_log(a: Sequence[float], b: Sequence[float]) -> tuple[float, float, flo
     if se2 <= 0:  # identical values on each side
         return math.exp(d), math.exp(d), math.exp(d), (0.0 if d != 0 else 1.0)
     se = math.sqrt(se2)
-    df = se2**2 / ((va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1)) \
-        if va > 0 and vb > 0 else (na + nb - 2)
+    df = (
+        se2**2 / ((va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1))
+        if va > 0 and vb > 0
+        else (na + nb - 2)
+    )
     p = t_two_sided_p(d / se, df)
     half = t_quantile(0.975, df) * se
     return math.exp(d), math.exp(d - half), math.exp(d + half), p
 
 
-def compare(base: Sequence[float | None], other: Sequence[float | None], *,
-            higher_is_better: bool = True) -> Comparison:
+def compare(
+    base: Sequence[float | None], other: Sequence[float | None], *, higher_is_better: bool = True
+) -> Comparison:
     a = [float(v) for v in base if v is not None and math.isfinite(float(v)) and v > 0]
     b = [float(v) for v in other if v is not None and math.isfinite(float(v)) and v > 0]
     na, nb = len(a), len(b)
     threshold = max(MIN_EFFECT, _cv(a), _cv(b))
     if na == 0 or nb == 0:
-        return Comparison(na, nb, None, None, None, None, None, threshold, Verdict.NONE,
-                          f"nothing to compare (n={na} vs {nb})", higher_is_better)
+        return Comparison(
+            na,
+            nb,
+            None,
+            None,
+            None,
+            None,
+            None,
+            threshold,
+            Verdict.NONE,
+            f"nothing to compare (n={na} vs {nb})",
+            higher_is_better,
+        )
     if na < 2 or nb < 2:
         ratio = statistics.fmean(b) / statistics.fmean(a)
-        return Comparison(na, nb, ratio, None, None, None, None, threshold, Verdict.NONE,
-                          f"no verdict: n={na} vs {nb}; a verdict needs at least "
-                          f"{MIN_N_VERDICT} repetitions per side", higher_is_better)
+        return Comparison(
+            na,
+            nb,
+            ratio,
+            None,
+            None,
+            None,
+            None,
+            threshold,
+            Verdict.NONE,
+            f"no verdict: n={na} vs {nb}; a verdict needs at least "
+            f"{MIN_N_VERDICT} repetitions per side",
+            higher_is_better,
+        )
     ratio, lo, hi, p = welch_log(a, b)
     mw = None
     if na >= MIN_N_MANN_WHITNEY and nb >= MIN_N_MANN_WHITNEY:
@@ -127,20 +159,55 @@ def compare(base: Sequence[float | None], other: Sequence[float | None], *,
 
         mw = float(sps.mannwhitneyu(a, b, alternative="two-sided").pvalue)
     if na < MIN_N_VERDICT or nb < MIN_N_VERDICT:
-        return Comparison(na, nb, ratio, lo, hi, p, mw, threshold, Verdict.NONE,
-                          f"no verdict: n={na} vs {nb}; a verdict needs at least "
-                          f"{MIN_N_VERDICT} repetitions per side", higher_is_better)
+        return Comparison(
+            na,
+            nb,
+            ratio,
+            lo,
+            hi,
+            p,
+            mw,
+            threshold,
+            Verdict.NONE,
+            f"no verdict: n={na} vs {nb}; a verdict needs at least "
+            f"{MIN_N_VERDICT} repetitions per side",
+            higher_is_better,
+        )
     effect = abs(ratio - 1)
     if p < ALPHA and effect > threshold:
         up = ratio > 1
         verdict = Verdict.BETTER if up == higher_is_better else Verdict.WORSE
-        return Comparison(na, nb, ratio, lo, hi, p, mw, threshold, verdict,
-                          f"p={p:.3g} < {ALPHA}, difference {effect * 100:.1f}% > "
-                          f"{threshold * 100:.1f}%", higher_is_better)
-    why = (f"p={p:.2g}" if p >= ALPHA else
-           f"difference {effect * 100:.1f}% within the noise ({threshold * 100:.1f}%)")
-    return Comparison(na, nb, ratio, lo, hi, p, mw, threshold, Verdict.SAME,
-                      f"no significant difference (n={na} vs {nb}; {why})", higher_is_better)
+        return Comparison(
+            na,
+            nb,
+            ratio,
+            lo,
+            hi,
+            p,
+            mw,
+            threshold,
+            verdict,
+            f"p={p:.3g} < {ALPHA}, difference {effect * 100:.1f}% > {threshold * 100:.1f}%",
+            higher_is_better,
+        )
+    why = (
+        f"p={p:.2g}"
+        if p >= ALPHA
+        else f"difference {effect * 100:.1f}% within the noise ({threshold * 100:.1f}%)"
+    )
+    return Comparison(
+        na,
+        nb,
+        ratio,
+        lo,
+        hi,
+        p,
+        mw,
+        threshold,
+        Verdict.SAME,
+        f"no significant difference (n={na} vs {nb}; {why})",
+        higher_is_better,
+    )
 
 
 def combine_blocks(ratios: Sequence[float]) -> tuple[float, float, float] | None:

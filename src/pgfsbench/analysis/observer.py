@@ -43,8 +43,7 @@ class ObserverEffect:
     def total_cpu_pct(self) -> float | None:
         """The whole observer in % of one core: the samplers with their backend (or alone
         when the backend was not measured) plus what watching added to the benchmark."""
-        own = self.observer_cpu_pct if self.observer_cpu_pct is not None \
-            else self.sampler_cpu_pct
+        own = self.observer_cpu_pct if self.observer_cpu_pct is not None else self.sampler_cpu_pct
         if own is None or self.benchmark_cpu_extra_pct is None:
             return None
         return own + self.benchmark_cpu_extra_pct[0]
@@ -59,33 +58,40 @@ class ObserverEffect:
         else:
             interval = f"95% CI [{self.ci_low:.4f}, {self.ci_high:.4f}]"
             if self.ci_low > 1 or self.ci_high < 1:
-                interval += (", observing made it "
-                             f"{'faster' if self.ci_low > 1 else 'slower'}")
+                interval += f", observing made it {'faster' if self.ci_low > 1 else 'slower'}"
             else:
                 interval += ", no significant effect"
-        if self.robust is not None and self.robust[1] is not None \
-                and self.robust[2] is not None:
-            interval += (f"; robust to disturbed pairs (Hodges-Lehmann) {self.robust[0]:.4f} "
-                         f"[{self.robust[1]:.4f}, {self.robust[2]:.4f}]")
-        cpu = ("" if self.sampler_cpu_pct is None
-               else f"; samplers used {self.sampler_cpu_pct:.2f}% of a core")
+        if self.robust is not None and self.robust[1] is not None and self.robust[2] is not None:
+            interval += (
+                f"; robust to disturbed pairs (Hodges-Lehmann) {self.robust[0]:.4f} "
+                f"[{self.robust[1]:.4f}, {self.robust[2]:.4f}]"
+            )
+        cpu = (
+            ""
+            if self.sampler_cpu_pct is None
+            else f"; samplers used {self.sampler_cpu_pct:.2f}% of a core"
+        )
         if cpu and self.observer_cpu_pct is not None:
             cpu += f" ({self.observer_cpu_pct:.2f}% with their server backend)"
         per_tx = self.benchmark_cpu_us_per_tx
         if "watched" in per_tx and "not watched" in per_tx:
-            cpu += (f"; the benchmark's CPU per transaction {per_tx['watched']:.2f} us "
-                    f"watched, {per_tx['not watched']:.2f} us not")
+            cpu += (
+                f"; the benchmark's CPU per transaction {per_tx['watched']:.2f} us "
+                f"watched, {per_tx['not watched']:.2f} us not"
+            )
         extra = self.benchmark_cpu_extra_pct
         if extra is not None:
             low, high = extra[1], extra[2]
-            cpu += (f"; watching added {extra[0]:+.2f} points of a core to the benchmark"
-                    + ("" if low is None or high is None
-                       else f" (95% CI [{low:+.2f}, {high:+.2f}])"))
+            cpu += f"; watching added {extra[0]:+.2f} points of a core to the benchmark" + (
+                "" if low is None or high is None else f" (95% CI [{low:+.2f}, {high:+.2f}])"
+            )
             if self.total_cpu_pct is not None:
                 cpu += f", the whole observer about {self.total_cpu_pct:.2f}% of a core"
         where = f" on {self.host}" if self.host else ""
-        return (f"observer effect in {self.cell}{where}: throughput watched / not watched "
-                f"{self.ratio:.4f} over {self.pairs} pair(s), {interval}{cpu}")
+        return (
+            f"observer effect in {self.cell}{where}: throughput watched / not watched "
+            f"{self.ratio:.4f} over {self.pairs} pair(s), {interval}{cpu}"
+        )
 
 
 def geometric_ci(ratios: Sequence[float]) -> tuple[float, float | None, float | None]:
@@ -102,12 +108,15 @@ def robust_ratio(ratios: Sequence[float]) -> tuple[float, float | None, float | 
     """Paired ratios' Hodges-Lehmann centre with its 95% Wilcoxon signed-rank interval,
     on the log ratios (no interval below 6 ratios)."""
     centre, low, high = hodges_lehmann([math.log(x) for x in ratios])
-    return (math.exp(centre), None if low is None else math.exp(low),
-            None if high is None else math.exp(high))
+    return (
+        math.exp(centre),
+        None if low is None else math.exp(low),
+        None if high is None else math.exp(high),
+    )
 
 
 def _observer(run: Mapping[str, Any]) -> Mapping[str, Any]:
-    return ((run.get("metrics") or {}).get("observer") or {})
+    return (run.get("metrics") or {}).get("observer") or {}
 
 
 def _throughput(run: Mapping[str, Any]) -> float | None:
@@ -115,12 +124,12 @@ def _throughput(run: Mapping[str, Any]) -> float | None:
     return v if v is not None and v > 0 else None
 
 
-def _pairs(runs: Iterable[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any],
-                                                              Mapping[str, Any]]]:
+def _pairs(runs: Iterable[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
     """The runs of one cell paired (1, 2), (3, 4)... by repetition, as (watched, not
     watched), for each pair whose two runs are ok and were one of each."""
-    by_rep = {int(r["repetition"]): r for r in runs
-              if r.get("status") == "ok" and "on" in _observer(r)}
+    by_rep = {
+        int(r["repetition"]): r for r in runs if r.get("status") == "ok" and "on" in _observer(r)
+    }
     out = []
     for first in sorted(k for k in by_rep if k % 2 == 1):
         a, b = by_rep.get(first), by_rep.get(first + 1)
@@ -140,11 +149,15 @@ def pair_ratios(runs: Iterable[Mapping[str, Any]]) -> list[float]:
     return ratios
 
 
-def _paired_cpu_extra(runs: Iterable[Mapping[str, Any]]
-                      ) -> tuple[float, float | None, float | None] | None:
+def _paired_cpu_extra(
+    runs: Iterable[Mapping[str, Any]],
+) -> tuple[float, float | None, float | None] | None:
     """What watching added to the benchmark's CPU (% of one core), pair by pair."""
-    diffs = [a - b for on, off in _pairs(runs)
-             if (a := _cpu_pct(on)) is not None and (b := _cpu_pct(off)) is not None]
+    diffs = [
+        a - b
+        for on, off in _pairs(runs)
+        if (a := _cpu_pct(on)) is not None and (b := _cpu_pct(off)) is not None
+    ]
     if not diffs:
         return None
     if len(diffs) < 2:
@@ -170,18 +183,23 @@ def _cpu_us_per_tx(run: Mapping[str, Any]) -> float | None:
 
 
 def _watched_median(runs: Iterable[Mapping[str, Any]], key: str) -> float | None:
-    vals = [float(_observer(r)[key]) for r in runs
-            if _observer(r).get("on") and _observer(r).get(key) is not None]
+    vals = [
+        float(_observer(r)[key])
+        for r in runs
+        if _observer(r).get("on") and _observer(r).get(key) is not None
+    ]
     return statistics.median(vals) if vals else None
 
 
-def _by_side(runs: Sequence[Mapping[str, Any]],
-             figure: Callable[[Mapping[str, Any]], float | None]) -> dict[str, float]:
+def _by_side(
+    runs: Sequence[Mapping[str, Any]], figure: Callable[[Mapping[str, Any]], float | None]
+) -> dict[str, float]:
     """The median of a run's figure over the watched and over the not-watched runs."""
     out: dict[str, float] = {}
     for side, on in (("watched", True), ("not watched", False)):
-        vals = [v for r in runs if bool(_observer(r).get("on")) == on
-                if (v := figure(r)) is not None]
+        vals = [
+            v for r in runs if bool(_observer(r).get("on")) == on if (v := figure(r)) is not None
+        ]
         if vals:
             out[side] = round(statistics.median(vals), 2)
     return out
@@ -201,10 +219,26 @@ def observer_effects(runs: Iterable[Mapping[str, Any]]) -> list[ObserverEffect]:
             continue
         ratio, low, high = geometric_ci(ratios)
         ok = [r for r in rows if r.get("status") == "ok"]
-        cpu, total = (_watched_median(ok, key) for key in ("sampler_cpu_pct_of_a_core",
-                                                            "observer_cpu_pct_of_a_core"))
+        cpu, total = (
+            _watched_median(ok, key)
+            for key in ("sampler_cpu_pct_of_a_core", "observer_cpu_pct_of_a_core")
+        )
         bench, per_tx = _by_side(ok, _cpu_pct), _by_side(ok, _cpu_us_per_tx)
-        out.append(ObserverEffect(cell, host, campaign, tuple(ratios), ratio, low,
-                                  high, cpu, bench, total, per_tx, _paired_cpu_extra(rows),
-                                  robust_ratio(ratios)))
+        out.append(
+            ObserverEffect(
+                cell,
+                host,
+                campaign,
+                tuple(ratios),
+                ratio,
+                low,
+                high,
+                cpu,
+                bench,
+                total,
+                per_tx,
+                _paired_cpu_extra(rows),
+                robust_ratio(ratios),
+            )
+        )
     return out

@@ -25,12 +25,15 @@ class Pair:
     also_differ: tuple[str, ...] = ()
 
 
-def make_pair(base: CellSummary, other: CellSummary, base_source: str = "",
-              other_source: str = "") -> Pair:
-    p99 = (compare(base.p99_values, other.p99_values, higher_is_better=False)
-           if base.p99_values and other.p99_values else None)
-    return Pair(base, other, compare(base.values, other.values), p99, base_source,
-                other_source)
+def make_pair(
+    base: CellSummary, other: CellSummary, base_source: str = "", other_source: str = ""
+) -> Pair:
+    p99 = (
+        compare(base.p99_values, other.p99_values, higher_is_better=False)
+        if base.p99_values and other.p99_values
+        else None
+    )
+    return Pair(base, other, compare(base.values, other.values), p99, base_source, other_source)
 
 
 def _named_dims(cell: CellSummary, pattern: str) -> set[str]:
@@ -45,27 +48,35 @@ def pairs_by_name(cells: Sequence[CellSummary], a: str, b: str) -> list[Pair]:
     out: list[Pair] = []
     loose: list[Pair] = []
     for x in left:
-        same_except = set(DIMS) - _named_dims(x, a) - {d for y in right for d in
-                                                       _named_dims(y, b)}
+        same_except = set(DIMS) - _named_dims(x, a) - {d for y in right for d in _named_dims(y, b)}
         for y in right:
-            if y is x or y.group != x.group or (
-                    "@" in x.cell and x.cell.split("@")[1] != y.cell.split("@")[-1]):
+            if (
+                y is x
+                or y.group != x.group
+                or ("@" in x.cell and x.cell.split("@")[1] != y.cell.split("@")[-1])
+            ):
                 continue
             if all(getattr(x, d) == getattr(y, d) for d in same_except):
                 out.append(make_pair(x, y))
             else:
-                loose.append(dataclasses.replace(make_pair(x, y), also_differ=tuple(
-                    d for d in sorted(same_except) if getattr(x, d) != getattr(y, d))))
+                loose.append(
+                    dataclasses.replace(
+                        make_pair(x, y),
+                        also_differ=tuple(
+                            d for d in sorted(same_except) if getattr(x, d) != getattr(y, d)
+                        ),
+                    )
+                )
     # what the user named, even when the two differ in more than that: compared, and said
     return out or loose
 
 
-def pairs_across(base: Sequence[CellSummary], other: Sequence[CellSummary], base_source: str,
-                 other_source: str) -> list[Pair]:
+def pairs_across(
+    base: Sequence[CellSummary], other: Sequence[CellSummary], base_source: str, other_source: str
+) -> list[Pair]:
     """The same cells (by id) from two sources: two campaigns, two files, two machines."""
     by_id = {c.cell: c for c in other}
-    return [make_pair(c, by_id[c.cell], base_source, other_source)
-            for c in base if c.cell in by_id]
+    return [make_pair(c, by_id[c.cell], base_source, other_source) for c in base if c.cell in by_id]
 
 
 @dataclass(frozen=True)
@@ -84,10 +95,15 @@ class AcrossHosts:
     verdict: str
 
     def as_dict(self) -> dict[str, object]:
-        return {"base": self.base, "other": self.other, "workload": self.workload,
-                "per_host": [{"host": h, "ratio": r, "verdict": v} for h, r, v in self.per_host],
-                "ratio": self.ratio, "ci95": [self.ci_low, self.ci_high],
-                "verdict": self.verdict}
+        return {
+            "base": self.base,
+            "other": self.other,
+            "workload": self.workload,
+            "per_host": [{"host": h, "ratio": r, "verdict": v} for h, r, v in self.per_host],
+            "ratio": self.ratio,
+            "ci95": [self.ci_low, self.ci_high],
+            "verdict": self.verdict,
+        }
 
 
 def across_hosts(pairs: Sequence[Pair]) -> list[AcrossHosts]:
@@ -96,18 +112,25 @@ def across_hosts(pairs: Sequence[Pair]) -> list[AcrossHosts]:
 
     groups: dict[tuple[str, str, str, str], list[Pair]] = {}
     for p in pairs:
-        key = (p.base.label, p.other.label, p.base.workload,
-               f"{p.base.clients}|{p.base.scale}|{p.base.rate}")
+        key = (
+            p.base.label,
+            p.other.label,
+            p.base.workload,
+            f"{p.base.clients}|{p.base.scale}|{p.base.rate}",
+        )
         groups.setdefault(key, []).append(p)
     out = []
     for (base, other, workload, _), ps in groups.items():
-        per = tuple((p.base.host or "?", p.throughput.ratio, p.throughput.verdict_words())
-                    for p in sorted(ps, key=lambda p: p.base.host or ""))
+        per = tuple(
+            (p.base.host or "?", p.throughput.ratio, p.throughput.verdict_words())
+            for p in sorted(ps, key=lambda p: p.base.host or "")
+        )
         ratios = [r for _, r, _ in per if r is not None]
         combined = combine_blocks(ratios)
         if combined is None:
-            out.append(AcrossHosts(base, other, workload, per, None, None, None,
-                                   "no verdict (no ratio)"))
+            out.append(
+                AcrossHosts(base, other, workload, per, None, None, None, "no verdict (no ratio)")
+            )
             continue
         ratio, lo, hi = combined
         if len(ratios) < 2:
@@ -149,7 +172,10 @@ def host_spread(cells: Sequence[CellSummary]) -> list[HostSpread]:
     for label, cs in by_label.items():
         meds = tuple(sorted((c.host or "?", c.tps.median) for c in cs if c.tps is not None))
         vals = [m for _, m in meds]
-        cv = (statistics.stdev(vals) / statistics.mean(vals)
-              if len(vals) >= 2 and statistics.mean(vals) > 0 else None)
+        cv = (
+            statistics.stdev(vals) / statistics.mean(vals)
+            if len(vals) >= 2 and statistics.mean(vals) > 0
+            else None
+        )
         out.append(HostSpread(label, meds, cv))
     return out

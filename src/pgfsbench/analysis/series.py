@@ -15,24 +15,72 @@ from typing import Any
 import numpy as np
 
 # the per-second series the analysis reads (when the run has them)
-NUMERIC = ("tps", "tps_log", "progress_gap", "lat_p50_ms", "lat_p99_ms", "lat_max_ms",
-           "latency_avg_ms",
-           "disk_write_mbps", "disk_read_mbps", "disk_util_pct", "disk_await_ms",
-           "disk_write_iops", "disk_read_iops", "dirty_kb", "writeback_kb", "cpu_iowait_pct",
-           "cpu_idle_pct", "cpu_user_pct", "cpu_system_pct", "cpu_steal_pct",
-           "vm_allocstall_normal", "vm_allocstall_movable", "vm_pgscan_direct",
-           "vm_pgscan_kswapd", "vm_pgmajfault", "checkpoint_buffers_per_s", "wal_mbps",
-           "wal_fpi_per_s", "wal_records_per_s", "commits_per_s", "lag_avg_ms",
-           "backend_buffers_per_s", "wal_syncs_per_s", "own_cpu_pct", "outside_cpu_pct",
-           "outside_read_mbps", "outside_write_mbps", "psi_cpu_some_pct", "psi_io_some_pct",
-           "psi_io_full_pct", "psi_memory_some_pct", "psi_memory_full_pct",
-           "memcg_limit_hits_per_s", "memcg_usage_mb", "memcg_refaults_per_s",
-           "memcg_majfaults_per_s", "pooler_clients_waiting", "pooler_wait_ms",
-           "pooler_servers_active", "pooler_clients_active", "cap_write_mbps",
-           "cap_write_iops", "cap_read_mbps", "cap_read_iops")
+NUMERIC = (
+    "tps",
+    "tps_log",
+    "progress_gap",
+    "lat_p50_ms",
+    "lat_p99_ms",
+    "lat_max_ms",
+    "latency_avg_ms",
+    "disk_write_mbps",
+    "disk_read_mbps",
+    "disk_util_pct",
+    "disk_await_ms",
+    "disk_write_iops",
+    "disk_read_iops",
+    "dirty_kb",
+    "writeback_kb",
+    "cpu_iowait_pct",
+    "cpu_idle_pct",
+    "cpu_user_pct",
+    "cpu_system_pct",
+    "cpu_steal_pct",
+    "vm_allocstall_normal",
+    "vm_allocstall_movable",
+    "vm_pgscan_direct",
+    "vm_pgscan_kswapd",
+    "vm_pgmajfault",
+    "checkpoint_buffers_per_s",
+    "wal_mbps",
+    "wal_fpi_per_s",
+    "wal_records_per_s",
+    "commits_per_s",
+    "lag_avg_ms",
+    "backend_buffers_per_s",
+    "wal_syncs_per_s",
+    "own_cpu_pct",
+    "outside_cpu_pct",
+    "outside_read_mbps",
+    "outside_write_mbps",
+    "psi_cpu_some_pct",
+    "psi_io_some_pct",
+    "psi_io_full_pct",
+    "psi_memory_some_pct",
+    "psi_memory_full_pct",
+    "memcg_limit_hits_per_s",
+    "memcg_usage_mb",
+    "memcg_refaults_per_s",
+    "memcg_majfaults_per_s",
+    "pooler_clients_waiting",
+    "pooler_wait_ms",
+    "pooler_servers_active",
+    "pooler_clients_active",
+    "cap_write_mbps",
+    "cap_write_iops",
+    "cap_read_mbps",
+    "cap_read_iops",
+)
 # per device (disk.<name>.<figure>): each device under test and each disk beneath
-DEVICE_FIGURES = ("write_mbps", "read_mbps", "write_iops", "read_iops", "await_ms",
-                  "util_pct", "in_flight")
+DEVICE_FIGURES = (
+    "write_mbps",
+    "read_mbps",
+    "write_iops",
+    "read_iops",
+    "await_ms",
+    "util_pct",
+    "in_flight",
+)
 # series with a value per second that is a list or a mapping (kept as they are)
 STRUCTURED = ("blockers", "blocked", "outside_top", "outside_sessions", "own_top")
 
@@ -49,8 +97,11 @@ class CheckpointSpan:
 
     @property
     def start(self) -> float:
-        return self.started_s if self.started_s is not None else self.ended_s - (
-            self.write_s + self.sync_s)
+        return (
+            self.started_s
+            if self.started_s is not None
+            else self.ended_s - (self.write_s + self.sync_s)
+        )
 
     @property
     def sync_start(self) -> float:
@@ -130,8 +181,11 @@ def align(run: Mapping[str, Any]) -> Aligned:
         duration = float(len(tps.get("values") or []))
     n = max(0, math.floor(duration + 1e-6))
     al = Aligned(n)
-    devices = [name for name in series if name.startswith("disk.")
-               and name.rsplit(".", 1)[-1] in DEVICE_FIGURES]
+    devices = [
+        name
+        for name in series
+        if name.startswith("disk.") and name.rsplit(".", 1)[-1] in DEVICE_FIGURES
+    ]
     for name in (*NUMERIC, *devices):
         s = series.get(name)
         if not s:
@@ -150,28 +204,46 @@ def align(run: Mapping[str, Any]) -> Aligned:
     stack = metrics.get("block_stack") or {}
     al.under_test = [str(d) for d in stack.get("under_test") or []]
     al.beneath = [str(d) for d in stack.get("beneath") or []]
-    al.thresholds = {k: float(v) for k, v in (metrics.get("episodes") or {}).items()
-                     if isinstance(v, int | float)}
+    al.thresholds = {
+        k: float(v)
+        for k, v in (metrics.get("episodes") or {}).items()
+        if isinstance(v, int | float)
+    }
     w = series.get("waits")
     if w:
         al.waits = [dict(_at(w, k) or {}) for k in range(1, n + 1)]
     for c in run.get("checkpoints") or []:
         if c.get("ended_s") is None:
             continue
-        al.checkpoints.append(CheckpointSpan(
-            c.get("started_s"), float(c["ended_s"]), float(c.get("write_s") or 0),
-            float(c.get("sync_s") or 0), str(c.get("reason") or ""), int(c.get("buffers") or 0),
-            int(c.get("wal_added") or 0)))
+        al.checkpoints.append(
+            CheckpointSpan(
+                c.get("started_s"),
+                float(c["ended_s"]),
+                float(c.get("write_s") or 0),
+                float(c.get("sync_s") or 0),
+                str(c.get("reason") or ""),
+                int(c.get("buffers") or 0),
+                int(c.get("wal_added") or 0),
+            )
+        )
     for entry in (run.get("storage_details") or {}).get("device_limits") or []:
-        for key, scale, name in (("write_bps", 1e-6, "write_mbps"),
-                                 ("read_bps", 1e-6, "read_mbps"),
-                                 ("write_iops", 1.0, "write_iops"),
-                                 ("read_iops", 1.0, "read_iops")):
+        for key, scale, name in (
+            ("write_bps", 1e-6, "write_mbps"),
+            ("read_bps", 1e-6, "read_mbps"),
+            ("write_iops", 1.0, "write_iops"),
+            ("read_iops", 1.0, "read_iops"),
+        ):
             if entry.get(key):
                 al.limits[name] = al.limits.get(name, 0.0) + float(entry[key]) * scale
     for e in metrics.get("events") or []:
-        al.events.append(Event(str(e.get("kind")), float(e["start_s"]),
-                               float(e.get("end_s", e["start_s"])), str(e.get("label", ""))))
+        al.events.append(
+            Event(
+                str(e.get("kind")),
+                float(e["start_s"]),
+                float(e.get("end_s", e["start_s"])),
+                str(e.get("label", "")),
+            )
+        )
     return al
 
 

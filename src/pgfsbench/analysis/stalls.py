@@ -32,8 +32,7 @@ import numpy as np
 from pgfsbench.analysis.series import Aligned, median_finite
 
 STRONG, GOOD, WEAK = 1.0, 0.6, 0.3  # how much a clue weighs
-DEFAULT_THRESHOLDS = {"stall_fraction": 0.1, "slowdown_fraction": 0.5,
-                      "slowdown_min_seconds": 2.0}
+DEFAULT_THRESHOLDS = {"stall_fraction": 0.1, "slowdown_fraction": 0.5, "slowdown_min_seconds": 2.0}
 LATENCY_FACTOR = 10.0  # a second whose p99 is this many times the run's: a slowdown
 MERGE_GAP_S = 1  # dips this many normal seconds apart are one episode
 
@@ -57,24 +56,58 @@ CAUSES = {
 }
 # causes that are parts of one mechanism, named together: more I/O than the device takes;
 # a session that holds locks because it was stopped
-IO_LOAD = frozenset({"checkpoint", "wal_segment_creation", "writeback", "device_saturated",
-                     "snapshot"})
+IO_LOAD = frozenset(
+    {"checkpoint", "wal_segment_creation", "writeback", "device_saturated", "snapshot"}
+)
 FAMILIES = (IO_LOAD, frozenset({"stopped", "locks", "outside_session", "pooler"}))
 
 
 def family_of(key: str) -> frozenset[str]:
     return next((f for f in FAMILIES if key in f), frozenset({key}))
 
+
 # what a process in uninterruptible sleep waits for, by its kernel wait channel
-FREEZE_WCHANS = ("percpu_rwsem_wait", "percpu_down_read", "__percpu_down_read",
-                 "sb_start_write", "__sb_start_write", "sb_wait_write", "freeze_super")
-IO_WCHANS = ("io_schedule", "folio_wait", "wait_on_page", "__wait_on_buffer", "bit_wait_io",
-             "blk_mq_get_tag", "rq_qos_wait", "wbt_wait", "jbd2", "xlog", "xfs_", "btrfs_",
-             "submit_bio_wait", "wait_for_completion_io", "blkdev_issue_flush",
-             "filemap_fdatawait", "__filemap_fdatawait", "ext4_", "blk_", "throtl")
+FREEZE_WCHANS = (
+    "percpu_rwsem_wait",
+    "percpu_down_read",
+    "__percpu_down_read",
+    "sb_start_write",
+    "__sb_start_write",
+    "sb_wait_write",
+    "freeze_super",
+)
+IO_WCHANS = (
+    "io_schedule",
+    "folio_wait",
+    "wait_on_page",
+    "__wait_on_buffer",
+    "bit_wait_io",
+    "blk_mq_get_tag",
+    "rq_qos_wait",
+    "wbt_wait",
+    "jbd2",
+    "xlog",
+    "xfs_",
+    "btrfs_",
+    "submit_bio_wait",
+    "wait_for_completion_io",
+    "blkdev_issue_flush",
+    "filemap_fdatawait",
+    "__filemap_fdatawait",
+    "ext4_",
+    "blk_",
+    "throtl",
+)
 DIRTY_WCHANS = ("balance_dirty_pages",)
-RECLAIM_WCHANS = ("shrink_", "try_to_free", "throttle_direct_reclaim", "mem_cgroup_",
-                  "__alloc_pages_slowpath", "reclaim_throttle", "congestion_wait")
+RECLAIM_WCHANS = (
+    "shrink_",
+    "try_to_free",
+    "throttle_direct_reclaim",
+    "mem_cgroup_",
+    "__alloc_pages_slowpath",
+    "reclaim_throttle",
+    "congestion_wait",
+)
 # wait events of a backend that is doing I/O (its lock waiters wait because it is slow)
 IO_WAITS = ("IO/", "LWLock/WAL", "LWLock/BufferIO", "LWLock/buffer_io")
 
@@ -89,8 +122,12 @@ def wchan_kind(wchan: str) -> str:
     """freeze, io, dirty, reclaim, stopped or other."""
     if wchan == "stopped":
         return "stopped"
-    for kind, names in (("freeze", FREEZE_WCHANS), ("dirty", DIRTY_WCHANS),
-                        ("reclaim", RECLAIM_WCHANS), ("io", IO_WCHANS)):
+    for kind, names in (
+        ("freeze", FREEZE_WCHANS),
+        ("dirty", DIRTY_WCHANS),
+        ("reclaim", RECLAIM_WCHANS),
+        ("io", IO_WCHANS),
+    ):
         if wchan.startswith(names):
             return kind
     return "other"
@@ -121,8 +158,10 @@ class Finding:
     @property
     def decisive(self) -> bool:
         """A clue no competitor produces, or several that each fit well."""
-        return (any(c.weight >= STRONG for c in self.support)
-                or sum(c.weight for c in self.support if c.weight >= GOOD) >= 3 * GOOD - 1e-9)
+        return (
+            any(c.weight >= STRONG for c in self.support)
+            or sum(c.weight for c in self.support if c.weight >= GOOD) >= 3 * GOOD - 1e-9
+        )
 
     @property
     def contested(self) -> bool:
@@ -187,13 +226,21 @@ class StallEpisode:
         """What happened, with its cost: "stall at 5–9 s (min 0 tps, 100% below the median
         of 2,031; 8,124 transactions delayed; slowest transaction 3,980 ms (p99 3.2 ms the
         rest of the run))"."""
-        parts = [f"min {self.min_tps:,.0f} {unit}, {self.depth_pct:.0f}% below the median "
-                 f"of {self.median_tps:,.0f}", f"{self.delayed_tx:,} transactions delayed"]
+        parts = [
+            f"min {self.min_tps:,.0f} {unit}, {self.depth_pct:.0f}% below the median "
+            f"of {self.median_tps:,.0f}",
+            f"{self.delayed_tx:,} transactions delayed",
+        ]
         # the transactions held up finish when it ends: the slowest one says what it cost
         if self.max_latency_ms is not None:
-            parts.append(f"slowest transaction {self.max_latency_ms:,.0f} ms"
-                         + (f" (p99 {self.usual_p99_ms:,.1f} ms the rest of the run)"
-                            if self.usual_p99_ms is not None else ""))
+            parts.append(
+                f"slowest transaction {self.max_latency_ms:,.0f} ms"
+                + (
+                    f" (p99 {self.usual_p99_ms:,.1f} ms the rest of the run)"
+                    if self.usual_p99_ms is not None
+                    else ""
+                )
+            )
         return f"{self.kind} at {self.start_s:g}–{self.end_s:g} s ({'; '.join(parts)})"
 
     def verdict(self) -> str:
@@ -205,19 +252,32 @@ class StallEpisode:
         return "; ".join(self.evidence[:most])
 
     def as_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "start_s": self.start_s, "end_s": self.end_s,
-                "length_s": self.length_s, "min_tps": self.min_tps,
-                "median_tps": self.median_tps, "depth_pct": self.depth_pct,
-                "delayed_tx": self.delayed_tx, "max_latency_ms": self.max_latency_ms,
-                "p99_ms": self.p99_ms, "usual_p99_ms": self.usual_p99_ms,
-                "cause": self.cause, "cause_text": self.cause_text,
-                "contributing": list(self.contributing),
-                "confidence": self.confidence, "evidence": list(self.evidence),
-                "alternatives": [{"cause": k, "cause_text": CAUSES[k], "score": round(s, 2),
-                                  "why_not": why} for k, s, why in self.alternatives],
-                "missing_evidence": list(self.missing),
-                "blockers": [dict(b) for b in self.blockers],
-                "headline": self.headline(), "verdict": self.verdict()}
+        return {
+            "kind": self.kind,
+            "start_s": self.start_s,
+            "end_s": self.end_s,
+            "length_s": self.length_s,
+            "min_tps": self.min_tps,
+            "median_tps": self.median_tps,
+            "depth_pct": self.depth_pct,
+            "delayed_tx": self.delayed_tx,
+            "max_latency_ms": self.max_latency_ms,
+            "p99_ms": self.p99_ms,
+            "usual_p99_ms": self.usual_p99_ms,
+            "cause": self.cause,
+            "cause_text": self.cause_text,
+            "contributing": list(self.contributing),
+            "confidence": self.confidence,
+            "evidence": list(self.evidence),
+            "alternatives": [
+                {"cause": k, "cause_text": CAUSES[k], "score": round(s, 2), "why_not": why}
+                for k, s, why in self.alternatives
+            ],
+            "missing_evidence": list(self.missing),
+            "blockers": [dict(b) for b in self.blockers],
+            "headline": self.headline(),
+            "verdict": self.verdict(),
+        }
 
 
 # ---------------------------------------------------------------- finding episodes
@@ -229,8 +289,9 @@ def thresholds_of(al: Aligned) -> tuple[float, float, int]:
     return t["stall_fraction"], t["slowdown_fraction"], max(1, int(t["slowdown_min_seconds"]))
 
 
-def flagged_seconds(al: Aligned, fraction: float, latency_factor: float = LATENCY_FACTOR
-                    ) -> np.ndarray:
+def flagged_seconds(
+    al: Aligned, fraction: float, latency_factor: float = LATENCY_FACTOR
+) -> np.ndarray:
     """Seconds below ``fraction`` of the median throughput, or with a p99 above
     ``latency_factor`` times its median (when ``latency_factor`` > 0)."""
     tps = al.throughput()
@@ -277,11 +338,15 @@ def _partial_edges(al: Aligned) -> set[int]:
     return {int(finite[0]), int(finite[-1])} if finite.size else set()
 
 
-def find_stalls(al: Aligned, *, stall_fraction: float | None = None,
-                slowdown_fraction: float | None = None,
-                slowdown_min_seconds: int | None = None,
-                latency_factor: float = LATENCY_FACTOR,
-                merge_gap_s: int = MERGE_GAP_S) -> list[StallEpisode]:
+def find_stalls(
+    al: Aligned,
+    *,
+    stall_fraction: float | None = None,
+    slowdown_fraction: float | None = None,
+    slowdown_min_seconds: int | None = None,
+    latency_factor: float = LATENCY_FACTOR,
+    merge_gap_s: int = MERGE_GAP_S,
+) -> list[StallEpisode]:
     """The run's stalls and slowdowns, each with its cause (thresholds: the run's own,
     else the defaults)."""
     if al.seconds == 0:
@@ -296,12 +361,12 @@ def find_stalls(al: Aligned, *, stall_fraction: float | None = None,
         stall[edge] = slow[edge] = False
     spans = []
     for a, b in episodes_of(slow, merge_gap_s):
-        is_stall = bool(stall[a:b + 1].any())
+        is_stall = bool(stall[a : b + 1].any())
         if is_stall or b - a + 1 >= dmin:
             spans.append((a, b, "stall" if is_stall else "slowdown"))
     inside = np.zeros(al.seconds, dtype=bool)
     for a, b, _ in spans:
-        inside[a:b + 1] = True
+        inside[a : b + 1] = True
     return [_episode(al, a, b, kind, inside) for a, b, kind in spans]
 
 
@@ -309,24 +374,29 @@ def _episode(al: Aligned, a: int, b: int, kind: str, inside: np.ndarray) -> Stal
     tps = al.throughput()
     outside = ~inside
     med = median_finite(tps[outside]) if outside.any() else median_finite(tps)
-    window = tps[a:b + 1]
+    window = tps[a : b + 1]
     finite = window[np.isfinite(window)]
     delayed = float(np.sum(np.clip(med - finite, 0, None))) if math.isfinite(med) else 0.0
-    lat = al.get("lat_max_ms")[a:min(al.seconds, b + 2)]  # delayed ones finish just after
+    lat = al.get("lat_max_ms")[a : min(al.seconds, b + 2)]  # delayed ones finish just after
     lat = lat[np.isfinite(lat)]
     p99 = al.get("lat_p99_ms")
-    p99_in = p99[a:min(al.seconds, b + 2)]
+    p99_in = p99[a : min(al.seconds, b + 2)]
     p99_in = p99_in[np.isfinite(p99_in)]
     usual99 = median_finite(p99[outside]) if outside.any() else math.nan
     ctx = Context(al, a, b, inside)
     verdict = weigh([f for test in HYPOTHESES if (f := test(ctx)) is not None], ctx)
     return StallEpisode(
-        start_s=float(a), end_s=float(b + 1),
+        start_s=float(a),
+        end_s=float(b + 1),
         min_tps=float(finite.min()) if finite.size else 0.0,
-        delayed_tx=round(delayed), max_latency_ms=float(lat.max()) if lat.size else None,
-        kind=kind, median_tps=round(med, 1) if math.isfinite(med) else 0.0,
+        delayed_tx=round(delayed),
+        max_latency_ms=float(lat.max()) if lat.size else None,
+        kind=kind,
+        median_tps=round(med, 1) if math.isfinite(med) else 0.0,
         p99_ms=float(p99_in.max()) if p99_in.size else None,
-        usual_p99_ms=round(usual99, 3) if math.isfinite(usual99) else None, **verdict)
+        usual_p99_ms=round(usual99, 3) if math.isfinite(usual99) else None,
+        **verdict,
+    )
 
 
 # ---------------------------------------------------------------- weighing
@@ -335,12 +405,12 @@ def _episode(al: Aligned, a: int, b: int, kind: str, inside: np.ndarray) -> Stal
 def weigh(findings: list[Finding], ctx: Context) -> dict[str, Any]:
     """The cause, its confidence, evidence, the alternatives it beat and what is missing."""
     missing = tuple(ctx.missing())
-    supported = sorted((f for f in findings if f.support and f.score > 0),
-                       key=lambda f: -f.score)
+    supported = sorted((f for f in findings if f.support and f.score > 0), key=lambda f: -f.score)
     best = supported[0] if supported else None
     if best is not None:  # what set the best one off comes first, when well supported
-        root = next((f for f in supported if best.key in f.explains
-                     and f.score >= 0.5 * best.score), None)
+        root = next(
+            (f for f in supported if best.key in f.explains and f.score >= 0.5 * best.score), None
+        )
         best = root or best
     if best is None or best.score < 0.5:
         why = "no known cause fits the evidence of these seconds"
@@ -348,31 +418,57 @@ def weigh(findings: list[Finding], ctx: Context) -> dict[str, Any]:
             why += f" ({', '.join(missing)} not recorded)"
         considered = sorted((f for f in findings if f.support), key=lambda f: -f.score)
         near = tuple((f.key, round(f.score, 2), f.why_not()) for f in considered[:4])
-        return {"cause": "unknown", "confidence": "low", "evidence": (why,),
-                "alternatives": near, "missing": missing, "contributing": (), "blockers": ()}
+        return {
+            "cause": "unknown",
+            "confidence": "low",
+            "evidence": (why,),
+            "alternatives": near,
+            "missing": missing,
+            "contributing": (),
+            "blockers": (),
+        }
     family = family_of(best.key) | best.explains
     rivals = [f for f in findings if f.key not in family and f is not best]
     runner_up = max((f.score for f in rivals if f.support), default=0.0)
     rival_decisive = any(f.decisive and not f.contested and f.score > 0 for f in rivals)
-    if (best.decisive and not best.contested and (best.score >= 1.3 or runner_up <= 0)
-            and runner_up <= 0.5 * best.score and not rival_decisive):
+    if (
+        best.decisive
+        and not best.contested
+        and (best.score >= 1.3 or runner_up <= 0)
+        and runner_up <= 0.5 * best.score
+        and not rival_decisive
+    ):
         confidence = "high"
     elif best.score >= 0.9 and runner_up <= 0.75 * best.score:
         confidence = "medium"
     else:
         confidence = "low"
     shown = {c.text for c in best.support}
-    contributing = tuple(f.key for f in supported if f is not best and f.key in family
-                         and f.score >= 0.5 and not {c.text for c in f.support} <= shown)
-    beaten = [f for f in findings if f is not best and f.key not in contributing
-              and (f.support or f.against)]
+    contributing = tuple(
+        f.key
+        for f in supported
+        if f is not best
+        and f.key in family
+        and f.score >= 0.5
+        and not {c.text for c in f.support} <= shown
+    )
+    beaten = [
+        f
+        for f in findings
+        if f is not best and f.key not in contributing and (f.support or f.against)
+    ]
     beaten.sort(key=lambda f: (-bool(f.support), -f.score))
     evidence = tuple(c.text for c in sorted(best.support, key=lambda c: -c.weight))
     evidence += tuple(f"against: {c.text}" for c in best.against)
-    return {"cause": best.key, "confidence": confidence, "evidence": evidence,
-            "alternatives": tuple((f.key, round(f.score, 2), f.why_not())
-                                  for f in beaten[:4]),
-            "missing": missing, "contributing": contributing, "blockers": best.blockers}
+    return {
+        "cause": best.key,
+        "confidence": confidence,
+        "evidence": evidence,
+        "alternatives": tuple((f.key, round(f.score, 2), f.why_not()) for f in beaten[:4]),
+        "missing": missing,
+        "contributing": contributing,
+        "blockers": best.blockers,
+    }
 
 
 # ---------------------------------------------------------------- the evidence
@@ -394,7 +490,7 @@ class Context:
 
     # numeric series
     def _in(self, name: str, pad: int = 0) -> np.ndarray:
-        v = self.al.get(name)[max(0, self.a - pad):self.b + 1 + pad]
+        v = self.al.get(name)[max(0, self.a - pad) : self.b + 1 + pad]
         out: np.ndarray = v[np.isfinite(v)]
         return out
 
@@ -418,8 +514,7 @@ class Context:
     def min_tps_share(self) -> float:
         """The episode's lowest throughput as a share of the usual (0: a full stop)."""
         low, usual = self.min_in(self.throughput_name), self.usual(self.throughput_name)
-        return low / usual if math.isfinite(low) and math.isfinite(usual) and usual > 0 \
-            else 1.0
+        return low / usual if math.isfinite(low) and math.isfinite(usual) and usual > 0 else 1.0
 
     def usual(self, name: str) -> float:
         v = self.al.get(name)
@@ -461,15 +556,17 @@ class Context:
         """Backends per wait event above the rest of the run (not on the CPU or their
         client): what the episode added."""
         usual = self.waits_usual()
-        return {e: n - usual.get(e, 0.0) for e, n in self.waits_in().items()
-                if not e.startswith(("CPU/", "Client/", "Activity/"))
-                and n - usual.get(e, 0.0) > 0.05}
+        return {
+            e: n - usual.get(e, 0.0)
+            for e, n in self.waits_in().items()
+            if not e.startswith(("CPU/", "Client/", "Activity/")) and n - usual.get(e, 0.0) > 0.05
+        }
 
     # structured series
     def structured_in(self, name: str) -> list[Any]:
         """A structured series' values during the episode (None where not sampled)."""
         values = self.al.structured.get(name) or []
-        return values[self.a:self.b + 1]
+        return values[self.a : self.b + 1]
 
     def blocked_in(self) -> tuple[int, dict[tuple[bool, str, str], float]]:
         """(seconds sampled, average processes in uninterruptible sleep per (benchmark?,
@@ -481,8 +578,7 @@ class Context:
                 who, wchan, where, _ = _blocked_key(key)
                 k = (who == "benchmark", wchan_kind(wchan) + ":" + wchan, where)
                 totals[k] = totals.get(k, 0.0) + n
-        return len(sampled), {k: v / len(sampled) for k, v in totals.items()} \
-            if sampled else {}
+        return len(sampled), {k: v / len(sampled) for k, v in totals.items()} if sampled else {}
 
     def seconds_blocked(self, kind: str, on_test: bool = True) -> int:
         """Sampled seconds of the episode where a benchmark process slept in the kernel in
@@ -493,8 +589,11 @@ class Context:
                 continue
             for key in sec:
                 who, wchan, where, _ = _blocked_key(key)
-                if who == "benchmark" and wchan_kind(wchan) == kind and (
-                        not on_test or where not in ("elsewhere", "unknown")):
+                if (
+                    who == "benchmark"
+                    and wchan_kind(wchan) == kind
+                    and (not on_test or where not in ("elsewhere", "unknown"))
+                ):
                     count += 1
                     break
         return count
@@ -507,8 +606,10 @@ class Context:
         the episode and 2 s either side (the seconds of it under the limit)."""
         found = []
         lo, hi = max(0, self.a - 2), min(self.al.seconds, self.b + 3)
-        for name, unit, series in (("write_mbps", "MB/s", "disk_write_mbps"),
-                                   ("write_iops", "IOPS", "disk_write_iops")):
+        for name, unit, series in (
+            ("write_mbps", "MB/s", "disk_write_mbps"),
+            ("write_iops", "IOPS", "disk_write_iops"),
+        ):
             if not self.al.has(series):
                 continue
             rates, limits = self.al.get(series)[lo:hi], self.al.get(f"cap_{name}")[lo:hi]
@@ -535,11 +636,18 @@ class Context:
         parts = []
         for series, cap, rate, unit, new, always in self.caps():
             usual = self.usual(series)
-            parts.append(f"{rate:,.1f} {unit} around the episode; cap {cap:,.4g} {unit}"
-                         + (", put on the device during the episode" if new else "") + "; "
-                         + ("at the cap the rest of the run too" if always else
-                            f"{usual:,.1f} the rest of the run" if math.isfinite(usual)
-                            else "nothing the rest of the run"))
+            parts.append(
+                f"{rate:,.1f} {unit} around the episode; cap {cap:,.4g} {unit}"
+                + (", put on the device during the episode" if new else "")
+                + "; "
+                + (
+                    "at the cap the rest of the run too"
+                    if always
+                    else f"{usual:,.1f} the rest of the run"
+                    if math.isfinite(usual)
+                    else "nothing the rest of the run"
+                )
+            )
         if not parts:
             return None
         return Clue(f"writes at the device's limit ({'; '.join(parts)})", GOOD)
@@ -554,8 +662,7 @@ class Context:
         if not self.al.waits:
             out.append("wait events (samplers off)")
         if not self.al.sampled("blocked"):
-            out.append("the process table (processes stuck in the kernel, outside "
-                       "processes)")
+            out.append("the process table (processes stuck in the kernel, outside processes)")
         if not self.al.sampled("blockers"):
             out.append("lock blockers")
         if not self.al.has("disk_write_mbps"):
@@ -588,45 +695,78 @@ def _fs_frozen(c: Context) -> Finding | None:
     sampled, blocked = c.blocked_in()
     frozen = c.seconds_blocked("freeze")
     if frozen:
-        who = {(k[1].split(":", 1)[1], k[2]): n for k, n in blocked.items()
-               if k[0] and k[1].startswith("freeze:") and k[2] not in ("elsewhere", "unknown")}
+        who = {
+            (k[1].split(":", 1)[1], k[2]): n
+            for k, n in blocked.items()
+            if k[0] and k[1].startswith("freeze:") and k[2] not in ("elsewhere", "unknown")
+        }
         where = ", ".join(f"{n:.1f} in {w} on the {v} volume" for (w, v), n in who.items())
-        f.support.append(Clue(f"benchmark processes asleep in the kernel waiting for the "
-                              f"filesystem to thaw in {frozen} of {sampled} sampled "
-                              f"second(s) ({where})", STRONG if frozen * 2 >= sampled
-                              else GOOD))
+        f.support.append(
+            Clue(
+                f"benchmark processes asleep in the kernel waiting for the "
+                f"filesystem to thaw in {frozen} of {sampled} sampled "
+                f"second(s) ({where})",
+                STRONG if frozen * 2 >= sampled else GOOD,
+            )
+        )
     writes, usual = c.mean_in("disk_write_mbps"), c.usual("disk_write_mbps")
     # an episode's first and last seconds are often partly before or after the freeze:
     # nothing written in most of its seconds is what a freeze looks like
-    quiet = c.seconds_below("disk_write_mbps", max(0.05, 0.05 * usual)) \
-        if math.isfinite(usual) and usual >= 0.2 else 0
+    quiet = (
+        c.seconds_below("disk_write_mbps", max(0.05, 0.05 * usual))
+        if math.isfinite(usual) and usual >= 0.2
+        else 0
+    )
     nothing = quiet * 2 >= c.n and quiet > 0
     if frozen and nothing:
-        f.support.append(Clue(f"nothing written to the devices under test in {quiet} of "
-                              f"{c.n} second(s) ({usual:.1f} MB/s the rest of the run)", GOOD))
+        f.support.append(
+            Clue(
+                f"nothing written to the devices under test in {quiet} of "
+                f"{c.n} second(s) ({usual:.1f} MB/s the rest of the run)",
+                GOOD,
+            )
+        )
     if frozen:
         io, names = c.io_waits()
         if io >= 0.5:
             f.support.append(Clue(f"backends waiting on I/O or WAL: {names}", GOOD))
     if sampled and not frozen and c.min_tps_share() <= 0.1:
-        f.against.append(Clue("no benchmark process was asleep in the kernel on a frozen "
-                              "filesystem (a freeze puts every writer there)", STRONG))
+        f.against.append(
+            Clue(
+                "no benchmark process was asleep in the kernel on a frozen "
+                "filesystem (a freeze puts every writer there)",
+                STRONG,
+            )
+        )
     elif not sampled and nothing:
         io, names = c.io_waits()
         if io >= 0.5:
-            f.support.append(Clue(f"nothing written to the devices under test "
-                                  f"({writes:.2f} MB/s, {usual:.1f} the rest of the run) "
-                                  f"while backends waited on I/O ({names}); the process "
-                                  "table, which tells a freeze apart, was not recorded",
-                                  WEAK))
-    if math.isfinite(writes) and math.isfinite(usual) and usual > 0.2 and \
-            writes >= 0.5 * usual:
-        f.against.append(Clue(f"the devices under test kept writing ({writes:.1f} MB/s, "
-                              f"{usual:.1f} the rest of the run)", GOOD))
+            f.support.append(
+                Clue(
+                    f"nothing written to the devices under test "
+                    f"({writes:.2f} MB/s, {usual:.1f} the rest of the run) "
+                    f"while backends waited on I/O ({names}); the process "
+                    "table, which tells a freeze apart, was not recorded",
+                    WEAK,
+                )
+            )
+    if math.isfinite(writes) and math.isfinite(usual) and usual > 0.2 and writes >= 0.5 * usual:
+        f.against.append(
+            Clue(
+                f"the devices under test kept writing ({writes:.1f} MB/s, "
+                f"{usual:.1f} the rest of the run)",
+                GOOD,
+            )
+        )
     holder = _lock_holders(c)
     if holder:
-        f.against.append(Clue(f"backends waited on a lock held by a session that was not "
-                              f"stuck in the kernel (pid {holder[0].get('pid')})", STRONG))
+        f.against.append(
+            Clue(
+                f"backends waited on a lock held by a session that was not "
+                f"stuck in the kernel (pid {holder[0].get('pid')})",
+                STRONG,
+            )
+        )
     return f if f.support or f.against else None
 
 
@@ -635,21 +775,32 @@ def _device_stalled(c: Context) -> Finding | None:
     none completed, the benchmark asleep on I/O."""
     f = Finding("device_stalled")
     devices = c.al.under_test
-    in_flight = sum(c.mean_in(f"disk.{d}.in_flight") for d in devices
-                    if c.al.has(f"disk.{d}.in_flight"))
-    ios = c.mean_in("disk_write_iops") + (c.mean_in("disk_read_iops")
-                                           if c.al.has("disk_read_iops") else 0.0)
+    in_flight = sum(
+        c.mean_in(f"disk.{d}.in_flight") for d in devices if c.al.has(f"disk.{d}.in_flight")
+    )
+    ios = c.mean_in("disk_write_iops") + (
+        c.mean_in("disk_read_iops") if c.al.has("disk_read_iops") else 0.0
+    )
     if not (math.isfinite(in_flight) and in_flight >= 1 and math.isfinite(ios) and ios < 1):
         return None
-    f.support.append(Clue(f"{in_flight:.1f} request(s) in flight on the devices under test "
-                          f"and none completed", GOOD))
+    f.support.append(
+        Clue(
+            f"{in_flight:.1f} request(s) in flight on the devices under test and none completed",
+            GOOD,
+        )
+    )
     io_secs = c.seconds_blocked("io")
     if io_secs:
-        f.support.append(Clue(f"benchmark processes asleep in the kernel waiting for I/O "
-                              f"in {io_secs} second(s)", GOOD))
+        f.support.append(
+            Clue(
+                f"benchmark processes asleep in the kernel waiting for I/O in {io_secs} second(s)",
+                GOOD,
+            )
+        )
     if c.cap():
-        f.against.append(Clue("the devices wrote at their emulated limit around it: "
-                              "throttled, not dead", STRONG))
+        f.against.append(
+            Clue("the devices wrote at their emulated limit around it: throttled, not dead", STRONG)
+        )
     return f
 
 
@@ -674,21 +825,34 @@ def _lock_holders(c: Context) -> list[dict[str, Any]]:
     for r in roots.values():
         state, wait = str(r.get("state") or ""), str(r.get("wait") or "")
         idle = state.startswith("idle in transaction") and (r.get("state_s") or 0) >= 0.5
-        busy_elsewhere = (state == "active" and not wait.startswith(IO_WAITS)
-                          and not wait.startswith("CPU/") and (r.get("state_s") or 0) >= 0.5)
+        busy_elsewhere = (
+            state == "active"
+            and not wait.startswith(IO_WAITS)
+            and not wait.startswith("CPU/")
+            and (r.get("state_s") or 0) >= 0.5
+        )
         long_tx = (r.get("xact_s") or 0) >= max(1.0, 0.5 * c.n)
-        if r.get("origin") in ("outside", "prepared transaction") or idle or busy_elsewhere \
-                or (long_tx and not wait.startswith(IO_WAITS)):
+        if (
+            r.get("origin") in ("outside", "prepared transaction")
+            or idle
+            or busy_elsewhere
+            or (long_tx and not wait.startswith(IO_WAITS))
+        ):
             held.append(r)
     return sorted(held, key=lambda r: (-int(r.get("waiters") or 0), -(r.get("xact_s") or 0)))
 
 
 def describe_blocker(r: dict[str, Any]) -> str:
-    origin = {"outside": "a session from outside the workload", "workload": "a workload "
-              "session", "pgfsbench": "pgfsbench's own session"}.get(
-        str(r.get("origin")), str(r.get("origin")))
-    parts = [f"pid {r.get('pid')} ({origin}"
-             + (f", application {r['app']!r}" if r.get("app") else "") + ")"]
+    origin = {
+        "outside": "a session from outside the workload",
+        "workload": "a workload session",
+        "pgfsbench": "pgfsbench's own session",
+    }.get(str(r.get("origin")), str(r.get("origin")))
+    parts = [
+        f"pid {r.get('pid')} ({origin}"
+        + (f", application {r['app']!r}" if r.get("app") else "")
+        + ")"
+    ]
     state = r.get("state") or "?"
     parts.append(f"{state}" + (f" for {r['state_s']:g} s" if r.get("state_s") else ""))
     if state == "active":
@@ -711,14 +875,24 @@ def _locks(c: Context) -> Finding | None:
     excess = locks_in - locks_usual
     lock_events = top({e: n for e, n in waits.items() if e.startswith("Lock/")})
     if excess < max(0.5, 0.5 * locks_usual):
-        f.against.append(Clue(f"lock waits as usual ({locks_in:.1f} backends, "
-                              f"{locks_usual:.1f} the rest of the run): they explain "
-                              "nothing", STRONG))
+        f.against.append(
+            Clue(
+                f"lock waits as usual ({locks_in:.1f} backends, "
+                f"{locks_usual:.1f} the rest of the run): they explain "
+                "nothing",
+                STRONG,
+            )
+        )
         return f
     # more lock waits follow any stall (transactions stuck in their commit keep their row
     # locks): only who holds them says whether the lock is the cause
-    f.support.append(Clue(f"{locks_in:.1f} backends waiting on locks ({lock_events}), "
-                          f"{locks_usual:.1f} the rest of the run", WEAK))
+    f.support.append(
+        Clue(
+            f"{locks_in:.1f} backends waiting on locks ({lock_events}), "
+            f"{locks_usual:.1f} the rest of the run",
+            WEAK,
+        )
+    )
     if not c.al.sampled("blockers"):
         return f
     held = _lock_holders(c)
@@ -726,12 +900,21 @@ def _locks(c: Context) -> Finding | None:
         f.blockers = tuple(held[:3])
         f.support.append(Clue("held by " + describe_blocker(held[0]), STRONG))
         return f
-    io_roots = {str(b.get("wait")) for sec in c.structured_in("blockers") for b in sec or []
-                if str(b.get("wait") or "").startswith(IO_WAITS)}
+    io_roots = {
+        str(b.get("wait"))
+        for sec in c.structured_in("blockers")
+        for b in sec or []
+        if str(b.get("wait") or "").startswith(IO_WAITS)
+    }
     if io_roots:
-        f.against.append(Clue("the sessions holding the locks were themselves waiting on "
-                              f"I/O ({', '.join(sorted(io_roots)[:3])}): the lock waits "
-                              "follow from a slower holder", GOOD))
+        f.against.append(
+            Clue(
+                "the sessions holding the locks were themselves waiting on "
+                f"I/O ({', '.join(sorted(io_roots)[:3])}): the lock waits "
+                "follow from a slower holder",
+                GOOD,
+            )
+        )
     return f
 
 
@@ -743,29 +926,54 @@ def _checkpoint(c: Context) -> Finding | None:
     cp = max(found, key=lambda x: x.buffers)
     in_sync = cp.sync_start <= hi + 1 and cp.ended_s >= lo - 0.5
     f = Finding("checkpoint")
-    f.support.append(Clue(f"checkpoint ({cp.reason or 'unknown reason'}) from "
-                          f"{cp.start:+.1f} s to {cp.ended_s:+.1f} s: write {cp.write_s:g} s,"
-                          f" sync {cp.sync_s:g} s, {cp.buffers} buffers", WEAK))
+    f.support.append(
+        Clue(
+            f"checkpoint ({cp.reason or 'unknown reason'}) from "
+            f"{cp.start:+.1f} s to {cp.ended_s:+.1f} s: write {cp.write_s:g} s,"
+            f" sync {cp.sync_s:g} s, {cp.buffers} buffers",
+            WEAK,
+        )
+    )
     if in_sync:
         f.support.append(Clue("the episode falls in its sync phase", GOOD))
     elif -1 <= lo - cp.start <= 3:
-        f.support.append(Clue(f"the episode began {lo - cp.start:+.1f} s after the "
-                              "checkpoint started", GOOD))
+        f.support.append(
+            Clue(f"the episode began {lo - cp.start:+.1f} s after the checkpoint started", GOOD)
+        )
     fpi = c.rose("wal_fpi_per_s", 2.0, 50.0)
     if fpi:
-        f.support.append(Clue(f"full-page images in WAL {fpi[0]:,.0f}/s ({fpi[1]:,.0f} the "
-                              "rest of the run): every page's first change after the "
-                              "checkpoint began", GOOD))
+        f.support.append(
+            Clue(
+                f"full-page images in WAL {fpi[0]:,.0f}/s ({fpi[1]:,.0f} the "
+                "rest of the run): every page's first change after the "
+                "checkpoint began",
+                GOOD,
+            )
+        )
     bufs = c.rose("checkpoint_buffers_per_s", 2.0, 10.0)
     if bufs:
-        f.support.append(Clue(f"checkpointer writing {bufs[0]:,.0f} buffers/s "
-                              f"({bufs[1]:,.0f} the rest of the run)", GOOD))
+        f.support.append(
+            Clue(
+                f"checkpointer writing {bufs[0]:,.0f} buffers/s "
+                f"({bufs[1]:,.0f} the rest of the run)",
+                GOOD,
+            )
+        )
     _io_clues(c, f)
     writes = c.mean_in("disk_write_mbps", pad=1)
-    if math.isfinite(writes) and writes < 0.05 and not c.cap() and \
-            not c.mean_in("writeback_kb") > 1024:
-        f.against.append(Clue("the devices under test wrote nothing around it: the "
-                              "checkpoint cannot be what held them", GOOD))
+    if (
+        math.isfinite(writes)
+        and writes < 0.05
+        and not c.cap()
+        and not c.mean_in("writeback_kb") > 1024
+    ):
+        f.against.append(
+            Clue(
+                "the devices under test wrote nothing around it: the "
+                "checkpoint cannot be what held them",
+                GOOD,
+            )
+        )
     return f
 
 
@@ -779,12 +987,18 @@ def _io_clues(c: Context, f: Finding) -> None:
         util = c.mean_in("disk_util_pct")
         aw = c.rose("disk_await_ms", 3.0, 0.5)
         if math.isfinite(util) and util >= 90 and aw:
-            f.support.append(Clue(f"devices under test {util:.0f}% busy, {aw[0]:.1f} ms a "
-                                  f"request ({aw[1]:.2f} the rest of the run)", GOOD))
+            f.support.append(
+                Clue(
+                    f"devices under test {util:.0f}% busy, {aw[0]:.1f} ms a "
+                    f"request ({aw[1]:.2f} the rest of the run)",
+                    GOOD,
+                )
+            )
     io, names = c.io_waits()
     if io >= 0.5:
-        f.support.append(Clue(f"backends waiting on I/O or WAL above the rest of the run: "
-                              f"{names}", GOOD))
+        f.support.append(
+            Clue(f"backends waiting on I/O or WAL above the rest of the run: {names}", GOOD)
+        )
 
 
 def _wal_segment_creation(c: Context) -> Finding | None:
@@ -795,10 +1009,13 @@ def _wal_segment_creation(c: Context) -> Finding | None:
         return None
     share = total_init / max(sum(ex.values()), 1e-9)
     f = Finding("wal_segment_creation")
-    f.support.append(Clue(f"backends waiting on WAL segment creation: {top(init)} "
-                          f"({share * 100:.0f}% of the waiting the episode added)",
-                          STRONG if total_init >= 0.3 or share >= 0.2 else
-                          GOOD if total_init >= 0.1 else WEAK))
+    f.support.append(
+        Clue(
+            f"backends waiting on WAL segment creation: {top(init)} "
+            f"({share * 100:.0f}% of the waiting the episode added)",
+            STRONG if total_init >= 0.3 or share >= 0.2 else GOOD if total_init >= 0.1 else WEAK,
+        )
+    )
     added = [cp.wal_added for cp in c.al.checkpoints if cp.wal_added]
     if added:
         f.support.append(Clue(f"checkpoints report {sum(added)} WAL file(s) added", WEAK))
@@ -816,18 +1033,34 @@ def _writeback(c: Context) -> Finding | None:
     throttled = c.seconds_blocked("dirty", on_test=False)
     f = Finding("writeback")
     if throttled:
-        f.support.append(Clue(f"writers throttled by the kernel for dirty memory "
-                              f"(balance_dirty_pages) in {throttled} second(s)", STRONG))
-    if math.isfinite(before) and math.isfinite(low) and before >= 20 * 1024 and \
-            (before - low) / before >= 0.3:
+        f.support.append(
+            Clue(
+                f"writers throttled by the kernel for dirty memory "
+                f"(balance_dirty_pages) in {throttled} second(s)",
+                STRONG,
+            )
+        )
+    if (
+        math.isfinite(before)
+        and math.isfinite(low)
+        and before >= 20 * 1024
+        and (before - low) / before >= 0.3
+    ):
         ours = c.rose("disk_write_mbps", 2.0, 1.0)
         wb = c.rose("writeback_kb", 2.0, 1024)
         if ours or wb:
-            f.support.append(Clue(
-                f"Dirty fell from {_mb(before)} to {_mb(low)} while "
-                + (f"the devices under test wrote {ours[0]:,.1f} MB/s ({ours[1]:,.1f} the "
-                   "rest of the run)" if ours else
-                   f"Writeback rose to {_mb(c.max_in('writeback_kb'))}"), GOOD))
+            f.support.append(
+                Clue(
+                    f"Dirty fell from {_mb(before)} to {_mb(low)} while "
+                    + (
+                        f"the devices under test wrote {ours[0]:,.1f} MB/s ({ours[1]:,.1f} the "
+                        "rest of the run)"
+                        if ours
+                        else f"Writeback rose to {_mb(c.max_in('writeback_kb'))}"
+                    ),
+                    GOOD,
+                )
+            )
     if not f.support:
         return None
     _io_clues(c, f)
@@ -870,30 +1103,44 @@ def _host_io(c: Context) -> Finding | None:
             continue
         total, _usual_total, other, usual_other = b
         if other >= max(20.0, 3 * usual_other):
-            extra.append(Clue(f"the disk beneath ({disks}) {verb} {total:,.1f} MB/s, "
-                              f"{other:,.1f} of it not from the storage under test "
-                              f"({usual_other:,.1f} the rest of the run)",
-                              GOOD if explained else WEAK))
+            extra.append(
+                Clue(
+                    f"the disk beneath ({disks}) {verb} {total:,.1f} MB/s, "
+                    f"{other:,.1f} of it not from the storage under test "
+                    f"({usual_other:,.1f} the rest of the run)",
+                    GOOD if explained else WEAK,
+                )
+            )
     f.support += extra
-    aw = [(d, c.mean_in(f"disk.{d}.await_ms"), c.usual(f"disk.{d}.await_ms"))
-          for d in c.al.beneath if c.al.has(f"disk.{d}.await_ms")]
+    aw = [
+        (d, c.mean_in(f"disk.{d}.await_ms"), c.usual(f"disk.{d}.await_ms"))
+        for d in c.al.beneath
+        if c.al.has(f"disk.{d}.await_ms")
+    ]
     slow = [(d, x, u) for d, x, u in aw if math.isfinite(x) and x >= max(1.0, 3 * u)]
     if slow and extra and explained:
         d, x, u = slow[0]
-        f.support.append(Clue(f"{d} took {x:.2f} ms a request ({u:.2f} the rest of the run)",
-                              GOOD))
+        f.support.append(Clue(f"{d} took {x:.2f} ms a request ({u:.2f} the rest of the run)", GOOD))
     if io:
         names = _top_outside(c, "io")
-        f.support.append(Clue(f"processes outside the benchmark did {io[0]:,.1f} MB/s of I/O "
-                              f"({io[1]:,.1f} the rest of the run): {names}",
-                              STRONG if extra else GOOD))
+        f.support.append(
+            Clue(
+                f"processes outside the benchmark did {io[0]:,.1f} MB/s of I/O "
+                f"({io[1]:,.1f} the rest of the run): {names}",
+                STRONG if extra else GOOD,
+            )
+        )
     if host_writeback and extra:
-        f.support.append(Clue(f"host writeback: Dirty fell from {_mb(before)} to {_mb(low)}",
-                              WEAK))
+        f.support.append(Clue(f"host writeback: Dirty fell from {_mb(before)} to {_mb(low)}", WEAK))
     if extra and not explained and c.al.sampled("outside_top"):
-        f.against.append(Clue("no process outside the benchmark did I/O and the host's dirty "
-                              "memory did not fall: the extra traffic is the kernel's, for "
-                              "the storage under test", GOOD))
+        f.against.append(
+            Clue(
+                "no process outside the benchmark did I/O and the host's dirty "
+                "memory did not fall: the extra traffic is the kernel's, for "
+                "the storage under test",
+                GOOD,
+            )
+        )
     return f if f.support else None
 
 
@@ -915,9 +1162,12 @@ def _top_outside(c: Context, by: str) -> str:
         if (cpu if by == "cpu" else io) / n < 0.5:
             continue
         figure = f"{cpu / n:.0f}% of a CPU" if by == "cpu" else f"{io / n:,.1f} MB/s"
-        who = (f"pid {min(pids)}" if len(pids) == 1 else
-               f"{len(pids)} processes, pids {', '.join(map(str, sorted(pids)[:4]))}"
-               + ("..." if len(pids) > 4 else ""))
+        who = (
+            f"pid {min(pids)}"
+            if len(pids) == 1
+            else f"{len(pids)} processes, pids {', '.join(map(str, sorted(pids)[:4]))}"
+            + ("..." if len(pids) > 4 else "")
+        )
         short = command if len(command) <= 80 else command[:77] + "..."
         out.append(f"{comm} ({who}: {short}) {figure}")
     return "; ".join(out) or "not named (the process table was not recorded)"
@@ -929,17 +1179,28 @@ def _host_cpu(c: Context) -> Finding | None:
         return None
     f = Finding("host_cpu")
     idle = c.mean_in("cpu_idle_pct")
-    squeezed = (math.isfinite(idle) and idle <= 10) or (c.rose("psi_cpu_some_pct", 2.0, 20.0)
-                                                        is not None)
-    f.support.append(Clue(f"processes outside the benchmark used {used[0]:.0f}% of a CPU "
-                          f"({used[1]:.0f}% the rest of the run): "
-                          f"{_top_outside(c, 'cpu')}", STRONG if squeezed else GOOD))
+    squeezed = (math.isfinite(idle) and idle <= 10) or (
+        c.rose("psi_cpu_some_pct", 2.0, 20.0) is not None
+    )
+    f.support.append(
+        Clue(
+            f"processes outside the benchmark used {used[0]:.0f}% of a CPU "
+            f"({used[1]:.0f}% the rest of the run): "
+            f"{_top_outside(c, 'cpu')}",
+            STRONG if squeezed else GOOD,
+        )
+    )
     own = c.rose("own_cpu_pct", 0.0, 0.0)
     if own is not None:
         mine, usual = c.mean_in("own_cpu_pct"), c.usual("own_cpu_pct")
         if math.isfinite(usual) and mine <= 0.8 * usual:
-            f.support.append(Clue(f"the benchmark's processes got {mine:.0f}% of a CPU "
-                                  f"({usual:.0f}% the rest of the run)", WEAK))
+            f.support.append(
+                Clue(
+                    f"the benchmark's processes got {mine:.0f}% of a CPU "
+                    f"({usual:.0f}% the rest of the run)",
+                    WEAK,
+                )
+            )
     if math.isfinite(idle) and idle >= 30:
         f.against.append(Clue(f"the CPUs were {idle:.0f}% idle", GOOD))
     return f
@@ -949,41 +1210,76 @@ def _steal(c: Context) -> Finding | None:
     st = c.rose("cpu_steal_pct", 2.0, 10.0)
     if not st or st[0] - st[1] < 10:
         return None
-    return Finding("steal", [Clue(f"the hypervisor took {st[0]:.0f}% of the CPUs (steal; "
-                                  f"{st[1]:.0f}% the rest of the run)",
-                                  STRONG if st[0] - st[1] >= 20 else GOOD)])
+    return Finding(
+        "steal",
+        [
+            Clue(
+                f"the hypervisor took {st[0]:.0f}% of the CPUs (steal; "
+                f"{st[1]:.0f}% the rest of the run)",
+                STRONG if st[0] - st[1] >= 20 else GOOD,
+            )
+        ],
+    )
 
 
 def _reclaim(c: Context) -> Finding | None:
     f = Finding("reclaim")
-    names = [n for n in ("vm_allocstall_normal", "vm_allocstall_movable", "vm_pgscan_direct")
-             if c.al.has(n)]
+    names = [
+        n
+        for n in ("vm_allocstall_normal", "vm_allocstall_movable", "vm_pgscan_direct")
+        if c.al.has(n)
+    ]
     if names:
-        inside = sum(float(np.nansum(c.al.get(n)[c.a:c.b + 1])) for n in names)
+        inside = sum(float(np.nansum(c.al.get(n)[c.a : c.b + 1])) for n in names)
         outside = sum(float(np.nansum(c.al.get(n)[c.base])) for n in names)
         per_in, per_out = inside / c.n, outside / max(1, int(c.base.sum()))
         if inside > 0 and per_in >= 5 * per_out + 1:
-            f.support.append(Clue(f"direct reclaim during the episode: {per_in:,.0f} pages "
-                                  f"or stalls/s (allocstall, pgscan_direct; {per_out:,.1f}/s "
-                                  "the rest of the run)", GOOD))
+            f.support.append(
+                Clue(
+                    f"direct reclaim during the episode: {per_in:,.0f} pages "
+                    f"or stalls/s (allocstall, pgscan_direct; {per_out:,.1f}/s "
+                    "the rest of the run)",
+                    GOOD,
+                )
+            )
     hits = c.rose("memcg_limit_hits_per_s", 5.0, 10.0)
     if hits:
-        f.support.append(Clue(f"PostgreSQL's memory cgroup hit its limit {hits[0]:,.0f} "
-                              f"times a second ({hits[1]:,.0f} the rest of the run)", GOOD))
-    for name, what in (("memcg_refaults_per_s", "refaults of evicted pages"),
-                       ("memcg_majfaults_per_s", "major faults")):
+        f.support.append(
+            Clue(
+                f"PostgreSQL's memory cgroup hit its limit {hits[0]:,.0f} "
+                f"times a second ({hits[1]:,.0f} the rest of the run)",
+                GOOD,
+            )
+        )
+    for name, what in (
+        ("memcg_refaults_per_s", "refaults of evicted pages"),
+        ("memcg_majfaults_per_s", "major faults"),
+    ):
         r = c.rose(name, 5.0, 50.0)
         if r:
-            f.support.append(Clue(f"{what} in its memory cgroup {r[0]:,.0f}/s "
-                                  f"({r[1]:,.0f} the rest of the run)", WEAK))
+            f.support.append(
+                Clue(
+                    f"{what} in its memory cgroup {r[0]:,.0f}/s ({r[1]:,.0f} the rest of the run)",
+                    WEAK,
+                )
+            )
     psi = c.rose("psi_memory_some_pct", 4.0, 10.0)
     if psi:
-        f.support.append(Clue(f"tasks stalled on memory {psi[0]:.0f}% of the time "
-                              f"(pressure; {psi[1]:.0f}% the rest of the run)", STRONG))
+        f.support.append(
+            Clue(
+                f"tasks stalled on memory {psi[0]:.0f}% of the time "
+                f"(pressure; {psi[1]:.0f}% the rest of the run)",
+                STRONG,
+            )
+        )
     stuck = c.seconds_blocked("reclaim", on_test=False)
     if stuck:
-        f.support.append(Clue(f"benchmark processes asleep in the kernel reclaiming memory "
-                              f"in {stuck} second(s)", STRONG))
+        f.support.append(
+            Clue(
+                f"benchmark processes asleep in the kernel reclaiming memory in {stuck} second(s)",
+                STRONG,
+            )
+        )
     return f if f.support else None
 
 
@@ -993,16 +1289,31 @@ def _pooler(c: Context) -> Finding | None:
     if not waiting or waiting[0] - waiting[1] < 0.5:
         return None
     f = Finding("pooler")
-    f.support.append(Clue(f"{waiting[0]:.1f} clients waited in the pooler for a server "
-                          f"connection ({waiting[1]:.1f} the rest of the run)", GOOD))
+    f.support.append(
+        Clue(
+            f"{waiting[0]:.1f} clients waited in the pooler for a server "
+            f"connection ({waiting[1]:.1f} the rest of the run)",
+            GOOD,
+        )
+    )
     active, usual = c.mean_in("pooler_servers_active"), c.usual("pooler_servers_active")
     if math.isfinite(active) and math.isfinite(usual) and active >= max(1.0, 0.9 * usual):
-        f.support.append(Clue(f"every server connection of the pool busy ({active:.1f}, "
-                              f"{usual:.1f} the rest of the run)", GOOD))
+        f.support.append(
+            Clue(
+                f"every server connection of the pool busy ({active:.1f}, "
+                f"{usual:.1f} the rest of the run)",
+                GOOD,
+            )
+        )
     wait = c.rose("pooler_wait_ms", 3.0, 1.0)
     if wait:
-        f.support.append(Clue(f"a client's wait for a connection {wait[0]:,.1f} ms "
-                              f"({wait[1]:,.2f} the rest of the run)", GOOD))
+        f.support.append(
+            Clue(
+                f"a client's wait for a connection {wait[0]:,.1f} ms "
+                f"({wait[1]:,.2f} the rest of the run)",
+                GOOD,
+            )
+        )
     return f
 
 
@@ -1011,16 +1322,26 @@ def _device_saturated(c: Context) -> Finding | None:
     _io_clues(c, f)
     throttled = [(cap, unit) for _, cap, _, unit, new, _ in c.caps() if new]
     if throttled:
-        f.support.append(Clue("an I/O limit was put on the devices under test during the "
-                              "episode (blkio: " + ", ".join(f"{cap:,.4g} {unit}"
-                                                            for cap, unit in throttled)
-                              + "; none as low the rest of the run)", STRONG))
+        f.support.append(
+            Clue(
+                "an I/O limit was put on the devices under test during the "
+                "episode (blkio: "
+                + ", ".join(f"{cap:,.4g} {unit}" for cap, unit in throttled)
+                + "; none as low the rest of the run)",
+                STRONG,
+            )
+        )
     if not any("device's limit" in s.text or "busy" in s.text for s in f.support):
         return None
     b = _beneath(c, "write_mbps")
     if b is not None and b[2] >= max(20.0, 3 * b[3]):
-        f.against.append(Clue(f"the disk beneath was busy with I/O not from the storage "
-                              f"under test ({b[2]:,.1f} MB/s of writes)", GOOD))
+        f.against.append(
+            Clue(
+                f"the disk beneath was busy with I/O not from the storage "
+                f"under test ({b[2]:,.1f} MB/s of writes)",
+                GOOD,
+            )
+        )
     return f
 
 
@@ -1037,19 +1358,33 @@ def _stopped(c: Context) -> Finding | None:
             if who == "benchmark" and wchan == "stopped":
                 names[comm or "?"] = max(names.get(comm or "?", 0), n)
     what = ", ".join(f"{n:g} {comm}" for comm, n in names.items())
-    f = Finding("stopped", [Clue(f"benchmark processes stopped (state T) in {seconds} of "
-                                 f"{c.n} second(s): {what}",
-                                 STRONG if seconds * 2 >= c.n else GOOD)])
+    f = Finding(
+        "stopped",
+        [
+            Clue(
+                f"benchmark processes stopped (state T) in {seconds} of {c.n} second(s): {what}",
+                STRONG if seconds * 2 >= c.n else GOOD,
+            )
+        ],
+    )
     # a stopped client sends nothing more: its sessions stay idle in their transactions,
     # and the backends whose statements were already sent wait on their row locks. Those
     # lock waits are the stop's, not a cause of their own
-    idle = [r for r in (_lock_holders(c) if c.al.sampled("blockers") else [])
-            if r.get("origin") == "workload"
-            and str(r.get("state") or "").startswith("idle in transaction")]
+    idle = [
+        r
+        for r in (_lock_holders(c) if c.al.sampled("blockers") else [])
+        if r.get("origin") == "workload"
+        and str(r.get("state") or "").startswith("idle in transaction")
+    ]
     if idle:
-        f.support.append(Clue(f"the locks others waited on were held by {len(idle)} workload "
-                              "session(s) idle in their transactions: their client sent "
-                              "nothing while it was stopped", GOOD))
+        f.support.append(
+            Clue(
+                f"the locks others waited on were held by {len(idle)} workload "
+                "session(s) idle in their transactions: their client sent "
+                "nothing while it was stopped",
+                GOOD,
+            )
+        )
         f.explains = frozenset({"locks"})
     return f
 
@@ -1072,21 +1407,38 @@ def _outside_session(c: Context) -> Finding | None:
             seen[sess.get("pid")] = {**seen.get(sess.get("pid"), {}), **sess}
     first = max(seen.values(), key=lambda x: x.get("state_s") or 0)
     f = Finding("outside_session")
-    f.support.append(Clue(f"{busy_in:.1f} session(s) from outside the workload at work "
-                          f"({busy_usual:.1f} the rest of the run): "
-                          + describe_session(first), GOOD))
+    f.support.append(
+        Clue(
+            f"{busy_in:.1f} session(s) from outside the workload at work "
+            f"({busy_usual:.1f} the rest of the run): " + describe_session(first),
+            GOOD,
+        )
+    )
     cpu = _cpu_of(c, set(seen))
     if cpu >= 30:
-        f.support.append(Clue(f"{'its backend' if len(seen) == 1 else 'their backends'} "
-                              f"used {cpu:.0f}% of a CPU", GOOD))
+        f.support.append(
+            Clue(
+                f"{'its backend' if len(seen) == 1 else 'their backends'} used {cpu:.0f}% of a CPU",
+                GOOD,
+            )
+        )
     wal, commits = c.mean_in("wal_mbps"), c.mean_in("commits_per_s")
     wal_u, commits_u = c.usual("wal_mbps"), c.usual("commits_per_s")
-    if all(math.isfinite(x) for x in (wal, commits, wal_u, commits_u)) and wal_u > 0 \
-            and commits_u > 0 and wal / max(commits, 1.0) >= 3 * wal_u / commits_u \
-            and wal >= 0.5 * wal_u:
-        f.support.append(Clue(f"WAL written at {wal:,.1f} MB/s while commits fell to "
-                              f"{commits:,.0f}/s ({wal_u:,.1f} MB/s for {commits_u:,.0f}/s "
-                              "the rest of the run): not the workload's", GOOD))
+    if (
+        all(math.isfinite(x) for x in (wal, commits, wal_u, commits_u))
+        and wal_u > 0
+        and commits_u > 0
+        and wal / max(commits, 1.0) >= 3 * wal_u / commits_u
+        and wal >= 0.5 * wal_u
+    ):
+        f.support.append(
+            Clue(
+                f"WAL written at {wal:,.1f} MB/s while commits fell to "
+                f"{commits:,.0f}/s ({wal_u:,.1f} MB/s for {commits_u:,.0f}/s "
+                "the rest of the run): not the workload's",
+                GOOD,
+            )
+        )
         f.explains = IO_LOAD  # its WAL and writes are what filled the device
     elif any(str(x.get("wait") or "").startswith(IO_WAITS) for x in seen.values()):
         f.explains = IO_LOAD
@@ -1117,15 +1469,34 @@ def describe_session(r: dict[str, Any]) -> str:
 
 def _snapshot(c: Context) -> Finding | None:
     lo, hi = c.span()
-    hits = [e for e in c.al.events if e.kind == "snapshot" and e.start_s <= hi + 1
-            and e.end_s >= lo - 1]
+    hits = [
+        e for e in c.al.events if e.kind == "snapshot" and e.start_s <= hi + 1 and e.end_s >= lo - 1
+    ]
     if not hits:
         return None
-    return Finding("snapshot", [Clue(f"{e.label} at {e.start_s:+.1f} s (took "
-                                     f"{e.end_s - e.start_s:.1f} s)", STRONG) for e in hits])
+    return Finding(
+        "snapshot",
+        [
+            Clue(f"{e.label} at {e.start_s:+.1f} s (took {e.end_s - e.start_s:.1f} s)", STRONG)
+            for e in hits
+        ],
+    )
 
 
 HYPOTHESES: tuple[Callable[[Context], Finding | None], ...] = (
-    _fs_frozen, _device_stalled, _locks, _checkpoint, _wal_segment_creation, _writeback,
-    _device_saturated, _host_io, _host_cpu, _steal, _reclaim, _pooler, _snapshot, _stopped,
-    _outside_session)
+    _fs_frozen,
+    _device_stalled,
+    _locks,
+    _checkpoint,
+    _wal_segment_creation,
+    _writeback,
+    _device_saturated,
+    _host_io,
+    _host_cpu,
+    _steal,
+    _reclaim,
+    _pooler,
+    _snapshot,
+    _stopped,
+    _outside_session,
+)

@@ -120,8 +120,9 @@ def signed_rank_critical(n: int, level: float = 0.95) -> int | None:
     return int(below[-1]) if below.size else None
 
 
-def hodges_lehmann(vals: list[float], level: float = 0.95
-                   ) -> tuple[float, float | None, float | None]:
+def hodges_lehmann(
+    vals: list[float], level: float = 0.95
+) -> tuple[float, float | None, float | None]:
     """The Hodges-Lehmann estimate of the centre of paired differences (the median of the
     Walsh averages (x_i + x_j) / 2, i <= j) with its distribution-free confidence interval
     (the Walsh averages at the Wilcoxon signed-rank critical value: the shifts the

@@ -78,8 +78,7 @@ class CellSummary:
         """Cells are comparable only within a group: same workload, clients, scale, rate
         (a TPS, or a share of each cell's own maximum) and host (never across workloads;
         never a paced run against an unpaced one)."""
-        return (self.workload, self.clients, self.scale, self.rate, self.rate_share,
-                self.host)
+        return (self.workload, self.clients, self.scale, self.rate, self.rate_share, self.host)
 
     @property
     def group_label(self) -> str:
@@ -124,12 +123,11 @@ def _share(run: Mapping[str, Any]) -> float | None:
 def _reference(run: Mapping[str, Any]) -> bool:
     """Whether a run's storage or postgres configuration is marked as a reference."""
     params = run.get("params") or {}
-    return any(bool((params.get(dim) or {}).get("reference")) for dim in ("storage",
-                                                                            "postgres"))
+    return any(bool((params.get(dim) or {}).get("reference")) for dim in ("storage", "postgres"))
 
 
 def _space(run: Mapping[str, Any], key: str) -> float | None:
-    after = ((run.get("space") or {}).get("after_load") or {})
+    after = (run.get("space") or {}).get("after_load") or {}
     v = after.get(key)
     return float(v) if v is not None else None
 
@@ -143,30 +141,45 @@ def stalls_of(run: Mapping[str, Any]) -> tuple[StallEpisode, ...]:
 
 def _in_measured_window(run: Mapping[str, Any]) -> int:
     duration = float(run.get("duration_s") or 0)
-    return sum(1 for c in run.get("checkpoints") or []
-               if c.get("ended_s") is not None and c["ended_s"] >= 0
-               and (c.get("started_s") if c.get("started_s") is not None else c["ended_s"])
-               <= duration)
+    return sum(
+        1
+        for c in run.get("checkpoints") or []
+        if c.get("ended_s") is not None
+        and c["ended_s"] >= 0
+        and (c.get("started_s") if c.get("started_s") is not None else c["ended_s"]) <= duration
+    )
 
 
-def unstable_reasons(ok: Sequence[Mapping[str, Any]], est: Estimate | None,
-                     stalls: Sequence[RunStalls], threshold_pct: float) -> tuple[str, ...]:
+def unstable_reasons(
+    ok: Sequence[Mapping[str, Any]],
+    est: Estimate | None,
+    stalls: Sequence[RunStalls],
+    threshold_pct: float,
+) -> tuple[str, ...]:
     """Why the repetitions of a cell disagree, where the data shows it."""
     if est is None or est.n < 2 or est.rel_range * 100 <= threshold_pct:
         return ()
     reasons = [f"repetitions spread {est.rel_range * 100:.1f}% (> {threshold_pct:g}%)"]
     with_cp = [int(r["repetition"]) for r in ok if _in_measured_window(r)]
     if with_cp and len(with_cp) < len(ok):
-        reasons.append("a checkpoint ran during repetition(s) "
-                       f"#{', #'.join(map(str, with_cp))} only")
-    cold = [int(r["repetition"]) for r in ok
-            if r.get("warmup_tps") and r.get("throughput")
-            and abs(float(r["warmup_tps"]) / float(r["throughput"]) - 1) > WARMUP_GAP]
+        reasons.append(
+            f"a checkpoint ran during repetition(s) #{', #'.join(map(str, with_cp))} only"
+        )
+    cold = [
+        int(r["repetition"])
+        for r in ok
+        if r.get("warmup_tps")
+        and r.get("throughput")
+        and abs(float(r["warmup_tps"]) / float(r["throughput"]) - 1) > WARMUP_GAP
+    ]
     if cold:
-        reasons.append(f"warm-up throughput differs by more than {WARMUP_GAP * 100:.0f}% "
-                       f"from the measured one in #{', #'.join(map(str, cold))}: not warm yet")
-    busy = [int(r["repetition"]) for r in ok
-            if any("busy host" in w for w in (r.get("warnings") or []))]
+        reasons.append(
+            f"warm-up throughput differs by more than {WARMUP_GAP * 100:.0f}% "
+            f"from the measured one in #{', #'.join(map(str, cold))}: not warm yet"
+        )
+    busy = [
+        int(r["repetition"]) for r in ok if any("busy host" in w for w in (r.get("warnings") or []))
+    ]
     if busy:
         reasons.append(f"busy host before #{', #'.join(map(str, busy))}")
     stalled = [s.repetition for s in stalls if s.episodes]
@@ -182,8 +195,12 @@ def run_throughput(run: Mapping[str, Any]) -> float | None:
     return None if v is None else float(v)
 
 
-def summarise(runs: Iterable[Mapping[str, Any]], *, baseline: str | None = None,
-              unstable_pct: float = UNSTABLE_PCT) -> list[CellSummary]:
+def summarise(
+    runs: Iterable[Mapping[str, Any]],
+    *,
+    baseline: str | None = None,
+    unstable_pct: float = UNSTABLE_PCT,
+) -> list[CellSummary]:
     """Group runs by cell (and host, in first-seen order), summarise the ok ones, and
     compare each group's cells with its baseline. Runs superseded by a resumed run are
     left out. Stalls are found when the runs carry their series."""
@@ -198,36 +215,62 @@ def summarise(runs: Iterable[Mapping[str, Any]], *, baseline: str | None = None,
         first = rows[0]
         thr = [run_throughput(r) for r in ok]
         p99 = [(r.get("latency_ms") or {}).get("p99") for r in ok]
-        stalls = tuple(RunStalls(int(r["run_id"]), int(r["repetition"]), stalls_of(r))
-                       for r in rows)
+        stalls = tuple(
+            RunStalls(int(r["run_id"]), int(r["repetition"]), stalls_of(r)) for r in rows
+        )
         est = estimate(thr)
-        cells.append(CellSummary(
-            cell=cell, storage=first["storage"], fs=first["fs"], postgres=first["postgres"],
-            kernel=first["kernel"], workload=first["workload"], runs=len(rows), ok=len(ok),
-            tps=est, latency_avg_ms=estimate(r["latency_avg_ms"] for r in ok),
-            latency_p99_ms=estimate(p99), load_seconds=estimate(r["load_seconds"] for r in ok),
-            space_bytes=estimate(r["space_bytes"] for r in ok),
-            implementation=next((r["implementation"] for r in rows if r.get("implementation")),
-                                None),
-            fuse=any(bool(r.get("fuse")) for r in rows),
-            errors=tuple(dict.fromkeys(str(r["error"]) for r in rows
-                                       if r["status"] != "ok" and r.get("error"))),
-            warnings=tuple(dict.fromkeys(f"#{r['repetition']}: {w}" for r in rows
-                                         for w in (r.get("warnings") or []))),
-            unit=next((str(r["throughput_unit"]) for r in rows if r.get("throughput_unit")),
-                      "tps"),
-            scale=first.get("scale"), clients=first.get("clients"), rate=_rate(first),
-            rate_share=_share(first),
-            host=host, campaign_id=first.get("campaign_id"),
-            values=tuple(float(v) for v in thr if v is not None),
-            p99_values=tuple(float(v) for v in p99 if v is not None),
-            reference=_reference(first),
-            space_data_bytes=estimate(_space(r, "data_bytes") for r in ok),
-            space_wal_bytes=estimate(_space(r, "pg_wal_bytes") for r in ok),
-            unstable=unstable_reasons(ok, est, [s for s in stalls
-                                                if s.run_id in {int(r["run_id"]) for r in ok}],
-                                      unstable_pct),
-            stalls=stalls))
+        cells.append(
+            CellSummary(
+                cell=cell,
+                storage=first["storage"],
+                fs=first["fs"],
+                postgres=first["postgres"],
+                kernel=first["kernel"],
+                workload=first["workload"],
+                runs=len(rows),
+                ok=len(ok),
+                tps=est,
+                latency_avg_ms=estimate(r["latency_avg_ms"] for r in ok),
+                latency_p99_ms=estimate(p99),
+                load_seconds=estimate(r["load_seconds"] for r in ok),
+                space_bytes=estimate(r["space_bytes"] for r in ok),
+                implementation=next(
+                    (r["implementation"] for r in rows if r.get("implementation")), None
+                ),
+                fuse=any(bool(r.get("fuse")) for r in rows),
+                errors=tuple(
+                    dict.fromkeys(
+                        str(r["error"]) for r in rows if r["status"] != "ok" and r.get("error")
+                    )
+                ),
+                warnings=tuple(
+                    dict.fromkeys(
+                        f"#{r['repetition']}: {w}" for r in rows for w in (r.get("warnings") or [])
+                    )
+                ),
+                unit=next(
+                    (str(r["throughput_unit"]) for r in rows if r.get("throughput_unit")), "tps"
+                ),
+                scale=first.get("scale"),
+                clients=first.get("clients"),
+                rate=_rate(first),
+                rate_share=_share(first),
+                host=host,
+                campaign_id=first.get("campaign_id"),
+                values=tuple(float(v) for v in thr if v is not None),
+                p99_values=tuple(float(v) for v in p99 if v is not None),
+                reference=_reference(first),
+                space_data_bytes=estimate(_space(r, "data_bytes") for r in ok),
+                space_wal_bytes=estimate(_space(r, "pg_wal_bytes") for r in ok),
+                unstable=unstable_reasons(
+                    ok,
+                    est,
+                    [s for s in stalls if s.run_id in {int(r["run_id"]) for r in ok}],
+                    unstable_pct,
+                ),
+                stalls=stalls,
+            )
+        )
     return with_baselines(with_labels(cells), baseline)
 
 
@@ -256,8 +299,10 @@ def by_group(cells: Sequence[CellSummary]) -> list[list[CellSummary]]:
 
 def matches(cell: CellSummary, pattern: str) -> bool:
     """A cell named by a glob on its id, its label or one of its dimensions."""
-    return any(fnmatch.fnmatchcase(str(v), pattern) for v in
-               (cell.cell, cell.label, cell.storage, cell.postgres, cell.kernel, cell.workload))
+    return any(
+        fnmatch.fnmatchcase(str(v), pattern)
+        for v in (cell.cell, cell.label, cell.storage, cell.postgres, cell.kernel, cell.workload)
+    )
 
 
 def with_baselines(cells: list[CellSummary], baseline: str | None) -> list[CellSummary]:
@@ -268,8 +313,10 @@ def with_baselines(cells: list[CellSummary], baseline: str | None) -> list[CellS
     out = list(cells)
     for members in by_group.values():
         candidates = [i for i in members if not cells[i].reference] or members
-        base_i = next((i for i in members if baseline and matches(cells[i], baseline)),
-                      None if baseline else candidates[0])
+        base_i = next(
+            (i for i in members if baseline and matches(cells[i], baseline)),
+            None if baseline else candidates[0],
+        )
         if base_i is None:
             continue
         base = cells[base_i]
@@ -278,10 +325,13 @@ def with_baselines(cells: list[CellSummary], baseline: str | None) -> list[CellS
                 continue
             c = cells[i]
             out[i] = dataclasses.replace(
-                c, baseline=base.label,
+                c,
+                baseline=base.label,
                 vs_baseline=compare(base.values, c.values),
                 p99_vs_baseline=compare(base.p99_values, c.p99_values, higher_is_better=False)
-                if base.p99_values and c.p99_values else None)
+                if base.p99_values and c.p99_values
+                else None,
+            )
     return out
 
 
@@ -297,12 +347,16 @@ def episode_lines(who: str, rs: RunStalls, unit: str) -> list[str]:
         for ep in eps:
             by_cause.setdefault(ep.verdict(), []).append(ep)
         kinds = sorted({ep.kind for ep in eps})
-        return [f"{who}: {len(eps)} {' and '.join(k + 's' for k in kinds)} "
-                f"({sum(ep.length_s for ep in eps):g} s in all, "
-                f"{sum(ep.delayed_tx for ep in eps):,} transactions delayed): "
-                + "; ".join(f"{v} x{len(group)}" for v, group in
-                            sorted(by_cause.items(), key=lambda kv: -len(kv[1])))
-                + f" (results show {rs.run_id} lists each)"]
+        return [
+            f"{who}: {len(eps)} {' and '.join(k + 's' for k in kinds)} "
+            f"({sum(ep.length_s for ep in eps):g} s in all, "
+            f"{sum(ep.delayed_tx for ep in eps):,} transactions delayed): "
+            + "; ".join(
+                f"{v} x{len(group)}"
+                for v, group in sorted(by_cause.items(), key=lambda kv: -len(kv[1]))
+            )
+            + f" (results show {rs.run_id} lists each)"
+        ]
     lines = []
     for ep in eps:
         lines.append(f"{who}: {ep.headline(unit)}: {ep.verdict()}")
@@ -333,34 +387,48 @@ def highlights(cells: Sequence[CellSummary]) -> Highlights:
         best = max(candidates, key=lambda c: c.tps.mean if c.tps else 0)
         unit = best.unit
         head = f"{members[0].group_label}: "
-        better = [c for c in candidates if c.vs_baseline and c.vs_baseline.verdict in
-                  (Verdict.BETTER, Verdict.WORSE)]
-        same = [c for c in candidates if c.vs_baseline and c.vs_baseline.verdict is
-                Verdict.SAME]
-        none = [c for c in candidates if c.vs_baseline and c.vs_baseline.verdict is
-                Verdict.NONE]
+        better = [
+            c
+            for c in candidates
+            if c.vs_baseline and c.vs_baseline.verdict in (Verdict.BETTER, Verdict.WORSE)
+        ]
+        same = [c for c in candidates if c.vs_baseline and c.vs_baseline.verdict is Verdict.SAME]
+        none = [c for c in candidates if c.vs_baseline and c.vs_baseline.verdict is Verdict.NONE]
         base = next((c for c in candidates if c.baseline is None), candidates[0])
         assert best.tps is not None
-        h.lines.append(head + f"best {best.label} at {best.tps.mean:,.0f} {unit} (mean)"
-                       + ("" if best is base or best.vs_baseline is None else
-                          f", {best.vs_baseline.words()} against {base.label}"))
+        h.lines.append(
+            head
+            + f"best {best.label} at {best.tps.mean:,.0f} {unit} (mean)"
+            + (
+                ""
+                if best is base or best.vs_baseline is None
+                else f", {best.vs_baseline.words()} against {base.label}"
+            )
+        )
         for c in better:
             assert c.vs_baseline is not None
             h.lines.append(f"  {c.label} vs {c.baseline}: {c.vs_baseline.words()}")
         if same:
-            h.lines.append(f"  no significant difference from {base.label}: "
-                           + ", ".join(f"{c.label} ({c.vs_baseline.change_pct:+.1f}%)"
-                                       for c in same if c.vs_baseline
-                                       and c.vs_baseline.change_pct is not None))
+            h.lines.append(
+                f"  no significant difference from {base.label}: "
+                + ", ".join(
+                    f"{c.label} ({c.vs_baseline.change_pct:+.1f}%)"
+                    for c in same
+                    if c.vs_baseline and c.vs_baseline.change_pct is not None
+                )
+            )
         if none:
-            h.lines.append("  no verdict (too few repetitions): "
-                           + ", ".join(c.label for c in none))
+            h.lines.append(
+                "  no verdict (too few repetitions): " + ", ".join(c.label for c in none)
+            )
         for ref in (c for c in measured if c.reference and c.tps is not None):
             assert ref.tps is not None
-            h.lines.append(f"  reference {ref.label}: {ref.tps.mean:,.0f} {unit}; the best "
-                           f"reaches {100 * best.tps.mean / ref.tps.mean:.0f}% of it"
-                           if ref is not best and ref.tps.mean > 0 else
-                           f"  reference {ref.label}: {ref.tps.mean:,.0f} {unit}")
+            h.lines.append(
+                f"  reference {ref.label}: {ref.tps.mean:,.0f} {unit}; the best "
+                f"reaches {100 * best.tps.mean / ref.tps.mean:.0f}% of it"
+                if ref is not best and ref.tps.mean > 0
+                else f"  reference {ref.label}: {ref.tps.mean:,.0f} {unit}"
+            )
     for c in cells:
         if c.unstable:
             h.lines.append(f"{c.label} is unstable: {'; '.join(c.unstable)}")
@@ -369,6 +437,7 @@ def highlights(cells: Sequence[CellSummary]) -> Highlights:
             h.lines += episode_lines(f"{c.label} #{rs.repetition}", rs, c.unit)
     failed = [c for c in cells if c.ok < c.runs]
     for c in failed:
-        h.lines.append(f"{c.label}: {c.runs - c.ok} of {c.runs} run(s) failed: "
-                       + "; ".join(c.errors[:2]))
+        h.lines.append(
+            f"{c.label}: {c.runs - c.ok} of {c.runs} run(s) failed: " + "; ".join(c.errors[:2])
+        )
     return h

@@ -32,16 +32,21 @@ def _fuse_substitutions(runs: Sequence[Mapping[str, Any]]) -> list[str]:
             for name, value in props.items():
                 if isinstance(value, dict) and "kernel" in value:
                     fuse = value.get("fuse")
-                    text = (f"{where}.{name}: {value['kernel']} on OpenZFS ran as {fuse}"
-                            if fuse is not None else
-                            f"{where}.{name}={value['kernel']} (OpenZFS only) was not set")
+                    text = (
+                        f"{where}.{name}: {value['kernel']} on OpenZFS ran as {fuse}"
+                        if fuse is not None
+                        else f"{where}.{name}={value['kernel']} (OpenZFS only) was not set"
+                    )
                     found.setdefault(str(r["storage"]), set()).add(text)
         for name, value in (storage.get("module_parameters") or {}).items():
             if isinstance(value, dict) and value.get("fuse") is None:
                 found.setdefault(str(r["storage"]), set()).add(
-                    f"module parameter {name} (OpenZFS only) was skipped")
-    return [f"{storage} on zfs-fuse: {'; '.join(sorted(texts))}"
-            for storage, texts in sorted(found.items())]
+                    f"module parameter {name} (OpenZFS only) was skipped"
+                )
+    return [
+        f"{storage} on zfs-fuse: {'; '.join(sorted(texts))}"
+        for storage, texts in sorted(found.items())
+    ]
 
 
 def _zfsrc(runs: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -55,8 +60,11 @@ def _zfsrc(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     zfsrc = next((d.get("zfsrc") for d in daemons.values() if d.get("zfsrc")), "")
     if not daemons or not zfsrc:
         return []
-    settings = [line.strip() for line in zfsrc.splitlines()
-                if line.strip() and not line.lstrip().startswith(("fuse", "#"))]
+    settings = [
+        line.strip()
+        for line in zfsrc.splitlines()
+        if line.strip() and not line.lstrip().startswith(("fuse", "#"))
+    ]
 
     def name(setting: str) -> str:
         return setting.split("=", 1)[0].strip()
@@ -72,10 +80,14 @@ def _zfsrc(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     for storage, kept in applied.items():
         if kept != settings:
             overridden = [name(x) for x in settings if x not in kept]
-            parts.append(f"{storage} with {', '.join(kept) or 'none of them'} (it set "
-                         f"{', '.join(overridden)} itself)")
-    text = (f"zfs-fuse applies /etc/zfs/zfsrc to every ZFS cell ({', '.join(settings)}), not "
-            f"OpenZFS's defaults (ARC up to half of RAM, prefetch on): {'; '.join(parts)}")
+            parts.append(
+                f"{storage} with {', '.join(kept) or 'none of them'} (it set "
+                f"{', '.join(overridden)} itself)"
+            )
+    text = (
+        f"zfs-fuse applies /etc/zfs/zfsrc to every ZFS cell ({', '.join(settings)}), not "
+        f"OpenZFS's defaults (ARC up to half of RAM, prefetch on): {'; '.join(parts)}"
+    )
     if len({tuple(k) for k in applied.values()}) > 1:
         text += ": a difference between these cells may come from these daemon options"
     return [text]
@@ -100,9 +112,11 @@ def _one_disk(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     (disk,) = disks
     text = f"every loop device is a file on one physical disk ({disk})"
     if separate:
-        text += (f": the separate WAL volumes and ZFS log or cache devices of "
-                 f"{', '.join(sorted(set(separate)))} share that disk, so they show the "
-                 "software path, not another device")
+        text += (
+            f": the separate WAL volumes and ZFS log or cache devices of "
+            f"{', '.join(sorted(set(separate)))} share that disk, so they show the "
+            "software path, not another device"
+        )
     return [text]
 
 
@@ -112,16 +126,21 @@ def _emulated(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     mechanism = ""
     for r in runs:
         for entry in (r.get("storage_details") or {}).get("device_limits") or []:
-            by_storage.setdefault(str(r["storage"]), {})[str(entry.get("role"))] = \
-                str(entry.get("text"))
+            by_storage.setdefault(str(r["storage"]), {})[str(entry.get("role"))] = str(
+                entry.get("text")
+            )
             mechanism = str(entry.get("mechanism") or mechanism)
     if not by_storage:
         return []
-    parts = [f"{s} ({'; '.join(f'{role}: {text}' for role, text in roles.items())})"
-             for s, roles in sorted(by_storage.items())]
-    return [f"emulated devices, capped by {mechanism or 'throttling'}: {', '.join(parts)}; "
-            "IOPS and bandwidth only: latency (an HDD's seek, a cloud volume's network round "
-            "trip) is not emulated"]
+    parts = [
+        f"{s} ({'; '.join(f'{role}: {text}' for role, text in roles.items())})"
+        for s, roles in sorted(by_storage.items())
+    ]
+    return [
+        f"emulated devices, capped by {mechanism or 'throttling'}: {', '.join(parts)}; "
+        "IOPS and bandwidth only: latency (an HDD's seek, a cloud volume's network round "
+        "trip) is not emulated"
+    ]
 
 
 def _few_repetitions(runs: Sequence[Mapping[str, Any]]) -> list[str]:
@@ -134,50 +153,72 @@ def _few_repetitions(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     few = sorted(c for c, n in ok.items() if n < MIN_N_VERDICT)
     if not few:
         return []
-    return [f"{len(few)} cell(s) have fewer than {MIN_N_VERDICT} ok repetitions: no verdict is "
-            f"possible for them ({', '.join(few)})"]
+    return [
+        f"{len(few)} cell(s) have fewer than {MIN_N_VERDICT} ok repetitions: no verdict is "
+        f"possible for them ({', '.join(few)})"
+    ]
 
 
 def _txlog_left_out(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     """Runs that went without pgbench's transaction log under txlog = "auto"."""
-    cells = sorted({str(r["cell"]) for r in runs
-                    if ((r.get("metrics") or {}).get("observer") or {}).get("txlog_left_out")})
+    cells = sorted(
+        {
+            str(r["cell"])
+            for r in runs
+            if ((r.get("metrics") or {}).get("observer") or {}).get("txlog_left_out")
+        }
+    )
     if not cells:
         return []
-    return [f'no latency percentiles for {len(cells)} cell(s) (txlog = "auto": expected above '
-            "txlog_max_tps_per_cpu transactions a second a CPU, where pgbench's -l costs "
-            "every transaction CPU; txlog = true keeps it): "
-            f"{', '.join(cells)}"]
+    return [
+        f'no latency percentiles for {len(cells)} cell(s) (txlog = "auto": expected above '
+        "txlog_max_tps_per_cpu transactions a second a CPU, where pgbench's -l costs "
+        "every transaction CPU; txlog = true keeps it): "
+        f"{', '.join(cells)}"
+    ]
 
 
 def _prepared_disabled(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     """sysbench cells that went without prepared statements through a transaction pooler,
     next to sysbench cells that prepared theirs: their difference includes that."""
+
     def tool(r: Mapping[str, Any]) -> Mapping[str, Any]:
         return (r.get("metrics") or {}).get("tool") or {}
 
     sysbench = [r for r in runs if tool(r).get("name") == "sysbench"]
-    without = sorted({str(r["cell"]) for r in sysbench
-                      if tool(r).get("prepared_statements_disabled")})
+    without = sorted(
+        {str(r["cell"]) for r in sysbench if tool(r).get("prepared_statements_disabled")}
+    )
     if not without:
         return []
-    text = (f"sysbench ran without server-side prepared statements in {len(without)} "
-            "cell(s), whose pooler would have lost them (--db-ps-mode=disable): "
-            f"{', '.join(without)}")
-    prepared = sorted({str(r["cell"]) for r in sysbench if r.get("status") == "ok"
-                       and tool(r).get("prepared_statements") is True})
+    text = (
+        f"sysbench ran without server-side prepared statements in {len(without)} "
+        "cell(s), whose pooler would have lost them (--db-ps-mode=disable): "
+        f"{', '.join(without)}"
+    )
+    prepared = sorted(
+        {
+            str(r["cell"])
+            for r in sysbench
+            if r.get("status") == "ok" and tool(r).get("prepared_statements") is True
+        }
+    )
     if prepared:
-        text += (f"; {len(prepared)} other sysbench cell(s) prepared theirs, so a difference "
-                 "between them includes that (options = { \"db-ps-mode\" = \"disable\" } on "
-                 "the workload runs them alike)")
+        text += (
+            f"; {len(prepared)} other sysbench cell(s) prepared theirs, so a difference "
+            'between them includes that (options = { "db-ps-mode" = "disable" } on '
+            "the workload runs them alike)"
+        )
     return [text]
 
 
 def reading_warnings(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     out: list[str] = []
     if any(r.get("fuse") for r in runs):
-        out.append("ZFS cells ran on zfs-fuse (ZFS through FUSE, pool version 23): their "
-                   "numbers are not kernel OpenZFS numbers")
+        out.append(
+            "ZFS cells ran on zfs-fuse (ZFS through FUSE, pool version 23): their "
+            "numbers are not kernel OpenZFS numbers"
+        )
     out += _fuse_substitutions(runs)
     out += _zfsrc(runs)
     out += _emulated(runs)
@@ -185,8 +226,13 @@ def reading_warnings(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     out += _few_repetitions(runs)
     out += _txlog_left_out(runs)
     out += _prepared_disabled(runs)
-    busy = sorted({f"{r['cell']} #{r['repetition']}" for r in runs
-                   if any("busy host" in w for w in (r.get("warnings") or []))})
+    busy = sorted(
+        {
+            f"{r['cell']} #{r['repetition']}"
+            for r in runs
+            if any("busy host" in w for w in (r.get("warnings") or []))
+        }
+    )
     if busy:
         out.append(f"the host was busy before {len(busy)} run(s): {', '.join(busy[:4])}")
     return out

@@ -24,7 +24,7 @@ from pgfsbench.system.errors import Interrupted, PgfsbenchError
 app = typer.Typer(
     name="pgfsbench",
     help="Benchmark PostgreSQL on storage stacks (filesystems, ZFS, kernel and PostgreSQL "
-         "settings) from one spec file, and keep every number with its environment.",
+    "settings) from one spec file, and keep every number with its environment.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     add_completion=False,
@@ -42,8 +42,15 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                       help="Print pgfsbench's version and exit.")) -> None:
+def _root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        callback=_version,
+        is_eager=True,
+        help="Print pgfsbench's version and exit.",
+    ),
+) -> None:
     """Benchmark PostgreSQL on storage stacks from one spec file."""
 
 
@@ -81,8 +88,7 @@ def main() -> None:
     try:
         app()
     except PgfsbenchError as exc:
-        err_console.print(f"pgfsbench: error: {exc}", markup=False, highlight=False,
-                          soft_wrap=True)
+        err_console.print(f"pgfsbench: error: {exc}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         err_console.print("pgfsbench: interrupted; everything it created was undone")
@@ -90,7 +96,11 @@ def main() -> None:
     except Exception as exc:  # the last resort: a traceback reaching the user is a bug
         path = write_traceback(traceback.format_exc(), _workdir_from_argv(sys.argv))
         first = str(exc).splitlines()[0] if str(exc) else ""
-        err_console.print(f"pgfsbench: internal error ({type(exc).__name__}: {first[:200]}); "
-                          f"the traceback is in {path}", markup=False, highlight=False,
-                          soft_wrap=True)
+        err_console.print(
+            f"pgfsbench: internal error ({type(exc).__name__}: {first[:200]}); "
+            f"the traceback is in {path}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
         sys.exit(BUG_EXIT)

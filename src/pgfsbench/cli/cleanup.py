@@ -16,7 +16,8 @@ from pgfsbench.system.paths import DEFAULT_WORKDIR
 @app.command("cleanup")
 def cleanup_cmd(
     workdir: Annotated[Path, typer.Option(help="The work directory of the interrupted run.")] = (
-        DEFAULT_WORKDIR),
+        DEFAULT_WORKDIR
+    ),
 ) -> None:
     """Undo whatever an interrupted or killed run left (mounts, loop devices, servers, sysctls)."""
     import os
@@ -37,7 +38,9 @@ def cleanup_cmd(
         console.print(f"[yellow]skipped[/]: {line}")
     for what in report.undone:
         console.print(f"undone: {what}", markup=False)
-    console.print(f"{report.journals} journal(s), {report.steps_undone} step(s) undone, "
-                  f"{report.runs_marked_aborted} run(s) marked aborted")
+    console.print(
+        f"{report.journals} journal(s), {report.steps_undone} step(s) undone, "
+        f"{report.runs_marked_aborted} run(s) marked aborted"
+    )
     if report.failures:
         raise PgfsbenchError("could not undo: " + "; ".join(report.failures))

@@ -24,19 +24,32 @@ STYLE = {"better": "green", "worse": "red", "no significant difference": "", "no
 def pair_json(p: Pair) -> dict[str, Any]:
     def side(c: Any, source: str) -> dict[str, Any]:
         t = c.tps
-        return {"cell": c.cell, "label": c.label, "host": c.host, "source": source,
-                "n": t.n if t else 0, "median": t.median if t else None,
-                "ci95": [t.ci_low, t.ci_high] if t else None}
+        return {
+            "cell": c.cell,
+            "label": c.label,
+            "host": c.host,
+            "source": source,
+            "n": t.n if t else 0,
+            "median": t.median if t else None,
+            "ci95": [t.ci_low, t.ci_high] if t else None,
+        }
 
     cmp = p.throughput
-    return {"baseline": side(p.base, p.base_source), "other": side(p.other, p.other_source),
-            "also_differ": {d: [getattr(p.base, d), getattr(p.other, d)]
-                            for d in p.also_differ},
-            "group": p.base.group_label, "ratio": cmp.ratio, "ci95": [cmp.ci_low, cmp.ci_high],
-            "p": cmp.p_value, "mann_whitney_p": cmp.mann_whitney_p,
-            "verdict": str(cmp.verdict), "text": cmp.words(),
-            "p99": None if p.p99 is None else {"ratio": p.p99.ratio, "verdict":
-                                               str(p.p99.verdict), "text": p.p99.words()}}
+    return {
+        "baseline": side(p.base, p.base_source),
+        "other": side(p.other, p.other_source),
+        "also_differ": {d: [getattr(p.base, d), getattr(p.other, d)] for d in p.also_differ},
+        "group": p.base.group_label,
+        "ratio": cmp.ratio,
+        "ci95": [cmp.ci_low, cmp.ci_high],
+        "p": cmp.p_value,
+        "mann_whitney_p": cmp.mann_whitney_p,
+        "verdict": str(cmp.verdict),
+        "text": cmp.words(),
+        "p99": None
+        if p.p99 is None
+        else {"ratio": p.p99.ratio, "verdict": str(p.p99.verdict), "text": p.p99.words()},
+    }
 
 
 def same_store(a: str, b: str) -> bool:
@@ -53,23 +66,45 @@ def same_store(a: str, b: str) -> bool:
 
 @app.command("compare")
 def compare_cmd(
-    a: Annotated[str | None, typer.Argument(
-        help="The baseline: a cell id, or a storage, postgres, kernel or workload name "
-             "(globs allowed).")] = None,
+    a: Annotated[
+        str | None,
+        typer.Argument(
+            help="The baseline: a cell id, or a storage, postgres, kernel or workload name "
+            "(globs allowed)."
+        ),
+    ] = None,
     b: Annotated[str | None, typer.Argument(help="What to compare with it (same forms).")] = None,
-    results: Annotated[list[str] | None, typer.Option(
-        "--results", "-r", help="SQLite file or postgresql:// URL; twice to compare two "
-                                "files cell by cell.")] = None,
-    campaign: Annotated[list[int] | None, typer.Option(
-        "--campaign", help="Campaign id; twice to compare two campaigns cell by cell "
-                           "(default: the latest).")] = None,
+    results: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--results",
+            "-r",
+            help="SQLite file or postgresql:// URL; twice to compare two files cell by cell.",
+        ),
+    ] = None,
+    campaign: Annotated[
+        list[int] | None,
+        typer.Option(
+            "--campaign",
+            help="Campaign id; twice to compare two campaigns cell by cell (default: the latest).",
+        ),
+    ] = None,
     baseline: BaselineOpt = None,
-    by: Annotated[str | None, typer.Option(
-        "--by", help="host: compare within each host, then combine the hosts (the geometric "
-                     "mean of per-host ratios with its 95% CI) and show each "
-                     "configuration's host-to-host spread (every campaign by default).")] = None,
-    host: Annotated[str | None, typer.Option(
-        "--host", help="Only the runs of this host (a store holding a fleet's hosts).")] = None,
+    by: Annotated[
+        str | None,
+        typer.Option(
+            "--by",
+            help="host: compare within each host, then combine the hosts (the geometric "
+            "mean of per-host ratios with its 95% CI) and show each "
+            "configuration's host-to-host spread (every campaign by default).",
+        ),
+    ] = None,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            "--host", help="Only the runs of this host (a store holding a fleet's hosts)."
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Is B faster than A? Ratio of means with its 95% CI (Welch's t test on log
@@ -85,22 +120,29 @@ def compare_cmd(
         _by_host(targets, camps, a, b, baseline, as_json)
         return
     if len(targets) > 2 or len(camps) > 2 or (len(targets) == 2 and len(camps) == 1):
-        raise UsageError("compare takes at most two sources: two --results (each with its "
-                         "own --campaign, or its latest), or two --campaign of one store")
+        raise UsageError(
+            "compare takes at most two sources: two --results (each with its "
+            "own --campaign, or its latest), or two --campaign of one store"
+        )
     if len(targets) == 2 and len(camps) < 2 and same_store(targets[0], targets[1]):
-        raise UsageError(f"both --results name {targets[0]}: a store compared with itself "
-                         "says nothing (give --campaign twice to compare two of its campaigns)")
-    pairs = (_pairs_across(targets, camps, a, baseline, host)
-             if len(targets) == 2 or len(camps) == 2
-             else _pairs_within(targets[0], campaign, a, b, baseline, host))
+        raise UsageError(
+            f"both --results name {targets[0]}: a store compared with itself "
+            "says nothing (give --campaign twice to compare two of its campaigns)"
+        )
+    pairs = (
+        _pairs_across(targets, camps, a, baseline, host)
+        if len(targets) == 2 or len(camps) == 2
+        else _pairs_within(targets[0], campaign, a, b, baseline, host)
+    )
     if as_json:
         print(json.dumps([pair_json(p) for p in pairs], indent=1, default=str))
         return
     _print_pairs(pairs)
 
 
-def _pairs_across(targets: list[str], camps: list[int], a: str | None, baseline: str | None,
-                  host: str | None) -> list[Pair]:
+def _pairs_across(
+    targets: list[str], camps: list[int], a: str | None, baseline: str | None, host: str | None
+) -> list[Pair]:
     """Two sources (two stores, or two campaigns of one), cell by cell."""
     from pgfsbench.analysis.pairs import pairs_across
     from pgfsbench.analysis.summary import matches
@@ -121,8 +163,14 @@ def _pairs_across(targets: list[str], camps: list[int], a: str | None, baseline:
     return pairs
 
 
-def _pairs_within(target: str, campaign: list[int] | None, a: str | None, b: str | None,
-                  baseline: str | None, host: str | None) -> list[Pair]:
+def _pairs_within(
+    target: str,
+    campaign: list[int] | None,
+    a: str | None,
+    b: str | None,
+    baseline: str | None,
+    host: str | None,
+) -> list[Pair]:
     """The cells A and B name in one campaign, or every cell against its baseline."""
     from pgfsbench.analysis.pairs import make_pair, pairs_by_name
     from pgfsbench.analysis.summary import matches
@@ -134,16 +182,24 @@ def _pairs_within(target: str, campaign: list[int] | None, a: str | None, b: str
         raise UsageError("give both A and B, or neither (every cell against its baseline)")
     if a is None or b is None:
         by_label = {(c.label, c.group): c for c in cells}
-        return [make_pair(by_label[(c.baseline, c.group)], c) for c in cells
-                if c.baseline is not None and (c.baseline, c.group) in by_label]
+        return [
+            make_pair(by_label[(c.baseline, c.group)], c)
+            for c in cells
+            if c.baseline is not None and (c.baseline, c.group) in by_label
+        ]
     for name in (a, b):
         if not any(matches(c, name) for c in cells):
-            raise UsageError(f"no cell named {name!r} (cells: "
-                             + ", ".join(sorted({c.label for c in cells})) + ")")
+            raise UsageError(
+                f"no cell named {name!r} (cells: "
+                + ", ".join(sorted({c.label for c in cells}))
+                + ")"
+            )
     pairs = pairs_by_name(cells, a, b)
     if not pairs:
-        raise UsageError(f"no comparable cells: {a!r} and {b!r} name no pair with the "
-                         "same workload, clients and scale")
+        raise UsageError(
+            f"no comparable cells: {a!r} and {b!r} name no pair with the "
+            "same workload, clients and scale"
+        )
     return pairs
 
 
@@ -156,28 +212,59 @@ def _print_pairs(pairs: list[Pair]) -> None:
         table.add_column(col, justify="left" if col in ("A", "B", "verdict") else "right")
     for p in pairs:
         cmp = p.throughput
-        ratio = "-" if cmp.ratio is None else (
-            f"{(cmp.ratio - 1) * 100:+.1f}%" + ("" if cmp.ci_low is None or cmp.ci_high is None
-                                                else f" [{(cmp.ci_low - 1) * 100:+.1f}%, "
-                                                     f"{(cmp.ci_high - 1) * 100:+.1f}%]"))
-        verdict = Text(f"{cmp.verdict.mark()} {cmp.verdict_words()}",
-                       style=STYLE.get(cmp.verdict.value, ""))
-        p99 = "-" if p.p99 is None or p.p99.change_pct is None else \
-            f"{p.p99.change_pct:+.1f}% {p.p99.verdict.mark()}"
-        table.add_row(p.base.label + (f" ({p.base_source})" if p.base_source else ""),
-                      p.other.label + (f" ({p.other_source})" if p.other_source else ""),
-                      fmt_spread(p.base.tps), fmt_spread(p.other.tps), ratio, verdict, p99)
+        ratio = (
+            "-"
+            if cmp.ratio is None
+            else (
+                f"{(cmp.ratio - 1) * 100:+.1f}%"
+                + (
+                    ""
+                    if cmp.ci_low is None or cmp.ci_high is None
+                    else f" [{(cmp.ci_low - 1) * 100:+.1f}%, {(cmp.ci_high - 1) * 100:+.1f}%]"
+                )
+            )
+        )
+        verdict = Text(
+            f"{cmp.verdict.mark()} {cmp.verdict_words()}", style=STYLE.get(cmp.verdict.value, "")
+        )
+        p99 = (
+            "-"
+            if p.p99 is None or p.p99.change_pct is None
+            else f"{p.p99.change_pct:+.1f}% {p.p99.verdict.mark()}"
+        )
+        table.add_row(
+            p.base.label + (f" ({p.base_source})" if p.base_source else ""),
+            p.other.label + (f" ({p.other_source})" if p.other_source else ""),
+            fmt_spread(p.base.tps),
+            fmt_spread(p.other.tps),
+            ratio,
+            verdict,
+            p99,
+        )
     console.print(table)
     for p in pairs:
         if p.also_differ:
-            console.print(Text(f"{p.other.label} and {p.base.label} also differ in "
-                               + "; ".join(f"{d} ({getattr(p.base, d)} and "
-                                           f"{getattr(p.other, d)})" for d in p.also_differ)
-                               + ": the difference is theirs together", style="yellow"))
+            console.print(
+                Text(
+                    f"{p.other.label} and {p.base.label} also differ in "
+                    + "; ".join(
+                        f"{d} ({getattr(p.base, d)} and {getattr(p.other, d)})"
+                        for d in p.also_differ
+                    )
+                    + ": the difference is theirs together",
+                    style="yellow",
+                )
+            )
 
 
-def _by_host(targets: list[str], camps: list[int], a: str | None, b: str | None,
-             baseline: str | None, as_json: bool) -> None:
+def _by_host(
+    targets: list[str],
+    camps: list[int],
+    a: str | None,
+    b: str | None,
+    baseline: str | None,
+    as_json: bool,
+) -> None:
     from pgfsbench.analysis.pairs import across_hosts, host_spread, make_pair, pairs_by_name
     from pgfsbench.report.loading import analyse
 
@@ -194,33 +281,54 @@ def _by_host(targets: list[str], camps: list[int], a: str | None, b: str | None,
         pairs = pairs_by_name(cells, a, b)
     else:
         by_label = {(c.label, c.group): c for c in cells}
-        pairs = [make_pair(by_label[(c.baseline, c.group)], c) for c in cells
-                 if c.baseline is not None and (c.baseline, c.group) in by_label]
+        pairs = [
+            make_pair(by_label[(c.baseline, c.group)], c)
+            for c in cells
+            if c.baseline is not None and (c.baseline, c.group) in by_label
+        ]
     combined = across_hosts(pairs)
     spread = host_spread(cells)
     if as_json:
-        print(json.dumps({"across_hosts": [c.as_dict() for c in combined],
-                          "host_spread": [s.as_dict() for s in spread]}, indent=1,
-                         default=str))
+        print(
+            json.dumps(
+                {
+                    "across_hosts": [c.as_dict() for c in combined],
+                    "host_spread": [s.as_dict() for s in spread],
+                },
+                indent=1,
+                default=str,
+            )
+        )
         return
     console = Console()
-    table = Table(title="B against A on each host, then across hosts (95% confidence)",
-                  title_justify="left")
+    table = Table(
+        title="B against A on each host, then across hosts (95% confidence)", title_justify="left"
+    )
     for col in ("A", "B", "per host", "across hosts [95% CI]", "verdict"):
         table.add_column(col)
     for c in combined:
-        per = ", ".join(f"{h} {'-' if r is None else f'{(r - 1) * 100:+.1f}%'}"
-                        for h, r, _ in c.per_host)
-        ratio = "-" if c.ratio is None else f"{(c.ratio - 1) * 100:+.1f}%" + (
-            "" if c.ci_low is None or c.ci_high is None else
-            f" [{(c.ci_low - 1) * 100:+.1f}%, {(c.ci_high - 1) * 100:+.1f}%]")
+        per = ", ".join(
+            f"{h} {'-' if r is None else f'{(r - 1) * 100:+.1f}%'}" for h, r, _ in c.per_host
+        )
+        ratio = (
+            "-"
+            if c.ratio is None
+            else f"{(c.ratio - 1) * 100:+.1f}%"
+            + (
+                ""
+                if c.ci_low is None or c.ci_high is None
+                else f" [{(c.ci_low - 1) * 100:+.1f}%, {(c.ci_high - 1) * 100:+.1f}%]"
+            )
+        )
         table.add_row(c.base, c.other, per, ratio, c.verdict)
     console.print(table)
-    hosts = Table(title="each configuration on each host (median throughput)",
-                  title_justify="left")
+    hosts = Table(title="each configuration on each host (median throughput)", title_justify="left")
     for col in ("cell", "hosts", "host-to-host CV"):
         hosts.add_column(col)
     for s in spread:
-        hosts.add_row(s.cell, ", ".join(f"{h} {m:,.0f}" for h, m in s.medians),
-                      "-" if s.cv is None else f"{s.cv * 100:.1f}%")
+        hosts.add_row(
+            s.cell,
+            ", ".join(f"{h} {m:,.0f}" for h, m in s.medians),
+            "-" if s.cv is None else f"{s.cv * 100:.1f}%",
+        )
     console.print(hosts)

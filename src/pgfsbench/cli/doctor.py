@@ -16,34 +16,57 @@ from pgfsbench.system.paths import DEFAULT_WORKDIR
 
 doctor_app = typer.Typer(
     help="Audit this host's storage stack against PostgreSQL's settings (reads only). "
-         "Exit 0 all OK, 1 warnings, 2 bad findings, 3 could not inspect.",
-    invoke_without_command=True)
+    "Exit 0 all OK, 1 warnings, 2 bad findings, 3 could not inspect.",
+    invoke_without_command=True,
+)
 app.add_typer(doctor_app, name="doctor")
 
-PgdataOpt = Annotated[Path | None, typer.Option(
-    "--pgdata", "-D", help="The data directory (the server is asked if it runs there, "
-                           "else its configuration files are read).")]
-DsnOpt = Annotated[str | None, typer.Option(
-    "--dsn", help="A libpq connection string to a running server (e.g. "
-                  "'host=/var/run/postgresql user=postgres').")]
-ConfigOpt = Annotated[Path | None, typer.Option(
-    "--config", help="postgresql.conf when it is not in the data directory (Debian: "
-                     "/etc/postgresql/N/main/postgresql.conf).")]
-PathOpt = Annotated[list[str] | None, typer.Option(
-    "--path", help="Another directory to audit (repeatable), e.g. a planned data directory.")]
+PgdataOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--pgdata",
+        "-D",
+        help="The data directory (the server is asked if it runs there, "
+        "else its configuration files are read).",
+    ),
+]
+DsnOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--dsn",
+        help="A libpq connection string to a running server (e.g. "
+        "'host=/var/run/postgresql user=postgres').",
+    ),
+]
+ConfigOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--config",
+        help="postgresql.conf when it is not in the data directory (Debian: "
+        "/etc/postgresql/N/main/postgresql.conf).",
+    ),
+]
+PathOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--path", help="Another directory to audit (repeatable), e.g. a planned data directory."
+    ),
+]
 STYLE = {"OK": "green", "WARN": "yellow", "BAD": "bold red"}
 
 
-def _gather(pgdata: Path | None, dsn: str | None, config: Path | None,
-            paths: list[str] | None) -> tuple[Any, bool]:
+def _gather(
+    pgdata: Path | None, dsn: str | None, config: Path | None, paths: list[str] | None
+) -> tuple[Any, bool]:
     from pgfsbench.advisor.facts import gather
 
     if pgdata is not None and not pgdata.exists():
         return None, False
     facts = gather(pgdata, dsn, config, paths)
     asked_pg = pgdata is not None or dsn is not None
-    inspected = not asked_pg or (facts.pg is not None and (
-        facts.pg.source == "server" or bool(facts.paths)))
+    inspected = not asked_pg or (
+        facts.pg is not None and (facts.pg.source == "server" or bool(facts.paths))
+    )
     return facts, inspected
 
 
@@ -54,13 +77,16 @@ def doctor_cmd(
     dsn: DsnOpt = None,
     config: ConfigOpt = None,
     path: PathOpt = None,
-    only: Annotated[list[str] | None, typer.Option(
-        "--only", help="Only these rule ids (globs).")] = None,
-    ignore: Annotated[list[str] | None, typer.Option(
-        "--ignore", help="Leave out these rule ids (globs).")] = None,
+    only: Annotated[
+        list[str] | None, typer.Option("--only", help="Only these rule ids (globs).")
+    ] = None,
+    ignore: Annotated[
+        list[str] | None, typer.Option("--ignore", help="Leave out these rule ids (globs).")
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     show_ok: Annotated[bool, typer.Option("--ok", help="List the rules that passed too.")] = (
-        False),
+        False
+    ),
 ) -> None:
     """Audit the filesystems, devices, kernel and PostgreSQL settings under a data
     directory (or the host alone). Never starts, stops, loads or writes anything."""
@@ -82,15 +108,15 @@ def doctor_cmd(
     findings, skipped = examine(facts, rules)
     status = exit_status(findings, inspected)
     if as_json:
-        print(json.dumps(report_json(facts, findings, skipped, status), indent=2,
-                         default=str))
+        print(json.dumps(report_json(facts, findings, skipped, status), indent=2, default=str))
         raise typer.Exit(status)
     _render(facts, findings, skipped, status, show_ok)
     raise typer.Exit(status)
 
 
-def _render(facts: Any, findings: list[Any], skipped: list[str], status: int,
-            show_ok: bool) -> None:
+def _render(
+    facts: Any, findings: list[Any], skipped: list[str], status: int, show_ok: bool
+) -> None:
     from pgfsbench.advisor.doctor import LAYERS, summary_lines
 
     console = Console()
@@ -117,8 +143,10 @@ def _render(facts: Any, findings: list[Any], skipped: list[str], status: int,
                 # a URL is never broken across lines: it would not open
                 console.print(f"       see: {f.source}", style="dim", soft_wrap=True)
     counts = {n: sum(1 for f in findings if f.severity.name == n) for n in STYLE}
-    console.print(f"\n{counts['BAD']} bad, {counts['WARN']} warning(s), {counts['OK']} ok; "
-                  f"{len(skipped)} rule(s) did not apply")
+    console.print(
+        f"\n{counts['BAD']} bad, {counts['WARN']} warning(s), {counts['OK']} ok; "
+        f"{len(skipped)} rule(s) did not apply"
+    )
     if skipped and show_ok:
         from pgfsbench.advisor.doctor import why_skipped
         from pgfsbench.advisor.rules import BY_ID
@@ -140,13 +168,28 @@ def list_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
     from pgfsbench.advisor.rules import RULES
 
     if as_json:
-        print(json.dumps([{"id": r.id, "layer": r.layer, "severity": r.severity.name,
-                           "title": r.title, "source": r.source} for r in RULES], indent=2))
+        print(
+            json.dumps(
+                [
+                    {
+                        "id": r.id,
+                        "layer": r.layer,
+                        "severity": r.severity.name,
+                        "title": r.title,
+                        "source": r.source,
+                    }
+                    for r in RULES
+                ],
+                indent=2,
+            )
+        )
         return
     console = Console()
     for r in RULES:
-        console.print(f"{r.id:28} {r.layer:11} [{STYLE[r.severity.name]}]{r.severity.name:4}[/]"
-                      f" {escape(r.title)}")
+        console.print(
+            f"{r.id:28} {r.layer:11} [{STYLE[r.severity.name]}]{r.severity.name:4}[/]"
+            f" {escape(r.title)}"
+        )
 
 
 @doctor_app.command("explain")
@@ -158,8 +201,9 @@ def explain_cmd(rule: Annotated[str, typer.Argument(help="A rule id.")]) -> None
     if r is None:
         raise UsageError(f"no rule {rule!r} (see `pgfsbench doctor list`)")
     console = Console()
-    console.print(f"[bold]{r.id}[/] ({r.layer}, {r.severity.name} when it fires): "
-                  f"{escape(r.title)}")
+    console.print(
+        f"[bold]{r.id}[/] ({r.layer}, {r.severity.name} when it fires): {escape(r.title)}"
+    )
     console.print(f"why: {escape(r.why)}")
     console.print(f"do:  {escape(r.remedy)}")
     console.print(f"see: {r.source}")
@@ -168,22 +212,28 @@ def explain_cmd(rule: Annotated[str, typer.Argument(help="A rule id.")]) -> None
 @app.command("advise")
 def advise_cmd(
     output: Annotated[Path, typer.Option("--output", "-o", help="The spec to write.")],
-    findings: Annotated[Path | None, typer.Option(
-        "--from", help="`pgfsbench doctor --json` output to advise from.")] = None,
+    findings: Annotated[
+        Path | None, typer.Option("--from", help="`pgfsbench doctor --json` output to advise from.")
+    ] = None,
     pgdata: PgdataOpt = None,
     dsn: DsnOpt = None,
     config: ConfigOpt = None,
-    fs: Annotated[str | None, typer.Option(
-        "--fs", help="Advise for this filesystem (ext4, xfs, btrfs, zfs, tmpfs) without "
-                     "a doctor run.")] = None,
+    fs: Annotated[
+        str | None,
+        typer.Option(
+            "--fs",
+            help="Advise for this filesystem (ext4, xfs, btrfs, zfs, tmpfs) without a doctor run.",
+        ),
+    ] = None,
     workload: Annotated[str, typer.Option(help="pgbench builtin workload.")] = "tpcb-like",
-    scale: Annotated[int | None, typer.Option(help="pgbench scale (default: what fits "
-                                                   "the free space).")] = None,
+    scale: Annotated[
+        int | None, typer.Option(help="pgbench scale (default: what fits the free space).")
+    ] = None,
     duration: Annotated[str, typer.Option(help="Measured phase of each run.")] = "60s",
     repetitions: Annotated[int, typer.Option(min=1)] = 3,
-    workdir: Annotated[Path, typer.Option(
-        help="Where `run` will make its loop files (sizes fit its free space).")] = (
-        DEFAULT_WORKDIR),
+    workdir: Annotated[
+        Path, typer.Option(help="Where `run` will make its loop files (sizes fit its free space).")
+    ] = (DEFAULT_WORKDIR),
 ) -> None:
     """Write a spec that benchmarks the configuration found against the recommended
     alternatives, on the same kind of storage, so advice is proven before it is adopted."""
@@ -201,8 +251,9 @@ def advise_cmd(
         try:
             doctor = json.loads(findings.read_text())
         except (OSError, ValueError) as exc:
-            raise UsageError(f"--from {findings}: not the JSON of `pgfsbench doctor --json` "
-                             f"({exc})") from exc
+            raise UsageError(
+                f"--from {findings}: not the JSON of `pgfsbench doctor --json` ({exc})"
+            ) from exc
         if not isinstance(doctor, dict) or "findings" not in doctor:
             raise UsageError(f"--from {findings}: no findings in it")
     elif pgdata is not None or dsn is not None or fs is None:
@@ -222,10 +273,16 @@ def advise_cmd(
     advice = advise(doctor, fs, free, scale, workload, duration, repetitions)
     output.write_text(to_toml(advice))
     console = Console()
-    console.print(f"wrote {output}: {len(advice.spec['storage'])} storage(s) x "
-                  f"{len(advice.spec['postgres'])} PostgreSQL configuration(s)"
-                  + (f" x {len(advice.spec['kernel'])} kernel configuration(s)"
-                     if "kernel" in advice.spec else ""), markup=False)
+    console.print(
+        f"wrote {output}: {len(advice.spec['storage'])} storage(s) x "
+        f"{len(advice.spec['postgres'])} PostgreSQL configuration(s)"
+        + (
+            f" x {len(advice.spec['kernel'])} kernel configuration(s)"
+            if "kernel" in advice.spec
+            else ""
+        ),
+        markup=False,
+    )
     for r in advice.reasons:
         console.print(f"  {r}", markup=False)
     console.print(f"next: pgfsbench plan {output}", markup=False)

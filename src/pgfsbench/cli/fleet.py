@@ -17,12 +17,19 @@ from pgfsbench.system.errors import RunsFailed, UsageError
 if TYPE_CHECKING:
     from pgfsbench.fleet.driver import FleetState, HostState
 
-fleet_app = typer.Typer(help="Run one spec on many hosts through Ansible; every host's "
-                             "results in one store.", no_args_is_help=True)
+fleet_app = typer.Typer(
+    help="Run one spec on many hosts through Ansible; every host's results in one store.",
+    no_args_is_help=True,
+)
 app.add_typer(fleet_app, name="fleet")
 
-DirOpt = Annotated[Path, typer.Option("--fleet-dir", help="Where the fleet keeps its state, "
-                                      "Ansible's files and the fetched results.")]
+DirOpt = Annotated[
+    Path,
+    typer.Option(
+        "--fleet-dir",
+        help="Where the fleet keeps its state, Ansible's files and the fetched results.",
+    ),
+]
 DEFAULT_DIR = Path("pgfsbench-fleet")
 
 
@@ -45,8 +52,16 @@ def _table(state: FleetState) -> Table:
         table.add_column(col)
     for h in state.hosts.values():
         ctl = h.controller_s()
-        table.add_row(h.name, h.status, h.runs(), h.eta(), h.phase,
-                      "" if ctl is None else str(ctl), h.imported, h.error)
+        table.add_row(
+            h.name,
+            h.status,
+            h.runs(),
+            h.eta(),
+            h.phase,
+            "" if ctl is None else str(ctl),
+            h.imported,
+            h.error,
+        )
     return table
 
 
@@ -90,30 +105,47 @@ def _finish(console: Console, state: FleetState) -> None:
     console.print(_table(state))
     bad = [h.name for h in state.hosts.values() if h.status != "done"]
     if bad:
-        raise RunsFailed(f"{len(bad)} host(s) did not finish ({', '.join(bad)}); "
-                         "`pgfsbench fleet resume` runs them again")
+        raise RunsFailed(
+            f"{len(bad)} host(s) did not finish ({', '.join(bad)}); "
+            "`pgfsbench fleet resume` runs them again"
+        )
 
 
 @fleet_app.command("run")
 def run_cmd(
     spec: Annotated[Path, typer.Argument(help="The spec file, run on every host.")],
     inventory: Annotated[Path, typer.Option("--inventory", "-i", help="Ansible inventory.")],
-    results: Annotated[str, typer.Option("--results", "-r", help="The store every host's "
-                                         "results are imported into (postgresql:// or a "
-                                         "SQLite file).")],
+    results: Annotated[
+        str,
+        typer.Option(
+            "--results",
+            "-r",
+            help="The store every host's "
+            "results are imported into (postgresql:// or a "
+            "SQLite file).",
+        ),
+    ],
     limit: Annotated[str | None, typer.Option(help="Ansible --limit.")] = None,
-    serial: Annotated[int | None, typer.Option(
-        help="Hosts at a time (hosts sharing a SAN would disturb each other); "
-             "default: all.")] = None,
+    serial: Annotated[
+        int | None,
+        typer.Option(
+            help="Hosts at a time (hosts sharing a SAN would disturb each other); default: all."
+        ),
+    ] = None,
     fleet_dir: DirOpt = DEFAULT_DIR,
-    command: Annotated[str, typer.Option(
-        "--pgfsbench-cmd", help="How pgfsbench is run on the hosts.")] = "pgfsbench",
-    sets: Annotated[list[str] | None, typer.Option("--set", help="Passed to `run` on every "
-                                                   "host.")] = None,
-    remote_dir: Annotated[str, typer.Option(
-        help="Where each host keeps the run (its spec, results file and work directory), "
-             "under the fleet run's UUID and the host's inventory name.")] = (
-        "/var/tmp/pgfsbench-fleet"),
+    command: Annotated[
+        str, typer.Option("--pgfsbench-cmd", help="How pgfsbench is run on the hosts.")
+    ] = "pgfsbench",
+    sets: Annotated[
+        list[str] | None, typer.Option("--set", help="Passed to `run` on every host.")
+    ] = None,
+    remote_dir: Annotated[
+        str,
+        typer.Option(
+            help="Where each host keeps the run (its spec, results file and work directory), "
+            "under the fleet run's UUID and the host's inventory name."
+        ),
+    ] = ("/var/tmp/pgfsbench-fleet"),
 ) -> None:
     """Run SPEC on every host of the inventory and import each host's results as they
     arrive. Exits 6 when some host did not finish."""
@@ -130,12 +162,16 @@ def run_cmd(
     run_args = " ".join(f"--set {shlex.quote(s)}" for s in sets or [])
     state = new_state(spec, inventory, results, fleet_dir, command, run_args, remote_dir)
     console = Console()
-    console.print(f"fleet run {state.run_uuid}: {spec} on {inventory}"
-                  + (f" (limit {limit})" if limit else "")
-                  + (f", {serial} host(s) at a time" if serial else ""), markup=False)
+    console.print(
+        f"fleet run {state.run_uuid}: {spec} on {inventory}"
+        + (f" (limit {limit})" if limit else "")
+        + (f", {serial} host(s) at a time" if serial else ""),
+        markup=False,
+    )
     with _Printer(console) as printer:
-        run_fleet(state, limit=limit, serial=serial, on_change=printer,
-                  import_file=_importer(results))
+        run_fleet(
+            state, limit=limit, serial=serial, on_change=printer, import_file=_importer(results)
+        )
     _finish(console, state)
 
 
@@ -166,10 +202,20 @@ def resume_cmd(
     resume = {h.name: h.campaign for h in todo if h.campaign is not None}
     with _Printer(console) as printer:
         if fresh:
-            run_fleet(state, limit=fresh, serial=serial, on_change=printer,
-                      import_file=_importer(state.results))
+            run_fleet(
+                state,
+                limit=fresh,
+                serial=serial,
+                on_change=printer,
+                import_file=_importer(state.results),
+            )
         if resume:
-            run_fleet(state, limit=None, serial=serial, on_change=printer,
-                      import_file=_importer(state.results),
-                      resume={h: c for h, c in resume.items() if c is not None})
+            run_fleet(
+                state,
+                limit=None,
+                serial=serial,
+                on_change=printer,
+                import_file=_importer(state.results),
+                resume={h: c for h, c in resume.items() if c is not None},
+            )
     _finish(console, state)

@@ -21,8 +21,9 @@ UNSTABLE_PCT = 5.0  # the default of analysis.summary (kept here: it is slow to 
 results_app = typer.Typer(help="Read the results store.", no_args_is_help=True)
 app.add_typer(results_app, name="results")
 
-ResultsOpt = Annotated[str, typer.Option("--results", "-r",
-                                         help="SQLite file or postgresql:// URL.")]
+ResultsOpt = Annotated[
+    str, typer.Option("--results", "-r", help="SQLite file or postgresql:// URL.")
+]
 HostOpt = Annotated[str | None, typer.Option("--host", help="Only the runs of this host.")]
 
 
@@ -57,8 +58,10 @@ def list_cmd(
 def show_cmd(
     run_id: Annotated[int, typer.Argument(help="The run's id (see results list).")],
     results: ResultsOpt = "pgfsbench.sqlite",
-    host: Annotated[str | None, typer.Option(
-        "--host", help="Refuse the run unless it is this host's (a fleet's store).")] = None,
+    host: Annotated[
+        str | None,
+        typer.Option("--host", help="Refuse the run unless it is this host's (a fleet's store)."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON object.")] = False,
 ) -> None:
     """Everything stored about one run, with its stall episodes and their causes."""
@@ -70,11 +73,12 @@ def show_cmd(
     except StoreError as exc:  # a run that is not there is a usage error, as every name is
         if not str(exc).startswith(f"no run {run_id}"):
             raise
-        raise UsageError(f"no run {run_id} in {store.target} (`results list` lists them)"
-                         ) from None
+        raise UsageError(f"no run {run_id} in {store.target} (`results list` lists them)") from None
     if host is not None and run.get("host") != host:
-        raise UsageError(f"run {run_id} is {run.get('host')!r}'s, not {host!r}'s "
-                         f"(`results list --host {host}` lists that host's runs)")
+        raise UsageError(
+            f"run {run_id} is {run.get('host')!r}'s, not {host!r}'s "
+            f"(`results list --host {host}` lists that host's runs)"
+        )
     run["stalls"] = [e.as_dict() for e in stalls_of(run)]
     if as_json:
         print(json.dumps(run, indent=1, default=str))
@@ -105,10 +109,14 @@ def export_format(output: Path, fmt: str | None) -> str:
 def export_cmd(
     output: Annotated[Path, typer.Argument(help="File to write (.csv or .parquet).")],
     results: ResultsOpt = "pgfsbench.sqlite",
-    fmt: Annotated[str | None, typer.Option("--format", help="csv or parquet (default: from "
-                                            "the file's extension).")] = None,
-    series: Annotated[bool, typer.Option(help="Export the per-second series (long form) "
-                                               "instead of one row per run.")] = False,
+    fmt: Annotated[
+        str | None,
+        typer.Option("--format", help="csv or parquet (default: from the file's extension)."),
+    ] = None,
+    series: Annotated[
+        bool,
+        typer.Option(help="Export the per-second series (long form) instead of one row per run."),
+    ] = False,
     host: HostOpt = None,
 ) -> None:
     """Write runs (or their per-second series) as CSV or Parquet for analysis elsewhere."""
@@ -126,8 +134,10 @@ def campaign_ids(store: Store, campaigns: list[int] | None) -> list[int]:
     if campaigns:
         missing = [c for c in campaigns if c not in known]
         if missing:
-            raise UsageError(f"no campaign {missing[0]} in {store.target} (there are: "
-                             f"{', '.join(map(str, sorted(known))) or 'none'})")
+            raise UsageError(
+                f"no campaign {missing[0]} in {store.target} (there are: "
+                f"{', '.join(map(str, sorted(known))) or 'none'})"
+            )
         return list(campaigns)
     latest = store.latest_campaign_id()
     if latest is None:
@@ -135,11 +145,17 @@ def campaign_ids(store: Store, campaigns: list[int] | None) -> list[int]:
     return [latest]
 
 
-CampaignOpt = Annotated[list[int] | None, typer.Option(
-    "--campaign", help="Campaign id (repeatable; default: the latest).")]
-BaselineOpt = Annotated[str | None, typer.Option(
-    help="The baseline of each comparable group: a storage, postgres, kernel or workload "
-         "name, or a glob on the cell (default: each group's first cell).")]
+CampaignOpt = Annotated[
+    list[int] | None,
+    typer.Option("--campaign", help="Campaign id (repeatable; default: the latest)."),
+]
+BaselineOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="The baseline of each comparable group: a storage, postgres, kernel or workload "
+        "name, or a glob on the cell (default: each group's first cell)."
+    ),
+]
 
 
 def print_summary(console: Console, a: Analysed, title: str) -> None:
@@ -158,9 +174,12 @@ def summary_cmd(
     campaign: CampaignOpt = None,
     baseline: BaselineOpt = None,
     host: HostOpt = None,
-    unstable_pct: Annotated[float, typer.Option(
-        help="Repetitions spreading more than this (% of the median) make a cell "
-             "unstable.")] = UNSTABLE_PCT,
+    unstable_pct: Annotated[
+        float,
+        typer.Option(
+            help="Repetitions spreading more than this (% of the median) make a cell unstable."
+        ),
+    ] = UNSTABLE_PCT,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """The summary table of one or several campaigns (a re-run of failed cells, a sweep run
@@ -170,25 +189,42 @@ def summary_cmd(
     store = open_store(results)
     a = analyse(store, campaign_ids(store, campaign), baseline, host, unstable_pct)
     if as_json:
-        print(json.dumps({"campaigns": [c["id"] for c in a.campaigns],
-                          "cells": [cell_json(c) for c in a.cells],
-                          "highlights": a.highlights.lines,
-                          "warnings": a.highlights.warnings}, indent=1, default=str))
+        print(
+            json.dumps(
+                {
+                    "campaigns": [c["id"] for c in a.campaigns],
+                    "cells": [cell_json(c) for c in a.cells],
+                    "highlights": a.highlights.lines,
+                    "warnings": a.highlights.warnings,
+                },
+                indent=1,
+                default=str,
+            )
+        )
         return
-    print_summary(Console(), a, f"campaign(s) {', '.join(str(c['id']) for c in a.campaigns)} "
-                                f"in {results}")
+    print_summary(
+        Console(), a, f"campaign(s) {', '.join(str(c['id']) for c in a.campaigns)} in {results}"
+    )
 
 
 @app.command("report")
 def report_cmd(
-    output: Annotated[Path | None, typer.Option(
-        "--output", "-o", help="File to write (default: pgfsbench-report.html or .md).")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output", "-o", help="File to write (default: pgfsbench-report.html or .md)."
+        ),
+    ] = None,
     results: ResultsOpt = "pgfsbench.sqlite",
     campaign: CampaignOpt = None,
     baseline: BaselineOpt = None,
     host: HostOpt = None,
-    fmt: Annotated[str, typer.Option("--format", help="html (self-contained, with charts) "
-                                     "or markdown (md, for tickets).")] = "html",
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format", help="html (self-contained, with charts) or markdown (md, for tickets)."
+        ),
+    ] = "html",
 ) -> None:
     """Write the report of one or several campaigns: what stands out first, evidence after."""
     formats = {"html": "html", "markdown": "md", "md": "md"}
@@ -203,8 +239,9 @@ def report_cmd(
     if fmt == "md":
         from pgfsbench.report.markdown import render_markdown
 
-        output.write_text(render_markdown(a.campaigns, a.cells, a.highlights,
-                                          a.highlights.warnings, a.runs))
+        output.write_text(
+            render_markdown(a.campaigns, a.cells, a.highlights, a.highlights.warnings, a.runs)
+        )
     else:
         from pgfsbench.report.html import render_report
 
@@ -216,9 +253,14 @@ def report_cmd(
 def import_cmd(
     source: Annotated[str, typer.Argument(help="The results file (or URL) to import from.")],
     results: ResultsOpt = "pgfsbench.sqlite",
-    host: Annotated[str | None, typer.Option(
-        "--host", help="Record the imported runs under this host name (an inventory "
-                       "name); default: the host each run recorded.")] = None,
+    host: Annotated[
+        str | None,
+        typer.Option(
+            "--host",
+            help="Record the imported runs under this host name (an inventory "
+            "name); default: the host each run recorded.",
+        ),
+    ] = None,
 ) -> None:
     """Copy campaigns and runs from another results store into this one, idempotently
     (runs are matched by uuid and host: importing again adds nothing twice)."""

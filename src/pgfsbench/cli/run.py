@@ -36,18 +36,35 @@ if TYPE_CHECKING:
     from pgfsbench.spec import LoadedSpec
 
 
-SetOpt = Annotated[list[str] | None, typer.Option(
-    "--set", help="Override a default (KEY=VALUE, e.g. scale=2, duration=5s) or any key by "
-                  "its dotted path (storage.ext4.device=loop:1G).")]
-WorkdirOpt = Annotated[Path, typer.Option(
-    help="Where loop files, mount points, data directories and the journal live.")]
-MemoryLimitOpt = Annotated[str | None, typer.Option(
-    "--memory-limit", help="A cgroup memory limit for PostgreSQL and the page cache it "
-                           "fills (e.g. 2G): scales relative to RAM use it as the RAM "
-                           "(same as --set memory_limit=2G).")]
-OnlyOpt = Annotated[list[str] | None, typer.Option(
-    "--only", help="Run only the cells whose id (storage/postgres/kernel/workload) matches "
-                   "this glob, e.g. 'zfs*' (repeatable).")]
+SetOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        help="Override a default (KEY=VALUE, e.g. scale=2, duration=5s) or any key by "
+        "its dotted path (storage.ext4.device=loop:1G).",
+    ),
+]
+WorkdirOpt = Annotated[
+    Path,
+    typer.Option(help="Where loop files, mount points, data directories and the journal live."),
+]
+MemoryLimitOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--memory-limit",
+        help="A cgroup memory limit for PostgreSQL and the page cache it "
+        "fills (e.g. 2G): scales relative to RAM use it as the RAM "
+        "(same as --set memory_limit=2G).",
+    ),
+]
+OnlyOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--only",
+        help="Run only the cells whose id (storage/postgres/kernel/workload) matches "
+        "this glob, e.g. 'zfs*' (repeatable).",
+    ),
+]
 
 
 @app.command("plan")
@@ -66,8 +83,9 @@ def plan_cmd(
 
     loaded = load_spec(spec, [*(sets or []), *_memory_set(memory_limit)])
     plan = make_plan(loaded, workdir, only or [])
-    busy = busy_warning(sample_load(0.5), loaded.spec.defaults.busy_cpu_pct,
-                        loaded.spec.defaults.busy_steal_pct)
+    busy = busy_warning(
+        sample_load(0.5), loaded.spec.defaults.busy_cpu_pct, loaded.spec.defaults.busy_steal_pct
+    )
     if busy:
         plan.warnings.append(busy.replace("before the run", "now"))
     _check_versions(loaded, plan)
@@ -88,65 +106,97 @@ def _check_versions(loaded: LoadedSpec, plan: Plan) -> None:
         default = find_binaries(loaded.spec.defaults.pg_bindir)
         _, unsupported, problems = check_postgres_versions(plan.cells, default)
     except InstanceError as exc:  # what plan accepts must run: no PostgreSQL, no plan
-        raise CapabilityError(f"PostgreSQL cannot be checked, so the spec cannot run: {exc}"
-                              ) from None
+        raise CapabilityError(
+            f"PostgreSQL cannot be checked, so the spec cannot run: {exc}"
+        ) from None
     if problems:
         raise UsageError("; ".join(dict.fromkeys(problems)))
-    plan.warnings.extend(f"not supported here (run skips it): {c}: {why}"
-                         for c, why in unsupported.items())
+    plan.warnings.extend(
+        f"not supported here (run skips it): {c}: {why}" for c, why in unsupported.items()
+    )
 
 
 def print_plan(console: Console, plan: Plan) -> None:
-    reps = (f"{plan.auto[0]} to {plan.auto[1]} repetitions (until the 95% CI is within "
-            f"±{plan.auto[2]:g}%)" if plan.auto else f"{plan.repetitions} repetitions")
-    runs = (f"{len(plan.runs)} to {len(plan.cells) * plan.auto[1]} runs" if plan.auto
-            else f"{len(plan.runs)} runs")
+    reps = (
+        f"{plan.auto[0]} to {plan.auto[1]} repetitions (until the 95% CI is within "
+        f"±{plan.auto[2]:g}%)"
+        if plan.auto
+        else f"{plan.repetitions} repetitions"
+    )
+    runs = (
+        f"{len(plan.runs)} to {len(plan.cells) * plan.auto[1]} runs"
+        if plan.auto
+        else f"{len(plan.runs)} runs"
+    )
     title = f"{len(plan.cells)} cells x {reps} = {runs}"
 
     def figures(cell: Any) -> list[str]:
         wl = cell.workload
         loop = plan.loop_bytes_per_cell[cell.id]
-        return [cell.fs, str(cell.scale), f"{wl.clients}/{wl.threads}",
-                f"{wl.warmup_s:g} s + {wl.duration_s:g} s",
-                human_bytes(loop) if loop else "-",
-                human_bytes(plan.needed_bytes_per_cell[cell.id])]
+        return [
+            cell.fs,
+            str(cell.scale),
+            f"{wl.clients}/{wl.threads}",
+            f"{wl.warmup_s:g} s + {wl.duration_s:g} s",
+            human_bytes(loop) if loop else "-",
+            human_bytes(plan.needed_bytes_per_cell[cell.id]),
+        ]
 
     if console.width < 120:  # a narrow terminal: one line per cell, the whole id on it
         console.print(title, markup=False)
         for cell in plan.cells:
             fs, scale, ct, time_, loop, data = figures(cell)
-            console.print(f"  {cell.id}: {fs}, scale {scale}, {ct} clients/threads, "
-                          f"{time_}, loop files {loop}, data {data}", markup=False,
-                          highlight=False)
+            console.print(
+                f"  {cell.id}: {fs}, scale {scale}, {ct} clients/threads, "
+                f"{time_}, loop files {loop}, data {data}",
+                markup=False,
+                highlight=False,
+            )
     else:
         table = Table(title=title, title_justify="left")
-        for col in ("cell", "fs", "scale", "clients/threads", "warm-up + measure",
-                    "loop files", "data"):
+        for col in (
+            "cell",
+            "fs",
+            "scale",
+            "clients/threads",
+            "warm-up + measure",
+            "loop files",
+            "data",
+        ):
             table.add_column(col, overflow="fold")
         for cell in plan.cells:
             table.add_row(cell.id, *figures(cell))
         console.print(table)
-    upto = (f" to {human_seconds(plan.estimated_seconds_max)}"
-            if plan.estimated_seconds_max else "")
-    console.print(f"load per {plan.load_per}; estimated time "
-                  f"{human_seconds(plan.estimated_seconds)}{upto}; loop files up to "
-                  f"{human_bytes(max(plan.loop_bytes_per_cell.values(), default=0))} at once "
-                  "(sparse)")
+    upto = f" to {human_seconds(plan.estimated_seconds_max)}" if plan.estimated_seconds_max else ""
+    console.print(
+        f"load per {plan.load_per}; estimated time "
+        f"{human_seconds(plan.estimated_seconds)}{upto}; loop files up to "
+        f"{human_bytes(max(plan.loop_bytes_per_cell.values(), default=0))} at once "
+        "(sparse)"
+    )
     for cell in plan.cells:
         b = cell.scale_basis
         if b:
-            ram = (f"{human_bytes(b['ram_bytes'])} "
-                   f"{'memory limit (emulated RAM)' if b['memory_limited'] else 'of RAM'}")
-            console.print(f"{cell.id}: scale {cell.scale} = {b['spec']}: about "
-                          f"{human_bytes(b['estimated_bytes'])} of data, {b['ratio_to_ram']:g}x "
-                          f"the {ram}, {b['ratio_to_shared_buffers']:g}x shared_buffers",
-                          markup=False, highlight=False)
+            ram = (
+                f"{human_bytes(b['ram_bytes'])} "
+                f"{'memory limit (emulated RAM)' if b['memory_limited'] else 'of RAM'}"
+            )
+            console.print(
+                f"{cell.id}: scale {cell.scale} = {b['spec']}: about "
+                f"{human_bytes(b['estimated_bytes'])} of data, {b['ratio_to_ram']:g}x "
+                f"the {ram}, {b['ratio_to_shared_buffers']:g}x shared_buffers",
+                markup=False,
+                highlight=False,
+            )
     for storage, lines in plan.limits.items():
-        console.print(f"emulated devices of {storage}: " + "; ".join(lines), markup=False,
-                      highlight=False)
+        console.print(
+            f"emulated devices of {storage}: " + "; ".join(lines), markup=False, highlight=False
+        )
     if plan.real_devices:
-        console.print(f"[bold red]real devices that would be ERASED[/]: "
-                      f"{', '.join(plan.real_devices)} (needs --destroy-data-on for each)")
+        console.print(
+            f"[bold red]real devices that would be ERASED[/]: "
+            f"{', '.join(plan.real_devices)} (needs --destroy-data-on for each)"
+        )
     for w in plan.warnings:
         console.print(f"[yellow]warning[/]: {w}", markup=True, highlight=False)
 
@@ -156,13 +206,24 @@ class RichEvents:
 
     def __init__(self, console: Console, plan: Plan, progress_file: Path | None = None):
         self.console = console
-        self.file = ProgressFile(progress_file, len(plan.runs), plan.estimated_seconds) \
-            if progress_file else None
+        self.file = (
+            ProgressFile(progress_file, len(plan.runs), plan.estimated_seconds)
+            if progress_file
+            else None
+        )
         self.interactive = console.is_terminal
         self.progress = Progress(
-            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-            MofNCompleteColumn(), TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(),
-            console=console, transient=False, disable=not self.interactive)
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=console,
+            transient=False,
+            disable=not self.interactive,
+        )
         self.task: TaskID = self.progress.add_task("starting", total=len(plan.runs))
         self.current = ""
         self.phase_text = ""
@@ -187,8 +248,9 @@ class RichEvents:
             self.file.cell = f"{run.cell.id} #{run.repetition}"
             self.file.write(phase="")
         if not self.interactive:
-            self.console.print(f"run {run_id}: {run.cell.id} repetition {run.repetition}",
-                               markup=False)
+            self.console.print(
+                f"run {run_id}: {run.cell.id} repetition {run.repetition}", markup=False
+            )
 
     def phase(self, text: str) -> None:
         self.phase_text = f"· {text}"
@@ -204,12 +266,18 @@ class RichEvents:
         if self.file:
             self.file.finished_run(record.status)
         if record.status == "ok":
-            line = (f"  {run.cell.id} #{run.repetition}: {record.throughput or 0:,.1f} "
-                    f"{record.throughput_unit}, latency {record.latency_avg_ms or 0:.3f} ms")
+            line = (
+                f"  {run.cell.id} #{run.repetition}: {record.throughput or 0:,.1f} "
+                f"{record.throughput_unit}, latency {record.latency_avg_ms or 0:.3f} ms"
+            )
             self.console.print(line, markup=False, highlight=False)
         else:
-            self.console.print(f"  {run.cell.id} #{run.repetition}: {record.status}: "
-                               f"{record.error}", style="red", markup=False, highlight=False)
+            self.console.print(
+                f"  {run.cell.id} #{run.repetition}: {record.status}: {record.error}",
+                style="red",
+                markup=False,
+                highlight=False,
+            )
 
     def warning(self, text: str) -> None:
         self.console.print(f"warning: {text}", style="yellow", markup=False, highlight=False)
@@ -221,8 +289,10 @@ class RichEvents:
             self.file.total += runs
             self.file.write()
         if not self.interactive:
-            self.console.print(f"{runs} more run(s): their confidence intervals are still "
-                               "wider than the target", markup=False)
+            self.console.print(
+                f"{runs} more run(s): their confidence intervals are still wider than the target",
+                markup=False,
+            )
 
 
 class ProgressFile:
@@ -252,21 +322,36 @@ class ProgressFile:
         if phase is not None:
             self.phase = phase
         left = max(0, self.total - self.done)
-        data = {"pid": os.getpid(), "done": self.done, "total": self.total,
-                "counts": self.counts, "cell": self.cell, "phase": self.phase,
-                "elapsed_s": round(time.monotonic() - self.started),
-                "eta_s": 0 if finished else round(left * self.per_run_s),
-                "finished": finished, "updated": round(time.time())}
+        data = {
+            "pid": os.getpid(),
+            "done": self.done,
+            "total": self.total,
+            "counts": self.counts,
+            "cell": self.cell,
+            "phase": self.phase,
+            "elapsed_s": round(time.monotonic() - self.started),
+            "eta_s": 0 if finished else round(left * self.per_run_s),
+            "finished": finished,
+            "updated": round(time.time()),
+        }
         tmp = self.path.with_name(self.path.name + ".tmp")
         with contextlib.suppress(OSError):  # watching must never stop the run
             tmp.write_text(json.dumps(data) + "\n")
             tmp.replace(self.path)
 
 
-def run_spec(loaded: LoadedSpec, results: str, workdir: Path, destroy_data_on: list[str],
-             force: bool, console: Console, only: list[str] | None = None,
-             resume: int | None = None, host: str | None = None,
-             progress_file: Path | None = None) -> tuple[Store, CampaignResult]:
+def run_spec(
+    loaded: LoadedSpec,
+    results: str,
+    workdir: Path,
+    destroy_data_on: list[str],
+    force: bool,
+    console: Console,
+    only: list[str] | None = None,
+    resume: int | None = None,
+    host: str | None = None,
+    progress_file: Path | None = None,
+) -> tuple[Store, CampaignResult]:
     from pgfsbench.cli.results import print_summary
     from pgfsbench.engine.campaign import Campaign, signals_raise_interrupted
     from pgfsbench.engine.preflight import require_root
@@ -285,22 +370,37 @@ def run_spec(loaded: LoadedSpec, results: str, workdir: Path, destroy_data_on: l
         raise UsageError(f"--destroy-data-on {unconfirmed[0]}: the spec does not name it")
     policy = DevicePolicy(frozenset(destroy_data_on), force)
     # one campaign per host: held before anything is opened or created
-    with host_lock("pgfsbench run", workdir.resolve()), \
-            RichEvents(console, plan, progress_file) as events, signals_raise_interrupted():
+    with (
+        host_lock("pgfsbench run", workdir.resolve()),
+        RichEvents(console, plan, progress_file) as events,
+        signals_raise_interrupted(),
+    ):
         store = Store(results)
-        campaign = Campaign(loaded, plan, store, workdir=workdir, policy=policy, events=events,
-                            resume=resume, host=host)
+        campaign = Campaign(
+            loaded,
+            plan,
+            store,
+            workdir=workdir,
+            policy=policy,
+            events=events,
+            resume=resume,
+            host=host,
+        )
         try:
             result = campaign.execute()
         except KeyboardInterrupt:
             raise Interrupted("interrupted by Ctrl-C; everything it created was undone") from None
     console.print()
-    print_summary(console, analyse(store, [result.campaign_id]),
-                  f"{loaded.spec.name or loaded.path.stem}: campaign {result.campaign_id}, "
-                  f"results in {results}")
+    print_summary(
+        console,
+        analyse(store, [result.campaign_id]),
+        f"{loaded.spec.name or loaded.path.stem}: campaign {result.campaign_id}, "
+        f"results in {results}",
+    )
     counts = ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()))
-    console.print(f"{len(result.run_ids)} run(s) this time: {counts or 'none'}",
-                  markup=False, highlight=False)
+    console.print(
+        f"{len(result.run_ids)} run(s) this time: {counts or 'none'}", markup=False, highlight=False
+    )
     for cell_id, why in result.unsupported.items():
         console.print(f"not supported here: {cell_id}: {why}", markup=False, highlight=False)
     return store, result
@@ -308,32 +408,50 @@ def run_spec(loaded: LoadedSpec, results: str, workdir: Path, destroy_data_on: l
 
 def _exit_status(result: CampaignResult) -> None:
     if result.not_ok:
-        raise RunsFailed(f"{result.not_ok} of {len(result.run_ids)} run(s) did not complete "
-                         "(see the summary above); `pgfsbench run --resume "
-                         f"{result.campaign_id}` runs them again")
+        raise RunsFailed(
+            f"{result.not_ok} of {len(result.run_ids)} run(s) did not complete "
+            "(see the summary above); `pgfsbench run --resume "
+            f"{result.campaign_id}` runs them again"
+        )
 
 
 @app.command("run")
 def run_cmd(
     spec: Annotated[Path, typer.Argument(help="The spec file (TOML).")],
-    results: Annotated[str, typer.Option("--results", "-r", help="SQLite file (default) or "
-                                         "postgresql:// URL.")] = "pgfsbench.sqlite",
+    results: Annotated[
+        str, typer.Option("--results", "-r", help="SQLite file (default) or postgresql:// URL.")
+    ] = "pgfsbench.sqlite",
     sets: SetOpt = None,
     workdir: WorkdirOpt = DEFAULT_WORKDIR,
-    destroy_data_on: Annotated[list[str] | None, typer.Option(
-        "--destroy-data-on", help="Confirm that a real block device named in the spec may be "
-                                  "erased (repeat for each).")] = None,
-    force: Annotated[bool, typer.Option(help="Also erase devices that carry a filesystem or "
-                                             "partition signature.")] = False,
+    destroy_data_on: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--destroy-data-on",
+            help="Confirm that a real block device named in the spec may be "
+            "erased (repeat for each).",
+        ),
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(help="Also erase devices that carry a filesystem or partition signature."),
+    ] = False,
     only: OnlyOpt = None,
-    resume: Annotated[int | None, typer.Option(
-        help="Run what is missing or failed in this campaign (same spec), into it.")] = None,
-    host_name: Annotated[str | None, typer.Option(
-        help="The host's name in the results (default: this machine's hostname).")] = None,
+    resume: Annotated[
+        int | None,
+        typer.Option(help="Run what is missing or failed in this campaign (same spec), into it."),
+    ] = None,
+    host_name: Annotated[
+        str | None,
+        typer.Option(help="The host's name in the results (default: this machine's hostname)."),
+    ] = None,
     memory_limit: MemoryLimitOpt = None,
-    progress_file: Annotated[Path | None, typer.Option(
-        help="Keep the progress in this JSON file (runs done of total, current cell and "
-             "phase, ETA), rewritten at every step: for watching from elsewhere.")] = None,
+    progress_file: Annotated[
+        Path | None,
+        typer.Option(
+            help="Keep the progress in this JSON file (runs done of total, current cell and "
+            "phase, ETA), rewritten at every step: for watching from elsewhere."
+        ),
+    ] = None,
 ) -> None:
     """Run the matrix: provision, configure, load, measure, store; undo everything after.
 
@@ -341,8 +459,18 @@ def run_cmd(
     from pgfsbench.spec import load_spec
 
     loaded = load_spec(spec, [*(sets or []), *_memory_set(memory_limit)])
-    _, result = run_spec(loaded, results, workdir, destroy_data_on or [], force, Console(),
-                         only, resume, host_name, progress_file)
+    _, result = run_spec(
+        loaded,
+        results,
+        workdir,
+        destroy_data_on or [],
+        force,
+        Console(),
+        only,
+        resume,
+        host_name,
+        progress_file,
+    )
     _exit_status(result)
 
 
@@ -352,8 +480,10 @@ def _memory_set(limit: str | None) -> list[str]:
 
 def demo_spec() -> Path:
     here = Path(__file__).resolve()
-    for candidate in (here.parents[3] / "examples" / "quick.toml",
-                      here.parents[1] / "examples" / "quick.toml"):
+    for candidate in (
+        here.parents[3] / "examples" / "quick.toml",
+        here.parents[1] / "examples" / "quick.toml",
+    ):
         if candidate.is_file():
             return candidate
     raise UsageError("examples/quick.toml not found next to the installed package")
@@ -363,7 +493,8 @@ def demo_spec() -> Path:
 def demo_cmd(
     results: Annotated[str, typer.Option("--results", "-r")] = "pgfsbench-demo.sqlite",
     report: Annotated[Path, typer.Option(help="Where to write the HTML report.")] = Path(
-        "pgfsbench-demo.html"),
+        "pgfsbench-demo.html"
+    ),
     sets: SetOpt = None,
     workdir: WorkdirOpt = DEFAULT_WORKDIR,
 ) -> None:

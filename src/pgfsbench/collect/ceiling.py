@@ -24,8 +24,9 @@ _SECTION_RE = re.compile(r"^(?:Compare )?(\S.*?):$")
 def identity(storage_config: dict[str, Any]) -> str:
     """Same configuration on the same host and kernel = same ceiling."""
     uname = os.uname()
-    key = json.dumps({"storage": storage_config, "host": uname.nodename,
-                      "kernel": uname.release}, sort_keys=True)
+    key = json.dumps(
+        {"storage": storage_config, "host": uname.nodename, "kernel": uname.release}, sort_keys=True
+    )
     return hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
@@ -48,14 +49,26 @@ def parse_pg_test_fsync(output: str) -> dict[str, float]:
 
 def fio_argv(directory: Path, seconds: int, size: str = "256M") -> list[str]:
     """8 KiB random read/write (70/30), PostgreSQL's page size, synchronous like a backend."""
-    return ["fio", "--name=pg8k", f"--directory={directory}", "--rw=randrw", "--rwmixread=70",
-            "--bs=8k", f"--size={size}", f"--runtime={seconds}", "--time_based",
-            "--ioengine=psync", "--numjobs=2", "--group_reporting", "--fdatasync=64",
-            "--output-format=json"]
+    return [
+        "fio",
+        "--name=pg8k",
+        f"--directory={directory}",
+        "--rw=randrw",
+        "--rwmixread=70",
+        "--bs=8k",
+        f"--size={size}",
+        f"--runtime={seconds}",
+        "--time_based",
+        "--ioengine=psync",
+        "--numjobs=2",
+        "--group_reporting",
+        "--fdatasync=64",
+        "--output-format=json",
+    ]
 
 
 def parse_fio(output: str) -> dict[str, float]:
-    data = json.loads(output[output.index("{"):])
+    data = json.loads(output[output.index("{") :])
     job = data["jobs"][0]
     result: dict[str, float] = {}
     for side in ("read", "write"):
@@ -71,14 +84,16 @@ def parse_fio(output: str) -> dict[str, float]:
     return result
 
 
-def measure(runner: Runner, pg_test_fsync: str, directory: Path,
-            seconds: int = 2) -> dict[str, Any]:
+def measure(
+    runner: Runner, pg_test_fsync: str, directory: Path, seconds: int = 2
+) -> dict[str, Any]:
     """Both measurements in ``directory`` (an empty filesystem of the storage under test)."""
     result: dict[str, Any] = {}
     test_file = directory / "pgfsbench_fsync.tmp"
     try:
-        done = runner.run([pg_test_fsync, "-f", str(test_file), "-s", str(seconds)],
-                          timeout=300, check=False)
+        done = runner.run(
+            [pg_test_fsync, "-f", str(test_file), "-s", str(seconds)], timeout=300, check=False
+        )
         result["pg_test_fsync"] = parse_pg_test_fsync(done.stdout)
         result["pg_test_fsync_raw"] = done.stdout[-6000:]
     finally:
@@ -89,8 +104,9 @@ def measure(runner: Runner, pg_test_fsync: str, directory: Path,
         # two jobs, each its own file: use at most an eighth of the free space
         st = os.statvfs(fio_dir)
         size_mb = max(16, min(256, st.f_bavail * st.f_frsize // (8 << 20)))
-        done = runner.run(fio_argv(fio_dir, max(3, seconds * 3), f"{size_mb}M"), timeout=600,
-                          check=False)
+        done = runner.run(
+            fio_argv(fio_dir, max(3, seconds * 3), f"{size_mb}M"), timeout=600, check=False
+        )
         if done.returncode == 0:
             result["fio"] = parse_fio(done.stdout)
         else:

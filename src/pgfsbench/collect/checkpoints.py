@@ -11,7 +11,8 @@ _START_RE = re.compile(_TS + r" \[\d+\] LOG:  (?:checkpoint|restartpoint) starti
 _DONE_RE = re.compile(
     _TS + r" \[\d+\] LOG:  (?:checkpoint|restartpoint) complete: wrote (\d+) buffers \([\d.]+%\)"
     r"(?:, wrote \d+ SLRU buffers)?; (\d+) WAL file\(s\) added, (\d+) removed, (\d+) recycled; "
-    r"write=([\d.]+) s, sync=([\d.]+) s, total=([\d.]+) s;.*?distance=(\d+) kB")
+    r"write=([\d.]+) s, sync=([\d.]+) s, total=([\d.]+) s;.*?distance=(\d+) kB"
+)
 
 
 @dataclass(frozen=True)
@@ -48,12 +49,20 @@ def parse_checkpoints(log: str) -> list[Checkpoint]:
         m = _DONE_RE.match(line)
         if m:
             ended = _epoch(m.group(1), m.group(2))
-            result.append(Checkpoint(
-                started=start[0] if start else None, ended=ended,
-                reason=start[1] if start else "", buffers=int(m.group(3)),
-                wal_added=int(m.group(4)), wal_removed=int(m.group(5)),
-                wal_recycled=int(m.group(6)), write_s=float(m.group(7)),
-                sync_s=float(m.group(8)), total_s=float(m.group(9)),
-                distance_kb=int(m.group(10))))
+            result.append(
+                Checkpoint(
+                    started=start[0] if start else None,
+                    ended=ended,
+                    reason=start[1] if start else "",
+                    buffers=int(m.group(3)),
+                    wal_added=int(m.group(4)),
+                    wal_removed=int(m.group(5)),
+                    wal_recycled=int(m.group(6)),
+                    write_s=float(m.group(7)),
+                    sync_s=float(m.group(8)),
+                    total_s=float(m.group(9)),
+                    distance_kb=int(m.group(10)),
+                )
+            )
             start = None
     return result

@@ -12,8 +12,9 @@ from pgfsbench.kernel import snapshot_vm
 from pgfsbench.storage.base import Volume
 
 
-def read_environment(*, vm: bool = True, postgresql: str | None = None,
-                     volumes: Iterable[Volume] = ()) -> dict[str, Any]:
+def read_environment(
+    *, vm: bool = True, postgresql: str | None = None, volumes: Iterable[Volume] = ()
+) -> dict[str, Any]:
     """The environment record: ``vm`` adds the vm.* settings (read before a run's are
     restored), ``postgresql`` the server's version line, ``volumes`` each mount's source,
     type and options by role."""
@@ -22,8 +23,7 @@ def read_environment(*, vm: bool = True, postgresql: str | None = None,
         env["vm"] = snapshot_vm()
     if postgresql is not None:
         env["postgresql"] = postgresql
-    mounts = {v.role: {"source": v.source, "fs": v.fs, "options": v.mount_options}
-              for v in volumes}
+    mounts = {v.role: {"source": v.source, "fs": v.fs, "options": v.mount_options} for v in volumes}
     if mounts:
         env["mounts"] = mounts
     return env

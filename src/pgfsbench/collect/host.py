@@ -30,9 +30,13 @@ def meminfo(proc: Path = Path("/proc")) -> dict[str, int]:
 def host_environment(proc: Path = Path("/proc"), etc: Path = Path("/etc")) -> dict[str, Any]:
     """Kernel, distribution, CPU model and count, memory."""
     uname = os.uname()
-    env: dict[str, Any] = {"hostname": uname.nodename, "kernel": uname.release,
-                           "machine": uname.machine, "cpus": os.cpu_count(),
-                           "pgfsbench": __version__}
+    env: dict[str, Any] = {
+        "hostname": uname.nodename,
+        "kernel": uname.release,
+        "machine": uname.machine,
+        "cpus": os.cpu_count(),
+        "pgfsbench": __version__,
+    }
     with contextlib.suppress(OSError):
         for line in (etc / "os-release").read_text().splitlines():
             if line.startswith("PRETTY_NAME="):
@@ -60,9 +64,14 @@ class HostLoad:
     seconds: float
 
     def as_dict(self) -> dict[str, float]:
-        return {"busy_pct": self.busy_pct, "iowait_pct": self.iowait_pct,
-                "steal_pct": self.steal_pct, "load1": self.load1, "running": self.running,
-                "seconds": self.seconds}
+        return {
+            "busy_pct": self.busy_pct,
+            "iowait_pct": self.iowait_pct,
+            "steal_pct": self.steal_pct,
+            "load1": self.load1,
+            "running": self.running,
+            "seconds": self.seconds,
+        }
 
 
 def _steal(a: Any, b: Any) -> float:
@@ -85,12 +94,14 @@ def sample_load(seconds: float = 1.0, proc: Path = Path("/proc")) -> HostLoad:
         load1 = float((proc / "loadavg").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         load1 = 0.0
-    return HostLoad(round(pct["user"] + pct["system"], 2), pct["iowait"], _steal(a, b), load1,
-                    running, seconds)
+    return HostLoad(
+        round(pct["user"] + pct["system"], 2), pct["iowait"], _steal(a, b), load1, running, seconds
+    )
 
 
-def busy_warning(load: HostLoad, busy_pct: float, steal_pct: float,
-                 when: str = "before the run") -> str | None:
+def busy_warning(
+    load: HostLoad, busy_pct: float, steal_pct: float, when: str = "before the run"
+) -> str | None:
     """A warning when the host was busy (None when quiet enough)."""
     parts = []
     if load.busy_pct > busy_pct:
@@ -99,12 +110,15 @@ def busy_warning(load: HostLoad, busy_pct: float, steal_pct: float,
         parts.append(f"CPU steal {load.steal_pct:.0f}%")
     if not parts:
         return None
-    return (f"busy host {when}: {' and '.join(parts)} over {load.seconds:g} s "
-            f"(load average {load.load1:.2f}); its numbers may be disturbed")
+    return (
+        f"busy host {when}: {' and '.join(parts)} over {load.seconds:g} s "
+        f"(load average {load.load1:.2f}); its numbers may be disturbed"
+    )
 
 
-def load_between(a_stat: str, b_stat: str, busy_pct: float, seconds: float,
-                 proc: Path = Path("/proc")) -> HostLoad:
+def load_between(
+    a_stat: str, b_stat: str, busy_pct: float, seconds: float, proc: Path = Path("/proc")
+) -> HostLoad:
     """A HostLoad from two /proc/stat texts (its steal and iowait) and a busy share measured
     otherwise (the CPU of the processes outside the benchmark, % of the whole machine)."""
     a, b = parse_stat(a_stat), parse_stat(b_stat)

@@ -39,9 +39,8 @@ class ObservationResult:
     measured_start: float | None = None
 
 
-def device_numbers(names: list[str], sys_block: Path = Path("/sys/class/block")
-                   ) -> dict[str, str]:
-    """"major:minor" -> name of each device (how blkio names them)."""
+def device_numbers(names: list[str], sys_block: Path = Path("/sys/class/block")) -> dict[str, str]:
+    """ "major:minor" -> name of each device (how blkio names them)."""
     out = {}
     for name in names:
         with contextlib.suppress(OSError):
@@ -58,11 +57,22 @@ def devices_under_test(block_devices: tuple[str, ...]) -> list[str]:
 
 
 class Observation:
-    def __init__(self, conninfo: str, major: int, block_devices: tuple[str, ...],
-                 server_log: Path, *, enabled: bool = True, wait_hz: float = 10.0,
-                 pooler: PoolerSampler | None = None, batch: bool = True,
-                 own: tuple[int, ...] = (), own_comms: tuple[str, ...] = (),
-                 mounts: dict[str, str] | None = None, memory_cgroup: Path | None = None):
+    def __init__(
+        self,
+        conninfo: str,
+        major: int,
+        block_devices: tuple[str, ...],
+        server_log: Path,
+        *,
+        enabled: bool = True,
+        wait_hz: float = 10.0,
+        pooler: PoolerSampler | None = None,
+        batch: bool = True,
+        own: tuple[int, ...] = (),
+        own_comms: tuple[str, ...] = (),
+        mounts: dict[str, str] | None = None,
+        memory_cgroup: Path | None = None,
+    ):
         """``own``: the roots of the benchmark's own processes (pgfsbench, the
         postmaster), ``own_comms`` the daemons serving the storage; ``mounts``: mountpoint
         -> role of the volumes under test; ``memory_cgroup``: PostgreSQL's, if limited."""
@@ -70,25 +80,33 @@ class Observation:
         self.devices = devices_under_test(block_devices)
         # the loop/pool devices themselves are what is under test; the disks beneath
         # are shown separately (disk.<name>.*) but not added to the totals twice
-        self.top_devices = [d for d in self.devices
-                            if any(Path(b).name == d for b in block_devices)] or self.devices
+        self.top_devices = [
+            d for d in self.devices if any(Path(b).name == d for b in block_devices)
+        ] or self.devices
         self.server_log = server_log
         per_second = max(1, round(wait_hz))
         self.batch = batch
-        self.pg = PgSampler(conninfo, major, counters_every=per_second,
-                            batch=batch) if enabled else None
+        self.pg = (
+            PgSampler(conninfo, major, counters_every=per_second, batch=batch) if enabled else None
+        )
         self.os = OsSampler(memory_cgroup=memory_cgroup) if enabled else None
-        self.procs = ProcessSampler((os.getpid(), *own), dict(mounts or {}),
-                                    own_comms) if enabled else None
+        self.procs = (
+            ProcessSampler((os.getpid(), *own), dict(mounts or {}), own_comms) if enabled else None
+        )
         self.pooler = pooler if enabled else None
         # one thread for the PostgreSQL and OS samplers: the wait events at each tick, the
         # counters and /proc once a second (the pooler has its own: its console may hang)
         self._pg_job = Job("pg", 1, self.pg.tick) if self.pg else None
-        self._ticker = Ticker("observer", 1.0 / wait_hz, [
-            *([self._pg_job] if self._pg_job else []),
-            *([Job("os", per_second, self.os.tick)] if self.os else []),
-            *([Job("processes", per_second, self._procs_tick)] if self.procs else [])],
-            batch=batch)
+        self._ticker = Ticker(
+            "observer",
+            1.0 / wait_hz,
+            [
+                *([self._pg_job] if self._pg_job else []),
+                *([Job("os", per_second, self.os.tick)] if self.os else []),
+                *([Job("processes", per_second, self._procs_tick)] if self.procs else []),
+            ],
+            batch=batch,
+        )
         self.start_counters: dict[str, Any] | None = None
         self.measured_start: float | None = None
         self._cpu_at_start = 0.0
@@ -158,16 +176,21 @@ class Observation:
         result.metrics["observer"] = {
             "sampler_cpu_s": round(sampler_cpu, 4),
             "sampler_cpu_pct_of_a_core": round(100 * sampler_cpu / measured_s, 3),
-            **({"sched": sched} if (sched := self._sched()) else {})}
+            **({"sched": sched} if (sched := self._sched()) else {}),
+        }
         backend_end = self.pg.backend_cpu_seconds() if self.pg else None
         if backend_end is not None and self._backend_cpu_at_start is not None:
             # the server's side of the sampler's queries (10 ms clock ticks)
             backend = backend_end - self._backend_cpu_at_start
-            result.metrics["observer"].update({
-                "sampler_backend_cpu_s": round(backend, 3),
-                "sampler_backend_cpu_pct_of_a_core": round(100 * backend / measured_s, 3),
-                "observer_cpu_pct_of_a_core": round(100 * (sampler_cpu + backend)
-                                                    / measured_s, 3)})
+            result.metrics["observer"].update(
+                {
+                    "sampler_backend_cpu_s": round(backend, 3),
+                    "sampler_backend_cpu_pct_of_a_core": round(100 * backend / measured_s, 3),
+                    "observer_cpu_pct_of_a_core": round(
+                        100 * (sampler_cpu + backend) / measured_s, 3
+                    ),
+                }
+            )
         if self.pooler:
             pooler_samples = self.pooler.stop()
             figures = pooler_series(pooler_samples, start)
@@ -199,8 +222,9 @@ class Observation:
         if result.wal_records:
             result.metrics["wal_fpi_share"] = round((result.wal_fpi or 0) / result.wal_records, 4)
         if a and b:
-            result.metrics["counters"] = {k: counter_delta(a, b, k) for k in b
-                                          if k != "t" and isinstance(b[k], int | float)}
+            result.metrics["counters"] = {
+                k: counter_delta(a, b, k) for k in b if k != "t" and isinstance(b[k], int | float)
+            }
         result.checkpoints.extend(self._checkpoints(start))
         return result
 
@@ -211,40 +235,56 @@ class Observation:
         series = os_series(self.os.close(), start, self.devices, device_numbers(self.devices))
         # totals over the devices under test only (not the disk beneath a loop again)
         for k in ("read_mbps", "write_mbps", "read_iops", "write_iops"):
-            parts = [series[f"disk.{d}.{k}"] for d in self.top_devices
-                     if f"disk.{d}.{k}" in series]
+            parts = [series[f"disk.{d}.{k}"] for d in self.top_devices if f"disk.{d}.{k}" in series]
             if parts:
                 t0 = parts[0][0]
-                summed = [round(sum(v for v in vals if v is not None), 3)
-                          for vals in zip(*(p[1] for p in parts), strict=False)]
+                summed = [
+                    round(sum(v for v in vals if v is not None), 3)
+                    for vals in zip(*(p[1] for p in parts), strict=False)
+                ]
                 series[f"disk_{k}"] = (t0, summed)
         # the limits in effect on them, each second: a second where one of them has
         # none has no total limit
         for _, (name, _) in BLKIO_CAPS.items():
-            parts = [series[f"disk.{d}.{name}"] for d in self.top_devices
-                     if f"disk.{d}.{name}" in series]
+            parts = [
+                series[f"disk.{d}.{name}"] for d in self.top_devices if f"disk.{d}.{name}" in series
+            ]
             if parts and len(parts) == len(self.top_devices):
                 columns = zip(*(p[1] for p in parts), strict=False)
-                series[name] = (parts[0][0], [None if any(v is None for v in vals) else
-                                              round(sum(vals), 6) for vals in columns])
+                series[name] = (
+                    parts[0][0],
+                    [
+                        None if any(v is None for v in vals) else round(sum(vals), 6)
+                        for vals in columns
+                    ],
+                )
         result.series.update(series)
         result.metrics["devices"] = {d: device_facts(d) for d in self.devices}
         # which devices are the storage under test and which hold them (a loop
         # device's file on the host's disk): the analysis weighs the disk beneath too
         result.metrics["block_stack"] = {
             "under_test": self.top_devices,
-            "beneath": [d for d in self.devices if d not in self.top_devices]}
+            "beneath": [d for d in self.devices if d not in self.top_devices],
+        }
 
     def _checkpoints(self, start: float) -> list[dict[str, Any]]:
         """The server log's checkpoints, their times from the measured phase's start."""
         found: list[dict[str, Any]] = []
         with contextlib.suppress(OSError):
             for cp in parse_checkpoints(self.server_log.read_text(errors="replace")):
-                found.append({
-                    "started_s": None if cp.started is None else round(cp.started - start, 3),
-                    "ended_s": round(cp.ended - start, 3), "reason": cp.reason,
-                    "buffers": cp.buffers, "write_s": cp.write_s, "sync_s": cp.sync_s,
-                    "total_s": cp.total_s, "wal_added": cp.wal_added,
-                    "wal_removed": cp.wal_removed, "wal_recycled": cp.wal_recycled,
-                    "distance_kb": cp.distance_kb})
+                found.append(
+                    {
+                        "started_s": None if cp.started is None else round(cp.started - start, 3),
+                        "ended_s": round(cp.ended - start, 3),
+                        "reason": cp.reason,
+                        "buffers": cp.buffers,
+                        "write_s": cp.write_s,
+                        "sync_s": cp.sync_s,
+                        "total_s": cp.total_s,
+                        "wal_added": cp.wal_added,
+                        "wal_removed": cp.wal_removed,
+                        "wal_recycled": cp.wal_recycled,
+                        "distance_kb": cp.distance_kb,
+                    }
+                )
         return found

@@ -44,8 +44,15 @@ def pools_sum(rows: list[dict[str, Any]], database: str) -> dict[str, float]:
     for row in rows:
         if row.get("database") != database:
             continue
-        for k in ("cl_active", "cl_waiting", "sv_active", "sv_idle", "sv_used", "maxwait",
-                  "maxwait_us"):
+        for k in (
+            "cl_active",
+            "cl_waiting",
+            "sv_active",
+            "sv_idle",
+            "sv_used",
+            "maxwait",
+            "maxwait_us",
+        ):
             if k in row and row[k] is not None:
                 out[k] = out.get(k, 0.0) + float(row[k])
     return out
@@ -105,14 +112,19 @@ def pooler_series(samples: list[PoolerSample], start: float) -> PoolerFigures:
         waits.append(round(dw / dx / 1000.0, 3) if dx > 0 else None)
     out.series["pooler_tps"] = _place(offsets, xacts)
     out.series["pooler_wait_ms"] = _place(offsets, waits)
-    for key, name in (("cl_waiting", "pooler_clients_waiting"),
-                      ("sv_active", "pooler_servers_active"),
-                      ("cl_active", "pooler_clients_active")):
+    for key, name in (
+        ("cl_waiting", "pooler_clients_waiting"),
+        ("sv_active", "pooler_servers_active"),
+        ("cl_active", "pooler_clients_active"),
+    ):
         out.series[name] = _place(offsets, [s.pools.get(key) for s in samples[1:]])
     first, last = samples[0].stats, samples[-1].stats
     with contextlib.suppress(ZeroDivisionError):
         dx = last.get("total_xact_count", 0) - first.get("total_xact_count", 0)
-        out.totals = {"transactions": dx,
-                      "avg_wait_ms": round((last.get("total_wait_time", 0)
-                                            - first.get("total_wait_time", 0)) / dx / 1000.0, 3)}
+        out.totals = {
+            "transactions": dx,
+            "avg_wait_ms": round(
+                (last.get("total_wait_time", 0) - first.get("total_wait_time", 0)) / dx / 1000.0, 3
+            ),
+        }
     return out

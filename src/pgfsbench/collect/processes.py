@@ -37,14 +37,44 @@ MIN_TOP_IO_MBPS = 1.0
 
 # system calls whose first argument is the file descriptor they act on (x86_64, aarch64)
 _FD_SYSCALLS = {
-    "x86_64": {0: "read", 1: "write", 17: "pread64", 18: "pwrite64", 19: "readv",
-               20: "writev", 74: "fsync", 75: "fdatasync", 77: "ftruncate",
-               277: "sync_file_range", 285: "fallocate", 295: "preadv", 296: "pwritev",
-               326: "copy_file_range", 327: "preadv2", 328: "pwritev2", 221: "fadvise64"},
-    "aarch64": {63: "read", 64: "write", 67: "pread64", 68: "pwrite64", 65: "readv",
-                66: "writev", 82: "fsync", 83: "fdatasync", 46: "ftruncate",
-                84: "sync_file_range", 47: "fallocate", 69: "preadv", 70: "pwritev",
-                285: "copy_file_range", 286: "preadv2", 287: "pwritev2", 223: "fadvise64"},
+    "x86_64": {
+        0: "read",
+        1: "write",
+        17: "pread64",
+        18: "pwrite64",
+        19: "readv",
+        20: "writev",
+        74: "fsync",
+        75: "fdatasync",
+        77: "ftruncate",
+        277: "sync_file_range",
+        285: "fallocate",
+        295: "preadv",
+        296: "pwritev",
+        326: "copy_file_range",
+        327: "preadv2",
+        328: "pwritev2",
+        221: "fadvise64",
+    },
+    "aarch64": {
+        63: "read",
+        64: "write",
+        67: "pread64",
+        68: "pwrite64",
+        65: "readv",
+        66: "writev",
+        82: "fsync",
+        83: "fdatasync",
+        46: "ftruncate",
+        84: "sync_file_range",
+        47: "fallocate",
+        69: "preadv",
+        70: "pwritev",
+        285: "copy_file_range",
+        286: "preadv2",
+        287: "pwritev2",
+        223: "fadvise64",
+    },
 }
 
 
@@ -68,10 +98,16 @@ class ProcStat:
 def parse_proc_stat(text: bytes) -> ProcStat:
     """/proc/PID/stat (the command name, in parentheses, may hold spaces and parentheses)."""
     open_at, close_at = text.index(b"("), text.rindex(b")")
-    f = text[close_at + 2:].split()
-    return ProcStat(pid=int(text[:open_at]), comm=text[open_at + 1:close_at].decode(
-        errors="replace"), state=f[0].decode(), ppid=int(f[1]), flags=int(f[6]),
-        cpu_ticks=int(f[11]) + int(f[12]), starttime=int(f[19]))
+    f = text[close_at + 2 :].split()
+    return ProcStat(
+        pid=int(text[:open_at]),
+        comm=text[open_at + 1 : close_at].decode(errors="replace"),
+        state=f[0].decode(),
+        ppid=int(f[1]),
+        flags=int(f[6]),
+        cpu_ticks=int(f[11]) + int(f[12]),
+        starttime=int(f[19]),
+    )
 
 
 def parse_proc_io(text: bytes) -> tuple[int, int]:
@@ -142,8 +178,7 @@ class TopProcess:
     write_mbps: float
 
     def as_list(self) -> list[Any]:
-        return [self.pid, self.comm, self.cmdline, self.cpu_pct, self.read_mbps,
-                self.write_mbps]
+        return [self.pid, self.comm, self.cmdline, self.cpu_pct, self.read_mbps, self.write_mbps]
 
 
 @dataclass(frozen=True)
@@ -266,13 +301,18 @@ class ProcessSampler:
             if d_ticks or d_read or d_write:
                 usage.append((s.pid, s.comm, d_ticks, d_read, d_write))
         if dt is not None:  # the first tick only sets the counters
-            self.seconds.append(ProcessSecond(
-                t=now, own_cpu_pct=round(100 * own_ticks / self._ticks_per_s / dt, 1),
-                outside_cpu_pct=round(100 * out_ticks / self._ticks_per_s / dt, 1),
-                outside_read_mbps=round(out_read / 1e6 / dt, 3),
-                outside_write_mbps=round(out_write / 1e6 / dt, 3),
-                top=self._top(usage, dt), blocked=tuple(blocked),
-                own_top=self._top(own_usage, dt)))
+            self.seconds.append(
+                ProcessSecond(
+                    t=now,
+                    own_cpu_pct=round(100 * own_ticks / self._ticks_per_s / dt, 1),
+                    outside_cpu_pct=round(100 * out_ticks / self._ticks_per_s / dt, 1),
+                    outside_read_mbps=round(out_read / 1e6 / dt, 3),
+                    outside_write_mbps=round(out_write / 1e6 / dt, 3),
+                    top=self._top(usage, dt),
+                    blocked=tuple(blocked),
+                    own_top=self._top(own_usage, dt),
+                )
+            )
         self._forget({s.pid for s in stats})
         self._last_t = now
 
@@ -294,9 +334,14 @@ class ProcessSampler:
                     # a process born since the last tick counts from 0; at the first
                     # tick, what every process used before is not this run's
                     born = self._last_t is not None
-                    self._known[pid] = _Known(s.starttime, 0 if born else s.cpu_ticks,
-                                              s.ppid, s.comm, io=(0, 0) if born else None,
-                                              stat_fd=fd)
+                    self._known[pid] = _Known(
+                        s.starttime,
+                        0 if born else s.cpu_ticks,
+                        s.ppid,
+                        s.comm,
+                        io=(0, 0) if born else None,
+                        stat_fd=fd,
+                    )
                 else:
                     s = parse_proc_stat(os.pread(k.stat_fd, 4096, 0))
                     if s.starttime != k.starttime:  # the pid was reused: a new process
@@ -335,8 +380,9 @@ class ProcessSampler:
                 path = os.readlink(base / "cwd")
         return Blocked(s.pid, s.comm, own, wchan, syscall, where_is(path, self.mounts))
 
-    def _top(self, usage: list[tuple[int, str, int, int, int]], dt: float
-             ) -> tuple[TopProcess, ...]:
+    def _top(
+        self, usage: list[tuple[int, str, int, int, int]], dt: float
+    ) -> tuple[TopProcess, ...]:
         by_cpu = sorted(usage, key=lambda u: -u[2])[:TOP]
         by_io = sorted(usage, key=lambda u: -(u[3] + u[4]))[:TOP]
         chosen: dict[int, TopProcess] = {}
@@ -345,8 +391,9 @@ class ProcessSampler:
             rmb, wmb = read / 1e6 / dt, write / 1e6 / dt
             if pid in chosen or (cpu < MIN_TOP_CPU_PCT and rmb + wmb < MIN_TOP_IO_MBPS):
                 continue
-            chosen[pid] = TopProcess(pid, comm, self._cmdline(pid), round(cpu, 1),
-                                     round(rmb, 3), round(wmb, 3))
+            chosen[pid] = TopProcess(
+                pid, comm, self._cmdline(pid), round(cpu, 1), round(rmb, 3), round(wmb, 3)
+            )
         return tuple(chosen.values())
 
     def _cmdline(self, pid: int) -> str:
@@ -381,8 +428,9 @@ class ProcessSampler:
         return self.seconds
 
 
-def process_series(seconds: list[ProcessSecond], start: float
-                   ) -> dict[str, tuple[float, list[Any]]]:
+def process_series(
+    seconds: list[ProcessSecond], start: float
+) -> dict[str, tuple[float, list[Any]]]:
     """Per-second series aligned on the measured phase's start: the benchmark's and the
     outside processes' CPU, the outside processes' I/O, the top outside processes and the
     processes in uninterruptible sleep (counted by who, wait channel and volume)."""

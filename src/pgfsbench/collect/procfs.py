@@ -20,8 +20,16 @@ class CpuTimes:
 
     @property
     def total(self) -> int:
-        return (self.user + self.nice + self.system + self.idle + self.iowait + self.irq
-                + self.softirq + self.steal)
+        return (
+            self.user
+            + self.nice
+            + self.system
+            + self.idle
+            + self.iowait
+            + self.irq
+            + self.softirq
+            + self.steal
+        )
 
 
 def parse_stat(text: str) -> CpuTimes:
@@ -53,7 +61,7 @@ def parse_schedstat(text: str) -> float:
 
 
 def _stat_fields(text: str) -> list[str]:
-    return text[text.rindex(")") + 2:].split()
+    return text[text.rindex(")") + 2 :].split()
 
 
 def process_cpu_seconds(pid: int) -> float | None:
@@ -113,8 +121,18 @@ def parse_diskstats(text: str) -> dict[str, DiskCounters]:
             continue
         flushes = int(f[18]) if len(f) >= 20 else 0
         flush_ms = int(f[19]) if len(f) >= 20 else 0
-        result[f[2]] = DiskCounters(int(f[3]), int(f[5]), int(f[6]), int(f[7]), int(f[9]),
-                                    int(f[10]), int(f[12]), flushes, flush_ms, int(f[11]))
+        result[f[2]] = DiskCounters(
+            int(f[3]),
+            int(f[5]),
+            int(f[6]),
+            int(f[7]),
+            int(f[9]),
+            int(f[10]),
+            int(f[12]),
+            flushes,
+            flush_ms,
+            int(f[11]),
+        )
     return result
 
 
@@ -148,9 +166,18 @@ def parse_meminfo(text: str) -> dict[str, int]:
     return result
 
 
-VMSTAT_RECLAIM = ("pgscan_kswapd", "pgscan_direct", "pgsteal_kswapd", "pgsteal_direct",
-                  "allocstall_normal", "allocstall_movable", "pgmajfault", "nr_dirty",
-                  "nr_writeback", "pgpgout")
+VMSTAT_RECLAIM = (
+    "pgscan_kswapd",
+    "pgscan_direct",
+    "pgsteal_kswapd",
+    "pgsteal_direct",
+    "allocstall_normal",
+    "allocstall_movable",
+    "pgmajfault",
+    "nr_dirty",
+    "nr_writeback",
+    "pgpgout",
+)
 
 
 def parse_vmstat(text: str) -> dict[str, int]:
@@ -191,12 +218,16 @@ def device_facts(name: str) -> dict[str, str]:
     if not queue.exists():  # a partition: its queue is its parent's
         queue = sys_dir.resolve().parent / "queue"
     facts: dict[str, str] = {}
-    for key, path in (("size_sectors", sys_dir / "size"), ("model", sys_dir / "device" / "model"),
-                      ("rotational", queue / "rotational"), ("scheduler", queue / "scheduler"),
-                      ("read_ahead_kb", queue / "read_ahead_kb"),
-                      ("logical_block_size", queue / "logical_block_size"),
-                      ("physical_block_size", queue / "physical_block_size"),
-                      ("write_cache", queue / "write_cache")):
+    for key, path in (
+        ("size_sectors", sys_dir / "size"),
+        ("model", sys_dir / "device" / "model"),
+        ("rotational", queue / "rotational"),
+        ("scheduler", queue / "scheduler"),
+        ("read_ahead_kb", queue / "read_ahead_kb"),
+        ("logical_block_size", queue / "logical_block_size"),
+        ("physical_block_size", queue / "physical_block_size"),
+        ("write_cache", queue / "write_cache"),
+    ):
         try:
             facts[key] = path.read_text().strip()
         except OSError:

@@ -210,8 +210,10 @@ def _rows(res: pq.abc.PGresult) -> tuple[list[str], list[tuple[Any, ...]]]:
     """Column names and typed rows of a result."""
     oids = [res.ftype(j) for j in range(res.nfields)]
     names = [(res.fname(j) or b"?").decode() for j in range(res.nfields)]
-    rows = [tuple(_value(res.get_value(i, j), oid) for j, oid in enumerate(oids))
-            for i in range(res.ntuples)]
+    rows = [
+        tuple(_value(res.get_value(i, j), oid) for j, oid in enumerate(oids))
+        for i in range(res.ntuples)
+    ]
     return names, rows
 
 
@@ -232,7 +234,8 @@ class Statements:
     def __init__(self, pgconn: pq.abc.PGconn, queries: dict[str, str]):
         if pq.version() < 140000:
             raise psycopg.NotSupportedError(
-                f"libpq {pq.version()} has no pipeline mode (14 or later is needed)")
+                f"libpq {pq.version()} has no pipeline mode (14 or later is needed)"
+            )
         self._pgconn = pgconn
         self._names = {name: name.encode() for name in queries}
         for name, query in queries.items():
@@ -348,8 +351,7 @@ class PgSampler:
     Driven by a Ticker (``tick``); ``snapshot`` and ``stat_io`` may be called from another
     thread at the same time (a lock keeps the connection to one user at a time)."""
 
-    def __init__(self, conninfo: str, major: int, counters_every: int = 10, *,
-                 batch: bool = True):
+    def __init__(self, conninfo: str, major: int, counters_every: int = 10, *, batch: bool = True):
         self.conninfo = conninfo
         self.batch = batch  # its backend under SCHED_BATCH too, when the server is local
         self.backend_sched: str | None = None  # what became of that
@@ -363,11 +365,11 @@ class PgSampler:
         self._lock = threading.Lock()
         self._sent_at = 0.0
         self.backend_pid: int | None = None  # the server process answering the sampler
-        self._counters = "counters_18" if major >= 18 else \
-            "counters_17" if major >= 17 else "counters"
+        self._counters = (
+            "counters_18" if major >= 18 else "counters_17" if major >= 17 else "counters"
+        )
         # merged into each counters row: pg_stat_io totals (16+), AIOs in flight (18+)
-        self._extra = tuple(n for n, since in (("io_totals", 16), ("aios", 18))
-                            if major >= since)
+        self._extra = tuple(n for n, since in (("io_totals", 16), ("aios", 18)) if major >= since)
         self._waits = ("waits",)  # the batch of most ticks; once a second, this one:
         self._batch = ("waits", "counters", "blockers", "outside", *self._extra)
         self._waits_only = False  # whether the batch in flight is ``_waits``
@@ -375,15 +377,23 @@ class PgSampler:
         self.behind = 0  # ticks skipped because the previous batch had no answer yet
 
     def open(self) -> None:
-        self._conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=10,
-                                     application_name="pgfsbench sampler",
-                                     options="-c statement_timeout=2000")
+        self._conn = psycopg.connect(
+            self.conninfo,
+            autocommit=True,
+            connect_timeout=10,
+            application_name="pgfsbench sampler",
+            options="-c statement_timeout=2000",
+        )
         self.backend_pid = self._conn.info.backend_pid
         if self.batch:
             self.backend_sched = self._backend_yields()
-        queries = {"waits": sql("wait_events"), "counters": sql(self._counters),
-                   "blockers": sql("blockers"), "outside": sql("outside_sessions"),
-                   **{name: sql(name) for name in self._extra}}
+        queries = {
+            "waits": sql("wait_events"),
+            "counters": sql(self._counters),
+            "blockers": sql("blockers"),
+            "outside": sql("outside_sessions"),
+            **{name: sql(name) for name in self._extra},
+        }
         if self.major >= 16:
             queries["stat_io"] = sql("stat_io")
         self._statements = Statements(self._conn.pgconn, queries)
@@ -438,8 +448,10 @@ class PgSampler:
         if "waits" in got:
             rows = got["waits"][1]
             self.samples.raw_waits.append((sent_at, rows[0][0] if rows else None))
-        for name, kept in (("blockers", self.samples.raw_blockers),
-                           ("outside", self.samples.raw_outside)):
+        for name, kept in (
+            ("blockers", self.samples.raw_blockers),
+            ("outside", self.samples.raw_outside),
+        ):
             if name in got:
                 rows = got[name][1]
                 value = rows[0][0] if rows else None
@@ -521,8 +533,12 @@ MEMCG_FILES = ("memory.failcnt", "memory.usage_in_bytes", "memory.stat")
 # the I/O limits in effect on each device (cgroup v1 blkio throttling in the root group:
 # pgfsbench's emulated devices, or a limit someone puts on a device during a run)
 BLKIO_ROOT = Path("/sys/fs/cgroup/blkio")
-BLKIO_CAPS = {"write_bps": ("cap_write_mbps", 1e-6), "write_iops": ("cap_write_iops", 1.0),
-              "read_bps": ("cap_read_mbps", 1e-6), "read_iops": ("cap_read_iops", 1.0)}
+BLKIO_CAPS = {
+    "write_bps": ("cap_write_mbps", 1e-6),
+    "write_iops": ("cap_write_iops", 1.0),
+    "read_bps": ("cap_read_mbps", 1e-6),
+    "read_iops": ("cap_read_iops", 1.0),
+}
 
 
 class OsSampler:
@@ -535,15 +551,20 @@ class OsSampler:
 
     FILES = ("stat", "diskstats", "meminfo", "vmstat")
 
-    def __init__(self, proc: Path = Path("/proc"), memory_cgroup: Path | None = None,
-                 blkio: Path | None = BLKIO_ROOT):
+    def __init__(
+        self,
+        proc: Path = Path("/proc"),
+        memory_cgroup: Path | None = None,
+        blkio: Path | None = BLKIO_ROOT,
+    ):
         self.proc = proc
         self.samples: list[OsSample] = []
         self._fds: list[int] = []
         extra = {f"pressure_{k}": proc / "pressure" / k for k in PRESSURE}
         if memory_cgroup is not None:
-            extra |= {f"memcg_{name.split('.', 1)[1]}": memory_cgroup / name
-                      for name in MEMCG_FILES}
+            extra |= {
+                f"memcg_{name.split('.', 1)[1]}": memory_cgroup / name for name in MEMCG_FILES
+            }
         if blkio is not None:
             extra |= {f"blkio_{k}": blkio / f"blkio.throttle.{k}_device" for k in BLKIO_CAPS}
         self._extra_paths = extra
@@ -609,23 +630,29 @@ def extra_rates(a: dict[str, str], b: dict[str, str], dt: float) -> dict[str, fl
     second, and its usage."""
     out: dict[str, float] = {}
     for k in PRESSURE:
-        pa, pb = parse_pressure(a.get(f"pressure_{k}", "")), \
-            parse_pressure(b.get(f"pressure_{k}", ""))
+        pa, pb = (
+            parse_pressure(a.get(f"pressure_{k}", "")),
+            parse_pressure(b.get(f"pressure_{k}", "")),
+        )
         for kind in ("some", "full"):
             if kind in pa and kind in pb:
                 out[f"psi_{k}_{kind}_pct"] = round(
-                    min(100.0, max(0, pb[kind] - pa[kind]) / 1e4 / dt), 2)
+                    min(100.0, max(0, pb[kind] - pa[kind]) / 1e4 / dt), 2
+                )
     if "memcg_failcnt" in a and "memcg_failcnt" in b:
         with contextlib.suppress(ValueError):
             out["memcg_limit_hits_per_s"] = round(
-                max(0, int(b["memcg_failcnt"]) - int(a["memcg_failcnt"])) / dt, 1)
+                max(0, int(b["memcg_failcnt"]) - int(a["memcg_failcnt"])) / dt, 1
+            )
     if "memcg_usage_in_bytes" in b:
         with contextlib.suppress(ValueError):
             out["memcg_usage_mb"] = round(int(b["memcg_usage_in_bytes"]) / 1e6, 1)
     if "memcg_stat" in a and "memcg_stat" in b:
         sa, sb = parse_memcg_stat(a["memcg_stat"]), parse_memcg_stat(b["memcg_stat"])
-        for key, name in (("total_workingset_refault_file", "memcg_refaults_per_s"),
-                          ("total_pgmajfault", "memcg_majfaults_per_s")):
+        for key, name in (
+            ("total_workingset_refault_file", "memcg_refaults_per_s"),
+            ("total_pgmajfault", "memcg_majfaults_per_s"),
+        ):
             if key in sa and key in sb:
                 out[name] = round(max(0, sb[key] - sa[key]) / dt, 1)
     return out
@@ -672,8 +699,9 @@ def device_caps(extra: dict[str, str], numbers: dict[str, str]) -> dict[str, flo
     return out
 
 
-def os_series(samples: list[OsSample], start: float, devices: list[str],
-              numbers: dict[str, str] | None = None) -> Series:
+def os_series(
+    samples: list[OsSample], start: float, devices: list[str], numbers: dict[str, str] | None = None
+) -> Series:
     """CPU, the devices under test (and the I/O limits on them: ``numbers`` maps
     "major:minor" to their names), dirty/writeback memory and reclaim, per second."""
     out: Series = {}
@@ -681,8 +709,17 @@ def os_series(samples: list[OsSample], start: float, devices: list[str],
         return out
     times: list[float] = []
     rows: dict[str, list[Any]] = {}
-    parsed = [(s.t, parse_stat(s.stat), parse_diskstats(s.diskstats), parse_meminfo(s.meminfo),
-               parse_vmstat(s.vmstat), s.extra) for s in samples]
+    parsed = [
+        (
+            s.t,
+            parse_stat(s.stat),
+            parse_diskstats(s.diskstats),
+            parse_meminfo(s.meminfo),
+            parse_vmstat(s.vmstat),
+            s.extra,
+        )
+        for s in samples
+    ]
     for (t0, c0, d0, _m0, v0, e0), (t1, c1, d1, m1, v1, e1) in itertools.pairwise(parsed):
         times.append(t1)
         for k, v in extra_rates(e0, e1, t1 - t0 or 1.0).items():
@@ -724,15 +761,21 @@ def os_series(samples: list[OsSample], start: float, devices: list[str],
 RATE_COUNTERS = {
     # WAL inserted each second, by every session (the LSN moves as records are inserted;
     # pg_stat_wal's wal_bytes moves when a backend reports, at its transaction's end)
-    "wal_lsn": ("wal_mbps", 1e-6), "wal_fpi": ("wal_fpi_per_s", 1.0),
-    "wal_records": ("wal_records_per_s", 1.0), "xact_commit": ("commits_per_s", 1.0),
+    "wal_lsn": ("wal_mbps", 1e-6),
+    "wal_fpi": ("wal_fpi_per_s", 1.0),
+    "wal_records": ("wal_records_per_s", 1.0),
+    "xact_commit": ("commits_per_s", 1.0),
     "buffers_checkpoint": ("checkpoint_buffers_per_s", 1.0),
     "buffers_clean": ("bgwriter_buffers_per_s", 1.0),
-    "buffers_backend": ("backend_buffers_per_s", 1.0), "blks_read": ("blks_read_per_s", 1.0),
-    "wal_sync": ("wal_syncs_per_s", 1.0), "wal_write": ("wal_writes_per_s", 1.0),
+    "buffers_backend": ("backend_buffers_per_s", 1.0),
+    "blks_read": ("blks_read_per_s", 1.0),
+    "wal_sync": ("wal_syncs_per_s", 1.0),
+    "wal_write": ("wal_writes_per_s", 1.0),
     "temp_bytes": ("temp_mbps", 1e-6),
-    "io_reads": ("io_reads_per_s", 1.0), "io_writes": ("io_writes_per_s", 1.0),
-    "io_writebacks": ("io_writebacks_per_s", 1.0), "io_fsyncs": ("io_fsyncs_per_s", 1.0),
+    "io_reads": ("io_reads_per_s", 1.0),
+    "io_writes": ("io_writes_per_s", 1.0),
+    "io_writebacks": ("io_writebacks_per_s", 1.0),
+    "io_fsyncs": ("io_fsyncs_per_s", 1.0),
 }
 # values sampled as they are (not rates)
 GAUGES = {"aio_in_flight": "aio_in_flight", "aio_reads_in_flight": "aio_reads_in_flight"}
@@ -760,8 +803,9 @@ def pg_series(samples: PgSamples, start: float) -> Series:
             out[name] = _place(offsets, values)
         for key, name in GAUGES.items():
             if key in c[0]:
-                out[name] = _place(offsets, [None if b.get(key) is None else float(b[key])
-                                             for b in c[1:]])
+                out[name] = _place(
+                    offsets, [None if b.get(key) is None else float(b[key]) for b in c[1:]]
+                )
     if samples.waits:
         per_second: dict[int, list[Counter[str]]] = {}
         for t, counts in samples.waits:
@@ -776,8 +820,10 @@ def pg_series(samples: PgSamples, start: float) -> Series:
             # average number of backends in each state during that second
             waits.append({e: round(n / len(group), 2) for e, n in sorted(total.items())})
         out["waits"] = _place(offsets, waits)
-    for name, raws in (("blockers", samples.raw_blockers),
-                       ("outside_sessions", samples.raw_outside)):
+    for name, raws in (
+        ("blockers", samples.raw_blockers),
+        ("outside_sessions", samples.raw_outside),
+    ):
         if not raws:
             continue
         _, offsets = _aligned([t for t, _ in raws], start)
@@ -816,8 +862,13 @@ def parse_blockers(raw: str | None) -> list[dict[str, Any]]:
     for row in rows if isinstance(rows, list) else []:
         if isinstance(row, dict):
             q = row.get("query")
-            out.append({**row, "origin": blocker_origin(row),
-                        "query": " ".join(str(q).split())[:160] if q else None})
+            out.append(
+                {
+                    **row,
+                    "origin": blocker_origin(row),
+                    "query": " ".join(str(q).split())[:160] if q else None,
+                }
+            )
     return out
 
 

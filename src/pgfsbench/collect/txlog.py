@@ -44,8 +44,12 @@ class LatencyStats:
     lag_ms: dict[str, float] | None = None  # schedule lag p50 p99 max (rate-limited runs)
 
     def as_dict(self) -> dict[str, object]:
-        out: dict[str, object] = {"transactions": self.transactions, "failed": self.failed,
-                                  "sampling_rate": self.sampling_rate, **self.percentiles_ms}
+        out: dict[str, object] = {
+            "transactions": self.transactions,
+            "failed": self.failed,
+            "sampling_rate": self.sampling_rate,
+            **self.percentiles_ms,
+        }
         if self.lag_ms is not None:
             out["schedule_lag_ms"] = self.lag_ms
         return out
@@ -95,12 +99,21 @@ def _frames(paths: Sequence[Path], ncols: int) -> Iterator[pl.DataFrame]:
     names = _NAMES[:ncols]
     wanted = ["lat", "epoch", "us", *(["lag"] if ncols >= 7 else [])]
     for block in _blocks(paths):
-        df = pl.read_csv(block, separator=" ", has_header=False, new_columns=names,
-                         schema_overrides=dict.fromkeys(wanted, pl.Int64),
-                         null_values=["failed", "skipped"], truncate_ragged_lines=True,
-                         infer_schema=False)
-        yield df.select(pl.col("lat"), (pl.col("epoch") * 1_000_000 + pl.col("us"))
-                        .alias("end_us"), *([pl.col("lag")] if ncols >= 7 else []))
+        df = pl.read_csv(
+            block,
+            separator=" ",
+            has_header=False,
+            new_columns=names,
+            schema_overrides=dict.fromkeys(wanted, pl.Int64),
+            null_values=["failed", "skipped"],
+            truncate_ragged_lines=True,
+            infer_schema=False,
+        )
+        yield df.select(
+            pl.col("lat"),
+            (pl.col("epoch") * 1_000_000 + pl.col("us")).alias("end_us"),
+            *([pl.col("lag")] if ncols >= 7 else []),
+        )
 
 
 def _merge(parts: list[pl.DataFrame], keys: Sequence[str], has_lag: bool) -> pl.DataFrame:
@@ -118,9 +131,9 @@ def _first_start(path: Path, ncols: int) -> int | None:
     return None
 
 
-def _aggregate(paths: Sequence[Path], ncols: int, start_us: int | None,
-               duration_s: float | None
-               ) -> tuple[list[pl.DataFrame], list[pl.DataFrame], int | None, int]:
+def _aggregate(
+    paths: Sequence[Path], ncols: int, start_us: int | None, duration_s: float | None
+) -> tuple[list[pl.DataFrame], list[pl.DataFrame], int | None, int]:
     """One pass: partial (second, bucket) and lag-bucket aggregates with seconds counted
     from start_us, when the earliest transaction really started, and the lines read."""
     has_lag = ncols >= 7
@@ -139,17 +152,28 @@ def _aggregate(paths: Sequence[Path], ncols: int, start_us: int | None,
         first = df.select((pl.col("end_us") - pl.col("lat")).min()).item()
         if first is not None and (earliest is None or first < earliest):
             earliest = int(first)
-        parts.append(df.with_columns(
-            second.cast(pl.Int32).alias("s"),
-            (pl.col("lat").clip(lower_bound=1).log() * BUCKETS_PER_E).floor().cast(pl.Int32)
-            .alias("b"),
-        ).group_by("s", "b").agg(aggs))
+        parts.append(
+            df.with_columns(
+                second.cast(pl.Int32).alias("s"),
+                (pl.col("lat").clip(lower_bound=1).log() * BUCKETS_PER_E)
+                .floor()
+                .cast(pl.Int32)
+                .alias("b"),
+            )
+            .group_by("s", "b")
+            .agg(aggs)
+        )
         if has_lag:
             lag_parts.append(
                 df.drop_nulls("lag")
-                .group_by((pl.col("lag").clip(lower_bound=1).log() * BUCKETS_PER_E).floor()
-                          .cast(pl.Int32).alias("lb"))
-                .agg(pl.len().alias("n"), pl.col("lag").max().alias("max")))
+                .group_by(
+                    (pl.col("lag").clip(lower_bound=1).log() * BUCKETS_PER_E)
+                    .floor()
+                    .cast(pl.Int32)
+                    .alias("lb")
+                )
+                .agg(pl.len().alias("n"), pl.col("lag").max().alias("max"))
+            )
         if i % _MERGE_EVERY == 0:
             parts = [_merge(parts, ("s", "b"), has_lag)]
             if has_lag:
@@ -157,8 +181,9 @@ def _aggregate(paths: Sequence[Path], ncols: int, start_us: int | None,
     return parts, lag_parts, earliest, lines
 
 
-def parse_txlog(paths: Sequence[Path], *, sampling_rate: float = 1.0,
-                duration_s: float | None = None) -> LatencyStats | None:
+def parse_txlog(
+    paths: Sequence[Path], *, sampling_rate: float = 1.0, duration_s: float | None = None
+) -> LatencyStats | None:
     """Percentiles per run and per second from one or more pgbench log files.
 
     Read in blocks of CHUNK_BYTES (never the whole log in memory, however long the run):
@@ -196,12 +221,21 @@ def parse_txlog(paths: Sequence[Path], *, sampling_rate: float = 1.0,
     if has_lag:
         lag, lag_series = _lag(_merge(lag_parts, ("lb",), False).sort("lb"), per)
         series.update(lag_series)
-    return LatencyStats(int(n_all.sum()), failed, sampling_rate, start_us / 1e6, pct, series,
-                        {int(b): int(n) for b, n in zip(b_all, n_all, strict=True)}, lag)
+    return LatencyStats(
+        int(n_all.sum()),
+        failed,
+        sampling_rate,
+        start_us / 1e6,
+        pct,
+        series,
+        {int(b): int(n) for b, n in zip(b_all, n_all, strict=True)},
+        lag,
+    )
 
 
-def _lag(hist: pl.DataFrame, per: pl.DataFrame
-         ) -> tuple[dict[str, float], dict[str, list[float | None]]]:
+def _lag(
+    hist: pl.DataFrame, per: pl.DataFrame
+) -> tuple[dict[str, float], dict[str, list[float | None]]]:
     """Schedule lag: percentiles over the run (log buckets, as for latency) and the mean
     and maximum per second."""
     stats: dict[str, float] = {}
@@ -210,13 +244,17 @@ def _lag(hist: pl.DataFrame, per: pl.DataFrame
         for k, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
             stats[k] = round(_percentile_from_counts(lb, n, q), 3)
         stats["max"] = round(int(hist["max"].max()) / 1000.0, 3)  # type: ignore[arg-type]
-    rows = per.group_by("s").agg(pl.col("n").sum(), pl.col("lag_sum").sum(),
-                                 pl.col("lag_max").max()).sort("s")
+    rows = (
+        per.group_by("s")
+        .agg(pl.col("n").sum(), pl.col("lag_sum").sum(), pl.col("lag_max").max())
+        .sort("s")
+    )
     last = int(rows["s"].max())  # type: ignore[arg-type]
-    full = pl.DataFrame({"s": np.arange(last + 1, dtype=np.int32)}).join(rows, on="s",
-                                                                          how="left")
-    avg = [None if (n is None or not n or t is None) else round(t / n / 1000.0, 3)
-           for n, t in zip(full["n"].to_list(), full["lag_sum"].to_list(), strict=True)]
+    full = pl.DataFrame({"s": np.arange(last + 1, dtype=np.int32)}).join(rows, on="s", how="left")
+    avg = [
+        None if (n is None or not n or t is None) else round(t / n / 1000.0, 3)
+        for n, t in zip(full["n"].to_list(), full["lag_sum"].to_list(), strict=True)
+    ]
     mx = [None if v is None else round(v / 1000.0, 3) for v in full["lag_max"].to_list()]
     return stats, {"lag_avg_ms": avg, "lag_max_ms": mx}
 
@@ -230,14 +268,15 @@ def _per_second(per: pl.DataFrame, sampling_rate: float) -> dict[str, list[float
     aggs.append(pl.col("max").max().alias("max"))
     rows = cum.group_by("s").agg(aggs).sort("s")
     last = int(rows["s"].max())  # type: ignore[arg-type]
-    full = pl.DataFrame({"s": np.arange(last + 1, dtype=np.int32)}).join(rows, on="s",
-                                                                          how="left")
+    full = pl.DataFrame({"s": np.arange(last + 1, dtype=np.int32)}).join(rows, on="s", how="left")
+
     def ms(col: str) -> list[float | None]:
         return [None if v is None else round(bucket_value_ms(v), 3) for v in full[col].to_list()]
 
     return {
-        "tps_log": [0.0 if c is None else round(c / sampling_rate, 1)
-                    for c in full["count"].to_list()],
+        "tps_log": [
+            0.0 if c is None else round(c / sampling_rate, 1) for c in full["count"].to_list()
+        ],
         "lat_p50_ms": ms("p50"),
         "lat_p90_ms": ms("p90"),
         "lat_p99_ms": ms("p99"),

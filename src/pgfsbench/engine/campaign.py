@@ -39,9 +39,11 @@ from pgfsbench.system.runner import ChildRegistry, Runner
 
 # file names in a run's artifacts directory -> the kind they are stored as
 # what every run leaves, and what each tool's runs leave (spec/kinds.py)
-ARTIFACT_KINDS = {"postgresql.log": "server_log", "commands.sh": "commands",
-                  **{name: kind for tool in WORKLOAD_TOOLS
-                     for name, kind in tool.artifacts.items()}}
+ARTIFACT_KINDS = {
+    "postgresql.log": "server_log",
+    "commands.sh": "commands",
+    **{name: kind for tool in WORKLOAD_TOOLS for name, kind in tool.artifacts.items()},
+}
 
 
 @dataclass
@@ -58,10 +60,19 @@ class CampaignResult:
 
 
 class Campaign:
-    def __init__(self, loaded: LoadedSpec, plan: Plan, store: Store, *, workdir: Path,
-                 policy: DevicePolicy | None = None, events: Events | None = None,
-                 runner: Runner | None = None, resume: int | None = None,
-                 host: str | None = None):
+    def __init__(
+        self,
+        loaded: LoadedSpec,
+        plan: Plan,
+        store: Store,
+        *,
+        workdir: Path,
+        policy: DevicePolicy | None = None,
+        events: Events | None = None,
+        runner: Runner | None = None,
+        resume: int | None = None,
+        host: str | None = None,
+    ):
         self.loaded = loaded
         self.plan = plan
         self.store = store
@@ -91,16 +102,28 @@ class Campaign:
             raise
         left = cleanup(self.workdir, self.runner)
         if left.journals:
-            self.events.warning(f"undid what {left.journals} killed run(s) left in "
-                                f"{self.workdir} ({left.steps_undone} step(s))")
+            self.events.warning(
+                f"undid what {left.journals} killed run(s) left in "
+                f"{self.workdir} ({left.steps_undone} step(s))"
+            )
         runs = self._runs_to_do()
-        journal = Journal.create(self.workdir, self.runner,
-                                 meta={"results": self.store.target})
+        journal = Journal.create(self.workdir, self.runner, meta={"results": self.store.target})
         campaign_id = self._campaign_id(ready.binaries.version_line)
         journal.note(campaign_id=campaign_id)
-        eng = Engine(self.loaded, self.plan, self.store, self.workdir, self.runner,
-                     journal, self.policy, ready.binaries, ready.os_user, self.events.phase,
-                     campaign_id, ready.by_bindir)
+        eng = Engine(
+            self.loaded,
+            self.plan,
+            self.store,
+            self.workdir,
+            self.runner,
+            journal,
+            self.policy,
+            ready.binaries,
+            ready.os_user,
+            self.events.phase,
+            campaign_id,
+            ready.by_bindir,
+        )
         result = CampaignResult(campaign_id)
         if ready.unsupported:  # "not supported here" is an answer, not a failed run
             result.unsupported = dict(ready.unsupported)
@@ -123,7 +146,8 @@ class Campaign:
             for failure in last.values():
                 self.events.warning(
                     f"could not undo '{failure.step.what}': {failure.error} (run "
-                    f"`pgfsbench cleanup --workdir {self.workdir}` once it can be)")
+                    f"`pgfsbench cleanup --workdir {self.workdir}` once it can be)"
+                )
             journal.close()
             if self.runner.registry is not None:
                 self.runner.registry.close()
@@ -136,11 +160,15 @@ class Campaign:
             return self.resume
         return self.store.start_campaign(
             name=self.loaded.spec.name or self.loaded.path.stem,
-            spec_path=str(self.loaded.path), spec_text=self.loaded.text,
-            overrides=list(self.loaded.overrides), host=self.host,
-            pgfsbench_version=__version__, workdir=str(self.workdir),
+            spec_path=str(self.loaded.path),
+            spec_text=self.loaded.text,
+            overrides=list(self.loaded.overrides),
+            host=self.host,
+            pgfsbench_version=__version__,
+            workdir=str(self.workdir),
             uuid=str(uuid.uuid4()),
-            environment=read_environment(vm=False, postgresql=pg_version_line))
+            environment=read_environment(vm=False, postgresql=pg_version_line),
+        )
 
     def _runs_to_do(self) -> list[PlannedRun]:
         """The plan's runs; when resuming, those without an ok result in the campaign."""
@@ -150,15 +178,22 @@ class Campaign:
         if camp is None:
             raise UsageError(f"--resume {self.resume}: no such campaign in {self.store.target}")
         if camp.get("spec_text") != self.loaded.text:
-            raise UsageError(f"--resume {self.resume}: the spec differs from the one campaign "
-                             f"{self.resume} ran ({camp.get('spec_path')}); resume needs the "
-                             "same spec")
+            raise UsageError(
+                f"--resume {self.resume}: the spec differs from the one campaign "
+                f"{self.resume} ran ({camp.get('spec_path')}); resume needs the "
+                "same spec"
+            )
         if list(camp.get("overrides") or []) != list(self.loaded.overrides):
-            raise UsageError(f"--resume {self.resume}: the campaign ran with --set "
-                             f"{' '.join(camp.get('overrides') or []) or '(none)'}; give the "
-                             "same --set options")
-        done = {(r["cell"], r["repetition"]) for r in self.store.list_runs(self.resume)
-                if r["status"] == RunStatus.OK and not r.get("superseded_by")}
+            raise UsageError(
+                f"--resume {self.resume}: the campaign ran with --set "
+                f"{' '.join(camp.get('overrides') or []) or '(none)'}; give the "
+                "same --set options"
+            )
+        done = {
+            (r["cell"], r["repetition"])
+            for r in self.store.list_runs(self.resume)
+            if r["status"] == RunStatus.OK and not r.get("superseded_by")
+        }
         return [r for r in self.plan.runs if (r.cell.id, r.repetition) not in done]
 
     def _adaptive(self, eng: Engine, result: CampaignResult) -> None:
@@ -168,9 +203,14 @@ class Campaign:
         d = self.loaded.spec.defaults
         stopped: dict[str, str] = {}
         while True:
-            by_cell = {c.id: [r for r in self.store.list_runs(result.campaign_id)
-                              if r["cell"] == c.id and not r.get("superseded_by")]
-                       for c in self.plan.cells}
+            by_cell = {
+                c.id: [
+                    r
+                    for r in self.store.list_runs(result.campaign_id)
+                    if r["cell"] == c.id and not r.get("superseded_by")
+                ]
+                for c in self.plan.cells
+            }
             more: list[PlannedRun] = []
             for cell in self.plan.cells:
                 if cell.id in stopped:
@@ -187,9 +227,16 @@ class Campaign:
             self.events.extend(len(more))
             for group in self._groups(more):
                 self._execute_group(eng, group, result)
-        self.store.note_campaign(result.campaign_id, "auto_repetitions", {
-            "min": d.repetitions_min, "max": d.repetitions_max,
-            "ci_target_pct": d.ci_target_pct, "stopped": stopped})
+        self.store.note_campaign(
+            result.campaign_id,
+            "auto_repetitions",
+            {
+                "min": d.repetitions_min,
+                "max": d.repetitions_max,
+                "ci_target_pct": d.ci_target_pct,
+                "stopped": stopped,
+            },
+        )
 
     def _groups(self, runs: list[PlannedRun]) -> list[list[PlannedRun]]:
         """Runs that share one provisioning and load: each run alone (load_per=repetition),
@@ -203,8 +250,7 @@ class Campaign:
 
     # ------------------------------------------------------------ one group of runs
 
-    def _execute_group(self, eng: Engine, group: list[PlannedRun],
-                       result: CampaignResult) -> None:
+    def _execute_group(self, eng: Engine, group: list[PlannedRun], result: CampaignResult) -> None:
         """Provision once, measure each run. After a failure the cell is not trusted:
         its remaining runs are recorded failed without running (resume runs them)."""
         started: list[int] = []  # the group's runs, as they start
@@ -217,8 +263,9 @@ class Campaign:
                 with contextlib.suppress(OSError):  # never masks what is on its way up
                     self._commands(eng, started[-1])
 
-    def _run_group(self, eng: Engine, group: list[PlannedRun], result: CampaignResult,
-                   started: list[int]) -> None:
+    def _run_group(
+        self, eng: Engine, group: list[PlannedRun], result: CampaignResult, started: list[int]
+    ) -> None:
         """The runs of a group inside its journal scope (each id added to ``started``)."""
         state: CellState | None = None
         prepared = False
@@ -230,8 +277,12 @@ class Campaign:
                 run_id = last_run_id = self._start_run(eng, planned, result)
                 started.append(run_id)
                 if earlier is not None:
-                    self._finish(planned, run_id, RunRecord(
-                        RunStatus.FAILED, error=f"not run: {earlier}"), result)
+                    self._finish(
+                        planned,
+                        run_id,
+                        RunRecord(RunStatus.FAILED, error=f"not run: {earlier}"),
+                        result,
+                    )
                     continue
                 if state is None:
                     state = new_state(eng, planned.cell, run_id)
@@ -243,16 +294,24 @@ class Campaign:
                     self._finish(planned, run_id, record, result)
                 except (Interrupted, KeyboardInterrupt):
                     failed = True
-                    self._finish(planned, run_id, self._failure(
-                        eng, state, "interrupted", RunStatus.ABORTED), result)
+                    self._finish(
+                        planned,
+                        run_id,
+                        self._failure(eng, state, "interrupted", RunStatus.ABORTED),
+                        result,
+                    )
                     raise
                 except Exception as exc:
                     failed = True
                     cause = root_cause(exc, self._evidence(state))
-                    self._finish(planned, run_id,
-                                 self._failure(eng, state, cause, RunStatus.FAILED), result)
-                    earlier = (f"run {run_id} of this cell failed: {cause}" if prepared
-                               else f"preparing the cell failed: {cause}")
+                    self._finish(
+                        planned, run_id, self._failure(eng, state, cause, RunStatus.FAILED), result
+                    )
+                    earlier = (
+                        f"run {run_id} of this cell failed: {cause}"
+                        if prepared
+                        else f"preparing the cell failed: {cause}"
+                    )
         finally:
             if last_run_id is not None:
                 self._collect(eng, state, last_run_id, immediate=failed)
@@ -261,12 +320,24 @@ class Campaign:
         cell = planned.cell
         w = cell.workload
         run_id = self.store.start_run(
-            campaign_id=result.campaign_id, cell=cell.id, storage=cell.storage_name,
-            fs=cell.fs, postgres=cell.postgres_name, kernel=cell.kernel_name, workload=w.name,
-            repetition=planned.repetition, scale=cell.scale, clients=w.clients,
-            threads=w.threads, duration_s=w.duration_s, warmup_s=w.warmup_s,
-            params=cell_params(cell), pg_version=eng.binaries_for(cell).version, host=self.host,
-            uuid=str(uuid.uuid4()))
+            campaign_id=result.campaign_id,
+            cell=cell.id,
+            storage=cell.storage_name,
+            fs=cell.fs,
+            postgres=cell.postgres_name,
+            kernel=cell.kernel_name,
+            workload=w.name,
+            repetition=planned.repetition,
+            scale=cell.scale,
+            clients=w.clients,
+            threads=w.threads,
+            duration_s=w.duration_s,
+            warmup_s=w.warmup_s,
+            params=cell_params(cell),
+            pg_version=eng.binaries_for(cell).version,
+            host=self.host,
+            uuid=str(uuid.uuid4()),
+        )
         if self.resume is not None:
             self.store.supersede(result.campaign_id, cell.id, planned.repetition, run_id)
         eng.journal.note(run_id=run_id)
@@ -274,29 +345,34 @@ class Campaign:
         self.events.run_started(planned, run_id)
         return run_id
 
-    def _finish(self, planned: PlannedRun, run_id: int, record: RunRecord,
-                result: CampaignResult) -> None:
+    def _finish(
+        self, planned: PlannedRun, run_id: int, record: RunRecord, result: CampaignResult
+    ) -> None:
         self.store.finish_run(run_id, **record.columns())
         result.counts[record.status] = result.counts.get(record.status, 0) + 1
         self.events.run_finished(planned, run_id, record)
 
     # ------------------------------------------------------------ failures
 
-    def _failure(self, eng: Engine, state: CellState | None, cause: str,
-                 status: RunStatus) -> RunRecord:
+    def _failure(
+        self, eng: Engine, state: CellState | None, cause: str, status: RunStatus
+    ) -> RunRecord:
         """A failed (or aborted) run with what was known: the kernel settings in effect now
         (before they are undone), the host, the server log's last lines."""
         env: dict[str, Any] = {}
         with contextlib.suppress(Exception):
             env = read_environment(
-                postgresql=(eng.binaries_for(state.cell) if state is not None
-                            else eng.binaries).version_line,
-                volumes=state.storage.volumes if state is not None and state.storage else ())
+                postgresql=(
+                    eng.binaries_for(state.cell) if state is not None else eng.binaries
+                ).version_line,
+                volumes=state.storage.volumes if state is not None and state.storage else (),
+            )
         evidence: dict[str, Any] = {}
         if state is not None and state.instance is not None:
             evidence["server_log_tail"] = _tail(state.instance.log_path, 30)
-        return RunRecord(status, error=cause, environment=env,
-                         metrics={"evidence": evidence} if evidence else {})
+        return RunRecord(
+            status, error=cause, environment=env, metrics={"evidence": evidence} if evidence else {}
+        )
 
     def _evidence(self, state: CellState | None) -> Evidence:
         if state is None:
@@ -319,22 +395,27 @@ class Campaign:
         with contextlib.suppress(Exception):
             needed = state.workload.estimated_bytes(state.cell)
         return Evidence(
-            log_lines=lines, server_alive=alive, volumes=tuple(volumes), needed_bytes=needed,
-            huge_page_kb=mem.get("Hugepagesize"), huge_pages_total=mem.get("HugePages_Total"),
+            log_lines=lines,
+            server_alive=alive,
+            volumes=tuple(volumes),
+            needed_bytes=needed,
+            huge_page_kb=mem.get("Hugepagesize"),
+            huge_pages_total=mem.get("HugePages_Total"),
             huge_pages_free=mem.get("HugePages_Free"),
-            huge_pages_setting=str(state.cell.postgres.settings.get("huge_pages", "try")).lower())
+            huge_pages_setting=str(state.cell.postgres.settings.get("huge_pages", "try")).lower(),
+        )
 
     # ------------------------------------------------------------ after a group
 
-    def _collect(self, eng: Engine, state: CellState | None, run_id: int,
-                 immediate: bool) -> None:
+    def _collect(self, eng: Engine, state: CellState | None, run_id: int, immediate: bool) -> None:
         """Stop the server (immediately after a failure: a stalled server cannot shut down
         cleanly) and keep its log, the commands run and every raw output with the run."""
         art = eng.artifacts_dir(run_id)
         if state is not None and state.instance is not None:
             with contextlib.suppress(Exception):
-                state.instance.stop(eng.runner, timeout=10 if immediate else 60,
-                                    immediate=immediate)
+                state.instance.stop(
+                    eng.runner, timeout=10 if immediate else 60, immediate=immediate
+                )
             if state.instance.log_path.exists():
                 with contextlib.suppress(OSError):
                     shutil.copyfile(state.instance.log_path, art / "postgresql.log")
@@ -347,16 +428,22 @@ class Campaign:
         """The commands run since the last run's, in order: this run's preparation,
         measurement and teardown (a run's commands.sh starts with its own set-up)."""
         path = eng.artifacts_dir(run_id) / "commands.sh"
-        path.write_text("# commands pgfsbench ran for this run, in order\n"
-                        + "\n".join(eng.runner.transcript) + "\n")
+        path.write_text(
+            "# commands pgfsbench ran for this run, in order\n"
+            + "\n".join(eng.runner.transcript)
+            + "\n"
+        )
         eng.runner.transcript.clear()
         self.store.put_artifact(run_id, ARTIFACT_KINDS["commands.sh"], path)
 
 
 def auto_stop_reason(rows: list[dict[str, Any]], most: int, target_pct: float) -> str | None:
     """Why a cell needs no more runs (None: it needs one more)."""
-    ok = [float(r["throughput"]) for r in rows if r["status"] == RunStatus.OK
-          and r.get("throughput") is not None]
+    ok = [
+        float(r["throughput"])
+        for r in rows
+        if r["status"] == RunStatus.OK and r.get("throughput") is not None
+    ]
     est = estimate(ok)
     half = est.ci_half_pct if est is not None else None
     if half is not None and half <= target_pct:

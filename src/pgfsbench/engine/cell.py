@@ -98,7 +98,8 @@ class CellState:
             storage_details=self.storage_details,
             kernel_applied=[vars(a) for a in self.kernel_applied],
             implementation=self.storage.details.get("implementation"),
-            fuse=bool(self.storage.details.get("fuse", False)))
+            fuse=bool(self.storage.details.get("fuse", False)),
+        )
 
     def context(self, eng: Engine, artifacts: Path) -> WorkloadContext:
         """Clients connect through the pooler when there is one; loading does not."""
@@ -107,17 +108,31 @@ class CellState:
         clients, lost = server, None
         pooler = self.cell.postgres.pooler
         if self.bouncer is not None and pooler is not None:
-            clients = Endpoint(str(self.bouncer.socket_dir), pgbouncer.PORT, SUPERUSER,
-                               server.dbname)
+            clients = Endpoint(
+                str(self.bouncer.socket_dir), pgbouncer.PORT, SUPERUSER, server.dbname
+            )
             lost = pgbouncer.prepared_statements_lost(pooler, self.bouncer.version)
-        return WorkloadContext(eng.runner, eng.journal, eng.binaries_for(self.cell), clients,
-                               server, self.scratch, artifacts, eng.os_user,
-                               eng.loaded.base_dir, lost)
+        return WorkloadContext(
+            eng.runner,
+            eng.journal,
+            eng.binaries_for(self.cell),
+            clients,
+            server,
+            self.scratch,
+            artifacts,
+            eng.os_user,
+            eng.loaded.base_dir,
+            lost,
+        )
 
     def endpoint(self, eng: Engine) -> Endpoint:
         assert self.instance is not None
-        return Endpoint(str(self.instance.socket_dir), self.instance.port, SUPERUSER,
-                        eng.loaded.spec.defaults.database)
+        return Endpoint(
+            str(self.instance.socket_dir),
+            self.instance.port,
+            SUPERUSER,
+            eng.loaded.spec.defaults.database,
+        )
 
 
 Step = Callable[[Engine, CellState], None]
@@ -142,9 +157,13 @@ def _kernel(eng: Engine, st: CellState) -> None:
 def _storage(eng: Engine, st: CellState) -> None:
     assert st.celldir is not None
     eng.phase(f"provisioning {st.cell.fs}")
-    ctx = ProvisionContext(eng.journal, eng.runner, st.celldir,
-                           DeviceFactory(eng.journal, eng.runner, st.celldir / "devices",
-                                         eng.policy), eng.os_user)
+    ctx = ProvisionContext(
+        eng.journal,
+        eng.runner,
+        st.celldir,
+        DeviceFactory(eng.journal, eng.runner, st.celldir / "devices", eng.policy),
+        eng.os_user,
+    )
     st.storage = driver_for(st.cell.fs).provision(st.cell.storage_name, st.cell.storage, ctx)
 
 
@@ -165,10 +184,14 @@ def _limits(eng: Engine, st: CellState) -> None:
     for role, cfg in wanted.items():
         for device in st.storage.device_roles.get(role, ()):
             resolved = limits.resolve_for(cfg, block_size(device))
-            entry: dict[str, Any] = {"role": role, "device": device, "profile": cfg.profile,
-                                     "capacity_gib": resolved.capacity_gib,
-                                     "text": resolved.text,
-                                     "source": limits.source_of(cfg.profile)}
+            entry: dict[str, Any] = {
+                "role": role,
+                "device": device,
+                "profile": cfg.profile,
+                "capacity_gib": resolved.capacity_gib,
+                "text": resolved.text,
+                "source": limits.source_of(cfg.profile),
+            }
             if not resolved.figures.is_unlimited():
                 entry.update(limits.apply(eng.journal, mech, device, resolved.figures))
             applied.append(entry)
@@ -186,9 +209,12 @@ def _ceiling(eng: Engine, st: CellState) -> None:
         st.ceiling = {"identity": ident, "cached": True, **cached["figures"]}
         return
     eng.phase("measuring the storage's ceiling (pg_test_fsync, fio)")
-    figures = ceiling.measure(eng.runner, eng.binaries_for(st.cell).tool("pg_test_fsync"),
-                              st.storage.data.mountpoint,
-                              seconds=eng.loaded.spec.defaults.ceiling_seconds)
+    figures = ceiling.measure(
+        eng.runner,
+        eng.binaries_for(st.cell).tool("pg_test_fsync"),
+        st.storage.data.mountpoint,
+        seconds=eng.loaded.spec.defaults.ceiling_seconds,
+    )
     eng.store.put_ceiling(ident, st.cell.storage_name, figures)
     st.ceiling = {"identity": ident, "cached": False, **figures}
 
@@ -196,8 +222,14 @@ def _ceiling(eng: Engine, st: CellState) -> None:
 def _initdb(eng: Engine, st: CellState) -> None:
     assert st.storage is not None and st.celldir is not None and st.logdir is not None
     sock = socket_dir(eng.journal, st.celldir, eng.os_user)
-    st.instance = Instance(eng.binaries_for(st.cell), st.storage.pgdata, st.storage.waldir, sock,
-                           st.logdir / "postgresql.log", eng.os_user)
+    st.instance = Instance(
+        eng.binaries_for(st.cell),
+        st.storage.pgdata,
+        st.storage.waldir,
+        sock,
+        st.logdir / "postgresql.log",
+        eng.os_user,
+    )
     eng.phase("initdb")
     st.initdb_output = st.instance.init(eng.journal, eng.runner, st.cell.postgres.initdb)
 
@@ -222,9 +254,11 @@ def _huge_pages(eng: Engine, st: CellState) -> None:
     st.huge_pages = kernel.reserve_huge_pages(eng.journal, need)
     got, asked = st.huge_pages["obtained"], st.huge_pages["asked"]
     if got < asked and setting in ("on", "true", "1"):
-        raise InstanceError(f"huge_pages = on: the kernel gave {got} of the {asked} huge pages "
-                            f"asked for ({st.huge_pages['page_kb']} kB each; vm.nr_hugepages "
-                            f"{st.huge_pages['before']} -> {st.huge_pages['after']})")
+        raise InstanceError(
+            f"huge_pages = on: the kernel gave {got} of the {asked} huge pages "
+            f"asked for ({st.huge_pages['page_kb']} kB each; vm.nr_hugepages "
+            f"{st.huge_pages['before']} -> {st.huge_pages['after']})"
+        )
 
 
 def _start(eng: Engine, st: CellState) -> None:
@@ -244,8 +278,9 @@ def _memory_limit(eng: Engine, st: CellState) -> None:
     assert st.instance is not None and st.instance.pid is not None
     eng.phase(f"memory limit {limit}")
     pids = [st.instance.pid] + [p for p, _ in children_of(st.instance.pid)]
-    st.memory_limit = kernel.limit_memory(eng.journal, f"pgfsbench-run-{st.run_id}",
-                                          parse_size(limit), pids)
+    st.memory_limit = kernel.limit_memory(
+        eng.journal, f"pgfsbench-run-{st.run_id}", parse_size(limit), pids
+    )
 
 
 def _pooler(eng: Engine, st: CellState) -> None:
@@ -254,12 +289,21 @@ def _pooler(eng: Engine, st: CellState) -> None:
     if pooler is None:
         return
     eng.phase("starting pgbouncer")
-    st.bouncer = pgbouncer.start(eng.journal, eng.runner, pooler, st.celldir,
-                                 st.instance.socket_dir, st.instance.port, SUPERUSER,
-                                 eng.os_user)
-    st.storage_details["pooler"] = {"kind": pooler.kind, "version": st.bouncer.version,
-                                    "config": (st.bouncer.directory / "pgbouncer.ini")
-                                    .read_text()}
+    st.bouncer = pgbouncer.start(
+        eng.journal,
+        eng.runner,
+        pooler,
+        st.celldir,
+        st.instance.socket_dir,
+        st.instance.port,
+        SUPERUSER,
+        eng.os_user,
+    )
+    st.storage_details["pooler"] = {
+        "kind": pooler.kind,
+        "version": st.bouncer.version,
+        "config": (st.bouncer.directory / "pgbouncer.ini").read_text(),
+    }
 
 
 def _load(eng: Engine, st: CellState) -> None:
@@ -315,10 +359,17 @@ def socket_dir(journal: Journal, celldir: Path, owner: str | None) -> Path:
 
 def storage_details(runner: Runner, storage: ProvisionedStorage) -> dict[str, Any]:
     def volume(v: Volume) -> dict[str, Any]:
-        return {"fs": v.fs, "source": v.source, "devices": list(v.devices),
-                "mountpoint": str(v.mountpoint), "mount_options": v.mount_options,
-                "mkfs_argv": list(v.mkfs_argv), "mkfs_output": v.mkfs_output,
-                "fs_info": volume_info(runner, v), **v.details}
+        return {
+            "fs": v.fs,
+            "source": v.source,
+            "devices": list(v.devices),
+            "mountpoint": str(v.mountpoint),
+            "mount_options": v.mount_options,
+            "mkfs_argv": list(v.mkfs_argv),
+            "mkfs_output": v.mkfs_output,
+            "fs_info": volume_info(runner, v),
+            **v.details,
+        }
 
     result: dict[str, Any] = {"data": volume(storage.data), **storage.details}
     if storage.wal is not None:

@@ -71,8 +71,9 @@ def _disk_full(ev: Evidence, text: str) -> str | None:
         wal = next((v for v in ev.volumes if v.role == "wal"), None)
         if where is not None:
             if where.startswith("/"):
-                matches = [v for v in ev.volumes if where.startswith(v.mountpoint.rstrip("/")
-                                                                     + "/")]
+                matches = [
+                    v for v in ev.volumes if where.startswith(v.mountpoint.rstrip("/") + "/")
+                ]
                 volume = max(matches, key=lambda v: len(v.mountpoint)) if matches else volume
             elif where.startswith("pg_wal") and wal is not None:
                 volume = wal
@@ -103,11 +104,11 @@ def _huge_pages(ev: Evidence) -> str | None:
     parts = ["huge_pages = on but the shared memory could not be mapped in huge pages:"]
     if asked is not None:
         pages = math.ceil(asked / (page_kb * 1024))
-        parts.append(f"the server asked for {pages} pages of {page_kb} kB "
-                     f"({human_bytes(asked)})")
+        parts.append(f"the server asked for {pages} pages of {page_kb} kB ({human_bytes(asked)})")
     if ev.huge_pages_total is not None:
-        parts.append(f"the kernel has {ev.huge_pages_total} (vm.nr_hugepages), "
-                     f"{ev.huge_pages_free} free")
+        parts.append(
+            f"the kernel has {ev.huge_pages_total} (vm.nr_hugepages), {ev.huge_pages_free} free"
+        )
     return " ".join(parts[:1]) + " " + "; ".join(parts[1:])
 
 

@@ -40,12 +40,21 @@ from pgfsbench.workloads import unobserved
 from pgfsbench.workloads.base import Measurement, Progress, Workload, WorkloadContext
 
 # the samplers' series, and each tool's own (spec/kinds.py)
-SERIES_UNITS = {"wal_mbps": "MB/s", "dirty_kb": "kB", "writeback_kb": "kB",
-                "disk_write_mbps": "MB/s", "disk_read_mbps": "MB/s", "disk_await_ms": "ms",
-                "disk_util_pct": "%", "waits": "backends", "cpu_iowait_pct": "%",
-                "cpu_user_pct": "%", "cpu_system_pct": "%", "cpu_idle_pct": "%",
-                **{name: unit for tool in WORKLOAD_TOOLS
-                   for name, unit in tool.series_units.items()}}
+SERIES_UNITS = {
+    "wal_mbps": "MB/s",
+    "dirty_kb": "kB",
+    "writeback_kb": "kB",
+    "disk_write_mbps": "MB/s",
+    "disk_read_mbps": "MB/s",
+    "disk_await_ms": "ms",
+    "disk_util_pct": "%",
+    "waits": "backends",
+    "cpu_iowait_pct": "%",
+    "cpu_user_pct": "%",
+    "cpu_system_pct": "%",
+    "cpu_idle_pct": "%",
+    **{name: unit for tool in WORKLOAD_TOOLS for name, unit in tool.series_units.items()},
+}
 
 
 class Watchdog:
@@ -72,21 +81,29 @@ def reference_max(eng: Engine, cell: Cell) -> tuple[float, str] | None:
     for r in eng.store.list_runs(eng.campaign_id, status="ok"):
         params = r.get("params") or {}
         w = params.get("workload") or {}
-        if w.get("rate") is None and w.get("rate_fraction") is None and \
-                r["storage"] == base["storage"] and r["postgres"] == base["postgres"] and \
-                r["kernel"] == base["kernel"] and r["workload"] == base["workload"] and \
-                str(r.get("scale")) == base["scale"] and str(r.get("clients")) == base["clients"] \
-                and r.get("throughput"):
+        if (
+            w.get("rate") is None
+            and w.get("rate_fraction") is None
+            and r["storage"] == base["storage"]
+            and r["postgres"] == base["postgres"]
+            and r["kernel"] == base["kernel"]
+            and r["workload"] == base["workload"]
+            and str(r.get("scale")) == base["scale"]
+            and str(r.get("clients")) == base["clients"]
+            and r.get("throughput")
+        ):
             found.append((float(r["throughput"]), int(r["run_id"])))
     if not found:
         return None
     values = sorted(v for v, _ in found)
     return values[len(values) // 2], "the same cell unthrottled: run(s) " + ", ".join(
-        str(i) for _, i in found)
+        str(i) for _, i in found
+    )
 
 
-def paced(eng: Engine, cell: Cell, st: CellState, ctx: WorkloadContext, dog: Watchdog
-          ) -> tuple[Cell, dict[str, Any] | None]:
+def paced(
+    eng: Engine, cell: Cell, st: CellState, ctx: WorkloadContext, dog: Watchdog
+) -> tuple[Cell, dict[str, Any] | None]:
     """A rate given as a share of the cell's maximum, made absolute: the maximum is the same
     cell's unthrottled result in this campaign, else measured now (not counted)."""
     w = cell.workload
@@ -96,19 +113,33 @@ def paced(eng: Engine, cell: Cell, st: CellState, ctx: WorkloadContext, dog: Wat
     if ref is None:
         seconds = min(w.duration_s, 30.0)
         eng.phase(f"finding the maximum ({seconds:g} s unthrottled)")
-        free = dataclasses.replace(cell, workload=dataclasses.replace(w, rate=None,
-                                                                      rate_fraction=None))
-        m = st.workload.run(ctx, free, seconds, measured=False,
-                            on_progress=lambda p: dog.progress(p.throughput), stalled=dog.check)
+        free = dataclasses.replace(
+            cell, workload=dataclasses.replace(w, rate=None, rate_fraction=None)
+        )
+        m = st.workload.run(
+            ctx,
+            free,
+            seconds,
+            measured=False,
+            on_progress=lambda p: dog.progress(p.throughput),
+            stalled=dog.check,
+        )
         if not m.ok or not m.throughput:
-            raise WorkloadError("could not measure the maximum throughput for rate = "
-                                f"{w.rate_fraction * 100:g}%: "
-                                + (m.errors[-1] if m.errors else "no throughput"))
+            raise WorkloadError(
+                "could not measure the maximum throughput for rate = "
+                f"{w.rate_fraction * 100:g}%: " + (m.errors[-1] if m.errors else "no throughput")
+            )
         ref = (m.throughput, f"measured now: {seconds:g} s unthrottled")
     target = ref[0] * w.rate_fraction
-    return (dataclasses.replace(cell, workload=dataclasses.replace(w, rate=target)),
-            {"share": w.rate_fraction, "max_tps": ref[0],
-             "target_tps": round(target, 2), "max_from": ref[1]})
+    return (
+        dataclasses.replace(cell, workload=dataclasses.replace(w, rate=target)),
+        {
+            "share": w.rate_fraction,
+            "max_tps": ref[0],
+            "target_tps": round(target, 2),
+            "max_from": ref[1],
+        },
+    )
 
 
 def capped_log(cell: Cell, expected_tps: float | None, most: int) -> Cell:
@@ -127,14 +158,17 @@ def log_left_out(expected_tps: float | None, cpus: int, most_per_cpu: int) -> st
     expected above ``most_per_cpu`` transactions a second per CPU goes without it."""
     if not expected_tps or cpus < 1 or expected_tps / cpus <= most_per_cpu:
         return None
-    return (f'txlog = "auto": {expected_tps:,.0f} TPS expected on {cpus} CPU(s), '
-            f"{expected_tps / cpus:,.0f} a CPU, above txlog_max_tps_per_cpu = "
-            f"{most_per_cpu:,}: pgbench's -l would cost every transaction CPU "
-            "(txlog = true keeps it)")
+    return (
+        f'txlog = "auto": {expected_tps:,.0f} TPS expected on {cpus} CPU(s), '
+        f"{expected_tps / cpus:,.0f} a CPU, above txlog_max_tps_per_cpu = "
+        f"{most_per_cpu:,}: pgbench's -l would cost every transaction CPU "
+        "(txlog = true keeps it)"
+    )
 
 
-def auto_txlog(workload: Workload, expected_tps: float | None, cpus: int,
-               most_per_cpu: int) -> tuple[Workload, str | None]:
+def auto_txlog(
+    workload: Workload, expected_tps: float | None, cpus: int, most_per_cpu: int
+) -> tuple[Workload, str | None]:
     """txlog = "auto": the workload without its transaction log and why, when it has one
     (pgbench's -l; sysbench's own percentiles cost nothing extra) and the run is expected
     above ``most_per_cpu``; else the workload as it is and None."""
@@ -165,8 +199,9 @@ class _Phases:
     cache: dict[str, Any] | None = None
 
 
-def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
-                events: Events) -> RunRecord:
+def measure_run(
+    eng: Engine, planned: PlannedRun, run_id: int, st: CellState, events: Events
+) -> RunRecord:
     assert st.instance is not None and st.storage is not None
     d = eng.loaded.spec.defaults
     art = eng.artifacts_dir(run_id)
@@ -175,16 +210,20 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
     cold = getattr(planned.cell.workload.config, "cache", "warm") == "cold"
     cache = cold_cache(eng, st) if cold else None
     observed_run = d.observed(planned.repetition)
-    ph = _Phases(planned.cell, st.workload if observed_run else unobserved(st.workload),
-                 observed_run, 0.0 if cold else planned.cell.workload.warmup_s, cache=cache)
+    ph = _Phases(
+        planned.cell,
+        st.workload if observed_run else unobserved(st.workload),
+        observed_run,
+        0.0 if cold else planned.cell.workload.warmup_s,
+        cache=cache,
+    )
     observation = _observation(eng, st, observed_run)
     observation.start()
     # is the host busy? A watched run with a warm-up learns it from the warm-up (the CPU of
     # the processes outside the benchmark); otherwise a second's sample, now
     if not (observed_run and ph.warmup_s >= 2):
         ph.load = sample_load(1.0)
-        _busy(ph.load, "before the run", d, ph.warnings, events, ph.cell.id,
-              planned.repetition)
+        _busy(ph.load, "before the run", d, ph.warnings, events, ph.cell.id, planned.repetition)
     observed: ObservationResult | None = None
     try:
         _warm_up(eng, st, ctx, ph, observation, events, planned.repetition)
@@ -195,19 +234,22 @@ def measure_run(eng: Engine, planned: PlannedRun, run_id: int, st: CellState,
         observed = observation.finish()
         # what the samplers saw is kept even when the run failed: it is the evidence
         with contextlib.suppress(Exception):
-            store_observation(eng, run_id, observed, ph.m, ph.warmup_s,
-                              planned.cell.workload.duration_s)
+            store_observation(
+                eng, run_id, observed, ph.m, ph.warmup_s, planned.cell.workload.duration_s
+            )
     assert ph.m is not None
     record = _record(ph, ph.m, observed, _metrics(eng, st, ph, ph.m, observed, art), art)
     if not ph.m.ok:
         # keep what the tool measured, then fail with the cause (the engine names the root)
         record.status = RunStatus.FAILED
-        eng.store.update_run(run_id, **{k: v for k, v in record.columns().items()
-                                        if k not in ("status",)})
+        eng.store.update_run(
+            run_id, **{k: v for k, v in record.columns().items() if k not in ("status",)}
+        )
         if ph.m.stalled:
             raise Stalled(ph.m.stalled)
-        raise WorkloadError(ph.m.errors[-1] if ph.m.errors else
-                            f"{st.workload.tool} exited {ph.m.returncode}")
+        raise WorkloadError(
+            ph.m.errors[-1] if ph.m.errors else f"{st.workload.tool} exited {ph.m.returncode}"
+        )
     st.instance.checkpoint()
     sync_volumes(eng.runner, st.storage)
     space_after = driver_for(ph.cell.fs).space(st.storage, eng.runner)
@@ -224,29 +266,50 @@ def _observation(eng: Engine, st: CellState, observed_run: bool) -> Observation:
     pooler = None
     if st.bouncer is not None:
         bouncer = st.bouncer
-        pooler = PoolerSampler(lambda command: pgbouncer.console(bouncer, SUPERUSER, command),
-                               d.database, batch=d.observer_sched == "batch")
+        pooler = PoolerSampler(
+            lambda command: pgbouncer.console(bouncer, SUPERUSER, command),
+            d.database,
+            batch=d.observer_sched == "batch",
+        )
     return Observation(
-        st.instance.conninfo(d.database), st.instance.binaries.major,
-        st.storage.block_devices, st.instance.log_path, enabled=observed_run,
-        wait_hz=d.wait_event_hz, pooler=pooler, batch=d.observer_sched == "batch",
+        st.instance.conninfo(d.database),
+        st.instance.binaries.major,
+        st.storage.block_devices,
+        st.instance.log_path,
+        enabled=observed_run,
+        wait_hz=d.wait_event_hz,
+        pooler=pooler,
+        batch=d.observer_sched == "batch",
         own=(st.instance.pid,) if st.instance.pid else (),
         own_comms=tuple(st.storage.details.get("service_processes") or ()),
         mounts={str(v.mountpoint): v.role for v in st.storage.volumes},
-        memory_cgroup=Path(st.memory_limit["cgroup"]) if st.memory_limit else None)
+        memory_cgroup=Path(st.memory_limit["cgroup"]) if st.memory_limit else None,
+    )
 
 
-def _warm_up(eng: Engine, st: CellState, ctx: WorkloadContext, ph: _Phases,
-             observation: Observation, events: Events, repetition: int) -> None:
+def _warm_up(
+    eng: Engine,
+    st: CellState,
+    ctx: WorkloadContext,
+    ph: _Phases,
+    observation: Observation,
+    events: Events,
+    repetition: int,
+) -> None:
     """Run the workload for the warm-up (not counted); judge the host's load from it."""
     d = eng.loaded.spec.defaults
     warm_from = time.time()
     if ph.warmup_s > 0:
         eng.phase(f"warm-up {ph.warmup_s:g} s")
         dog = Watchdog(d.stall_timeout)
-        ph.warm = st.workload.run(ctx, ph.cell, ph.warmup_s, measured=False,
-                                  on_progress=lambda p: dog.progress(p.throughput),
-                                  stalled=dog.check)
+        ph.warm = st.workload.run(
+            ctx,
+            ph.cell,
+            ph.warmup_s,
+            measured=False,
+            on_progress=lambda p: dog.progress(p.throughput),
+            stalled=dog.check,
+        )
         if ph.warm.stalled:
             raise Stalled(f"during the warm-up: {ph.warm.stalled}")
     if ph.load is None:
@@ -254,8 +317,14 @@ def _warm_up(eng: Engine, st: CellState, ctx: WorkloadContext, ph: _Phases,
         _busy(ph.load, "during the warm-up", d, ph.warnings, events, ph.cell.id, repetition)
 
 
-def _measured(eng: Engine, st: CellState, ctx: WorkloadContext, ph: _Phases,
-              observation: Observation, events: Events) -> None:
+def _measured(
+    eng: Engine,
+    st: CellState,
+    ctx: WorkloadContext,
+    ph: _Phases,
+    observation: Observation,
+    events: Events,
+) -> None:
     """The measured phase: paced if asked, pgbench's log kept or left out by its expected
     rate, snapshots taken if asked, under the stall watchdog."""
     d = eng.loaded.spec.defaults
@@ -269,12 +338,14 @@ def _measured(eng: Engine, st: CellState, ctx: WorkloadContext, ph: _Phases,
         earlier = reference_max(eng, ph.cell)
         expected = earlier[0] if earlier else None
     if ph.observed_run and d.txlog == "auto" and not ph.cell.workload.rate:
-        ph.workload, ph.left_out = auto_txlog(ph.workload, expected,
-                                              len(os.sched_getaffinity(0)),
-                                              d.txlog_max_tps_per_cpu)
+        ph.workload, ph.left_out = auto_txlog(
+            ph.workload, expected, len(os.sched_getaffinity(0)), d.txlog_max_tps_per_cpu
+        )
     ph.cell = capped_log(ph.cell, expected, d.txlog_max_lines_per_s)
-    eng.phase(f"measuring {w.duration_s:g} s"
-              + (" without pgbench's transaction log (txlog = auto)" if ph.left_out else ""))
+    eng.phase(
+        f"measuring {w.duration_s:g} s"
+        + (" without pgbench's transaction log (txlog = auto)" if ph.left_out else "")
+    )
     observation.mark_measured_start()
     ph.snapper = snapshotter_for(eng, st)
     if ph.snapper is not None:
@@ -286,64 +357,93 @@ def _measured(eng: Engine, st: CellState, ctx: WorkloadContext, ph: _Phases,
         events.live(p.t, p.throughput, "tps")
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    ph.m = ph.workload.run(ctx, ph.cell, w.duration_s, measured=True, on_progress=live,
-                           stalled=dog.check)
+    ph.m = ph.workload.run(
+        ctx, ph.cell, w.duration_s, measured=True, on_progress=live, stalled=dog.check
+    )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     ph.children_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
-def _metrics(eng: Engine, st: CellState, ph: _Phases, m: Measurement,
-             observed: ObservationResult, art: Path) -> dict[str, Any]:
+def _metrics(
+    eng: Engine, st: CellState, ph: _Phases, m: Measurement, observed: ObservationResult, art: Path
+) -> dict[str, Any]:
     """A run's metrics: the samplers', the tool's, and how the run was watched."""
     d = eng.loaded.spec.defaults
     metrics: dict[str, Any] = {
-        **observed.metrics, "wal_records": observed.wal_records,
+        **observed.metrics,
+        "wal_records": observed.wal_records,
         "host_load": ph.load.as_dict() if ph.load is not None else None,
         "latency_log": m.latency.as_dict() if m.latency else None,
         "tool": {"name": st.workload.tool, **m.extra},
-        "ceiling": {k: v for k, v in (st.ceiling or {}).items()
-                    if not k.endswith("_raw")} or None}
-    metrics["observer"] = {**metrics.get("observer", {}), "on": ph.observed_run,
-                           "alternating": d.samplers == "alternate",
-                           "benchmark_cpu_s": round(ph.children_cpu, 3),
-                           "txlog_bytes": _size(art / "txlog.gz"),
-                           "txlog": bool(m.artifacts.get("txlog")),
-                           "txlog_sampling_rate": ph.cell.workload.sampling_rate,
-                           "txlog_left_out": ph.left_out}
+        "ceiling": {k: v for k, v in (st.ceiling or {}).items() if not k.endswith("_raw")} or None,
+    }
+    metrics["observer"] = {
+        **metrics.get("observer", {}),
+        "on": ph.observed_run,
+        "alternating": d.samplers == "alternate",
+        "benchmark_cpu_s": round(ph.children_cpu, 3),
+        "txlog_bytes": _size(art / "txlog.gz"),
+        "txlog": bool(m.artifacts.get("txlog")),
+        "txlog_sampling_rate": ph.cell.workload.sampling_rate,
+        "txlog_left_out": ph.left_out,
+    }
     if ph.pacing:
         metrics["rate"] = ph.pacing
     metrics["cache"] = ph.cache or {"state": "warm"}
-    metrics["episodes"] = {"stall_fraction": d.stall_fraction,
-                           "slowdown_fraction": d.slowdown_fraction,
-                           "slowdown_min_seconds": d.slowdown_min_seconds}
+    metrics["episodes"] = {
+        "stall_fraction": d.stall_fraction,
+        "slowdown_fraction": d.slowdown_fraction,
+        "slowdown_min_seconds": d.slowdown_min_seconds,
+    }
     if ph.snapper is not None:
         metrics["snapshots"] = {"taken": ph.snapper.taken, "errors": ph.snapper.errors}
         metrics["events"] = ph.timeline
     if st.huge_pages is not None:
         metrics["huge_pages"] = {**st.huge_pages, "at_end": kernel.huge_page_facts()}
     if st.memory_limit is not None:
-        metrics["memory_limit"] = {**st.memory_limit, **kernel.memory_cgroup_usage(
-            Path(st.memory_limit["cgroup"]))}
-        ph.warnings.append(f"memory limited to {human_bytes(st.memory_limit['bytes'])} "
-                           "(cgroup): RAM was emulated; shared_buffers is outside the limit")
+        metrics["memory_limit"] = {
+            **st.memory_limit,
+            **kernel.memory_cgroup_usage(Path(st.memory_limit["cgroup"])),
+        }
+        ph.warnings.append(
+            f"memory limited to {human_bytes(st.memory_limit['bytes'])} "
+            "(cgroup): RAM was emulated; shared_buffers is outside the limit"
+        )
     return metrics
 
 
-def _record(ph: _Phases, m: Measurement, observed: ObservationResult,
-            metrics: dict[str, Any], art: Path) -> RunRecord:
+def _record(
+    ph: _Phases, m: Measurement, observed: ObservationResult, metrics: dict[str, Any], art: Path
+) -> RunRecord:
     return RunRecord(
-        status=RunStatus.OK, throughput=m.throughput, throughput_unit=m.unit,
+        status=RunStatus.OK,
+        throughput=m.throughput,
+        throughput_unit=m.unit,
         tps=m.throughput if m.unit == "tps" else None,
-        warmup_tps=ph.warm.throughput if ph.warm else None, latency_avg_ms=m.latency_avg_ms,
-        latency_stddev_ms=m.latency_stddev_ms, transactions=m.transactions,
-        failed_transactions=m.failed_transactions, initial_connection_ms=m.initial_connection_ms,
+        warmup_tps=ph.warm.throughput if ph.warm else None,
+        latency_avg_ms=m.latency_avg_ms,
+        latency_stddev_ms=m.latency_stddev_ms,
+        transactions=m.transactions,
+        failed_transactions=m.failed_transactions,
+        initial_connection_ms=m.initial_connection_ms,
         latency_ms=m.latency.percentiles_ms if m.latency else None,
-        wal_bytes=observed.wal_bytes, wal_fpi=observed.wal_fpi, warnings=ph.warnings,
-        artifacts_dir=str(art), metrics=metrics)
+        wal_bytes=observed.wal_bytes,
+        wal_fpi=observed.wal_fpi,
+        warnings=ph.warnings,
+        artifacts_dir=str(art),
+        metrics=metrics,
+    )
 
 
-def _busy(load: HostLoad, when: str, d: Any, warnings: list[str], events: Events,
-          cell_id: str, repetition: int) -> None:
+def _busy(
+    load: HostLoad,
+    when: str,
+    d: Any,
+    warnings: list[str],
+    events: Events,
+    cell_id: str,
+    repetition: int,
+) -> None:
     """The busy-host warning, on the run and to the front end, when the host was busy."""
     busy = busy_warning(load, d.busy_cpu_pct, d.busy_steal_pct, when)
     if busy:
@@ -356,8 +456,7 @@ def snapshotter_for(eng: Engine, st: CellState) -> Snapshotter | None:
     ZFS the data (and WAL) datasets."""
     if st.storage is None:
         return None
-    return driver_for(st.cell.fs).snapshotter(st.cell.storage, st.storage, eng.journal,
-                                              eng.runner)
+    return driver_for(st.cell.fs).snapshotter(st.cell.storage, st.storage, eng.journal, eng.runner)
 
 
 def cold_cache(eng: Engine, st: CellState) -> dict[str, Any]:
@@ -367,8 +466,10 @@ def cold_cache(eng: Engine, st: CellState) -> dict[str, Any]:
     ARC, which the page cache does not include, evicted)."""
     assert st.instance is not None and st.storage is not None and st.celldir is not None
     driver = driver_for(st.cell.fs)
-    eng.phase("cold cache: restarting PostgreSQL, dropping the page cache"
-              + (f", {driver.cache_eviction}" if driver.cache_eviction else ""))
+    eng.phase(
+        "cold cache: restarting PostgreSQL, dropping the page cache"
+        + (f", {driver.cache_eviction}" if driver.cache_eviction else "")
+    )
     before = meminfo().get("Cached")
     st.instance.checkpoint()
     st.instance.stop(eng.runner)
@@ -379,10 +480,17 @@ def cold_cache(eng: Engine, st: CellState) -> dict[str, Any]:
     after = meminfo().get("Cached")
     pid = st.instance.start(eng.journal, eng.runner, eng.loaded.spec.defaults.startup_timeout)
     if st.memory_limit is not None:  # the restarted server goes back under its limit
-        kernel.join_memory_cgroup(Path(st.memory_limit["cgroup"]),
-                                  [pid] + [p for p, _ in children_of(pid)])
-    return {"state": "cold", "postgres_restarted": True, "page_cache_dropped": True,
-            "cached_kb_before": before, "cached_kb_after": after, **done}
+        kernel.join_memory_cgroup(
+            Path(st.memory_limit["cgroup"]), [pid] + [p for p, _ in children_of(pid)]
+        )
+    return {
+        "state": "cold",
+        "postgres_restarted": True,
+        "page_cache_dropped": True,
+        "cached_kb_before": before,
+        "cached_kb_after": after,
+        **done,
+    }
 
 
 def _size(path: Path) -> int | None:
@@ -392,8 +500,14 @@ def _size(path: Path) -> int | None:
         return None
 
 
-def store_observation(eng: Engine, run_id: int, observed: ObservationResult,
-                      m: Measurement | None, warmup_s: float, duration_s: float) -> None:
+def store_observation(
+    eng: Engine,
+    run_id: int,
+    observed: ObservationResult,
+    m: Measurement | None,
+    warmup_s: float,
+    duration_s: float,
+) -> None:
     store = eng.store
     if m is not None:
         for name, (t0, values) in m.series.items():
@@ -404,26 +518,36 @@ def store_observation(eng: Engine, run_id: int, observed: ObservationResult,
     if latency is not None and latency.series:
         offset = round(latency.start_epoch - (observed.measured_start or latency.start_epoch))
         for name, values in latency.series.items():
-            store.put_series(run_id, name, values,
-                             unit="ms" if name.endswith("_ms") else "tps", t0=1.0 + offset)
+            store.put_series(
+                run_id, name, values, unit="ms" if name.endswith("_ms") else "tps", t0=1.0 + offset
+            )
     if latency is not None and latency.histogram:
-        store.put_series(run_id, "latency_histogram",
-                         [[b, n] for b, n in sorted(latency.histogram.items())],
-                         unit="[bucket = ln(latency us) * 100, count]", step=0.0)
-    window = [c for c in observed.checkpoints
-              if c["ended_s"] >= -warmup_s - 1
-              and (c["started_s"] if c["started_s"] is not None else c["ended_s"])
-              < duration_s + 0.5]
+        store.put_series(
+            run_id,
+            "latency_histogram",
+            [[b, n] for b, n in sorted(latency.histogram.items())],
+            unit="[bucket = ln(latency us) * 100, count]",
+            step=0.0,
+        )
+    window = [
+        c
+        for c in observed.checkpoints
+        if c["ended_s"] >= -warmup_s - 1
+        and (c["started_s"] if c["started_s"] is not None else c["ended_s"]) < duration_s + 0.5
+    ]
     store.put_checkpoints(run_id, window)
 
 
-def run_environment(eng: Engine, st: CellState,
-                    observed: ObservationResult | None) -> dict[str, Any]:
+def run_environment(
+    eng: Engine, st: CellState, observed: ObservationResult | None
+) -> dict[str, Any]:
     """The host, the kernel settings in effect now (read before anything is undone), the
     devices, mounts and PostgreSQL's changed settings."""
     binaries = eng.binaries_for(st.cell)
-    env = read_environment(postgresql=binaries.version_line,
-                           volumes=st.storage.volumes if st.storage is not None else ())
+    env = read_environment(
+        postgresql=binaries.version_line,
+        volumes=st.storage.volumes if st.storage is not None else (),
+    )
     env.update({"pg_bindir": str(binaries.bindir), "initdb_output": st.initdb_output})
     if observed is not None:
         env["devices"] = observed.metrics.get("devices", {})

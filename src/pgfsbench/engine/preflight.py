@@ -46,8 +46,9 @@ class Ready:
     unsupported: dict[str, str] = field(default_factory=dict)
 
 
-def check_postgres_versions(cells: list[Cell], default: Binaries
-                            ) -> tuple[dict[str, Binaries], dict[str, str], list[str]]:
+def check_postgres_versions(
+    cells: list[Cell], default: Binaries
+) -> tuple[dict[str, Binaries], dict[str, str], list[str]]:
     """Each configuration's PostgreSQL (its own bindir, else the default): the binaries by
     bindir, the cells it cannot run here and why, and the settings it does not know."""
     by_bindir: dict[str, Binaries] = {}
@@ -60,10 +61,14 @@ def check_postgres_versions(cells: list[Cell], default: Binaries
         binaries = by_bindir[pg.bindir] if pg.bindir else default
         unknown = unknown_settings(binaries, list(pg.settings))
         if unknown:
-            problems.append(f"postgres {cell.postgres_name}: PostgreSQL {binaries.version} has "
-                            f"no setting {', '.join(unknown)}")
-        problems += [f"postgres {cell.postgres_name}: {p} (PostgreSQL {binaries.version})"
-                     for p in setting_problems(binaries, dict(pg.settings))]
+            problems.append(
+                f"postgres {cell.postgres_name}: PostgreSQL {binaries.version} has "
+                f"no setting {', '.join(unknown)}"
+            )
+        problems += [
+            f"postgres {cell.postgres_name}: {p} (PostgreSQL {binaries.version})"
+            for p in setting_problems(binaries, dict(pg.settings))
+        ]
         method = str(pg.settings.get("io_method", "")).lower()
         if method == "io_uring":
             why = io_uring_unsupported(binaries)
@@ -79,15 +84,19 @@ def postgres_os_user() -> str | None:
     try:
         pwd.getpwnam(SUPERUSER)
     except KeyError:
-        raise UsageError("running as root needs a 'postgres' OS user to run PostgreSQL as "
-                         "(Debian's postgresql package creates it)") from None
+        raise UsageError(
+            "running as root needs a 'postgres' OS user to run PostgreSQL as "
+            "(Debian's postgresql package creates it)"
+        ) from None
     return SUPERUSER
 
 
 def require_root(plan: Plan) -> None:
     if plan.needs_root and not is_root():
-        raise NeedsRootError("provisioning storage (losetup, mkfs, mount, sysctl) needs root; "
-                             "run as root, or use storage with fs = \"existing\"")
+        raise NeedsRootError(
+            "provisioning storage (losetup, mkfs, mount, sysctl) needs root; "
+            'run as root, or use storage with fs = "existing"'
+        )
 
 
 def check_workdir(workdir: Path, os_user: str | None) -> None:
@@ -101,8 +110,9 @@ def check_workdir(workdir: Path, os_user: str | None) -> None:
         if not workdir.is_dir():
             raise UsageError(f"--workdir {workdir}: not a directory")
         if not os.access(workdir, os.W_OK | os.X_OK):
-            raise UsageError(f"--workdir {workdir} is not writable by this user; "
-                             "choose another with --workdir")
+            raise UsageError(
+                f"--workdir {workdir} is not writable by this user; choose another with --workdir"
+            )
     elif not os.access(probe, os.W_OK | os.X_OK):
         raise UsageError(f"--workdir {workdir}: cannot create it in {probe} (not writable)")
     if os_user is None:
@@ -112,12 +122,19 @@ def check_workdir(workdir: Path, os_user: str | None) -> None:
     blocked = first_unreachable(probe if probe != workdir else workdir.parent, os_user)
     if blocked is not None:
         mode = stat.filemode(blocked.stat().st_mode)
-        raise UsageError(f"--workdir {workdir}: the {os_user} OS user cannot enter {blocked} "
-                         f"(mode {mode}); choose a directory under /var/tmp")
-    if workdir.exists() and workdir.stat().st_uid != os.geteuid() and \
-            first_unreachable(workdir, os_user) is not None:
-        raise UsageError(f"--workdir {workdir}: the {os_user} OS user cannot enter it and "
-                         "it is not ours to change")
+        raise UsageError(
+            f"--workdir {workdir}: the {os_user} OS user cannot enter {blocked} "
+            f"(mode {mode}); choose a directory under /var/tmp"
+        )
+    if (
+        workdir.exists()
+        and workdir.stat().st_uid != os.geteuid()
+        and first_unreachable(workdir, os_user) is not None
+    ):
+        raise UsageError(
+            f"--workdir {workdir}: the {os_user} OS user cannot enter it and "
+            "it is not ours to change"
+        )
 
 
 def make_workdir(workdir: Path) -> None:
@@ -126,8 +143,9 @@ def make_workdir(workdir: Path) -> None:
         workdir.chmod(workdir.stat().st_mode | 0o755)
 
 
-def preflight(loaded: LoadedSpec, plan: Plan, workdir: Path, policy: DevicePolicy,
-              runner: Runner) -> Ready:
+def preflight(
+    loaded: LoadedSpec, plan: Plan, workdir: Path, policy: DevicePolicy, runner: Runner
+) -> Ready:
     require_root(plan)
     os_user = postgres_os_user()
     check_workdir(workdir, os_user)
@@ -135,8 +153,9 @@ def preflight(loaded: LoadedSpec, plan: Plan, workdir: Path, policy: DevicePolic
     by_bindir, unsupported, problems = check_postgres_versions(plan.cells, binaries)
     for cell in plan.cells:
         problems += [f"kernel {cell.kernel_name}: {p}" for p in kernel.check(cell.kernel)]
-        problems += workload_for(cell, loaded.spec.defaults).problems(cell, loaded.base_dir,
-                                                                      os_user)
+        problems += workload_for(cell, loaded.spec.defaults).problems(
+            cell, loaded.base_dir, os_user
+        )
     if any(cell.postgres.pooler is not None for cell in plan.cells):
         bouncer = pgbouncer.version(runner)  # not installed: refused here, not in a cell
         for cell in plan.cells:

@@ -51,8 +51,7 @@ class HostState:
     def controller_s(self) -> int | None:
         if not (self.started_at and self.ended_at) or self.run_s is None:
             return None
-        wall = dt.datetime.fromisoformat(self.ended_at) - dt.datetime.fromisoformat(
-            self.started_at)
+        wall = dt.datetime.fromisoformat(self.ended_at) - dt.datetime.fromisoformat(self.started_at)
         return max(0, round(wall.total_seconds()) - self.run_s)
 
     def runs(self) -> str:
@@ -118,8 +117,10 @@ def require_ansible() -> Any:
     try:
         import ansible_runner  # type: ignore[import-untyped]
     except ModuleNotFoundError:
-        raise CapabilityError("the fleet needs Ansible: pip install 'pgfsbench[fleet]' "
-                              "(ansible-runner and ansible-core)") from None
+        raise CapabilityError(
+            "the fleet needs Ansible: pip install 'pgfsbench[fleet]' "
+            "(ansible-runner and ansible-core)"
+        ) from None
     return ansible_runner
 
 
@@ -129,8 +130,12 @@ Progress = Callable[[FleetState], None]
 class Follower:
     """Ansible's events -> host states; imports each host's results as it is fetched."""
 
-    def __init__(self, state: FleetState, on_change: Progress,
-                 import_file: Callable[[Path, str], tuple[str, int | None]]):
+    def __init__(
+        self,
+        state: FleetState,
+        on_change: Progress,
+        import_file: Callable[[Path, str], tuple[str, int | None]],
+    ):
         self.state = state
         self.on_change = on_change
         self.import_file = import_file
@@ -179,9 +184,15 @@ class Follower:
         return True
 
 
-def run_fleet(state: FleetState, *, limit: str | None, serial: int | None,
-              on_change: Progress, import_file: Callable[[Path, str], tuple[str, int | None]],
-              resume: dict[str, int] | None = None) -> FleetState:
+def run_fleet(
+    state: FleetState,
+    *,
+    limit: str | None,
+    serial: int | None,
+    on_change: Progress,
+    import_file: Callable[[Path, str], tuple[str, int | None]],
+    resume: dict[str, int] | None = None,
+) -> FleetState:
     """Run the playbook over the inventory (or ``limit``), ``serial`` hosts at a time.
     ``resume``: host -> campaign to resume there."""
     runner = require_ansible()
@@ -189,31 +200,40 @@ def run_fleet(state: FleetState, *, limit: str | None, serial: int | None,
     (base / "fetched").mkdir(parents=True, exist_ok=True)
     (base / "ansible").mkdir(exist_ok=True)
     extravars: dict[str, Any] = {
-        "spec": str(Path(state.spec).resolve()), "run_uuid": state.run_uuid,
-        "fetch_dir": str((base / "fetched").resolve()), "pgfsbench_cmd": state.command,
-        "run_args": state.run_args, "pgfsbench_dir": state.remote_dir}
+        "spec": str(Path(state.spec).resolve()),
+        "run_uuid": state.run_uuid,
+        "fetch_dir": str((base / "fetched").resolve()),
+        "pgfsbench_cmd": state.command,
+        "run_args": state.run_args,
+        "pgfsbench_dir": state.remote_dir,
+    }
     if serial:
         extravars["serial"] = serial
     follower = Follower(state, on_change, import_file)
-    groups = [(None, limit)] if not resume else [
-        ({"resume_campaign": c}, h) for h, c in resume.items()]
+    groups = (
+        [(None, limit)] if not resume else [({"resume_campaign": c}, h) for h, c in resume.items()]
+    )
     for more, hosts in groups:
-        for hostname in (hosts.split(",") if hosts else []):
+        for hostname in hosts.split(",") if hosts else []:
             st = follower.host(hostname)
             st.status, st.error, st.phase = "pending", "", ""
         result = runner.run(
-            private_data_dir=str(base / "ansible"), playbook=str(PLAYBOOK),
+            private_data_dir=str(base / "ansible"),
+            playbook=str(PLAYBOOK),
             inventory=str(Path(state.inventory).resolve()),
-            extravars={**extravars, **(more or {})}, limit=hosts, quiet=True,
-            event_handler=follower, envvars=ansible_env())
+            extravars={**extravars, **(more or {})},
+            limit=hosts,
+            quiet=True,
+            event_handler=follower,
+            envvars=ansible_env(),
+        )
         stats = result.stats or {}
         for name, hs in state.hosts.items():
             if name in (stats.get("dark") or {}):
                 hs.status = "unreachable"
             elif name in (stats.get("failures") or {}):
                 hs.status = "failed"
-            elif name in (stats.get("ok") or {}) and hs.status not in ("failed",
-                                                                          "unreachable"):
+            elif name in (stats.get("ok") or {}) and hs.status not in ("failed", "unreachable"):
                 hs.status = "done"
     state.ended_at = _now()
     state.save()
@@ -224,19 +244,37 @@ def run_fleet(state: FleetState, *, limit: str | None, serial: int | None,
 def ansible_env() -> dict[str, str]:
     """ansible-playbook from the same environment as pgfsbench (a venv's bin first)."""
     here = str(Path(sys.executable).parent)
-    return {"PATH": f"{here}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-            "ANSIBLE_HOST_KEY_CHECKING": "False", "ANSIBLE_NOCOLOR": "1"}
+    return {
+        "PATH": f"{here}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "ANSIBLE_HOST_KEY_CHECKING": "False",
+        "ANSIBLE_NOCOLOR": "1",
+    }
 
 
-def new_state(spec: Path, inventory: Path, results: str, directory: Path, command: str,
-              run_args: str, remote_dir: str = "/var/tmp/pgfsbench-fleet") -> FleetState:
+def new_state(
+    spec: Path,
+    inventory: Path,
+    results: str,
+    directory: Path,
+    command: str,
+    run_args: str,
+    remote_dir: str = "/var/tmp/pgfsbench-fleet",
+) -> FleetState:
     directory.mkdir(parents=True, exist_ok=True)
     old = directory / STATE
     if old.is_file():  # an earlier fleet run: kept under its uuid
         previous = json.loads(old.read_text()).get("run_uuid", "previous")
         old.replace(directory / f"fleet-{previous}.json")
-    state = FleetState(str(uuid.uuid4()), str(spec.resolve()), str(inventory.resolve()),
-                       results, str(directory.resolve()), command, run_args, remote_dir,
-                       started_at=_now())
+    state = FleetState(
+        str(uuid.uuid4()),
+        str(spec.resolve()),
+        str(inventory.resolve()),
+        results,
+        str(directory.resolve()),
+        command,
+        run_args,
+        remote_dir,
+        started_at=_now(),
+    )
     state.save()
     return state

@@ -58,15 +58,19 @@ def find_binaries(configured: str | None = None) -> Binaries:
         out = done.stdout.strip() if done else ""
         if out:
             candidates.append(Path(out))
-    debian = sorted(Path("/").glob(DEBIAN_GLOB.lstrip("/")),
-                    key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0,
-                    reverse=True)
+    debian = sorted(
+        Path("/").glob(DEBIAN_GLOB.lstrip("/")),
+        key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0,
+        reverse=True,
+    )
     candidates.extend(debian)
     for bindir in candidates:
         if _usable(bindir):
             return _version_of(bindir)
-    raise InstanceError("no PostgreSQL binaries found (tried pg_config and "
-                        f"{DEBIAN_GLOB}); set defaults.pg_bindir in the spec")
+    raise InstanceError(
+        "no PostgreSQL binaries found (tried pg_config and "
+        f"{DEBIAN_GLOB}); set defaults.pg_bindir in the spec"
+    )
 
 
 @dataclass(frozen=True)
@@ -107,8 +111,10 @@ def known_settings(binaries: Binaries) -> dict[str, SettingSpec]:
     if binaries.bindir not in _DESCRIBED:
         done = query([binaries.tool("postgres"), "--describe-config"], timeout=60)
         if done is None or done.returncode != 0:
-            raise InstanceError(f"{binaries.tool('postgres')} --describe-config failed: "
-                                f"{done.stderr.strip()[:200] if done else 'no answer'}")
+            raise InstanceError(
+                f"{binaries.tool('postgres')} --describe-config failed: "
+                f"{done.stderr.strip()[:200] if done else 'no answer'}"
+            )
         _DESCRIBED[binaries.bindir] = parse_describe_config(done.stdout)
     return _DESCRIBED[binaries.bindir]
 
@@ -132,17 +138,21 @@ def value_problem(name: str, value: object, spec: SettingSpec) -> str | None:
             return f"{name} = {value!r}: a number, not a boolean"
         m = _NUMBER_WITH_UNIT.match(str(value))
         if not m or (m.group(2) and m.group(2).lower() not in _UNITS):
-            return (f"{name} = {value!r}: a number" + (", with a unit (kB, MB, GB, ms, s, "
-                                                       "min...)" if kind == "INTEGER" else ""))
+            return f"{name} = {value!r}: a number" + (
+                ", with a unit (kB, MB, GB, ms, s, min...)" if kind == "INTEGER" else ""
+            )
         number = float(m.group(1))
         if kind == "INTEGER" and not m.group(2) and number != int(number):
             return f"{name} = {value!r}: a whole number"
         if not m.group(2):  # in the base unit: the range applies as it is
-            if (spec.min is not None and number < spec.min) or \
-                    (spec.max is not None and number > spec.max):
-                return (f"{name} = {value!r}: outside {spec.min:g} to {spec.max:g}"
-                        if spec.min is not None and spec.max is not None else
-                        f"{name} = {value!r}: out of range")
+            if (spec.min is not None and number < spec.min) or (
+                spec.max is not None and number > spec.max
+            ):
+                return (
+                    f"{name} = {value!r}: outside {spec.min:g} to {spec.max:g}"
+                    if spec.min is not None and spec.max is not None
+                    else f"{name} = {value!r}: out of range"
+                )
         elif number < 0 and spec.min is not None and spec.min >= 0:
             return f"{name} = {value!r}: not negative"
         return None
@@ -155,9 +165,12 @@ def setting_problems(binaries: Binaries, settings: dict[str, object]) -> list[st
     """Values this server would refuse at start (names it does not know are said
     separately)."""
     known = known_settings(binaries)
-    return [p for n, v in settings.items()
-            if (spec := known.get(n.lower())) is not None
-            and (p := value_problem(n, v, spec)) is not None]
+    return [
+        p
+        for n, v in settings.items()
+        if (spec := known.get(n.lower())) is not None
+        and (p := value_problem(n, v, spec)) is not None
+    ]
 
 
 def unknown_settings(binaries: Binaries, names: list[str]) -> list[str]:
@@ -175,9 +188,9 @@ def configure_flags(binaries: Binaries) -> str:
     return done.stdout if done is not None and done.returncode == 0 else ""
 
 
-def io_uring_unsupported(binaries: Binaries,
-                         disabled_path: Path = Path("/proc/sys/kernel/io_uring_disabled")
-                         ) -> str | None:
+def io_uring_unsupported(
+    binaries: Binaries, disabled_path: Path = Path("/proc/sys/kernel/io_uring_disabled")
+) -> str | None:
     """Why io_method = io_uring cannot work with these binaries on this kernel (None: it
     can): before 18, not built with liburing, or io_uring disabled by the kernel."""
     if binaries.major < 18:

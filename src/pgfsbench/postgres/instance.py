@@ -54,11 +54,25 @@ def sql(name: str) -> str:
     return (resources.files("pgfsbench.postgres") / "sql" / f"{name}.sql").read_text()
 
 
-def initdb_argv(binaries: Binaries, pgdata: Path, waldir: Path | None,
-                options: InitdbOptions) -> list[str]:
-    argv = [binaries.tool("initdb"), "--pgdata", str(pgdata), "--username", SUPERUSER,
-            "--auth-local", "trust", "--auth-host", "reject", "--encoding", "UTF8",
-            "--locale", options.locale, "--no-instructions"]
+def initdb_argv(
+    binaries: Binaries, pgdata: Path, waldir: Path | None, options: InitdbOptions
+) -> list[str]:
+    argv = [
+        binaries.tool("initdb"),
+        "--pgdata",
+        str(pgdata),
+        "--username",
+        SUPERUSER,
+        "--auth-local",
+        "trust",
+        "--auth-host",
+        "reject",
+        "--encoding",
+        "UTF8",
+        "--locale",
+        options.locale,
+        "--no-instructions",
+    ]
     if waldir is not None:
         argv += ["--waldir", str(waldir)]
     if options.wal_segsize is not None:
@@ -83,16 +97,22 @@ def conf_value(value: Scalar) -> str:
     return "'" + text.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def render_conf(socket_dir: Path, port: int, settings: Mapping[str, Scalar],
-                major: int = 15) -> str:
-    lines = ["# written by pgfsbench: its own settings first, then the spec's",
-             f"unix_socket_directories = {conf_value(str(socket_dir))}",
-             f"port = {port}"]
+def render_conf(
+    socket_dir: Path, port: int, settings: Mapping[str, Scalar], major: int = 15
+) -> str:
+    lines = [
+        "# written by pgfsbench: its own settings first, then the spec's",
+        f"unix_socket_directories = {conf_value(str(socket_dir))}",
+        f"port = {port}",
+    ]
     own = dict(BASE_SETTINGS)
     own.update({k: v for k, (since, v) in SINCE_VERSION.items() if major >= since})
     for name in settings:
-        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", name) or \
-                name.lower() in ("listen_addresses", "port", "unix_socket_directories"):
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_.]*", name) or name.lower() in (
+            "listen_addresses",
+            "port",
+            "unix_socket_directories",
+        ):
             raise InstanceError(f"refusing setting name {name!r}")
     merged: dict[str, Scalar] = {**own, **settings}
     lines += [f"{k} = {conf_value(v)}" for k, v in merged.items()]
@@ -100,15 +120,36 @@ def render_conf(socket_dir: Path, port: int, settings: Mapping[str, Scalar],
 
 
 def pg_ctl_start_argv(binaries: Binaries, pgdata: Path, log: Path, timeout: float) -> list[str]:
-    return [binaries.tool("pg_ctl"), "start", "--pgdata", str(pgdata), "--log", str(log),
-            "--wait", "--timeout", str(int(timeout)), "--silent"]
+    return [
+        binaries.tool("pg_ctl"),
+        "start",
+        "--pgdata",
+        str(pgdata),
+        "--log",
+        str(log),
+        "--wait",
+        "--timeout",
+        str(int(timeout)),
+        "--silent",
+    ]
 
 
-def pg_ctl_stop_argv(binaries: Binaries | str, pgdata: Path, mode: str,
-                     timeout: float) -> list[str]:
+def pg_ctl_stop_argv(
+    binaries: Binaries | str, pgdata: Path, mode: str, timeout: float
+) -> list[str]:
     tool = binaries.tool("pg_ctl") if isinstance(binaries, Binaries) else f"{binaries}/pg_ctl"
-    return [tool, "stop", "--pgdata", str(pgdata), "--mode", mode, "--wait",
-            "--timeout", str(int(timeout)), "--silent"]
+    return [
+        tool,
+        "stop",
+        "--pgdata",
+        str(pgdata),
+        "--mode",
+        mode,
+        "--wait",
+        "--timeout",
+        str(int(timeout)),
+        "--silent",
+    ]
 
 
 @dataclass
@@ -125,13 +166,18 @@ class Instance:
     def conninfo(self, dbname: str = "postgres") -> str:
         return f"host={self.socket_dir} port={self.port} user={SUPERUSER} dbname={dbname}"
 
-    def connect(self, dbname: str = "postgres",
-                statement_timeout_s: float = 600) -> psycopg.Connection[Any]:
+    def connect(
+        self, dbname: str = "postgres", statement_timeout_s: float = 600
+    ) -> psycopg.Connection[Any]:
         """Our own connections never wait for ever: a server whose storage stopped
         accepting writes must not hold pgfsbench up."""
-        return psycopg.connect(self.conninfo(dbname), autocommit=True, connect_timeout=10,
-                               options=f"-c statement_timeout={int(statement_timeout_s * 1000)}",
-                               application_name="pgfsbench")
+        return psycopg.connect(
+            self.conninfo(dbname),
+            autocommit=True,
+            connect_timeout=10,
+            options=f"-c statement_timeout={int(statement_timeout_s * 1000)}",
+            application_name="pgfsbench",
+        )
 
     def init(self, journal: Journal, runner: Runner, options: InitdbOptions) -> str:
         # initdb's own server (postgres --boot, then --single) makes shared memory too, and
@@ -145,8 +191,13 @@ class Instance:
 
                 shutil.chown(self.pgdata, self.os_user, self.os_user)
         identity = data_dir_identity(self.pgdata)
-        journal.record(f"initdb {self.pgdata}", Undo("release_server_memory", {
-            "pgdata": str(self.pgdata), "identity": list(identity) if identity else None}))
+        journal.record(
+            f"initdb {self.pgdata}",
+            Undo(
+                "release_server_memory",
+                {"pgdata": str(self.pgdata), "identity": list(identity) if identity else None},
+            ),
+        )
         argv = initdb_argv(self.binaries, self.pgdata, self.waldir, options)
         try:
             done = runner.run(argv, timeout=600, user=self.os_user)
@@ -166,21 +217,34 @@ class Instance:
         return conf
 
     def start(self, journal: Journal, runner: Runner, timeout: float) -> int:
-        journal.record(f"start PostgreSQL on {self.pgdata}", Undo("stop_instance", {
-            "bindir": str(self.binaries.bindir), "pgdata": str(self.pgdata),
-            "user": self.os_user}))
+        journal.record(
+            f"start PostgreSQL on {self.pgdata}",
+            Undo(
+                "stop_instance",
+                {
+                    "bindir": str(self.binaries.bindir),
+                    "pgdata": str(self.pgdata),
+                    "user": self.os_user,
+                },
+            ),
+        )
         try:
-            runner.run(pg_ctl_start_argv(self.binaries, self.pgdata, self.log_path, timeout),
-                       timeout=timeout + 30, user=self.os_user)
+            runner.run(
+                pg_ctl_start_argv(self.binaries, self.pgdata, self.log_path, timeout),
+                timeout=timeout + 30,
+                user=self.os_user,
+            )
         except CommandError:
-            raise InstanceError(f"PostgreSQL did not start: {startup_failure(self.log_path)}"
-                                ) from None
+            raise InstanceError(
+                f"PostgreSQL did not start: {startup_failure(self.log_path)}"
+            ) from None
         pid = postmaster_pid(self.pgdata)
         if pid is None:
             raise InstanceError("PostgreSQL started but left no postmaster.pid")
         self.pid = pid
-        wait_until(self._accepts, timeout=timeout, interval=0.2, what="PostgreSQL to accept "
-                   "connections")
+        wait_until(
+            self._accepts, timeout=timeout, interval=0.2, what="PostgreSQL to accept connections"
+        )
         return pid
 
     def _accepts(self) -> bool:
@@ -193,19 +257,29 @@ class Instance:
     def shared_memory_huge_pages(self, runner: Runner) -> int:
         """How many huge pages this configured (stopped) server needs (PostgreSQL 15+)."""
         if self.binaries.major < 15:
-            raise InstanceError("huge_pages sizing needs PostgreSQL 15 or later "
-                                "(shared_memory_size_in_huge_pages)")
+            raise InstanceError(
+                "huge_pages sizing needs PostgreSQL 15 or later (shared_memory_size_in_huge_pages)"
+            )
         try:
-            done = runner.run([self.binaries.tool("postgres"), "-D", str(self.pgdata), "-C",
-                               "shared_memory_size_in_huge_pages"], timeout=120,
-                              user=self.os_user)
+            done = runner.run(
+                [
+                    self.binaries.tool("postgres"),
+                    "-D",
+                    str(self.pgdata),
+                    "-C",
+                    "shared_memory_size_in_huge_pages",
+                ],
+                timeout=120,
+                user=self.os_user,
+            )
         except CommandError as exc:
             raise InstanceError(f"postgres -C shared_memory_size_in_huge_pages: {exc}") from None
         try:
             return int(done.stdout.strip().splitlines()[-1])
         except (ValueError, IndexError):
-            raise InstanceError("postgres -C shared_memory_size_in_huge_pages said "
-                                f"{done.stdout.strip()!r}") from None
+            raise InstanceError(
+                f"postgres -C shared_memory_size_in_huge_pages said {done.stdout.strip()!r}"
+            ) from None
 
     def alive(self) -> bool | None:
         """Is the postmaster we started still there (None: it never started)?"""
@@ -214,16 +288,19 @@ class Instance:
         return is_our_postmaster(self.pid, self.pgdata)
 
     def stop(self, runner: Runner, timeout: float = 60, immediate: bool = False) -> None:
-        stop_instance(runner, str(self.binaries.bindir), self.pgdata, self.os_user, timeout,
-                      immediate)
+        stop_instance(
+            runner, str(self.binaries.bindir), self.pgdata, self.os_user, timeout, immediate
+        )
 
     def create_database(self, name: str) -> None:
         with self.connect() as conn:
-            exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s",
-                                  (name,)).fetchone()
+            exists = conn.execute(
+                "SELECT 1 FROM pg_database WHERE datname = %s", (name,)
+            ).fetchone()
             if not exists:
-                conn.execute(psycopg.sql.SQL("CREATE DATABASE {}").format(
-                    psycopg.sql.Identifier(name)))
+                conn.execute(
+                    psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name))
+                )
 
     def checkpoint(self) -> None:
         with self.connect() as conn:
@@ -236,9 +313,11 @@ class Instance:
 
 _REASON_RE = re.compile(r"(FATAL|PANIC|ERROR):|invalid value|could not|unrecognized")
 # what a bad configuration file says before its FATAL "contains errors"
-_SETTING_RE = re.compile(r"outside the valid range|invalid value for parameter|unrecognized "
-                         r"configuration parameter|cannot be changed|syntax error in file|"
-                         r"requires a (Boolean|numeric|integer) value")
+_SETTING_RE = re.compile(
+    r"outside the valid range|invalid value for parameter|unrecognized "
+    r"configuration parameter|cannot be changed|syntax error in file|"
+    r"requires a (Boolean|numeric|integer) value"
+)
 
 
 def startup_failure(path: Path) -> str:
@@ -249,6 +328,7 @@ def startup_failure(path: Path) -> str:
         return "no server log was written"
     if not lines:
         return "the server log is empty"
+
     def bare(line: str) -> str:  # drop the "2026-01-01 00:00:00.000 UTC [123] " prefix
         return re.sub(r"^\S+ \S+ \S+ \[\d+\] ", "", line)
 
@@ -308,8 +388,14 @@ def stuck(pids: list[int], samples: int = 3, interval: float = 0.3) -> list[int]
     return sorted(found)
 
 
-def stop_instance(runner: Runner, bindir: str, pgdata: Path, user: str | None,
-                  timeout: float = 60, immediate: bool = False) -> None:
+def stop_instance(
+    runner: Runner,
+    bindir: str,
+    pgdata: Path,
+    user: str | None,
+    timeout: float = 60,
+    immediate: bool = False,
+) -> None:
     """fast (unless ``immediate``), then immediate, then SIGKILL of the verified postmaster
     and of the server processes it leaves; idempotent, bounded by deadlines.
 
@@ -324,8 +410,7 @@ def stop_instance(runner: Runner, bindir: str, pgdata: Path, user: str | None,
     release_after_death(pgdata)
 
 
-def release_after_death(pgdata: Path, identity: tuple[int, int, int] | None = None
-                        ) -> list[str]:
+def release_after_death(pgdata: Path, identity: tuple[int, int, int] | None = None) -> list[str]:
     """After the server of ``pgdata`` died without exiting (a postmaster killed, or
     SIGKILLed by the stop; initdb's standalone server killed with it): end the server
     processes it left, then release the shared memory they held (found by the data
@@ -345,14 +430,26 @@ def release_after_death(pgdata: Path, identity: tuple[int, int, int] | None = No
         raise InstanceError(
             f"server processes of {pgdata} are stuck in the kernel (pids "
             f"{', '.join(map(str, blocked[:8]))} in state D) and still hold its shared "
-            "memory; sent SIGKILL: `pgfsbench cleanup` releases it once they are gone")
-    wait_until(lambda: not any(process_alive(p, s) for p, s in orphans), timeout=30,
-               interval=0.1, what="the server processes of a dead postmaster to exit")
+            "memory; sent SIGKILL: `pgfsbench cleanup` releases it once they are gone"
+        )
+    wait_until(
+        lambda: not any(process_alive(p, s) for p, s in orphans),
+        timeout=30,
+        interval=0.1,
+        what="the server processes of a dead postmaster to exit",
+    )
     return release_shared_memory(pgdata, identity)
 
 
-def _stop_postmaster(runner: Runner, bindir: str, pgdata: Path, pid: int, user: str | None,
-                     timeout: float, immediate: bool) -> None:
+def _stop_postmaster(
+    runner: Runner,
+    bindir: str,
+    pgdata: Path,
+    pid: int,
+    user: str | None,
+    timeout: float,
+    immediate: bool,
+) -> None:
     children = children_of(pid)
     everyone = [pid] + [c for c, _ in children]
 
@@ -369,20 +466,24 @@ def _stop_postmaster(runner: Runner, bindir: str, pgdata: Path, pid: int, user: 
             raise InstanceError(
                 f"PostgreSQL on {pgdata} is stuck in the kernel (pids "
                 f"{', '.join(map(str, blocked[:8]))} in state D: its filesystem accepts no "
-                "writes); sent SIGKILL, which they receive once it does")
+                "writes); sent SIGKILL, which they receive once it does"
+            )
 
     give_up_if_stuck()
-    for mode in (("immediate",) if immediate else ("fast", "immediate")):
-        runner.run(pg_ctl_stop_argv(bindir, pgdata, mode, timeout), timeout=timeout + 30,
-                   user=user, check=False)
+    for mode in ("immediate",) if immediate else ("fast", "immediate"):
+        runner.run(
+            pg_ctl_stop_argv(bindir, pgdata, mode, timeout),
+            timeout=timeout + 30,
+            user=user,
+            check=False,
+        )
         if not process_alive(pid, None):
             break
         give_up_if_stuck()
     if is_our_postmaster(pid, pgdata):
         os.kill(pid, signal.SIGKILL)
         try:
-            wait_until(lambda: not process_alive(pid, None), timeout=30,
-                       what="postmaster to exit")
+            wait_until(lambda: not process_alive(pid, None), timeout=30, what="postmaster to exit")
         except TimeoutExpired:
             give_up_if_stuck()
             raise
@@ -392,8 +493,10 @@ def _stop_postmaster(runner: Runner, bindir: str, pgdata: Path, pid: int, user: 
 @undo_action("release_server_memory")
 def _release_server_memory(runner: Runner, args: dict[str, Any]) -> None:
     identity = args.get("identity")
-    release_after_death(Path(args["pgdata"]), (int(identity[0]), int(identity[1]),
-                                               int(identity[2])) if identity else None)
+    release_after_death(
+        Path(args["pgdata"]),
+        (int(identity[0]), int(identity[1]), int(identity[2])) if identity else None,
+    )
 
 
 @undo_action("stop_instance")

@@ -74,9 +74,16 @@ def parse_sysvipc(text: str) -> list[SysvSegment]:
             continue
         row = dict(zip(names, values, strict=True))
         try:
-            found.append(SysvSegment(key=int(row["key"]), shmid=int(row["shmid"]),
-                                     size=int(row["size"]), creator_pid=int(row["cpid"]),
-                                     attached=int(row["nattch"]), uid=int(row["uid"])))
+            found.append(
+                SysvSegment(
+                    key=int(row["key"]),
+                    shmid=int(row["shmid"]),
+                    size=int(row["size"]),
+                    creator_pid=int(row["cpid"]),
+                    attached=int(row["nattch"]),
+                    uid=int(row["uid"]),
+                )
+            )
         except (KeyError, ValueError):
             continue
     return found
@@ -103,7 +110,8 @@ def shmem_header(data: bytes) -> ShmemHeader | None:
     if len(data) < HEADER_SIZE or _WORD != 8:
         return None
     magic, creator, _total, _free, control, _index, device, inode = struct.unpack_from(
-        "=iIQQI4xQQQ", data, 0)
+        "=iIQQI4xQQQ", data, 0
+    )
     return ShmemHeader(magic, creator, control, device, inode)
 
 
@@ -168,8 +176,7 @@ def data_dir_identity(pgdata: Path) -> tuple[int, int, int] | None:
     return st.st_dev, st.st_ino, st.st_uid
 
 
-def release_shared_memory(pgdata: Path, identity: tuple[int, int, int] | None = None
-                          ) -> list[str]:
+def release_shared_memory(pgdata: Path, identity: tuple[int, int, int] | None = None) -> list[str]:
     """Remove the shared memory dead servers of ``pgdata`` left: every System V segment
     that nothing has attached, owned by the data directory's owner, whose PostgreSQL
     header names this data directory's device and inode (``identity``, else the
@@ -190,14 +197,16 @@ def release_shared_memory(pgdata: Path, identity: tuple[int, int, int] | None = 
             continue
         raw = _read_segment(seg.shmid, HEADER_SIZE)
         header = shmem_header(raw) if raw is not None else None
-        if (header is None or header.magic != SHMEM_MAGIC
-                or (header.device, header.inode) != (device, inode)):
+        if (
+            header is None
+            or header.magic != SHMEM_MAGIC
+            or (header.device, header.inode) != (device, inode)
+        ):
             continue
         if header.dsm_control:
             done += _release_dsm(header.dsm_control, seg.uid)
         if _remove_segment(seg.shmid):
-            done.append(f"removed shared memory segment {seg.shmid} ({seg.size} bytes) of "
-                        f"{pgdata}")
+            done.append(f"removed shared memory segment {seg.shmid} ({seg.size} bytes) of {pgdata}")
     return done
 
 

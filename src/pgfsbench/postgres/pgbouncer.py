@@ -38,23 +38,30 @@ def _ini(value: Scalar) -> str:
     return text
 
 
-def render_ini(pooler: Pooler, directory: Path, socket_dir: Path, pg_socket: Path,
-               pg_port: int, user: str) -> str:
+def render_ini(
+    pooler: Pooler, directory: Path, socket_dir: Path, pg_socket: Path, pg_port: int, user: str
+) -> str:
     """pgbouncer.ini: every database of the instance, through its unix socket."""
-    lines = ["; written by pgfsbench: unix socket only (no listen_addr)",
-             "[databases]",
-             f"* = host={pg_socket} port={pg_port}",
-             "", "[pgbouncer]",
-             f"unix_socket_dir = {socket_dir}", f"listen_port = {PORT}",
-             "auth_type = trust", f"auth_file = {directory / 'userlist.txt'}",
-             f"admin_users = {user}", f"stats_users = {user}",
-             f"pidfile = {directory / 'pgbouncer.pid'}",
-             f"logfile = {directory / 'pgbouncer.log'}",
-             f"pool_mode = {pooler.pool_mode}",
-             f"default_pool_size = {pooler.default_pool_size}",
-             f"max_client_conn = {pooler.max_client_conn}",
-             "stats_period = 1",  # SHOW STATS totals refreshed every second, not every 60
-             "ignore_startup_parameters = extra_float_digits,options,application_name"]
+    lines = [
+        "; written by pgfsbench: unix socket only (no listen_addr)",
+        "[databases]",
+        f"* = host={pg_socket} port={pg_port}",
+        "",
+        "[pgbouncer]",
+        f"unix_socket_dir = {socket_dir}",
+        f"listen_port = {PORT}",
+        "auth_type = trust",
+        f"auth_file = {directory / 'userlist.txt'}",
+        f"admin_users = {user}",
+        f"stats_users = {user}",
+        f"pidfile = {directory / 'pgbouncer.pid'}",
+        f"logfile = {directory / 'pgbouncer.log'}",
+        f"pool_mode = {pooler.pool_mode}",
+        f"default_pool_size = {pooler.default_pool_size}",
+        f"max_client_conn = {pooler.max_client_conn}",
+        "stats_period = 1",  # SHOW STATS totals refreshed every second, not every 60
+        "ignore_startup_parameters = extra_float_digits,options,application_name",
+    ]
     lines += [f"{k} = {_ini(v)}" for k, v in pooler.settings.items()]
     return "\n".join(lines) + "\n"
 
@@ -81,10 +88,15 @@ def prepared_statements_lost(pooler: Pooler, version: str) -> str | None:
         return None
     number = version_number(version)
     if number is None or number < PREPARED_SINCE:
-        name = (f"pgbouncer {'.'.join(map(str, number))}" if number
-                else f"pgbouncer of unknown version ({version!r})")
-        return (f"{name} in {pooler.pool_mode} mode does not keep server-side prepared "
-                "statements (1.21 and later do, with max_prepared_statements)")
+        name = (
+            f"pgbouncer {'.'.join(map(str, number))}"
+            if number
+            else f"pgbouncer of unknown version ({version!r})"
+        )
+        return (
+            f"{name} in {pooler.pool_mode} mode does not keep server-side prepared "
+            "statements (1.21 and later do, with max_prepared_statements)"
+        )
     default = PREPARED_DEFAULT if number >= PREPARED_DEFAULT_SINCE else 0
     raw = pooler.settings.get("max_prepared_statements", default)
     try:
@@ -92,24 +104,27 @@ def prepared_statements_lost(pooler: Pooler, version: str) -> str | None:
     except ValueError:
         kept = default
     if kept <= 0:
-        return (f"pgbouncer in {pooler.pool_mode} mode with max_prepared_statements = {kept} "
-                "does not keep server-side prepared statements")
+        return (
+            f"pgbouncer in {pooler.pool_mode} mode with max_prepared_statements = {kept} "
+            "does not keep server-side prepared statements"
+        )
     return None
 
 
 def problems(cell: Cell, version: str) -> list[str]:
     """What cannot run through this cell's pooler, said before anything is touched."""
     pooler = cell.postgres.pooler
-    if pooler is None or cell.workload.tool != "pgbench" or cell.workload.protocol != \
-            "prepared":
+    if pooler is None or cell.workload.tool != "pgbench" or cell.workload.protocol != "prepared":
         return []
     why = prepared_statements_lost(pooler, version)
     if why is None:
         return []
-    return [f"{cell.id}: pgbench -M prepared through the pooler of postgres "
-            f"{cell.postgres_name}: {why}, so its statements would be missing on the next "
-            'server connection; use protocol = "extended" (or "simple"), pool_mode = '
-            '"session", or a pgbouncer that keeps them']
+    return [
+        f"{cell.id}: pgbench -M prepared through the pooler of postgres "
+        f"{cell.postgres_name}: {why}, so its statements would be missing on the next "
+        'server connection; use protocol = "extended" (or "simple"), pool_mode = '
+        '"session", or a pgbouncer that keeps them'
+    ]
 
 
 @dataclass
@@ -127,12 +142,23 @@ def version(runner: Runner) -> str:
     if shutil.which(BINARY) is None:
         raise CapabilityError("pgbouncer is not installed (Debian package pgbouncer)")
     done = runner.run([BINARY, "--version"], timeout=30, check=False)
-    return (done.stdout or done.stderr).strip().splitlines()[0] if (done.stdout or
-                                                                    done.stderr) else "?"
+    return (
+        (done.stdout or done.stderr).strip().splitlines()[0]
+        if (done.stdout or done.stderr)
+        else "?"
+    )
 
 
-def start(journal: Journal, runner: Runner, pooler: Pooler, celldir: Path, pg_socket: Path,
-          pg_port: int, user: str, os_user: str | None) -> Bouncer:
+def start(
+    journal: Journal,
+    runner: Runner,
+    pooler: Pooler,
+    celldir: Path,
+    pg_socket: Path,
+    pg_port: int,
+    user: str,
+    os_user: str | None,
+) -> Bouncer:
     """Start pgbouncer as the PostgreSQL OS user, in its own process group (journaled)."""
     ver = version(runner)
     directory = make_dir(journal, celldir / "pgbouncer", owner=os_user, mode=0o755)
@@ -143,8 +169,9 @@ def start(journal: Journal, runner: Runner, pooler: Pooler, celldir: Path, pg_so
     if os_user:
         for f in (ini, directory / "userlist.txt"):
             shutil.chown(f, os_user, os_user)
-    child = runner.spawn([BINARY, str(ini)], stdout_path=directory / "stdout.txt",
-                         user=os_user, cwd=directory)
+    child = runner.spawn(
+        [BINARY, str(ini)], stdout_path=directory / "stdout.txt", user=os_user, cwd=directory
+    )
     watch_process_group(journal, child.pid, child.start_time, f"pgbouncer pid {child.pid}")
     bouncer = Bouncer(child, directory, socket_dir, ver)
 

@@ -12,11 +12,27 @@ from typing import Any
 from pgfsbench.units import human_bytes
 
 # the settings that decide how PostgreSQL writes, shown as in effect whatever the spec said
-STORAGE_SETTINGS = ("shared_buffers", "max_wal_size", "min_wal_size", "checkpoint_timeout",
-                    "checkpoint_completion_target", "full_page_writes", "wal_compression",
-                    "wal_init_zero", "wal_recycle", "wal_segment_size", "wal_sync_method",
-                    "wal_buffers", "synchronous_commit", "fsync", "data_checksums",
-                    "effective_io_concurrency", "io_method", "huge_pages", "max_connections")
+STORAGE_SETTINGS = (
+    "shared_buffers",
+    "max_wal_size",
+    "min_wal_size",
+    "checkpoint_timeout",
+    "checkpoint_completion_target",
+    "full_page_writes",
+    "wal_compression",
+    "wal_init_zero",
+    "wal_recycle",
+    "wal_segment_size",
+    "wal_sync_method",
+    "wal_buffers",
+    "synchronous_commit",
+    "fsync",
+    "data_checksums",
+    "effective_io_concurrency",
+    "io_method",
+    "huge_pages",
+    "max_connections",
+)
 
 
 @dataclass(frozen=True)
@@ -44,35 +60,49 @@ def run_conditions(run: Mapping[str, Any]) -> dict[str, str]:
     out: dict[str, str] = {}
     if env:
         mem = env.get("memory_bytes")
-        out["host"] = (f"{env.get('hostname', '?')}: {env.get('cpus', '?')} CPU(s) "
-                       f"{env.get('cpu_model', '')}".rstrip()
-                       + (f", {human_bytes(mem)} RAM" if mem else "")
-                       + f", {env.get('distribution', '?')}, kernel {env.get('kernel', '?')}")
+        out["host"] = (
+            f"{env.get('hostname', '?')}: {env.get('cpus', '?')} CPU(s) "
+            f"{env.get('cpu_model', '')}".rstrip()
+            + (f", {human_bytes(mem)} RAM" if mem else "")
+            + f", {env.get('distribution', '?')}, kernel {env.get('kernel', '?')}"
+        )
         if env.get("postgresql"):
             out["PostgreSQL"] = str(env["postgresql"])
     tool = w.get("tool", "pgbench")
-    what = w.get("builtin") or ", ".join(w.get("scripts") or []) or \
-        (w.get("config") or {}).get("script") or ""
+    what = (
+        w.get("builtin")
+        or ", ".join(w.get("scripts") or [])
+        or (w.get("config") or {}).get("script")
+        or ""
+    )
     out["workload"] = f"{tool} {what}".strip() + (
-        f", protocol {w['protocol']}" if w.get("protocol") and tool == "pgbench" else "")
+        f", protocol {w['protocol']}" if w.get("protocol") and tool == "pgbench" else ""
+    )
     if run.get("scale") is not None:
-        out["scale"] = str(run["scale"]) + (f" ({p['scale_basis']})"
-                                            if p.get("scale_basis") else "")
+        out["scale"] = str(run["scale"]) + (
+            f" ({p['scale_basis']})" if p.get("scale_basis") else ""
+        )
     if w.get("clients") is not None:
         out["clients"] = f"{w['clients']} client(s), {w.get('threads', 1)} thread(s)"
     if run.get("duration_s") is not None:
-        out["duration"] = (f"{float(run['duration_s']):g} s measured after "
-                           f"{float(run.get('warmup_s') or 0):g} s of warm-up")
+        out["duration"] = (
+            f"{float(run['duration_s']):g} s measured after "
+            f"{float(run.get('warmup_s') or 0):g} s of warm-up"
+        )
     if w.get("rate") or w.get("rate_fraction"):
-        out["rate"] = (f"{float(w['rate_fraction']) * 100:g}% of the maximum"
-                       if w.get("rate_fraction") else f"{float(w['rate']):g} tps")
+        out["rate"] = (
+            f"{float(w['rate_fraction']) * 100:g}% of the maximum"
+            if w.get("rate_fraction")
+            else f"{float(w['rate']):g} tps"
+        )
     out["storage"] = _storage(run, storage)
     limits = (run.get("storage_details") or {}).get("device_limits") or []
     if limits or storage.get("limits"):
         out["device limits"] = _limits(limits, storage.get("limits"))
     settings = (p.get("postgres") or {}).get("settings") or {}
-    out["PostgreSQL settings (spec)"] = ", ".join(f"{k} = {v}" for k, v in
-                                                  sorted(settings.items())) or "defaults"
+    out["PostgreSQL settings (spec)"] = (
+        ", ".join(f"{k} = {v}" for k, v in sorted(settings.items())) or "defaults"
+    )
     in_effect = {r.get("name"): r for r in env.get("pg_settings_changed") or []}
     shown = [f"{n} = {_setting(in_effect[n])}" for n in STORAGE_SETTINGS if n in in_effect]
     if shown:
@@ -85,8 +115,9 @@ def run_conditions(run: Mapping[str, Any]) -> dict[str, str]:
         out["initdb"] = ", ".join(flags)
     kernel = p.get("kernel") or {}
     ksets = [f"{k} = {v}" for k, v in sorted((kernel.get("sysctl") or {}).items())]
-    ksets += [f"transparent_hugepage = {kernel[k]}" for k in ("transparent_hugepage",)
-              if kernel.get(k)]
+    ksets += [
+        f"transparent_hugepage = {kernel[k]}" for k in ("transparent_hugepage",) if kernel.get(k)
+    ]
     out["kernel settings"] = ", ".join(ksets) or "as the host had them"
     return out
 
@@ -109,8 +140,10 @@ def _storage(run: Mapping[str, Any], storage: Mapping[str, Any]) -> str:
         parts.append(text)
     pool = details.get("pool")
     if isinstance(pool, Mapping):
-        parts.append(f"zfs pool {pool.get('layout')} of {len(pool.get('devices') or [])} "
-                     f"device(s)" + (f", log {len(pool['log'])}" if pool.get("log") else ""))
+        parts.append(
+            f"zfs pool {pool.get('layout')} of {len(pool.get('devices') or [])} "
+            f"device(s)" + (f", log {len(pool['log'])}" if pool.get("log") else "")
+        )
     if details.get("implementation"):
         parts.append(str(details["implementation"]))
     return "; ".join(parts) or str(run.get("fs") or storage.get("fs") or "?")
@@ -118,11 +151,11 @@ def _storage(run: Mapping[str, Any], storage: Mapping[str, Any]) -> str:
 
 def _limits(applied: Sequence[Mapping[str, Any]], spec: Mapping[str, Any] | None) -> str:
     if applied:
-        texts = [f"{e.get('role', '?')}: {e.get('text') or e.get('profile') or '?'}"
-                 for e in applied]
+        texts = [
+            f"{e.get('role', '?')}: {e.get('text') or e.get('profile') or '?'}" for e in applied
+        ]
         return "; ".join(dict.fromkeys(texts)) + " (emulated)"
-    return ", ".join(f"{k} {v}" for k, v in (spec or {}).items() if v is not None) + \
-        " (emulated)"
+    return ", ".join(f"{k} {v}" for k, v in (spec or {}).items() if v is not None) + " (emulated)"
 
 
 def conditions(runs: Sequence[Mapping[str, Any]]) -> Conditions:
@@ -146,6 +179,5 @@ def conditions(runs: Sequence[Mapping[str, Any]]) -> Conditions:
             common.append((k, values.pop()))
         else:
             differing.append(k)
-    per_cell = tuple((cell, tuple(v.get(k, "-") for k in differing))
-                     for cell, v in by_cell.items())
+    per_cell = tuple((cell, tuple(v.get(k, "-") for k in differing)) for cell, v in by_cell.items())
     return Conditions(tuple(common), tuple(differing), per_cell)

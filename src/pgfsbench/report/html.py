@@ -28,13 +28,32 @@ from pgfsbench.analysis.summary import CellSummary, Highlights, by_group
 from pgfsbench.report.conditions import conditions
 from pgfsbench.report.terminal import cell_name, fmt_range, fmt_space, fmt_spread, fmt_vs
 
-_env = Environment(loader=PackageLoader("pgfsbench.report", "templates"),
-                   autoescape=select_autoescape(["html", "j2"]))
+_env = Environment(
+    loader=PackageLoader("pgfsbench.report", "templates"),
+    autoescape=select_autoescape(["html", "j2"]),
+)
 
 # one colour per wait event across the whole report (Okabe-Ito, then Tableau)
-PALETTE = ["#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442",
-           "#000000", "#4E79A7", "#F28E2B", "#59A14F", "#E15759", "#76B7B2", "#B07AA1",
-           "#FF9DA7", "#9C755F", "#BAB0AC", "#EDC948"]
+PALETTE = [
+    "#0072B2",
+    "#E69F00",
+    "#009E73",
+    "#D55E00",
+    "#CC79A7",
+    "#56B4E9",
+    "#F0E442",
+    "#000000",
+    "#4E79A7",
+    "#F28E2B",
+    "#59A14F",
+    "#E15759",
+    "#76B7B2",
+    "#B07AA1",
+    "#FF9DA7",
+    "#9C755F",
+    "#BAB0AC",
+    "#EDC948",
+]
 
 
 @functools.cache
@@ -63,44 +82,67 @@ def wait_colours(runs: Sequence[Mapping[str, Any]]) -> dict[str, str]:
     return {e: PALETTE[i % len(PALETTE)] for i, e in enumerate(events)}
 
 
-def run_data(run: Mapping[str, Any], label: str, stalls: Sequence[Any],
-             top_waits: int = 8) -> dict[str, Any]:
+def run_data(
+    run: Mapping[str, Any], label: str, stalls: Sequence[Any], top_waits: int = 8
+) -> dict[str, Any]:
     """What one run's timeline needs, aligned on the measured seconds."""
     al = align(run)
-    data: dict[str, Any] = {"id": run["run_id"], "label": f"{label} #{run['repetition']}",
-                            "status": run["status"], "t": list(range(1, al.seconds + 1))}
-    for key, name, div, digits in (("tps", "tps", 1, 1), ("tps_log", "tps_log", 1, 1),
-                                   ("p50", "lat_p50_ms", 1, 3), ("p99", "lat_p99_ms", 1, 3),
-                                   ("max", "lat_max_ms", 1, 3),
-                                   ("disk_w", "disk_write_mbps", 1, 2),
-                                   ("disk_r", "disk_read_mbps", 1, 2),
-                                   ("util", "disk_util_pct", 1, 1),
-                                   ("dirty", "dirty_kb", 1024, 1),
-                                   ("wb", "writeback_kb", 1024, 1),
-                                   ("iowait", "cpu_iowait_pct", 1, 1),
-                                   ("await", "disk_await_ms", 1, 3),
-                                   ("out_cpu", "outside_cpu_pct", 1, 1)):
+    data: dict[str, Any] = {
+        "id": run["run_id"],
+        "label": f"{label} #{run['repetition']}",
+        "status": run["status"],
+        "t": list(range(1, al.seconds + 1)),
+    }
+    for key, name, div, digits in (
+        ("tps", "tps", 1, 1),
+        ("tps_log", "tps_log", 1, 1),
+        ("p50", "lat_p50_ms", 1, 3),
+        ("p99", "lat_p99_ms", 1, 3),
+        ("max", "lat_max_ms", 1, 3),
+        ("disk_w", "disk_write_mbps", 1, 2),
+        ("disk_r", "disk_read_mbps", 1, 2),
+        ("util", "disk_util_pct", 1, 1),
+        ("dirty", "dirty_kb", 1024, 1),
+        ("wb", "writeback_kb", 1024, 1),
+        ("iowait", "cpu_iowait_pct", 1, 1),
+        ("await", "disk_await_ms", 1, 3),
+        ("out_cpu", "outside_cpu_pct", 1, 1),
+    ):
         if al.has(name):
             data[key] = _arr(al.get(name) / div, digits)
     if al.has("outside_write_mbps") or al.has("outside_read_mbps"):
-        data["out_io"] = _arr(np.nan_to_num(al.get("outside_write_mbps"))
-                              + np.nan_to_num(al.get("outside_read_mbps")), 2)
+        data["out_io"] = _arr(
+            np.nan_to_num(al.get("outside_write_mbps"))
+            + np.nan_to_num(al.get("outside_read_mbps")),
+            2,
+        )
     # the disks that hold the devices under test (a loop device's file): what they did,
     # and how much of it the storage under test does not explain
     beneath = [d for d in al.beneath if al.has(f"disk.{d}.write_mbps")]
     if beneath:
-        total = sum((np.nan_to_num(al.device(d, "write_mbps")) + np.nan_to_num(
-            al.device(d, "read_mbps")) for d in beneath), np.zeros(al.seconds))
-        ours = np.nan_to_num(al.get("disk_write_mbps")) + np.nan_to_num(
-            al.get("disk_read_mbps"))
-        data["beneath"] = {"names": beneath, "io": _arr(total, 2),
-                           "other": _arr(np.clip(total - ours, 0, None), 2),
-                           "await": {d: _arr(al.device(d, "await_ms"), 3) for d in beneath
-                                     if al.has(f"disk.{d}.await_ms")}}
+        total = sum(
+            (
+                np.nan_to_num(al.device(d, "write_mbps")) + np.nan_to_num(al.device(d, "read_mbps"))
+                for d in beneath
+            ),
+            np.zeros(al.seconds),
+        )
+        ours = np.nan_to_num(al.get("disk_write_mbps")) + np.nan_to_num(al.get("disk_read_mbps"))
+        data["beneath"] = {
+            "names": beneath,
+            "io": _arr(total, 2),
+            "other": _arr(np.clip(total - ours, 0, None), 2),
+            "await": {
+                d: _arr(al.device(d, "await_ms"), 3)
+                for d in beneath
+                if al.has(f"disk.{d}.await_ms")
+            },
+        }
     if al.sampled("blocked"):
-        data["blocked"] = [None if sec is None else sum(
-            n for k, n in sec.items() if k.startswith("benchmark|"))
-            for sec in al.structured["blocked"]]
+        data["blocked"] = [
+            None if sec is None else sum(n for k, n in sec.items() if k.startswith("benchmark|"))
+            for sec in al.structured["blocked"]
+        ]
     if al.waits:
         totals: dict[str, float] = {}
         for sec in al.waits:
@@ -109,9 +151,17 @@ def run_data(run: Mapping[str, Any], label: str, stalls: Sequence[Any],
                     totals[e] = totals.get(e, 0.0) + n
         events = sorted(totals, key=lambda e: -totals[e])[:top_waits]
         data["waits"] = {e: [_num(sec.get(e, 0.0), 2) for sec in al.waits] for e in events}
-    data["checkpoints"] = [{"s": _num(c.start, 2), "sync": _num(c.sync_start, 2),
-                            "e": _num(c.ended_s, 2), "reason": c.reason, "buffers": c.buffers}
-                           for c in al.checkpoints if c.ended_s >= 0 and c.start <= al.seconds]
+    data["checkpoints"] = [
+        {
+            "s": _num(c.start, 2),
+            "sync": _num(c.sync_start, 2),
+            "e": _num(c.ended_s, 2),
+            "reason": c.reason,
+            "buffers": c.buffers,
+        }
+        for c in al.checkpoints
+        if c.ended_s >= 0 and c.start <= al.seconds
+    ]
     data["stalls"] = [episode_data(e) for e in stalls]
     data["events"] = [{"s": e.start_s, "e": e.end_s, "label": e.label} for e in al.events]
     return data
@@ -119,14 +169,23 @@ def run_data(run: Mapping[str, Any], label: str, stalls: Sequence[Any],
 
 def episode_data(e: StallEpisode) -> dict[str, Any]:
     """An episode as the report shows it: on the timeline and in the stalls table."""
-    return {"s": e.start_s, "e": e.end_s, "kind": e.kind, "cause": e.cause_text,
-            "confidence": e.confidence, "headline": e.headline(), "evidence": list(e.evidence),
-            "ruled_out": [f"not {CAUSES[k]}: {why}" for k, _, why in e.alternatives],
-            "missing": list(e.missing), "blockers": [describe_blocker(b) for b in e.blockers]}
+    return {
+        "s": e.start_s,
+        "e": e.end_s,
+        "kind": e.kind,
+        "cause": e.cause_text,
+        "confidence": e.confidence,
+        "headline": e.headline(),
+        "evidence": list(e.evidence),
+        "ruled_out": [f"not {CAUSES[k]}: {why}" for k, _, why in e.alternatives],
+        "missing": list(e.missing),
+        "blockers": [describe_blocker(b) for b in e.blockers],
+    }
 
 
 def _bar_group(cells: Sequence[CellSummary]) -> dict[str, Any]:
     """One comparable group's bars: mean with its 95% CI, the median in the hover."""
+
     def bars(attr: str, scale: float = 1.0) -> dict[str, Any]:
         names, mean, lo, hi, med = [], [], [], [], []
         refs = []  # references: a line across the chart (a ceiling), not a bar
@@ -145,14 +204,32 @@ def _bar_group(cells: Sequence[CellSummary]) -> dict[str, Any]:
             hi.append(None if e.ci_high is None else _num((e.ci_high - e.mean) / scale))
         return {"names": names, "mean": mean, "lo": lo, "hi": hi, "median": med, "refs": refs}
 
-    space = {"names": [c.label for c in cells],
-             "data": [_num((c.space_data_bytes.median if c.space_data_bytes else
-                            (c.space_bytes.median if c.space_bytes else 0)) / 2**20, 1)
-                      for c in cells],
-             "wal": [_num((c.space_wal_bytes.median if c.space_wal_bytes else 0) / 2**20, 1)
-                     for c in cells]}
-    return {"title": cells[0].group_label, "unit": cells[0].unit, "tps": bars("tps"),
-            "p99": bars("latency_p99_ms"), "load": bars("load_seconds"), "space": space}
+    space = {
+        "names": [c.label for c in cells],
+        "data": [
+            _num(
+                (
+                    c.space_data_bytes.median
+                    if c.space_data_bytes
+                    else (c.space_bytes.median if c.space_bytes else 0)
+                )
+                / 2**20,
+                1,
+            )
+            for c in cells
+        ],
+        "wal": [
+            _num((c.space_wal_bytes.median if c.space_wal_bytes else 0) / 2**20, 1) for c in cells
+        ],
+    }
+    return {
+        "title": cells[0].group_label,
+        "unit": cells[0].unit,
+        "tps": bars("tps"),
+        "p99": bars("latency_p99_ms"),
+        "load": bars("load_seconds"),
+        "space": space,
+    }
 
 
 def _sweeps(cells: Sequence[CellSummary]) -> list[dict[str, Any]]:
@@ -162,16 +239,20 @@ def _sweeps(cells: Sequence[CellSummary]) -> list[dict[str, Any]]:
         lines: dict[str, list[tuple[float, CellSummary]]] = {}
         for c in cells:
             if dim == "rate":
-                x: float | None = c.rate_share * 100 if c.rate_share else (
-                    100.0 if c.rate is None else None)
+                x: float | None = (
+                    c.rate_share * 100 if c.rate_share else (100.0 if c.rate is None else None)
+                )
             else:
                 x = getattr(c, dim)
             if x is None or c.tps is None:
                 continue
             others = [o for o in ("clients", "scale") if o != dim]
-            key = (f"{c.storage}/{c.postgres}/{c.kernel}/{c.workload} ("
-                   + ", ".join(f"{o} {getattr(c, o)}" for o in others) + ")"
-                   + (f" on {c.host}" if c.host else ""))
+            key = (
+                f"{c.storage}/{c.postgres}/{c.kernel}/{c.workload} ("
+                + ", ".join(f"{o} {getattr(c, o)}" for o in others)
+                + ")"
+                + (f" on {c.host}" if c.host else "")
+            )
             if dim != "rate":
                 key += f" {c.rate_share * 100:g}%" if c.rate_share else ""
             lines.setdefault(key, []).append((float(x), c))
@@ -179,15 +260,31 @@ def _sweeps(cells: Sequence[CellSummary]) -> list[dict[str, Any]]:
         if not lines:
             continue
         label = {"rate": "load (% of the maximum)"}.get(dim, dim)
-        out.append({"dim": label, "lines": [
-            {"name": k, "x": [x for x, _ in v],
-             "y": [_num(c.tps.median) if c.tps else None for _, c in v],
-             "lo": [_num(c.tps.median - (c.tps.ci_low or c.tps.median)) if c.tps else None
-                    for _, c in v],
-             "hi": [_num((c.tps.ci_high or c.tps.median) - c.tps.median) if c.tps else None
-                    for _, c in v],
-             "p99": [_num(c.latency_p99_ms.median) if c.latency_p99_ms else None
-                     for _, c in v]} for k, v in lines.items()]})
+        out.append(
+            {
+                "dim": label,
+                "lines": [
+                    {
+                        "name": k,
+                        "x": [x for x, _ in v],
+                        "y": [_num(c.tps.median) if c.tps else None for _, c in v],
+                        "lo": [
+                            _num(c.tps.median - (c.tps.ci_low or c.tps.median)) if c.tps else None
+                            for _, c in v
+                        ],
+                        "hi": [
+                            _num((c.tps.ci_high or c.tps.median) - c.tps.median) if c.tps else None
+                            for _, c in v
+                        ],
+                        "p99": [
+                            _num(c.latency_p99_ms.median) if c.latency_p99_ms else None
+                            for _, c in v
+                        ],
+                    }
+                    for k, v in lines.items()
+                ],
+            }
+        )
     return out
 
 
@@ -197,25 +294,44 @@ def table_rows(cells: Sequence[CellSummary]) -> list[dict[str, Any]]:
     for members in by_group(cells):
         best[members[0].group] = {}
         for key, higher in (("tps", True), ("latency_p99_ms", False), ("load_seconds", False)):
-            vals = [(getattr(c, key).mean, c.cell) for c in members
-                    if getattr(c, key) and not c.reference]
+            vals = [
+                (getattr(c, key).mean, c.cell)
+                for c in members
+                if getattr(c, key) and not c.reference
+            ]
             if len(vals) > 1:
                 best[members[0].group][key] = (max(vals) if higher else min(vals))[1]
     rows = []
     for c in (c for members in by_group(cells) for c in members):
         b = best[c.group]
-        rows.append({
-            "group": c.group_label, "cell": cell_name(c), "id": c.cell, "fs": c.fs,
-            "reference": c.reference,
-            "fuse": c.fuse, "tps": fmt_spread(c.tps), "range": fmt_range(c.tps),
-            "vs": fmt_vs(c), "verdict": str(c.vs_baseline.verdict) if c.vs_baseline else "",
-            "vs_words": c.vs_baseline.words() if c.vs_baseline else
-            ("baseline" if c.baseline is None else ""),
-            "p99": fmt_spread(c.latency_p99_ms, 2), "load": fmt_spread(c.load_seconds, 1),
-            "space": fmt_space(c), "ok": f"{c.ok}/{c.runs}", "failed": c.ok < c.runs,
-            "errors": c.errors, "unstable": "; ".join(c.unstable), "stalls": c.stall_count,
-            "best_tps": b.get("tps") == c.cell, "best_p99": b.get("latency_p99_ms") == c.cell,
-            "best_load": b.get("load_seconds") == c.cell})
+        rows.append(
+            {
+                "group": c.group_label,
+                "cell": cell_name(c),
+                "id": c.cell,
+                "fs": c.fs,
+                "reference": c.reference,
+                "fuse": c.fuse,
+                "tps": fmt_spread(c.tps),
+                "range": fmt_range(c.tps),
+                "vs": fmt_vs(c),
+                "verdict": str(c.vs_baseline.verdict) if c.vs_baseline else "",
+                "vs_words": c.vs_baseline.words()
+                if c.vs_baseline
+                else ("baseline" if c.baseline is None else ""),
+                "p99": fmt_spread(c.latency_p99_ms, 2),
+                "load": fmt_spread(c.load_seconds, 1),
+                "space": fmt_space(c),
+                "ok": f"{c.ok}/{c.runs}",
+                "failed": c.ok < c.runs,
+                "errors": c.errors,
+                "unstable": "; ".join(c.unstable),
+                "stalls": c.stall_count,
+                "best_tps": b.get("tps") == c.cell,
+                "best_p99": b.get("latency_p99_ms") == c.cell,
+                "best_load": b.get("load_seconds") == c.cell,
+            }
+        )
     return rows
 
 
@@ -227,9 +343,13 @@ def host_matrix(cells: Sequence[CellSummary], hosts: Sequence[str]) -> list[dict
     out = []
     for s in host_spread(cells):
         medians = dict(s.medians)
-        out.append({"cell": s.cell,
-                    "values": [f"{medians[h]:,.0f}" if h in medians else "-" for h in hosts],
-                    "cv": "-" if s.cv is None else f"{s.cv * 100:.1f}%"})
+        out.append(
+            {
+                "cell": s.cell,
+                "values": [f"{medians[h]:,.0f}" if h in medians else "-" for h in hosts],
+                "cv": "-" if s.cv is None else f"{s.cv * 100:.1f}%",
+            }
+        )
     return out
 
 
@@ -237,29 +357,59 @@ def _across(cells: Sequence[CellSummary]) -> list[dict[str, Any]]:
     from pgfsbench.analysis.pairs import across_hosts, make_pair
 
     by_label = {(c.label, c.group): c for c in cells}
-    pairs = [make_pair(by_label[(c.baseline, c.group)], c) for c in cells
-             if c.baseline is not None and (c.baseline, c.group) in by_label]
+    pairs = [
+        make_pair(by_label[(c.baseline, c.group)], c)
+        for c in cells
+        if c.baseline is not None and (c.baseline, c.group) in by_label
+    ]
     out = []
     for a in across_hosts(pairs):
-        ratio = "-" if a.ratio is None else f"{(a.ratio - 1) * 100:+.1f}%" + (
-            "" if a.ci_low is None or a.ci_high is None else
-            f" [{(a.ci_low - 1) * 100:+.1f}%, {(a.ci_high - 1) * 100:+.1f}%]")
-        out.append({"base": a.base, "other": a.other, "ratio": ratio, "verdict": a.verdict,
-                    "per_host": ", ".join(f"{h} {'-' if r is None else f'{(r - 1) * 100:+.1f}%'}"
-                                          for h, r, _ in a.per_host)})
+        ratio = (
+            "-"
+            if a.ratio is None
+            else f"{(a.ratio - 1) * 100:+.1f}%"
+            + (
+                ""
+                if a.ci_low is None or a.ci_high is None
+                else f" [{(a.ci_low - 1) * 100:+.1f}%, {(a.ci_high - 1) * 100:+.1f}%]"
+            )
+        )
+        out.append(
+            {
+                "base": a.base,
+                "other": a.other,
+                "ratio": ratio,
+                "verdict": a.verdict,
+                "per_host": ", ".join(
+                    f"{h} {'-' if r is None else f'{(r - 1) * 100:+.1f}%'}"
+                    for h, r, _ in a.per_host
+                ),
+            }
+        )
     return out
 
 
-def render_report(campaigns: Sequence[Mapping[str, Any]], runs: Sequence[Mapping[str, Any]],
-                  cells: Sequence[CellSummary], highlights: Highlights, *,
-                  inline_js: bool = True) -> str:
+def render_report(
+    campaigns: Sequence[Mapping[str, Any]],
+    runs: Sequence[Mapping[str, Any]],
+    cells: Sequence[CellSummary],
+    highlights: Highlights,
+    *,
+    inline_js: bool = True,
+) -> str:
     labels = {(c.cell, c.host): c.label for c in cells}
     stalls = {s.run_id: s.episodes for c in cells for s in c.stalls}
     figures: dict[str, Any] = {
         "groups": [_bar_group(members) for members in by_group(cells)],
         "sweeps": _sweeps(cells),
-        "runs": [run_data(r, labels.get((str(r["cell"]), r.get("host")), str(r["cell"])),
-                          stalls.get(int(r["run_id"]), ())) for r in runs],
+        "runs": [
+            run_data(
+                r,
+                labels.get((str(r["cell"]), r.get("host")), str(r["cell"])),
+                stalls.get(int(r["run_id"]), ()),
+            )
+            for r in runs
+        ],
         "colours": wait_colours(runs),
     }
     first_stalled = next((i for i, r in enumerate(figures["runs"]) if r["stalls"]), 0)
@@ -268,13 +418,20 @@ def render_report(campaigns: Sequence[Mapping[str, Any]], runs: Sequence[Mapping
     cond = conditions(runs)
     labels_by_cell = {c.cell: cell_name(c) for c in cells}
     return _env.get_template("report.html.j2").render(
-        conditions=cond, condition_rows=[(labels_by_cell.get(cell, cell), values)
-                                         for cell, values in cond.per_cell],
-        campaigns=campaigns, env=env, rows=table_rows(cells), highlights=highlights,
-        runs=runs, version=__version__, any_fuse=any(c.fuse for c in cells),
+        conditions=cond,
+        condition_rows=[(labels_by_cell.get(cell, cell), values) for cell, values in cond.per_cell],
+        campaigns=campaigns,
+        env=env,
+        rows=table_rows(cells),
+        highlights=highlights,
+        runs=runs,
+        version=__version__,
+        any_fuse=any(c.fuse for c in cells),
         plotly_packed=packed_plotly() if inline_js else "",
         figures_json=json.dumps(figures, separators=(",", ":"), allow_nan=False),
-        first_run=first_stalled, hosts=hosts if len(hosts) > 1 else [],
+        first_run=first_stalled,
+        hosts=hosts if len(hosts) > 1 else [],
         host_rows=host_matrix(cells, hosts) if len(hosts) > 1 else [],
         across=_across(cells) if len(hosts) > 1 else [],
-        stalled_runs=[(r["label"], s) for r in figures["runs"] for s in r["stalls"]])
+        stalled_runs=[(r["label"], s) for r in figures["runs"] for s in r["stalls"]],
+    )

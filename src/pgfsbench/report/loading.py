@@ -27,8 +27,13 @@ class Analysed:
     highlights: Highlights
 
 
-def analyse(store: Store, campaigns: list[int], baseline: str | None = None,
-            host: str | None = None, unstable_pct: float = UNSTABLE_PCT) -> Analysed:
+def analyse(
+    store: Store,
+    campaigns: list[int],
+    baseline: str | None = None,
+    host: str | None = None,
+    unstable_pct: float = UNSTABLE_PCT,
+) -> Analysed:
     """Runs of the campaigns, summarised per cell, compared, with what stands out."""
     ids = list(campaigns)
     runs = store.full_runs(ids, host)
@@ -40,30 +45,60 @@ def analyse(store: Store, campaigns: list[int], baseline: str | None = None,
     return Analysed(meta, runs, cells, h)
 
 
-
 def cell_json(c: CellSummary) -> dict[str, Any]:
     def est(e: Any) -> dict[str, Any] | None:
         if e is None:
             return None
-        return {"n": e.n, "median": e.median, "mean": e.mean, "min": e.low, "max": e.high,
-                "cv": e.cv, "ci95": [e.ci_low, e.ci_high], "ci_method": e.method}
+        return {
+            "n": e.n,
+            "median": e.median,
+            "mean": e.mean,
+            "min": e.low,
+            "max": e.high,
+            "cv": e.cv,
+            "ci95": [e.ci_low, e.ci_high],
+            "ci_method": e.method,
+        }
 
     def cmp(x: Any) -> dict[str, Any] | None:
         if x is None:
             return None
-        return {"ratio": x.ratio, "ci95": [x.ci_low, x.ci_high], "p": x.p_value,
-                "mann_whitney_p": x.mann_whitney_p, "verdict": str(x.verdict),
-                "text": x.words()}
+        return {
+            "ratio": x.ratio,
+            "ci95": [x.ci_low, x.ci_high],
+            "p": x.p_value,
+            "mann_whitney_p": x.mann_whitney_p,
+            "verdict": str(x.verdict),
+            "text": x.words(),
+        }
 
-    return {"cell": c.cell, "label": c.label, "host": c.host, "fs": c.fs, "fuse": c.fuse,
-            "group": c.group_label, "unit": c.unit, "runs": c.runs, "ok": c.ok,
-            "throughput": est(c.tps), "latency_p99_ms": est(c.latency_p99_ms),
-            "load_seconds": est(c.load_seconds), "space_data_bytes": est(c.space_data_bytes),
-            "space_wal_bytes": est(c.space_wal_bytes), "unstable": list(c.unstable),
-            "baseline": c.baseline, "vs_baseline": cmp(c.vs_baseline),
-            "p99_vs_baseline": cmp(c.p99_vs_baseline), "errors": list(c.errors),
-            "warnings": list(c.warnings),
-            "stalls": [{"run_id": s.run_id, "repetition": s.repetition,
-                        "episodes": [e.as_dict() for e in s.episodes]} for s in c.stalls]}
-
-
+    return {
+        "cell": c.cell,
+        "label": c.label,
+        "host": c.host,
+        "fs": c.fs,
+        "fuse": c.fuse,
+        "group": c.group_label,
+        "unit": c.unit,
+        "runs": c.runs,
+        "ok": c.ok,
+        "throughput": est(c.tps),
+        "latency_p99_ms": est(c.latency_p99_ms),
+        "load_seconds": est(c.load_seconds),
+        "space_data_bytes": est(c.space_data_bytes),
+        "space_wal_bytes": est(c.space_wal_bytes),
+        "unstable": list(c.unstable),
+        "baseline": c.baseline,
+        "vs_baseline": cmp(c.vs_baseline),
+        "p99_vs_baseline": cmp(c.p99_vs_baseline),
+        "errors": list(c.errors),
+        "warnings": list(c.warnings),
+        "stalls": [
+            {
+                "run_id": s.run_id,
+                "repetition": s.repetition,
+                "episodes": [e.as_dict() for e in s.episodes],
+            }
+            for s in c.stalls
+        ],
+    }

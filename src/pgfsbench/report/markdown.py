@@ -15,8 +15,7 @@ def _row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 
-def conditions_lines(runs: Sequence[Mapping[str, Any]], cells: Sequence[CellSummary]
-                     ) -> list[str]:
+def conditions_lines(runs: Sequence[Mapping[str, Any]], cells: Sequence[CellSummary]) -> list[str]:
     """The conditions section: what every run shares, then what differs by configuration."""
     c = conditions(runs)
     if not c.common and not c.per_cell:
@@ -25,58 +24,101 @@ def conditions_lines(runs: Sequence[Mapping[str, Any]], cells: Sequence[CellSumm
     lines += [_row([k, v]) for k, v in c.common] + [""]
     if c.differing:
         labels = {x.cell: cell_name(x) for x in cells}
-        lines += [_row(["configuration", *c.differing]),
-                  _row(["---"] * (len(c.differing) + 1))]
+        lines += [_row(["configuration", *c.differing]), _row(["---"] * (len(c.differing) + 1))]
         lines += [_row([labels.get(cell, cell), *values]) for cell, values in c.per_cell]
         lines.append("")
     return lines
 
 
-def render_markdown(campaigns: Sequence[Mapping[str, Any]], cells: Sequence[CellSummary],
-                    highlights: Highlights, warnings: Sequence[str],
-                    runs: Sequence[Mapping[str, Any]] = ()) -> str:
+def render_markdown(
+    campaigns: Sequence[Mapping[str, Any]],
+    cells: Sequence[CellSummary],
+    highlights: Highlights,
+    warnings: Sequence[str],
+    runs: Sequence[Mapping[str, Any]] = (),
+) -> str:
     names = ", ".join(f"{c.get('name')} (campaign {c.get('id')})" for c in campaigns)
     lines = [f"# pgfsbench: {names or 'results'}", ""]
     hosts = sorted({str(c.get("host")) for c in campaigns if c.get("host")})
     if hosts:
-        lines += [f"Host(s): {', '.join(hosts)}. "
-                  + "; ".join(f"campaign {c.get('id')}: {c.get('started_at', '')[:19]}, "
-                              f"{c.get('status')}" for c in campaigns), ""]
+        lines += [
+            f"Host(s): {', '.join(hosts)}. "
+            + "; ".join(
+                f"campaign {c.get('id')}: {c.get('started_at', '')[:19]}, {c.get('status')}"
+                for c in campaigns
+            ),
+            "",
+        ]
     if warnings:
         lines += ["**Read with care:**", ""] + [f"- {w}" for w in warnings] + [""]
     if highlights.lines:
-        lines += ["## What stands out", ""] + [
-            ("  - " if line.startswith("  ") else "- ") + line.strip()
-            for line in highlights.lines] + [""]
+        lines += (
+            ["## What stands out", ""]
+            + [
+                ("  - " if line.startswith("  ") else "- ") + line.strip()
+                for line in highlights.lines
+            ]
+            + [""]
+        )
     lines += ["## Summary", ""]
     unit = cells[0].unit if cells else "tps"
-    header = ["configuration", "fs", f"{unit} (mean ±95% CI)", "vs baseline", "min–max",
-              "p99 ms", "load s", "space data + pg_wal", "runs ok", "stalls"]
+    header = [
+        "configuration",
+        "fs",
+        f"{unit} (mean ±95% CI)",
+        "vs baseline",
+        "min–max",
+        "p99 ms",
+        "load s",
+        "space data + pg_wal",
+        "runs ok",
+        "stalls",
+    ]
     groups = by_group(cells)
     for members in groups:
         if len(groups) > 1:
             lines += [f"**{members[0].group_label}**", ""]
         lines += [_row(header), _row(["---"] * len(header))]
         for c in members:
-            lines.append(_row([
-                cell_name(c), c.fs + (" (FUSE)" if c.fuse else ""), fmt_spread(c.tps)
-                + (" (unstable)" if c.is_unstable else ""), fmt_vs(c), fmt_range(c.tps),
-                fmt_spread(c.latency_p99_ms, 2), fmt_spread(c.load_seconds, 1), fmt_space(c),
-                f"{c.ok}/{c.runs}", str(c.stall_count)]))
+            lines.append(
+                _row(
+                    [
+                        cell_name(c),
+                        c.fs + (" (FUSE)" if c.fuse else ""),
+                        fmt_spread(c.tps) + (" (unstable)" if c.is_unstable else ""),
+                        fmt_vs(c),
+                        fmt_range(c.tps),
+                        fmt_spread(c.latency_p99_ms, 2),
+                        fmt_spread(c.load_seconds, 1),
+                        fmt_space(c),
+                        f"{c.ok}/{c.runs}",
+                        str(c.stall_count),
+                    ]
+                )
+            )
         lines.append("")
-    lines += ["▲ better, ▼ worse, ≈ no significant difference, ? too few repetitions: "
-              "against each group's baseline (the first configuration that is not a "
-              "reference), Welch's t test on log throughput, 95% confidence; ref: a "
-              "reference (a ceiling, no verdict).", ""]
+    lines += [
+        "▲ better, ▼ worse, ≈ no significant difference, ? too few repetitions: "
+        "against each group's baseline (the first configuration that is not a "
+        "reference), Welch's t test on log throughput, 95% confidence; ref: a "
+        "reference (a ceiling, no verdict).",
+        "",
+    ]
     lines += conditions_lines(runs, cells)
     episodes = [(c, rs, ep) for c in cells for rs in c.stalls for ep in rs.episodes]
     if episodes:
-        lines += ["## Stalls and slowdowns", "",
-                  "Each cause weighed against the others from the evidence of the same "
-                  "seconds, compared with the rest of the run.", ""]
+        lines += [
+            "## Stalls and slowdowns",
+            "",
+            "Each cause weighed against the others from the evidence of the same "
+            "seconds, compared with the rest of the run.",
+            "",
+        ]
         for c, rs, ep in episodes:
-            lines.append(f"- **{c.label} #{rs.repetition}** (run {rs.run_id}), "
-                         f"{ep.headline(c.unit)}: **{ep.verdict()}**")
+            lines.append(
+                f"- **{c.label} #{rs.repetition}** (run {rs.run_id}), "
+                f"{ep.headline(c.unit)}: **{ep.verdict()}**"
+            )
             lines += [f"  - {e}" for e in ep.evidence]
             lines += [f"  - blocker: {describe_blocker(b)}" for b in ep.blockers]
             lines += [f"  - ruled out: not {CAUSES[k]}: {why}" for k, _, why in ep.alternatives]

@@ -59,16 +59,16 @@ def _best(cells: Sequence[CellSummary], key: str, higher: bool) -> set[str]:
     """Cells holding the best value of a column within their comparable group."""
     best: set[str] = set()
     for members in by_group(cells):
-        vals = [(getattr(c, key).mean, c.cell) for c in members
-                if getattr(c, key) and not c.reference]
+        vals = [
+            (getattr(c, key).mean, c.cell) for c in members if getattr(c, key) and not c.reference
+        ]
         if len(vals) > 1:
             pick = max(vals) if higher else min(vals)
             best.add(pick[1])
     return best
 
 
-def summary_table(cells: Sequence[CellSummary], title: str = "Summary",
-                  width: int = 160) -> Group:
+def summary_table(cells: Sequence[CellSummary], title: str = "Summary", width: int = 160) -> Group:
     """The seeds' table, one row per cell, grouped by what is comparable: throughput as
     mean ±95% CI, change against the group's baseline with its verdict (▲ better,
     ▼ worse, ≈ no significant difference, ? too few repetitions), p99 latency, load time,
@@ -76,7 +76,7 @@ def summary_table(cells: Sequence[CellSummary], title: str = "Summary",
     named in a legend below the table."""
     narrow = width < 120
     table = Table(title=title, title_justify="left", show_lines=False, pad_edge=False)
-    cols = ([("#", "right")] if narrow else [("cell", "left"), ("fs", "left")])
+    cols = [("#", "right")] if narrow else [("cell", "left"), ("fs", "left")]
     unit = cells[0].unit if cells else "tps"
     cols += [(f"{unit} ±CI", "right"), ("vs base", "right")]
     if not narrow:
@@ -98,45 +98,61 @@ def summary_table(cells: Sequence[CellSummary], title: str = "Summary",
         if len(groups) > 1:
             if gi:
                 table.add_section()
-            table.add_row(Text(members[0].group_label, style="bold cyan"),
-                          *[""] * (len(cols) - 1))
+            table.add_row(Text(members[0].group_label, style="bold cyan"), *[""] * (len(cols) - 1))
         for c in members:
             n = cells.index(c) + 1
             tps = Text(fmt_spread(c.tps), style="bold" if c.cell in best_tps else "")
             if c.is_unstable:
                 tps.append(" !", style="yellow")
-            p99 = Text(fmt_spread(c.latency_p99_ms, 2).split(" ")[0],
-                       style="bold" if c.cell in best_p99 else "")
-            row: list[str | Text] = [str(n)] if narrow else [
-                cell_name(c), c.fs + (" (FUSE)" if c.fuse else "")]
+            p99 = Text(
+                fmt_spread(c.latency_p99_ms, 2).split(" ")[0],
+                style="bold" if c.cell in best_p99 else "",
+            )
+            row: list[str | Text] = (
+                [str(n)] if narrow else [cell_name(c), c.fs + (" (FUSE)" if c.fuse else "")]
+            )
             row += [tps, fmt_vs(c)]
             if not narrow:
                 row += [fmt_range(c.tps)]
             row += [p99]
             if not narrow:
-                row += [Text(fmt_spread(c.load_seconds, 1).split(" ")[0],
-                             style="bold" if c.cell in best_load else ""), fmt_space(c)]
+                row += [
+                    Text(
+                        fmt_spread(c.load_seconds, 1).split(" ")[0],
+                        style="bold" if c.cell in best_load else "",
+                    ),
+                    fmt_space(c),
+                ]
             row += [f"{c.ok}/{c.runs}", str(c.stall_count) if c.stall_count else "-"]
             table.add_row(*row, style=None if c.ok == c.runs else "red")
             legend.add_row(f"{n}", f"{cell_name(c)} ({c.fs}{', FUSE' if c.fuse else ''})")
     parts: list[Table | Text] = [table]
     if narrow:
         parts.append(legend)
-    parts.append(Text("▲ better  ▼ worse  ≈ no significant difference  ? too few repetitions "
-                      "(against each group's baseline, 95% confidence); ! unstable; ref a "
-                      "reference (a ceiling, never the baseline)", style="dim"))
+    parts.append(
+        Text(
+            "▲ better  ▼ worse  ≈ no significant difference  ? too few repetitions "
+            "(against each group's baseline, 95% confidence); ! unstable; ref a "
+            "reference (a ceiling, never the baseline)",
+            style="dim",
+        )
+    )
     return Group(*parts)
 
 
 def failure_lines(cells: Sequence[CellSummary]) -> list[Text]:
     """Why runs failed, and the warnings that change the reading of the others."""
-    return ([Text(f"{c.cell}: {e}", style="red") for c in cells for e in c.errors]
-            + [Text(f"{c.cell} {w}", style="yellow") for c in cells for w in c.warnings])
+    return [Text(f"{c.cell}: {e}", style="red") for c in cells for e in c.errors] + [
+        Text(f"{c.cell} {w}", style="yellow") for c in cells for w in c.warnings
+    ]
 
 
 def highlight_lines(h: Highlights) -> list[Text]:
-    return ([Text("What stands out", style="bold")] + [Text(f"  {line}") for line in h.lines]
-            + [Text(f"warning: {w}", style="yellow") for w in h.warnings])
+    return (
+        [Text("What stands out", style="bold")]
+        + [Text(f"  {line}") for line in h.lines]
+        + [Text(f"warning: {w}", style="yellow") for w in h.warnings]
+    )
 
 
 def episode_rows(ep: Mapping[str, Any]) -> list[tuple[str, str]]:
@@ -144,32 +160,49 @@ def episode_rows(ep: Mapping[str, Any]) -> list[tuple[str, str]]:
     evidence, the blockers, what it beat and what was not recorded."""
     rows = [(str(ep.get("kind", "stall")), f"{ep.get('headline', '')}: {ep.get('verdict', '')}")]
     rows += [("", f"  evidence: {e}") for e in ep.get("evidence") or []]
-    rows += [("", f"  ruled out: not {a['cause_text']}: {a['why_not']}")
-             for a in ep.get("alternatives") or []]
+    rows += [
+        ("", f"  ruled out: not {a['cause_text']}: {a['why_not']}")
+        for a in ep.get("alternatives") or []
+    ]
     if ep.get("missing_evidence"):
         rows.append(("", "  not recorded: " + ", ".join(ep["missing_evidence"])))
     return rows
 
 
 # (header, justify): figures are never cut, names fold onto a second line instead
-RUN_COLUMNS = (("run", "right"), ("cell", "left"), ("rep", "right"), ("status", "left"),
-               ("tps", "right"), ("lat ms", "right"), ("load s", "right"),
-               ("space", "right"), ("error", "left"))
+RUN_COLUMNS = (
+    ("run", "right"),
+    ("cell", "left"),
+    ("rep", "right"),
+    ("status", "left"),
+    ("tps", "right"),
+    ("lat ms", "right"),
+    ("load s", "right"),
+    ("space", "right"),
+    ("error", "left"),
+)
 
 
 def runs_table(runs: Sequence[Mapping[str, Any]]) -> Table:
-    rows = [(str(r["run_id"]), str(r["cell"]), str(r["repetition"]), str(r["status"]),
-             f"{r['tps']:,.1f}" if r.get("tps") is not None else "-",
-             f"{r['latency_avg_ms']:.3f}" if r.get("latency_avg_ms") is not None else "-",
-             f"{r['load_seconds']:.2f}" if r.get("load_seconds") is not None else "-",
-             human_bytes(r["space_bytes"]) if r.get("space_bytes") is not None else "-",
-             (r.get("error") or "")[:80]) for r in runs]
+    rows = [
+        (
+            str(r["run_id"]),
+            str(r["cell"]),
+            str(r["repetition"]),
+            str(r["status"]),
+            f"{r['tps']:,.1f}" if r.get("tps") is not None else "-",
+            f"{r['latency_avg_ms']:.3f}" if r.get("latency_avg_ms") is not None else "-",
+            f"{r['load_seconds']:.2f}" if r.get("load_seconds") is not None else "-",
+            human_bytes(r["space_bytes"]) if r.get("space_bytes") is not None else "-",
+            (r.get("error") or "")[:80],
+        )
+        for r in runs
+    ]
     table = Table()
     for i, (col, justify) in enumerate(RUN_COLUMNS):
         widest = max((len(row[i]) for row in rows), default=0)
         if justify == "right":  # a number keeps all its digits, whatever the width
-            table.add_column(col, justify="right", no_wrap=True,
-                             min_width=max(widest, len(col)))
+            table.add_column(col, justify="right", no_wrap=True, min_width=max(widest, len(col)))
         else:
             table.add_column(col, justify="left", overflow="fold")
     for row in rows:
@@ -179,12 +212,24 @@ def runs_table(runs: Sequence[Mapping[str, Any]]) -> Table:
 
 def run_detail(run: Mapping[str, Any]) -> Table:
     """A two-column view of one run, nested values summarised."""
-    table = Table(show_header=False, title=f"run {run['run_id']}: {run['cell']}",
-                  title_justify="left")
+    table = Table(
+        show_header=False, title=f"run {run['run_id']}: {run['cell']}", title_justify="left"
+    )
     table.add_column("key", style="bold")
     table.add_column("value")
-    skip = {"series", "checkpoints", "artifacts", "environment", "params", "storage_details",
-            "space", "metrics", "kernel_applied", "stalls", "warnings"}
+    skip = {
+        "series",
+        "checkpoints",
+        "artifacts",
+        "environment",
+        "params",
+        "storage_details",
+        "space",
+        "metrics",
+        "kernel_applied",
+        "stalls",
+        "warnings",
+    }
     for key, value in run.items():
         if key in skip or value is None:
             continue
@@ -192,8 +237,9 @@ def run_detail(run: Mapping[str, Any]) -> Table:
             value = f"{value} ({human_bytes(value)})"
         table.add_row(key, str(value))
     if run.get("fuse"):
-        table.add_row("WARNING", Text("ZFS through FUSE (zfs-fuse): not kernel ZFS numbers",
-                                      style="bold red"))
+        table.add_row(
+            "WARNING", Text("ZFS through FUSE (zfs-fuse): not kernel ZFS numbers", style="bold red")
+        )
     for key, value in [*_storage_rows(run), *_figure_rows(run)]:
         table.add_row(key, value)
     for ep in run.get("stalls") or []:
@@ -216,24 +262,48 @@ def _storage_rows(run: Mapping[str, Any]) -> list[Row]:
     for role in ("data", "wal"):
         vol = details.get(role)
         if vol:
-            rows.append((f"{role} volume", f"{vol.get('fs')} on {vol.get('source')} "
-                                            f"({vol.get('mount_options', '')})"))
+            rows.append(
+                (
+                    f"{role} volume",
+                    f"{vol.get('fs')} on {vol.get('source')} ({vol.get('mount_options', '')})",
+                )
+            )
     if details.get("implementation"):
         rows.append(("zfs implementation", details["implementation"]))
     pool = details.get("pool")
     if pool:
-        rows.append(("zfs pool", f"{pool['name']}: {pool['layout']} of {len(pool['devices'])}"
-                      f" device(s), log {pool['log'] or '-'}, cache {pool['cache'] or '-'}, "
-                      f"ashift {pool['ashift'] or 'default'}"))
+        rows.append(
+            (
+                "zfs pool",
+                f"{pool['name']}: {pool['layout']} of {len(pool['devices'])}"
+                f" device(s), log {pool['log'] or '-'}, cache {pool['cache'] or '-'}, "
+                f"ashift {pool['ashift'] or 'default'}",
+            )
+        )
     for role in ("data", "wal"):
         vol = details.get(role) or {}
         props = vol.get("properties")
         if props:
-            shown = {k: props[k] for k in ("recordsize", "compression", "atime", "logbias",
-                                            "primarycache", "sync", "xattr", "redundant_metadata")
-                     if k in props}
-            rows.append((f"zfs {role} dataset", f"{vol.get('dataset')}: " + ", ".join(
-                f"{k}={v}" for k, v in shown.items())))
+            shown = {
+                k: props[k]
+                for k in (
+                    "recordsize",
+                    "compression",
+                    "atime",
+                    "logbias",
+                    "primarycache",
+                    "sync",
+                    "xattr",
+                    "redundant_metadata",
+                )
+                if k in props
+            }
+            rows.append(
+                (
+                    f"zfs {role} dataset",
+                    f"{vol.get('dataset')}: " + ", ".join(f"{k}={v}" for k, v in shown.items()),
+                )
+            )
     space = run.get("space") or {}
     for phase in ("after_load", "after_run"):
         figures = space.get(phase) or {}
@@ -251,12 +321,21 @@ def _figure_rows(run: Mapping[str, Any]) -> list[Row]:
     """Latency percentiles, kernel settings, the storage ceiling, series and checkpoints."""
     rows: list[Row] = []
     if run.get("latency_ms"):
-        rows.append(("latency percentiles", ", ".join(
-            f"{k} {v:.2f} ms" for k, v in run["latency_ms"].items())))
+        rows.append(
+            (
+                "latency percentiles",
+                ", ".join(f"{k} {v:.2f} ms" for k, v in run["latency_ms"].items()),
+            )
+        )
     elif (observer := (run.get("metrics") or {}).get("observer") or {}).get("txlog") is False:
-        rows.append(("latency percentiles", "not measured: no transaction log in this run ("
-                      + (observer.get("txlog_left_out")
-                         or "txlog = false, or the samplers were off") + ")"))
+        rows.append(
+            (
+                "latency percentiles",
+                "not measured: no transaction log in this run ("
+                + (observer.get("txlog_left_out") or "txlog = false, or the samplers were off")
+                + ")",
+            )
+        )
     for a in run.get("kernel_applied") or []:
         rows.append((f"kernel {a['name']}", f"{a['before']} -> {a['after']} (restored after)"))
     ceiling = (run.get("metrics") or {}).get("ceiling")
@@ -264,18 +343,37 @@ def _figure_rows(run: Mapping[str, Any]) -> list[Row]:
         fsync = ceiling.get("pg_test_fsync") or {}
         best = max(fsync.items(), key=lambda kv: kv[1]) if fsync else None
         fio = ceiling.get("fio") or {}
-        rows.append(("storage ceiling", (f"best fsync method {best[0]}: {best[1]:,.0f} ops/s; "
-                                          if best else "")
-                      + (f"fio 8k randrw {fio.get('read_iops', 0):,.0f} r + "
-                         f"{fio.get('write_iops', 0):,.0f} w IOPS" if fio else "")))
+        rows.append(
+            (
+                "storage ceiling",
+                (f"best fsync method {best[0]}: {best[1]:,.0f} ops/s; " if best else "")
+                + (
+                    f"fio 8k randrw {fio.get('read_iops', 0):,.0f} r + "
+                    f"{fio.get('write_iops', 0):,.0f} w IOPS"
+                    if fio
+                    else ""
+                ),
+            )
+        )
     series = run.get("series") or {}
     if series:
-        rows.append(("series", ", ".join(
-            f"{k} ({len(v['values'])} {'buckets' if k == 'latency_histogram' else 's'})"
-            for k, v in series.items())))
+        rows.append(
+            (
+                "series",
+                ", ".join(
+                    f"{k} ({len(v['values'])} {'buckets' if k == 'latency_histogram' else 's'})"
+                    for k, v in series.items()
+                ),
+            )
+        )
     for c in run.get("checkpoints") or []:
         when = "?" if c.get("started_s") is None else f"{c['started_s']:+.1f} s"
-        rows.append(("checkpoint", f"at {when} ({c['reason']}): {c['buffers']} buffers, "
-                                    f"write {c['write_s']} s, sync {c['sync_s']} s, "
-                                    f"total {c['total_s']} s"))
+        rows.append(
+            (
+                "checkpoint",
+                f"at {when} ({c['reason']}): {c['buffers']} buffers, "
+                f"write {c['write_s']} s, sync {c['sync_s']} s, "
+                f"total {c['total_s']} s",
+            )
+        )
     return rows

@@ -30,9 +30,11 @@ class ImportReport:
     hosts: set[str] = field(default_factory=set)
 
     def text(self) -> str:
-        return (f"{self.runs_added} run(s) added, {self.runs_already_there} already there; "
-                f"{self.campaigns_added} campaign(s) added, {self.campaigns_updated} updated; "
-                f"host(s): {', '.join(sorted(self.hosts)) or '-'}")
+        return (
+            f"{self.runs_added} run(s) added, {self.runs_already_there} already there; "
+            f"{self.campaigns_added} campaign(s) added, {self.campaigns_updated} updated; "
+            f"host(s): {', '.join(sorted(self.hosts)) or '-'}"
+        )
 
 
 def sha256_of(path: Path) -> str | None:
@@ -56,14 +58,19 @@ def import_store(source: Store, target: Store, host: str | None = None) -> Impor
     (an inventory name given on import)."""
     report = ImportReport()
     with source.engine.connect() as src, target.engine.begin() as dst:
-        existing_camps = {_campaign_key(dict(r)): int(r["id"]) for r in
-                          dst.execute(select(schema.campaign)).mappings()}
-        existing_runs = {(str(r["uuid"]), str(r["host"])): int(r["id"]) for r in dst.execute(
-            select(schema.run.c.id, schema.run.c.uuid, schema.run.c.host)).mappings()
-            if r["uuid"]}
+        existing_camps = {
+            _campaign_key(dict(r)): int(r["id"])
+            for r in dst.execute(select(schema.campaign)).mappings()
+        }
+        existing_runs = {
+            (str(r["uuid"]), str(r["host"])): int(r["id"])
+            for r in dst.execute(
+                select(schema.run.c.id, schema.run.c.uuid, schema.run.c.host)
+            ).mappings()
+            if r["uuid"]
+        }
         campaign_ids: dict[int, int] = {}
-        for row in src.execute(select(schema.campaign).order_by(schema.campaign.c.id)) \
-                .mappings():
+        for row in src.execute(select(schema.campaign).order_by(schema.campaign.c.id)).mappings():
             camp = dict(row)
             key = _campaign_key(camp)
             values = {k: v for k, v in camp.items() if k != "id"}
@@ -71,9 +78,11 @@ def import_store(source: Store, target: Store, host: str | None = None) -> Impor
                 values["host"] = host
             if key in existing_camps:
                 campaign_ids[int(camp["id"])] = existing_camps[key]
-                dst.execute(update(schema.campaign).where(
-                    schema.campaign.c.id == existing_camps[key]).values(
-                    status=camp["status"], ended_at=camp["ended_at"], notes=camp["notes"]))
+                dst.execute(
+                    update(schema.campaign)
+                    .where(schema.campaign.c.id == existing_camps[key])
+                    .values(status=camp["status"], ended_at=camp["ended_at"], notes=camp["notes"])
+                )
                 report.campaigns_updated += 1
             else:
                 new = dst.execute(insert(schema.campaign).values(**values))
@@ -106,10 +115,14 @@ def import_store(source: Store, target: Store, host: str | None = None) -> Impor
             _copy_children(src, dst, int(run["id"]), new_id)
         for new_id, old_by in superseded:
             if old_by in run_ids:
-                dst.execute(update(schema.run).where(schema.run.c.id == new_id).values(
-                    superseded_by=run_ids[old_by]))
-        known = {str(r["identity"]) for r in dst.execute(
-            select(schema.ceiling.c.identity)).mappings()}
+                dst.execute(
+                    update(schema.run)
+                    .where(schema.run.c.id == new_id)
+                    .values(superseded_by=run_ids[old_by])
+                )
+        known = {
+            str(r["identity"]) for r in dst.execute(select(schema.ceiling.c.identity)).mappings()
+        }
         for row in src.execute(select(schema.ceiling)).mappings():
             if str(row["identity"]) not in known:
                 dst.execute(insert(schema.ceiling).values(**dict(row)))
@@ -117,16 +130,18 @@ def import_store(source: Store, target: Store, host: str | None = None) -> Impor
 
 
 def _copy_children(src: Any, dst: Any, old: int, new: int) -> None:
-    for s in src.execute(select(schema.series).where(schema.series.c.run_id == old)) \
-            .mappings():
+    for s in src.execute(select(schema.series).where(schema.series.c.run_id == old)).mappings():
         dst.execute(insert(schema.series).values(**{**dict(s), "run_id": new}))
-    for c in src.execute(select(schema.checkpoint).where(schema.checkpoint.c.run_id == old)) \
-            .mappings():
-        dst.execute(insert(schema.checkpoint).values(
-            **{k: v for k, v in dict(c).items() if k not in ("id", "run_id")}, run_id=new))
+    for c in src.execute(
+        select(schema.checkpoint).where(schema.checkpoint.c.run_id == old)
+    ).mappings():
+        dst.execute(
+            insert(schema.checkpoint).values(
+                **{k: v for k, v in dict(c).items() if k not in ("id", "run_id")}, run_id=new
+            )
+        )
     checksums: dict[str, Any] = {}
-    for a in src.execute(select(schema.artifact).where(schema.artifact.c.run_id == old)) \
-            .mappings():
+    for a in src.execute(select(schema.artifact).where(schema.artifact.c.run_id == old)).mappings():
         dst.execute(insert(schema.artifact).values(**{**dict(a), "run_id": new}))
         checksums[str(a["kind"])] = {"path": a["path"], "sha256": sha256_of(Path(a["path"]))}
     if checksums:

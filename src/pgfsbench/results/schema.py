@@ -28,13 +28,15 @@ SCHEMA_VERSION = 3  # the alembic head's number, also kept in meta for older rea
 metadata = MetaData()
 
 meta = Table(
-    "meta", metadata,
+    "meta",
+    metadata,
     Column("key", String(64), primary_key=True),
     Column("value", Text, nullable=False),
 )
 
 campaign = Table(
-    "campaign", metadata,
+    "campaign",
+    metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("name", String(200), nullable=False),
     Column("spec_path", Text),
@@ -52,7 +54,8 @@ campaign = Table(
 )
 
 run = Table(
-    "run", metadata,
+    "run",
+    metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("campaign_id", Integer, ForeignKey("campaign.id"), index=True),
     Column("cell", String(400), nullable=False, index=True),
@@ -104,7 +107,8 @@ run = Table(
 )
 
 series = Table(
-    "series", metadata,
+    "series",
+    metadata,
     Column("run_id", Integer, ForeignKey("run.id"), primary_key=True),
     Column("name", String(100), primary_key=True),
     Column("unit", String(40)),
@@ -114,7 +118,8 @@ series = Table(
 )
 
 checkpoint = Table(
-    "checkpoint", metadata,
+    "checkpoint",
+    metadata,
     Column("id", Integer, primary_key=True, autoincrement=True),
     Column("run_id", Integer, ForeignKey("run.id"), index=True),
     Column("started_s", Float),  # seconds since the measured start (negative: warm-up)
@@ -131,7 +136,8 @@ checkpoint = Table(
 )
 
 ceiling = Table(
-    "ceiling", metadata,
+    "ceiling",
+    metadata,
     Column("identity", String(64), primary_key=True),  # configuration + host + kernel
     Column("storage", String(100)),
     Column("measured_at", DateTime(timezone=True)),
@@ -139,7 +145,8 @@ ceiling = Table(
 )
 
 artifact = Table(
-    "artifact", metadata,
+    "artifact",
+    metadata,
     Column("run_id", Integer, ForeignKey("run.id"), primary_key=True),
     Column("kind", String(60), primary_key=True),
     Column("path", Text, nullable=False),

@@ -16,11 +16,34 @@ from sqlalchemy.exc import SQLAlchemyError
 from pgfsbench.results import schema
 from pgfsbench.system.errors import StoreError, UsageError
 
-LIST_KEYS = ("run_id", "campaign_id", "host", "cell", "storage", "fs", "postgres", "kernel",
-             "workload", "pg_version", "scale", "clients", "repetition", "status", "tps",
-             "throughput",
-             "throughput_unit", "latency_avg_ms", "load_seconds", "space_bytes", "error",
-             "implementation", "fuse", "started_at", "superseded_by", "uuid")
+LIST_KEYS = (
+    "run_id",
+    "campaign_id",
+    "host",
+    "cell",
+    "storage",
+    "fs",
+    "postgres",
+    "kernel",
+    "workload",
+    "pg_version",
+    "scale",
+    "clients",
+    "repetition",
+    "status",
+    "tps",
+    "throughput",
+    "throughput_unit",
+    "latency_avg_ms",
+    "load_seconds",
+    "space_bytes",
+    "error",
+    "implementation",
+    "fuse",
+    "started_at",
+    "superseded_by",
+    "uuid",
+)
 
 
 def now() -> dt.datetime:
@@ -44,7 +67,7 @@ def engine_url(target: str) -> str:
 
 def sqlite_path(url: str) -> Path | None:
     if url.startswith("sqlite:///"):
-        return Path(url[len("sqlite:///"):])
+        return Path(url[len("sqlite:///") :])
     return None
 
 
@@ -64,8 +87,10 @@ def check_writable(target: str) -> None:
         if not os.access(db, os.R_OK | os.W_OK):
             raise UsageError(f"--results {target}: not writable by this user")
     if not os.access(directory, os.W_OK | os.X_OK):
-        raise UsageError(f"--results {target}: cannot write in {directory} (SQLite needs to "
-                         "create its journal beside the file)")
+        raise UsageError(
+            f"--results {target}: cannot write in {directory} (SQLite needs to "
+            "create its journal beside the file)"
+        )
 
 
 def _plain(value: Any) -> Any:
@@ -83,8 +108,7 @@ def _alembic_config(conn: Connection) -> Any:
     from alembic.config import Config as AlembicConfig
 
     cfg = AlembicConfig()
-    cfg.set_main_option("script_location",
-                        str(resources.files("pgfsbench.results") / "migrations"))
+    cfg.set_main_option("script_location", str(resources.files("pgfsbench.results") / "migrations"))
     cfg.attributes["connection"] = conn
     return cfg
 
@@ -108,21 +132,25 @@ def migrate(engine: Engine, target: str) -> None:
         cfg = _alembic_config(conn)
         scripts = ScriptDirectory.from_config(cfg)
         if "alembic_version" in tables:
-            if current is not None and current not in {s.revision for s in
-                                                       scripts.walk_revisions()}:
-                raise StoreError(f"{target} was written by a newer pgfsbench (schema revision "
-                                 f"{current}); upgrade pgfsbench to read it")
+            if current is not None and current not in {
+                s.revision for s in scripts.walk_revisions()
+            }:
+                raise StoreError(
+                    f"{target} was written by a newer pgfsbench (schema revision "
+                    f"{current}); upgrade pgfsbench to read it"
+                )
         elif "run" in tables:
-            version = conn.execute(text("SELECT value FROM meta WHERE key = 'schema_version'")
-                                   ).scalar()
+            version = conn.execute(
+                text("SELECT value FROM meta WHERE key = 'schema_version'")
+            ).scalar()
             if version is not None and int(version) > 1:
-                raise StoreError(f"{target} was written by a newer pgfsbench (schema "
-                                 f"{version})")
+                raise StoreError(f"{target} was written by a newer pgfsbench (schema {version})")
             command.stamp(cfg, "0001")
         command.upgrade(cfg, "head")
         conn.execute(delete(schema.meta).where(schema.meta.c.key == "schema_version"))
-        conn.execute(insert(schema.meta).values(key="schema_version",
-                                                value=str(schema.SCHEMA_VERSION)))
+        conn.execute(
+            insert(schema.meta).values(key="schema_version", value=str(schema.SCHEMA_VERSION))
+        )
 
 
 def create_at_head(conn: Connection) -> None:
@@ -130,12 +158,16 @@ def create_at_head(conn: Connection) -> None:
     unit test checks table by table), stamped at the head revision: alembic's import and
     its walk through every revision cost a one-run campaign a third of a second."""
     schema.metadata.create_all(conn)
-    conn.execute(text("CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL, "
-                      "CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num))"))
-    conn.execute(text("INSERT INTO alembic_version (version_num) VALUES (:v)"),
-                 {"v": HEAD_REVISION})
-    conn.execute(insert(schema.meta).values(key="schema_version",
-                                            value=str(schema.SCHEMA_VERSION)))
+    conn.execute(
+        text(
+            "CREATE TABLE alembic_version (version_num VARCHAR(32) NOT NULL, "
+            "CONSTRAINT alembic_version_pkc PRIMARY KEY (version_num))"
+        )
+    )
+    conn.execute(
+        text("INSERT INTO alembic_version (version_num) VALUES (:v)"), {"v": HEAD_REVISION}
+    )
+    conn.execute(insert(schema.meta).values(key="schema_version", value=str(schema.SCHEMA_VERSION)))
 
 
 class Store:
@@ -153,8 +185,9 @@ class Store:
             self.engine: Engine = create_engine(self.url)
             migrate(self.engine, target)
         except SQLAlchemyError as exc:
-            raise StoreError(f"results store {target}: {exc.__class__.__name__}: "
-                             f"{str(exc).splitlines()[0]}") from None
+            raise StoreError(
+                f"results store {target}: {exc.__class__.__name__}: {str(exc).splitlines()[0]}"
+            ) from None
         except ModuleNotFoundError as exc:
             raise StoreError(f"results store {target}: {exc}") from None
 
@@ -162,19 +195,24 @@ class Store:
 
     def start_campaign(self, **fields: Any) -> int:
         with self.engine.begin() as conn:
-            result = conn.execute(insert(schema.campaign).values(
-                started_at=now(), status="running", **fields))
+            result = conn.execute(
+                insert(schema.campaign).values(started_at=now(), status="running", **fields)
+            )
             return int(result.inserted_primary_key[0])  # type: ignore[index]
 
     def finish_campaign(self, campaign_id: int, status: str) -> None:
         with self.engine.begin() as conn:
-            conn.execute(update(schema.campaign).where(schema.campaign.c.id == campaign_id)
-                         .values(ended_at=now(), status=status))
+            conn.execute(
+                update(schema.campaign)
+                .where(schema.campaign.c.id == campaign_id)
+                .values(ended_at=now(), status=status)
+            )
 
     def start_run(self, **fields: Any) -> int:
         with self.engine.begin() as conn:
-            result = conn.execute(insert(schema.run).values(
-                started_at=now(), status="running", **fields))
+            result = conn.execute(
+                insert(schema.run).values(started_at=now(), status="running", **fields)
+            )
             return int(result.inserted_primary_key[0])  # type: ignore[index]
 
     def update_run(self, run_id: int, **fields: Any) -> None:
@@ -185,8 +223,9 @@ class Store:
         """The run's outcome; `metrics` is merged into what was stored before."""
         if "metrics" in fields:
             with self.engine.connect() as conn:
-                old = conn.execute(select(schema.run.c.metrics).where(
-                    schema.run.c.id == run_id)).scalar()
+                old = conn.execute(
+                    select(schema.run.c.metrics).where(schema.run.c.id == run_id)
+                ).scalar()
             if isinstance(old, dict):
                 fields["metrics"] = {**old, **(fields["metrics"] or {})}
         self.update_run(run_id, status=status, ended_at=now(), **fields)
@@ -196,7 +235,8 @@ class Store:
             result = conn.execute(
                 update(schema.run)
                 .where(schema.run.c.id.in_(list(run_ids)), schema.run.c.status == "running")
-                .values(status="aborted", error=reason, ended_at=now()))
+                .values(status="aborted", error=reason, ended_at=now())
+            )
             return int(result.rowcount)
 
     def mark_campaign_aborted(self, campaign_id: int) -> bool:
@@ -204,25 +244,32 @@ class Store:
         with self.engine.begin() as conn:
             result = conn.execute(
                 update(schema.campaign)
-                .where(schema.campaign.c.id == campaign_id,
-                       schema.campaign.c.status == "running")
-                .values(status="aborted", ended_at=now()))
+                .where(schema.campaign.c.id == campaign_id, schema.campaign.c.status == "running")
+                .values(status="aborted", ended_at=now())
+            )
             return bool(result.rowcount)
 
     def note_campaign(self, campaign_id: int, key: str, value: Any) -> None:
         """Record one of the engine's decisions in the campaign's notes."""
         with self.engine.begin() as conn:
-            old = conn.execute(select(schema.campaign.c.notes).where(
-                schema.campaign.c.id == campaign_id)).scalar()
+            old = conn.execute(
+                select(schema.campaign.c.notes).where(schema.campaign.c.id == campaign_id)
+            ).scalar()
             notes = dict(old) if isinstance(old, dict) else {}
             notes[key] = value
-            conn.execute(update(schema.campaign).where(schema.campaign.c.id == campaign_id)
-                         .values(notes=notes))
+            conn.execute(
+                update(schema.campaign)
+                .where(schema.campaign.c.id == campaign_id)
+                .values(notes=notes)
+            )
 
     def reopen_campaign(self, campaign_id: int) -> None:
         with self.engine.begin() as conn:
-            conn.execute(update(schema.campaign).where(schema.campaign.c.id == campaign_id)
-                         .values(status="running", ended_at=None))
+            conn.execute(
+                update(schema.campaign)
+                .where(schema.campaign.c.id == campaign_id)
+                .values(status="running", ended_at=None)
+            )
 
     def supersede(self, campaign_id: int, cell: str, repetition: int, by: int) -> int:
         """Earlier results of this cell x repetition that were not ok are replaced by run
@@ -230,19 +277,39 @@ class Store:
         with self.engine.begin() as conn:
             result = conn.execute(
                 update(schema.run)
-                .where(schema.run.c.campaign_id == campaign_id, schema.run.c.cell == cell,
-                       schema.run.c.repetition == repetition, schema.run.c.id != by,
-                       schema.run.c.status != "ok", schema.run.c.superseded_by.is_(None))
-                .values(superseded_by=by))
+                .where(
+                    schema.run.c.campaign_id == campaign_id,
+                    schema.run.c.cell == cell,
+                    schema.run.c.repetition == repetition,
+                    schema.run.c.id != by,
+                    schema.run.c.status != "ok",
+                    schema.run.c.superseded_by.is_(None),
+                )
+                .values(superseded_by=by)
+            )
             return int(result.rowcount)
 
-    def put_series(self, run_id: int, name: str, data: Sequence[Any], *, unit: str = "",
-                   t0: float = 0.0, step: float = 1.0) -> None:
+    def put_series(
+        self,
+        run_id: int,
+        name: str,
+        data: Sequence[Any],
+        *,
+        unit: str = "",
+        t0: float = 0.0,
+        step: float = 1.0,
+    ) -> None:
         with self.engine.begin() as conn:
-            conn.execute(delete(schema.series).where(schema.series.c.run_id == run_id,
-                                                     schema.series.c.name == name))
-            conn.execute(insert(schema.series).values(run_id=run_id, name=name, unit=unit, t0=t0,
-                                                      step=step, data=list(data)))
+            conn.execute(
+                delete(schema.series).where(
+                    schema.series.c.run_id == run_id, schema.series.c.name == name
+                )
+            )
+            conn.execute(
+                insert(schema.series).values(
+                    run_id=run_id, name=name, unit=unit, t0=t0, step=step, data=list(data)
+                )
+            )
 
     def put_checkpoints(self, run_id: int, rows: Sequence[dict[str, Any]]) -> None:
         if not rows:
@@ -253,27 +320,38 @@ class Store:
     def put_artifact(self, run_id: int, kind: str, path: Path) -> None:
         size = path.stat().st_size if path.exists() else None
         with self.engine.begin() as conn:
-            conn.execute(delete(schema.artifact).where(schema.artifact.c.run_id == run_id,
-                                                       schema.artifact.c.kind == kind))
-            conn.execute(insert(schema.artifact).values(run_id=run_id, kind=kind,
-                                                        path=str(path), bytes=size))
+            conn.execute(
+                delete(schema.artifact).where(
+                    schema.artifact.c.run_id == run_id, schema.artifact.c.kind == kind
+                )
+            )
+            conn.execute(
+                insert(schema.artifact).values(run_id=run_id, kind=kind, path=str(path), bytes=size)
+            )
 
     def put_ceiling(self, identity: str, storage: str, figures: dict[str, Any]) -> None:
         with self.engine.begin() as conn:
             conn.execute(delete(schema.ceiling).where(schema.ceiling.c.identity == identity))
-            conn.execute(insert(schema.ceiling).values(identity=identity, storage=storage,
-                                                       measured_at=now(), figures=figures))
+            conn.execute(
+                insert(schema.ceiling).values(
+                    identity=identity, storage=storage, measured_at=now(), figures=figures
+                )
+            )
 
     def get_ceiling(self, identity: str) -> dict[str, Any] | None:
         with self.engine.connect() as conn:
-            row = conn.execute(select(schema.ceiling).where(
-                schema.ceiling.c.identity == identity)).mappings().first()
+            row = (
+                conn.execute(select(schema.ceiling).where(schema.ceiling.c.identity == identity))
+                .mappings()
+                .first()
+            )
         return {k: _plain(v) for k, v in dict(row).items()} if row else None
 
     # ------------------------------------------------------------ reading
 
-    def list_runs(self, campaign_id: int | None = None,
-                  status: str | None = None) -> list[dict[str, Any]]:
+    def list_runs(
+        self, campaign_id: int | None = None, status: str | None = None
+    ) -> list[dict[str, Any]]:
         query = select(schema.run).order_by(schema.run.c.id)
         if campaign_id is not None:
             query = query.where(schema.run.c.campaign_id == campaign_id)
@@ -291,32 +369,44 @@ class Store:
 
     def get_run(self, run_id: int) -> dict[str, Any]:
         with self.engine.connect() as conn:
-            row = conn.execute(select(schema.run).where(schema.run.c.id == run_id)).mappings() \
-                .first()
+            row = (
+                conn.execute(select(schema.run).where(schema.run.c.id == run_id)).mappings().first()
+            )
             if row is None:
                 raise StoreError(f"no run {run_id} in {self.target}")
             result = self._row(dict(row))
             result["series"] = {
-                s["name"]: {"unit": s["unit"], "t0": s["t0"], "step": s["step"],
-                            "values": s["data"]}
-                for s in conn.execute(select(schema.series).where(
-                    schema.series.c.run_id == run_id).order_by(schema.series.c.name)).mappings()
+                s["name"]: {
+                    "unit": s["unit"],
+                    "t0": s["t0"],
+                    "step": s["step"],
+                    "values": s["data"],
+                }
+                for s in conn.execute(
+                    select(schema.series)
+                    .where(schema.series.c.run_id == run_id)
+                    .order_by(schema.series.c.name)
+                ).mappings()
             }
             result["checkpoints"] = [
                 {k: v for k, v in dict(c).items() if k not in ("id", "run_id")}
-                for c in conn.execute(select(schema.checkpoint).where(
-                    schema.checkpoint.c.run_id == run_id).order_by(schema.checkpoint.c.id))
-                .mappings()
+                for c in conn.execute(
+                    select(schema.checkpoint)
+                    .where(schema.checkpoint.c.run_id == run_id)
+                    .order_by(schema.checkpoint.c.id)
+                ).mappings()
             ]
             result["artifacts"] = {
                 a["kind"]: {"path": a["path"], "bytes": a["bytes"]}
-                for a in conn.execute(select(schema.artifact).where(
-                    schema.artifact.c.run_id == run_id)).mappings()
+                for a in conn.execute(
+                    select(schema.artifact).where(schema.artifact.c.run_id == run_id)
+                ).mappings()
             }
         return result
 
-    def full_runs(self, campaign_ids: Sequence[int] | None = None,
-                  host: str | None = None) -> list[dict[str, Any]]:
+    def full_runs(
+        self, campaign_ids: Sequence[int] | None = None, host: str | None = None
+    ) -> list[dict[str, Any]]:
         """Every run of these campaigns (all when None), with series and checkpoints;
         runs superseded by a resumed run are left out."""
         ids = list(campaign_ids) if campaign_ids else [None]
@@ -330,14 +420,20 @@ class Store:
 
     def campaign(self, campaign_id: int) -> dict[str, Any] | None:
         with self.engine.connect() as conn:
-            row = conn.execute(select(schema.campaign).where(
-                schema.campaign.c.id == campaign_id)).mappings().first()
+            row = (
+                conn.execute(select(schema.campaign).where(schema.campaign.c.id == campaign_id))
+                .mappings()
+                .first()
+            )
         return {k: _plain(v) for k, v in dict(row).items()} if row else None
 
     def campaigns(self) -> list[dict[str, Any]]:
         with self.engine.connect() as conn:
-            rows = conn.execute(select(schema.campaign).order_by(schema.campaign.c.id)) \
-                .mappings().all()
+            rows = (
+                conn.execute(select(schema.campaign).order_by(schema.campaign.c.id))
+                .mappings()
+                .all()
+            )
         return [{k: _plain(v) for k, v in dict(r).items() if k != "spec_text"} for r in rows]
 
     def latest_campaign_id(self) -> int | None:

@@ -22,8 +22,9 @@ from pgfsbench.spec.models import (
 def _matrix_rule() -> type[BaseModel]:
     """`[[matrix.include]]` / `[[matrix.exclude]]`: a glob (or list of globs) per
     dimension, all dimensions from the one table."""
-    fields: dict[str, Any] = {d.name: (str | int | float | list[str | int | float] | None, None)
-                              for d in DIMENSIONS}
+    fields: dict[str, Any] = {
+        d.name: (str | int | float | list[str | int | float] | None, None) for d in DIMENSIONS
+    }
     return create_model("MatrixRule", __base__=Model, **fields)
 
 
@@ -60,6 +61,7 @@ class Spec(Model):
                 raise ValueError(f"[{dim}] needs at least one configuration")
             for name in configs:
                 if not NAME_RE.match(name) or len(name) > 60:
-                    raise ValueError(f"{dim}.{name}: a name uses letters, digits, _ . + - "
-                                     "(60 at most)")
+                    raise ValueError(
+                        f"{dim}.{name}: a name uses letters, digits, _ . + - (60 at most)"
+                    )
         return self

@@ -75,52 +75,120 @@ class WorkloadTool:
 
 def filesystem_model(name: str) -> type[FilesystemStorage]:
     """The spec model of a filesystem made by mkfs that needs no option of its own."""
-    return create_model(f"{name.capitalize()}Storage", __base__=FilesystemStorage,
-                        fs=(Literal[name], ...))  # type: ignore[arg-type]
+    return create_model(
+        f"{name.capitalize()}Storage",
+        __base__=FilesystemStorage,
+        fs=(Literal[name], ...),  # type: ignore[arg-type]
+    )
 
 
 STORAGE_KINDS: tuple[StorageKind, ...] = (
-    StorageKind("ext4", Ext4Storage, "pgfsbench.storage.ext4:DRIVER", "ext4 made by mkfs",
-                mkfs=True, volume=True),
-    StorageKind("xfs", XfsStorage, "pgfsbench.storage.xfs:DRIVER", "XFS made by mkfs",
-                mkfs=True, volume=True),
-    StorageKind("btrfs", BtrfsStorage, "pgfsbench.storage.btrfs:DRIVER",
-                "btrfs made by mkfs (the data directory a subvolume when snapshotted)",
-                mkfs=True, copy_on_write=True, snapshots=True, volume=True),
-    StorageKind("tmpfs", TmpfsStorage, "pgfsbench.storage.tmpfs:DRIVER",
-                "RAM: the ceiling no disk reaches", ram=True, sync_before_measure=False,
-                volume=True),
-    StorageKind("existing", ExistingStorage, "pgfsbench.storage.existing:DRIVER",
-                "a directory on a filesystem already mounted (never formatted)",
-                needs_root=False, host_fstype=False),
-    StorageKind("zfs", ZfsStorage, "pgfsbench.storage.zfs:DRIVER",
-                "an OpenZFS (kernel) or zfs-fuse pool and its datasets",
-                copy_on_write=True, snapshots=True, sync_before_measure=False),
+    StorageKind(
+        "ext4",
+        Ext4Storage,
+        "pgfsbench.storage.ext4:DRIVER",
+        "ext4 made by mkfs",
+        mkfs=True,
+        volume=True,
+    ),
+    StorageKind(
+        "xfs",
+        XfsStorage,
+        "pgfsbench.storage.xfs:DRIVER",
+        "XFS made by mkfs",
+        mkfs=True,
+        volume=True,
+    ),
+    StorageKind(
+        "btrfs",
+        BtrfsStorage,
+        "pgfsbench.storage.btrfs:DRIVER",
+        "btrfs made by mkfs (the data directory a subvolume when snapshotted)",
+        mkfs=True,
+        copy_on_write=True,
+        snapshots=True,
+        volume=True,
+    ),
+    StorageKind(
+        "tmpfs",
+        TmpfsStorage,
+        "pgfsbench.storage.tmpfs:DRIVER",
+        "RAM: the ceiling no disk reaches",
+        ram=True,
+        sync_before_measure=False,
+        volume=True,
+    ),
+    StorageKind(
+        "existing",
+        ExistingStorage,
+        "pgfsbench.storage.existing:DRIVER",
+        "a directory on a filesystem already mounted (never formatted)",
+        needs_root=False,
+        host_fstype=False,
+    ),
+    StorageKind(
+        "zfs",
+        ZfsStorage,
+        "pgfsbench.storage.zfs:DRIVER",
+        "an OpenZFS (kernel) or zfs-fuse pool and its datasets",
+        copy_on_write=True,
+        snapshots=True,
+        sync_before_measure=False,
+    ),
 )
 
 # the series every transaction tool reports each second (pgbench -P, sysbench --report)
-_TX_SERIES = {"tps": "tps", "latency_avg_ms": "ms", "latency_stddev_ms": "ms", "lag_ms": "ms",
-              "failed": "tx"}
+_TX_SERIES = {
+    "tps": "tps",
+    "latency_avg_ms": "ms",
+    "latency_stddev_ms": "ms",
+    "lag_ms": "ms",
+    "failed": "tx",
+}
 
 WORKLOAD_TOOLS: tuple[WorkloadTool, ...] = (
-    WorkloadTool("pgbench", PgbenchWorkload, "pgfsbench.workloads.pgbench:for_cell",
-                 "pgbench: a builtin script or your own",
-                 artifacts={"pgbench.stdout": "pgbench_stdout",
-                            "pgbench.stderr": "pgbench_stderr",
-                            "warmup.stdout": "warmup_stdout", "warmup.stderr": "warmup_stderr",
-                            "pgbench-init.txt": "pgbench_init", "txlog.gz": "txlog"},
-                 series_units=_TX_SERIES),
-    WorkloadTool("sysbench", SysbenchWorkload, "pgfsbench.workloads.sysbench:for_cell",
-                 "sysbench's OLTP scripts (pgsql driver)",
-                 artifacts={"sysbench.stdout": "sysbench_output",
-                            "sysbench-warmup.stdout": "sysbench_warmup_output",
-                            "sysbench-prepare.txt": "sysbench_prepare"},
-                 series_units=_TX_SERIES),
-    WorkloadTool("pg_dump", DumpWorkload, "pgfsbench.workloads.dump:for_cell",
-                 "pg_dump of the pgbench data, again and again (MB/s)",
-                 artifacts={"pgbench-init.txt": "pgbench_init"}, paced=False),
-    WorkloadTool("copy", CopyWorkload, "pgfsbench.workloads.copy:for_cell",
-                 "bulk load by COPY (MB/s, rows/s)", paced=False),
+    WorkloadTool(
+        "pgbench",
+        PgbenchWorkload,
+        "pgfsbench.workloads.pgbench:for_cell",
+        "pgbench: a builtin script or your own",
+        artifacts={
+            "pgbench.stdout": "pgbench_stdout",
+            "pgbench.stderr": "pgbench_stderr",
+            "warmup.stdout": "warmup_stdout",
+            "warmup.stderr": "warmup_stderr",
+            "pgbench-init.txt": "pgbench_init",
+            "txlog.gz": "txlog",
+        },
+        series_units=_TX_SERIES,
+    ),
+    WorkloadTool(
+        "sysbench",
+        SysbenchWorkload,
+        "pgfsbench.workloads.sysbench:for_cell",
+        "sysbench's OLTP scripts (pgsql driver)",
+        artifacts={
+            "sysbench.stdout": "sysbench_output",
+            "sysbench-warmup.stdout": "sysbench_warmup_output",
+            "sysbench-prepare.txt": "sysbench_prepare",
+        },
+        series_units=_TX_SERIES,
+    ),
+    WorkloadTool(
+        "pg_dump",
+        DumpWorkload,
+        "pgfsbench.workloads.dump:for_cell",
+        "pg_dump of the pgbench data, again and again (MB/s)",
+        artifacts={"pgbench-init.txt": "pgbench_init"},
+        paced=False,
+    ),
+    WorkloadTool(
+        "copy",
+        CopyWorkload,
+        "pgfsbench.workloads.copy:for_cell",
+        "bulk load by COPY (MB/s, rows/s)",
+        paced=False,
+    ),
 )
 
 _BY_FS = {k.name: k for k in STORAGE_KINDS}
@@ -181,9 +249,11 @@ if TYPE_CHECKING:
     StorageConfig: TypeAlias = StorageCommon
     WorkloadConfig: TypeAlias = WorkloadBase
 else:
-    StorageConfig = Annotated[Union[tuple(k.model for k in STORAGE_KINDS)],  # noqa: UP007
-                              Field(discriminator="fs")]
+    StorageConfig = Annotated[
+        Union[tuple(k.model for k in STORAGE_KINDS)],  # noqa: UP007
+        Field(discriminator="fs"),
+    ]
     WorkloadConfig = Annotated[
         Union[tuple(Annotated[t.model, Tag(t.name)] for t in WORKLOAD_TOOLS)],  # noqa: UP007
-        Discriminator(_workload_tag, custom_error_type="tool",
-                      custom_error_message=tool_choices())]
+        Discriminator(_workload_tag, custom_error_type="tool", custom_error_message=tool_choices()),
+    ]

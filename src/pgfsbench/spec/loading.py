@@ -64,14 +64,16 @@ def apply_overrides(data: dict[str, Any], sets: Sequence[str]) -> dict[tuple[str
         origin[("defaults", key) if len(path) == 1 else tuple(path)] = f"--set {item}"
         if len(path) == 1:
             if key not in defaults_keys:
-                raise SpecError(f"--set {key}: unknown default{did_you_mean(key, defaults_keys)}"
-                                f" (allowed: {', '.join(sorted(defaults_keys))})")
+                raise SpecError(
+                    f"--set {key}: unknown default{did_you_mean(key, defaults_keys)}"
+                    f" (allowed: {', '.join(sorted(defaults_keys))})"
+                )
             data.setdefault("defaults", {})
             if not isinstance(data["defaults"], dict):
                 raise SpecError("--set: [defaults] in the spec is not a table")
             data["defaults"][key] = value
             workloads = data.get("workload")
-            for workload in (workloads.values() if isinstance(workloads, dict) else ()):
+            for workload in workloads.values() if isinstance(workloads, dict) else ():
                 if isinstance(workload, dict):
                     workload.pop(key, None)
             continue
@@ -103,8 +105,10 @@ def read_spec_text(path: Path) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise SpecError(f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
-                        f"{exc.start}); save the spec as UTF-8") from None
+        raise SpecError(
+            f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset "
+            f"{exc.start}); save the spec as UTF-8"
+        ) from None
 
 
 def load_spec(path: Path, sets: Sequence[str] = ()) -> LoadedSpec:
@@ -119,8 +123,9 @@ def load_spec(path: Path, sets: Sequence[str] = ()) -> LoadedSpec:
     return validate_spec(path, text, data, sets)
 
 
-def validate_spec(path: Path, text: str, data: dict[str, Any],
-                  sets: Sequence[str] = ()) -> LoadedSpec:
+def validate_spec(
+    path: Path, text: str, data: dict[str, Any], sets: Sequence[str] = ()
+) -> LoadedSpec:
     """Overrides applied to parsed TOML, then validated (the spec's ``text`` is kept)."""
     origin = apply_overrides(data, sets)
     try:
@@ -137,16 +142,23 @@ _TOOLS: dict[str, type[BaseModel]] = {t.name: t.model for t in WORKLOAD_TOOLS}
 _TAGS = set(_STORAGE_MODELS)
 
 
-def format_validation_error(path: Path, exc: ValidationError, data: Mapping[str, Any],
-                            text: str = "", origin: Mapping[tuple[str, ...], str] | None = None
-                            ) -> str:
+def format_validation_error(
+    path: Path,
+    exc: ValidationError,
+    data: Mapping[str, Any],
+    text: str = "",
+    origin: Mapping[tuple[str, ...], str] | None = None,
+) -> str:
     """One line per problem: where it is (the file and its line, or the --set option that
     gave the value), the key path, what is wrong and what is allowed. A value that fails
     every member of a union (a number or "auto") is one problem, not one per member."""
     errors = exc.errors()
     # a value that may be one or many fails both ways: keep the reason, not "not a list"
-    located = {tuple(_drop_union_tags([str(p) for p in e["loc"]])) for e in errors
-               if e["type"] not in ("list_type",)}
+    located = {
+        tuple(_drop_union_tags([str(p) for p in e["loc"]]))
+        for e in errors
+        if e["type"] not in ("list_type",)
+    }
     merged: dict[tuple[str, ...], list[str]] = {}
     for err in errors:
         loc = _drop_union_tags([str(p) for p in err["loc"]])
@@ -155,8 +167,11 @@ def format_validation_error(path: Path, exc: ValidationError, data: Mapping[str,
         msg = err["msg"]
         if err["type"] == "extra_forbidden":
             allowed = allowed_keys(loc[:-1], data)
-            msg = "unknown key" + (did_you_mean(loc[-1], allowed) if loc else "") + (
-                f" (allowed: {', '.join(allowed)})" if allowed else "")
+            msg = (
+                "unknown key"
+                + (did_you_mean(loc[-1], allowed) if loc else "")
+                + (f" (allowed: {', '.join(allowed)})" if allowed else "")
+            )
         elif err["type"] == "union_tag_invalid":
             msg = "fs must be one of ext4, xfs, btrfs, tmpfs, zfs, existing"
         elif err["type"] == "union_tag_not_found":
@@ -164,17 +179,20 @@ def format_validation_error(path: Path, exc: ValidationError, data: Mapping[str,
         elif err["type"] == "tool":
             msg = tool_choices()
         elif msg.startswith("Value error, "):
-            msg = msg[len("Value error, "):]
+            msg = msg[len("Value error, ") :]
         elif msg.startswith("Input should be "):
-            msg = "should be " + msg[len("Input should be "):]
+            msg = "should be " + msg[len("Input should be ") :]
         if msg not in merged.setdefault(tuple(loc), []):
             merged[tuple(loc)].append(msg)
     lines = []
     for key, msgs in merged.items():
         where = ".".join(key) if key else "(top level)"
         given = _value_at(data, key)
-        msg = msgs[0] if len(msgs) == 1 else (
-            "should be " + " or ".join(m.removeprefix("should be ") for m in msgs))
+        msg = (
+            msgs[0]
+            if len(msgs) == 1
+            else ("should be " + " or ".join(m.removeprefix("should be ") for m in msgs))
+        )
         if len(msgs) > 1 and given is not _MISSING:
             msg += f" (got {given!r})"
         source = _origin_of(key, origin or {})
@@ -230,8 +248,11 @@ def line_of(text: str, loc: Sequence[str]) -> int | None:
         if full == tuple(loc):
             return number
         # an inline table: limits = { write_mbpz = 3 }
-        if tuple(loc[:len(full)]) == full and len(loc) > len(full) and \
-                re.search(rf"[{{,]\s*{re.escape(loc[len(full)])}\s*=", rest):
+        if (
+            tuple(loc[: len(full)]) == full
+            and len(loc) > len(full)
+            and re.search(rf"[{{,]\s*{re.escape(loc[len(full)])}\s*=", rest)
+        ):
             return number
     return None
 
@@ -244,9 +265,23 @@ def _drop_union_tags(loc: list[str]) -> list[str]:
             continue
         if i == 2 and loc[0] == "workload" and part in _TOOLS:
             continue
-        if i > 0 and part.startswith(("str", "int", "float", "bool", "dict[", "list[",
-                                      "function-", "constrained-", "is-instance", "literal[",
-                                      "json-or-python", "tagged-union[", "union[")):
+        if i > 0 and part.startswith(
+            (
+                "str",
+                "int",
+                "float",
+                "bool",
+                "dict[",
+                "list[",
+                "function-",
+                "constrained-",
+                "is-instance",
+                "literal[",
+                "json-or-python",
+                "tagged-union[",
+                "union[",
+            )
+        ):
             continue
         out.append(part)
     return out

@@ -64,8 +64,9 @@ class Cell:
 
     @property
     def base_id(self) -> str:
-        return "/".join((self.storage_name, self.postgres_name, self.kernel_name,
-                         self.workload.name))
+        return "/".join(
+            (self.storage_name, self.postgres_name, self.kernel_name, self.workload.name)
+        )
 
     @property
     def id(self) -> str:
@@ -79,12 +80,19 @@ class Cell:
 
     def coordinates(self) -> dict[str, str]:
         """The cell's value in every dimension (what matrix rules and globs match)."""
-        return {"storage": self.storage_name, "postgres": self.postgres_name,
-                "kernel": self.kernel_name, "workload": self.workload.name,
-                "scale": self.scale_spec or str(self.scale),
-                "clients": str(self.workload.clients),
-                "rate": (f"{self.workload.rate_fraction * 100:g}%"
-                         if self.workload.rate_fraction else _fmt(self.workload.rate))}
+        return {
+            "storage": self.storage_name,
+            "postgres": self.postgres_name,
+            "kernel": self.kernel_name,
+            "workload": self.workload.name,
+            "scale": self.scale_spec or str(self.scale),
+            "clients": str(self.workload.clients),
+            "rate": (
+                f"{self.workload.rate_fraction * 100:g}%"
+                if self.workload.rate_fraction
+                else _fmt(self.workload.rate)
+            ),
+        }
 
 
 def _fmt(v: float | int | None) -> str:
@@ -102,8 +110,9 @@ def _values(w: WorkloadBase, d: Defaults, dim: str) -> list[Any]:
     return list(chosen) if isinstance(chosen, list) else [chosen]
 
 
-def resolve_workload(name: str, w: WorkloadBase, d: Defaults, clients: int,
-                     rate: float | str | None) -> Workload:
+def resolve_workload(
+    name: str, w: WorkloadBase, d: Defaults, clients: int, rate: float | str | None
+) -> Workload:
     threads = w.threads or d.threads
     if rate == "max":
         rate = None
@@ -144,38 +153,51 @@ def expand(spec: Spec, resolve_scale: ScaleResolver | None = None) -> list[Cell]
     the machine and each workload's size per scale unit)."""
     d = spec.defaults
     combos: list[Cell] = []
-    for s, p, k, wname in itertools.product(spec.storage, spec.postgres, spec.kernel,
-                                            spec.workload):
+    for s, p, k, wname in itertools.product(
+        spec.storage, spec.postgres, spec.kernel, spec.workload
+    ):
         w = spec.workload[wname]
         # only a transaction workload can be paced: a dump or a bulk load has no rate
         rates = _values(w, d, "rate") if _paced(w) else [None]
         for scale, clients, rate in itertools.product(
-                _values(w, d, "scale"), _values(w, d, "clients"), rates):
-            cell = Cell(s, spec.storage[s], p, spec.postgres[p], k, spec.kernel[k],
-                        resolve_workload(wname, w, d, int(clients), rate),
-                        scale if isinstance(scale, int) else 1,
-                        scale_spec=None if isinstance(scale, int) else str(scale))
+            _values(w, d, "scale"), _values(w, d, "clients"), rates
+        ):
+            cell = Cell(
+                s,
+                spec.storage[s],
+                p,
+                spec.postgres[p],
+                k,
+                spec.kernel[k],
+                resolve_workload(wname, w, d, int(clients), rate),
+                scale if isinstance(scale, int) else 1,
+                scale_spec=None if isinstance(scale, int) else str(scale),
+            )
             if cell.scale_spec is not None:
                 if resolve_scale is None:
                     raise ValueError(f"scale {cell.scale_spec!r} needs the machine's memory")
                 n, basis = resolve_scale(cell, cell.scale_spec)
                 cell = dataclasses.replace(cell, scale=n, scale_basis=basis)
             combos.append(cell)
-    kept = [c for c in combos if not any(_matches(r, c.coordinates())
-                                         for r in spec.matrix.exclude)]
+    kept = [c for c in combos if not any(_matches(r, c.coordinates()) for r in spec.matrix.exclude)]
     for rule in spec.matrix.include:
         for c in combos:
             if _matches(rule, c.coordinates()) and c not in kept:
                 kept.append(c)
     order = {id(c): i for i, c in enumerate(combos)}
     kept.sort(key=lambda c: order[id(c)])
-    varying = [dim for dim in SWEEPS
-               if len({c.coordinates()[dim] for c in kept}) > 1]
-    return [dataclasses.replace(c, swept=tuple(
-        (dim, c.coordinates()[dim]) for dim in varying
-        if dim != "rate" or workload_tool(c.workload.tool).paced)) for c in kept]
-
-
+    varying = [dim for dim in SWEEPS if len({c.coordinates()[dim] for c in kept}) > 1]
+    return [
+        dataclasses.replace(
+            c,
+            swept=tuple(
+                (dim, c.coordinates()[dim])
+                for dim in varying
+                if dim != "rate" or workload_tool(c.workload.tool).paced
+            ),
+        )
+        for c in kept
+    ]
 
 
 def _paced(w: WorkloadBase) -> bool:

@@ -88,12 +88,15 @@ class DeviceLimits(Model):
         from pgfsbench.storage.profiles import PROFILES
 
         if self.profile is not None and self.profile not in PROFILES:
-            raise ValueError(f"profile {self.profile!r} is unknown (profiles: "
-                             f"{', '.join(PROFILES)})")
-        if self.profile is None and all(v is None for v in (
-                self.read_iops, self.write_iops, self.read_mbps, self.write_mbps)):
-            raise ValueError("give a profile or at least one of read_iops, write_iops, "
-                             "read_mbps, write_mbps")
+            raise ValueError(
+                f"profile {self.profile!r} is unknown (profiles: {', '.join(PROFILES)})"
+            )
+        if self.profile is None and all(
+            v is None for v in (self.read_iops, self.write_iops, self.read_mbps, self.write_mbps)
+        ):
+            raise ValueError(
+                "give a profile or at least one of read_iops, write_iops, read_mbps, write_mbps"
+            )
         return self
 
 
@@ -120,6 +123,7 @@ class WalVolume(BlockVolume):
         from pgfsbench.spec.kinds import storage_kind
 
         return [] if storage_kind(self.fs).ram else [("wal", self.device)]
+
     device: Device = "loop:2G"
     size: SizeText = "1G"  # tmpfs only
 
@@ -149,8 +153,10 @@ class Snapshots(Model):
         return v
 
 
-NO_SNAPSHOTS = ("{fs} has no native snapshots (LVM's would need device-mapper, which this "
-                "machine's kernel lacks): take snapshots on {kinds}")
+NO_SNAPSHOTS = (
+    "{fs} has no native snapshots (LVM's would need device-mapper, which this "
+    "machine's kernel lacks): take snapshots on {kinds}"
+)
 
 
 class StorageCommon(Model):
@@ -189,8 +195,11 @@ class FilesystemStorage(BlockVolume, StorageCommon):
         from pgfsbench.spec.kinds import STORAGE_KINDS, storage_kind
 
         if self.snapshots is not None and not storage_kind(self.fs).snapshots:
-            raise ValueError(NO_SNAPSHOTS.format(
-                fs=self.fs, kinds=" or ".join(k.name for k in STORAGE_KINDS if k.snapshots)))
+            raise ValueError(
+                NO_SNAPSHOTS.format(
+                    fs=self.fs, kinds=" or ".join(k.name for k in STORAGE_KINDS if k.snapshots)
+                )
+            )
         return self
 
 
@@ -280,17 +289,71 @@ class ZfsPool(Model):
 # every dataset property OpenZFS 2.x or zfs-fuse knows: a name outside it is refused when
 # the spec is read (which the installed ZFS supports, and which values, is checked before
 # a run against `zfs get`)
-ZFS_DATASET_PROPERTIES = frozenset({
-    "aclinherit", "aclmode", "acltype", "atime", "canmount", "casesensitivity", "checksum",
-    "compression", "context", "copies", "dedup", "defcontext", "devices", "direct",
-    "dnodesize", "encryption", "exec", "filesystem_limit", "fscontext", "keyformat",
-    "keylocation", "logbias", "longname", "mlslabel", "mountpoint", "nbmand",
-    "normalization", "overlay", "pbkdf2iters", "prefetch", "primarycache", "quota",
-    "readonly", "recordsize", "redundant_metadata", "refquota", "refreservation",
-    "relatime", "reservation", "rootcontext", "secondarycache", "setuid", "sharenfs",
-    "sharesmb", "snapdev", "snapdir", "snapshot_limit", "special_small_blocks", "sync",
-    "utf8only", "version", "volblocksize", "volmode", "volsize", "vscan", "xattr", "zoned",
-    "jailed", "defaultuserquota", "defaultgroupquota", "defaultprojectquota"})
+ZFS_DATASET_PROPERTIES = frozenset(
+    {
+        "aclinherit",
+        "aclmode",
+        "acltype",
+        "atime",
+        "canmount",
+        "casesensitivity",
+        "checksum",
+        "compression",
+        "context",
+        "copies",
+        "dedup",
+        "defcontext",
+        "devices",
+        "direct",
+        "dnodesize",
+        "encryption",
+        "exec",
+        "filesystem_limit",
+        "fscontext",
+        "keyformat",
+        "keylocation",
+        "logbias",
+        "longname",
+        "mlslabel",
+        "mountpoint",
+        "nbmand",
+        "normalization",
+        "overlay",
+        "pbkdf2iters",
+        "prefetch",
+        "primarycache",
+        "quota",
+        "readonly",
+        "recordsize",
+        "redundant_metadata",
+        "refquota",
+        "refreservation",
+        "relatime",
+        "reservation",
+        "rootcontext",
+        "secondarycache",
+        "setuid",
+        "sharenfs",
+        "sharesmb",
+        "snapdev",
+        "snapdir",
+        "snapshot_limit",
+        "special_small_blocks",
+        "sync",
+        "utf8only",
+        "version",
+        "volblocksize",
+        "volmode",
+        "volsize",
+        "vscan",
+        "xattr",
+        "zoned",
+        "jailed",
+        "defaultuserquota",
+        "defaultgroupquota",
+        "defaultprojectquota",
+    }
+)
 
 
 class ZfsDataset(Model):
@@ -305,7 +368,8 @@ class ZfsDataset(Model):
                 raise ValueError(
                     f"{name!r} is not a ZFS dataset property"
                     + (f" (did you mean {close[0]!r}?)" if close else "")
-                    + "; a user property needs a colon in its name (com.example:note)")
+                    + "; a user property needs a colon in its name (com.example:note)"
+                )
         return v
 
 
@@ -319,16 +383,24 @@ class ZfsStorage(StorageCommon):
     snapshots: Snapshots | None = None  # of the data and WAL datasets
 
     def devices(self) -> list[tuple[str, str]]:
-        return ([("pool", d) for d in self.pool.devices] + [("log", d) for d in self.pool.log]
-                + [("cache", d) for d in self.pool.cache])
+        return (
+            [("pool", d) for d in self.pool.devices]
+            + [("log", d) for d in self.pool.log]
+            + [("cache", d) for d in self.pool.cache]
+        )
 
     def data_capacity(self) -> int | None:
         sizes = [parse_size(d[5:]) for d in self.pool.devices if d.startswith("loop:")]
         if len(sizes) != len(self.pool.devices):
             return None
-        data_disks = {"single": 1, "stripe": len(sizes), "mirror": 1,
-                      "raidz1": len(sizes) - 1, "raidz2": len(sizes) - 2,
-                      "raidz3": len(sizes) - 3}[self.pool.layout]
+        data_disks = {
+            "single": 1,
+            "stripe": len(sizes),
+            "mirror": 1,
+            "raidz1": len(sizes) - 1,
+            "raidz2": len(sizes) - 2,
+            "raidz3": len(sizes) - 3,
+        }[self.pool.layout]
         return min(sizes) * data_disks
 
 
@@ -353,15 +425,25 @@ SETTING_NAME_RE = re.compile(r"^[a-z_][a-z0-9_.]*$")
 _PRIVATE = "pgfsbench sets it: the server listens on a private socket only (unix, no TCP)"
 _LOG = "pgfsbench sets it: it reads checkpoints and failures from the server log"
 RESERVED_SETTINGS: Mapping[str, str] = {
-    "listen_addresses": _PRIVATE, "port": _PRIVATE, "unix_socket_directories": _PRIVATE,
-    "unix_socket_permissions": _PRIVATE, "unix_socket_group": _PRIVATE,
-    "data_directory": "pgfsbench sets it", "config_file": "pgfsbench sets it",
-    "hba_file": _PRIVATE, "ident_file": _PRIVATE, "external_pid_file": "pgfsbench sets it",
+    "listen_addresses": _PRIVATE,
+    "port": _PRIVATE,
+    "unix_socket_directories": _PRIVATE,
+    "unix_socket_permissions": _PRIVATE,
+    "unix_socket_group": _PRIVATE,
+    "data_directory": "pgfsbench sets it",
+    "config_file": "pgfsbench sets it",
+    "hba_file": _PRIVATE,
+    "ident_file": _PRIVATE,
+    "external_pid_file": "pgfsbench sets it",
     "include": "a configuration directive, not a setting",
     "include_if_exists": "a configuration directive, not a setting",
     "include_dir": "a configuration directive, not a setting",
-    "log_line_prefix": _LOG, "log_checkpoints": _LOG, "lc_messages": _LOG,
-    "log_timezone": _LOG, "logging_collector": _LOG, "log_destination": _LOG,
+    "log_line_prefix": _LOG,
+    "log_checkpoints": _LOG,
+    "lc_messages": _LOG,
+    "log_timezone": _LOG,
+    "logging_collector": _LOG,
+    "log_destination": _LOG,
 }
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -386,8 +468,19 @@ class Pooler(Model):
     @field_validator("settings")
     @classmethod
     def _settings(cls, v: dict[str, Scalar]) -> dict[str, Scalar]:
-        reserved = {"listen_addr", "listen_port", "unix_socket_dir", "auth_type", "auth_file",
-                    "admin_users", "stats_users", "pidfile", "logfile", "user", "stats_period"}
+        reserved = {
+            "listen_addr",
+            "listen_port",
+            "unix_socket_dir",
+            "auth_type",
+            "auth_file",
+            "admin_users",
+            "stats_users",
+            "pidfile",
+            "logfile",
+            "user",
+            "stats_period",
+        }
         for name, value in v.items():
             if not re.fullmatch(r"[a-z_]+", name):
                 raise ValueError(f"{name!r} is not a pgbouncer setting name")
@@ -489,20 +582,32 @@ class KernelConfig(Model):
 # ---------------------------------------------------------------- workload
 
 BUILTINS = ("tpcb-like", "simple-update", "select-only", "seqscan")
-SYSBENCH_SCRIPTS = ("oltp_read_write", "oltp_read_only", "oltp_write_only", "oltp_point_select",
-                    "oltp_update_index", "oltp_update_non_index", "oltp_insert", "oltp_delete",
-                    "select_random_points", "select_random_ranges")
+SYSBENCH_SCRIPTS = (
+    "oltp_read_write",
+    "oltp_read_only",
+    "oltp_write_only",
+    "oltp_point_select",
+    "oltp_update_index",
+    "oltp_update_non_index",
+    "oltp_insert",
+    "oltp_delete",
+    "select_random_points",
+    "select_random_ranges",
+)
 Clients = Annotated[int, Field(ge=1, le=100_000)]
 SCALE_TEXT_RE = re.compile(
-    r"^(fits_shared_buffers|fits_ram|exceeds_ram|(\d+(?:\.\d+)?)x_(ram|shared_buffers))$")
+    r"^(fits_shared_buffers|fits_ram|exceeds_ram|(\d+(?:\.\d+)?)x_(ram|shared_buffers))$"
+)
 
 
 def _scale_text(v: str) -> str:
     text = v.strip().lower()
     m = SCALE_TEXT_RE.match(text)
     if not m or (m.group(2) is not None and float(m.group(2)) <= 0):
-        raise ValueError(f"{v!r} is not a scale: a number, or fits_shared_buffers, fits_ram, "
-                         "exceeds_ram, Nx_ram, Nx_shared_buffers (e.g. 0.5x_ram)")
+        raise ValueError(
+            f"{v!r} is not a scale: a number, or fits_shared_buffers, fits_ram, "
+            "exceeds_ram, Nx_ram, Nx_shared_buffers (e.g. 0.5x_ram)"
+        )
     return text
 
 
@@ -521,8 +626,10 @@ def _rate(v: Any) -> Any:
             if not 0 < pct <= 100:
                 raise ValueError(f"{v!r}: a share of the maximum is between 0% and 100%")
             return f"{pct:g}%"
-        raise ValueError(f"{v!r} is not a rate: a number of transactions per second, a share "
-                         "of the cell's maximum such as \"75%\", or \"max\"")
+        raise ValueError(
+            f"{v!r} is not a rate: a number of transactions per second, a share "
+            'of the cell\'s maximum such as "75%", or "max"'
+        )
     return v
 
 
@@ -540,7 +647,7 @@ def _one_or_many(v: Any) -> Any:
 
 
 def _check_rate(v: Any) -> Any:
-    for r in (v if isinstance(v, list) else [v]):
+    for r in v if isinstance(v, list) else [v]:
         if isinstance(r, int | float) and not isinstance(r, bool) and not 0 < r <= 1e9:
             raise ValueError("a rate is above 0 and at most 1e9 transactions per second")
     return v
@@ -557,8 +664,9 @@ class WorkloadBase(Model):
     scale: Annotated[Scale | list[Scale] | None, BeforeValidator(_one_or_many)] = None
     duration: Duration | None = None
     warmup: Duration | None = None
-    rate: Annotated[Rate | list[Rate] | None, BeforeValidator(_one_or_many),
-                    AfterValidator(_check_rate)] = None
+    rate: Annotated[
+        Rate | list[Rate] | None, BeforeValidator(_one_or_many), AfterValidator(_check_rate)
+    ] = None
     # "cold": before the measured phase PostgreSQL is restarted (its buffers emptied) and the
     # OS page cache dropped; no warm-up then (it would warm the cache again)
     cache: Literal["warm", "cold"] = "warm"
@@ -606,9 +714,13 @@ class SysbenchWorkload(WorkloadBase):
         if v is None:
             return v
         parts = v.split("/")
-        if len(parts) != 2 or not all(p.strip().isdigit() for p in parts) or \
-                sum(int(p) for p in parts) != 100 or (int(parts[0]) == 0 and int(parts[1]) == 0):
-            raise ValueError(f"mix {v!r}: reads/writes in %, adding up to 100 (e.g. \"80/20\")")
+        if (
+            len(parts) != 2
+            or not all(p.strip().isdigit() for p in parts)
+            or sum(int(p) for p in parts) != 100
+            or (int(parts[0]) == 0 and int(parts[1]) == 0)
+        ):
+            raise ValueError(f'mix {v!r}: reads/writes in %, adding up to 100 (e.g. "80/20")')
         return v
 
     @field_validator("options")
@@ -634,7 +746,7 @@ class DumpWorkload(WorkloadBase):
     @model_validator(mode="after")
     def _jobs(self) -> DumpWorkload:
         if self.jobs > 1 and self.format != "directory":
-            raise ValueError("jobs > 1 needs format = \"directory\" (pg_dump -Fd -j N)")
+            raise ValueError('jobs > 1 needs format = "directory" (pg_dump -Fd -j N)')
         return self
 
 
@@ -652,8 +764,9 @@ class CopyWorkload(WorkloadBase):
 class Defaults(Model):
     scale: Annotated[Scale | list[Scale], BeforeValidator(_one_or_many)] = 1
     clients: Annotated[Clients | list[Clients], BeforeValidator(_one_or_many)] = 8
-    rate: Annotated[Rate | list[Rate] | None, BeforeValidator(_one_or_many),
-                    AfterValidator(_check_rate)] = None
+    rate: Annotated[
+        Rate | list[Rate] | None, BeforeValidator(_one_or_many), AfterValidator(_check_rate)
+    ] = None
     threads: Annotated[int, Field(ge=1, le=10_000)] = 2
     duration: Duration = 60.0
     warmup: Duration = 10.0
@@ -730,22 +843,28 @@ class Defaults(Model):
             raise ValueError(
                 f"{v!r} is {human_bytes(parse_size(v))}: PostgreSQL's processes and the page "
                 f"cache they use need at least {human_bytes(MIN_MEMORY_LIMIT)} (a bare "
-                "number is bytes: write a unit, e.g. memory_limit = \"512M\")")
+                'number is bytes: write a unit, e.g. memory_limit = "512M")'
+            )
         return v
 
     @model_validator(mode="after")
     def _auto(self) -> Defaults:
         if self.stall_fraction >= self.slowdown_fraction:
-            raise ValueError(f"stall_fraction ({self.stall_fraction:g}) must be below "
-                             f"slowdown_fraction ({self.slowdown_fraction:g}): a stall is a "
-                             "deeper slowdown")
+            raise ValueError(
+                f"stall_fraction ({self.stall_fraction:g}) must be below "
+                f"slowdown_fraction ({self.slowdown_fraction:g}): a stall is a "
+                "deeper slowdown"
+            )
         if self.repetitions_min > self.repetitions_max:
-            raise ValueError(f"repetitions_min ({self.repetitions_min}) is above "
-                             f"repetitions_max ({self.repetitions_max})")
-        if self.samplers == "alternate" and (self.repetitions == "auto"
-                                             or self.repetitions % 2):
-            raise ValueError('samplers = "alternate" compares pairs of runs: give an even '
-                             f"number of repetitions (not {self.repetitions!r})")
+            raise ValueError(
+                f"repetitions_min ({self.repetitions_min}) is above "
+                f"repetitions_max ({self.repetitions_max})"
+            )
+        if self.samplers == "alternate" and (self.repetitions == "auto" or self.repetitions % 2):
+            raise ValueError(
+                'samplers = "alternate" compares pairs of runs: give an even '
+                f"number of repetitions (not {self.repetitions!r})"
+            )
         return self
 
     def observed(self, repetition: int) -> bool:

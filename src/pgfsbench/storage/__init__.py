@@ -35,5 +35,4 @@ def sync_volumes(runner: Runner, storage: ProvisionedStorage) -> None:
     transaction group in its driver, tmpfs is RAM) is left alone."""
     for volume in storage.volumes:
         if syncs_before_measure(volume.fs):
-            runner.run(["sync", "--file-system", str(volume.mountpoint)], timeout=300,
-                       check=False)
+            runner.run(["sync", "--file-system", str(volume.mountpoint)], timeout=300, check=False)

@@ -90,13 +90,15 @@ class StorageDriver(Generic[C]):
         """What the filesystem says about itself (tune2fs -l, xfs_info...), for the record."""
         return ""
 
-    def snapshotter(self, config: C, storage: ProvisionedStorage, journal: Journal,
-                    runner: Runner) -> Snapshotter | None:
+    def snapshotter(
+        self, config: C, storage: ProvisionedStorage, journal: Journal, runner: Runner
+    ) -> Snapshotter | None:
         """What takes the spec's `snapshots` during the measured phase (None: none asked)."""
         return None
 
-    def evict_cache(self, journal: Journal, runner: Runner, storage: ProvisionedStorage,
-                    celldir: Path) -> dict[str, Any]:
+    def evict_cache(
+        self, journal: Journal, runner: Runner, storage: ProvisionedStorage, celldir: Path
+    ) -> dict[str, Any]:
         """Empty a cache of its own that dropping the page cache does not reach (ZFS's ARC),
         and say what was done; called with PostgreSQL stopped."""
         return {}
@@ -142,9 +144,13 @@ def space_figures(storage: ProvisionedStorage) -> dict[str, int]:
     else:
         wal = allocated_bytes(storage.pgdata / "pg_wal")
         total = data
-    figures = {"space_bytes": total, "data_dir_bytes": data, "pg_wal_bytes": wal,
-               "data_bytes": total - wal,
-               "fs_used_bytes": filesystem_used_bytes(storage.data.mountpoint)}
+    figures = {
+        "space_bytes": total,
+        "data_dir_bytes": data,
+        "pg_wal_bytes": wal,
+        "data_bytes": total - wal,
+        "fs_used_bytes": filesystem_used_bytes(storage.data.mountpoint),
+    }
     if storage.waldir and storage.wal:
         figures["wal_dir_bytes"] = wal
         figures["wal_fs_used_bytes"] = filesystem_used_bytes(storage.wal.mountpoint)

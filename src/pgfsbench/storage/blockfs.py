@@ -32,8 +32,9 @@ InfoArgv = Callable[[str, Path], list[str]]
 class VolumeDriver(StorageDriver[Any]):
     """A kind that can make a volume of its own: the data's, or pg_wal's."""
 
-    def volume(self, ctx: ProvisionContext, role: str, spec: FilesystemStorage | WalVolume
-               ) -> Volume:
+    def volume(
+        self, ctx: ProvisionContext, role: str, spec: FilesystemStorage | WalVolume
+    ) -> Volume:
         raise NotImplementedError
 
 
@@ -43,8 +44,7 @@ def volume_driver(fs: str) -> VolumeDriver:
     return driver
 
 
-def wal_volume(ctx: ProvisionContext, wal: WalVolume | None) -> tuple[Volume | None,
-                                                                        Path | None]:
+def wal_volume(ctx: ProvisionContext, wal: WalVolume | None) -> tuple[Volume | None, Path | None]:
     """A separate volume for pg_wal, of whatever kind the spec asks."""
     if wal is None:
         return None, None
@@ -54,15 +54,17 @@ def wal_volume(ctx: ProvisionContext, wal: WalVolume | None) -> tuple[Volume | N
     return volume, waldir
 
 
-def provisioned(name: str, fs: str, data: Volume, pgdata: Path, ctx: ProvisionContext,
-                wal: WalVolume | None) -> ProvisionedStorage:
+def provisioned(
+    name: str, fs: str, data: Volume, pgdata: Path, ctx: ProvisionContext, wal: WalVolume | None
+) -> ProvisionedStorage:
     """The storage, its WAL volume made and the data volume's root made PostgreSQL's
     (initdb wants to create pgdata itself or find it empty)."""
     wal_vol, waldir = wal_volume(ctx, wal)
     prepare_dir(data.mountpoint, ctx.postgres_user)
     roles = {"data": data.devices, **({"wal": wal_vol.devices} if wal_vol else {})}
-    return ProvisionedStorage(name, fs, data, pgdata, wal_vol, waldir,
-                              device_roles={k: v for k, v in roles.items() if v})
+    return ProvisionedStorage(
+        name, fs, data, pgdata, wal_vol, waldir, device_roles={k: v for k, v in roles.items() if v}
+    )
 
 
 @dataclass(frozen=True)
@@ -73,8 +75,9 @@ class MkfsDriver(VolumeDriver):
     mkfs_argv: MkfsArgv
     info_argv: InfoArgv
 
-    def volume(self, ctx: ProvisionContext, role: str, spec: FilesystemStorage | WalVolume
-               ) -> Volume:
+    def volume(
+        self, ctx: ProvisionContext, role: str, spec: FilesystemStorage | WalVolume
+    ) -> Volume:
         target = ctx.directory / "mnt" / role
         dev = ctx.devices.get(spec.device, role)
         argv = self.mkfs_argv(dev.path, spec.mkfs_options)
@@ -86,21 +89,31 @@ class MkfsDriver(VolumeDriver):
         if dev.backing_file:
             details["loop_backing_file"] = dev.backing_file
             details["loop_direct_io"] = True
-        return Volume(role, self.fs, target, dev.path, (dev.path,), info.options, tuple(argv),
-                      (done.stdout + done.stderr).strip(), details)
+        return Volume(
+            role,
+            self.fs,
+            target,
+            dev.path,
+            (dev.path,),
+            info.options,
+            tuple(argv),
+            (done.stdout + done.stderr).strip(),
+            details,
+        )
 
-    def provision(self, name: str, config: FilesystemStorage, ctx: ProvisionContext
-                  ) -> ProvisionedStorage:
+    def provision(
+        self, name: str, config: FilesystemStorage, ctx: ProvisionContext
+    ) -> ProvisionedStorage:
         data = self.volume(ctx, "data", config)
         pgdata = self.data_directory(config, data, ctx)
         return provisioned(name, self.fs, data, pgdata, ctx, config.wal)
 
-    def data_directory(self, config: FilesystemStorage, data: Volume, ctx: ProvisionContext
-                       ) -> Path:
+    def data_directory(
+        self, config: FilesystemStorage, data: Volume, ctx: ProvisionContext
+    ) -> Path:
         """Where initdb puts the data directory on the data volume."""
         return data.mountpoint / "pgdata"
 
     def info(self, volume: Volume, runner: Runner) -> str:
-        done = runner.run(self.info_argv(volume.source, volume.mountpoint), timeout=60,
-                          check=False)
+        done = runner.run(self.info_argv(volume.source, volume.mountpoint), timeout=60, check=False)
         return (done.stdout + done.stderr).strip()

@@ -25,8 +25,9 @@ def info_argv(device: str, mountpoint: Path) -> list[str]:
 
 @dataclass(frozen=True)
 class BtrfsDriver(MkfsDriver):
-    def data_directory(self, config: FilesystemStorage, data: Volume, ctx: ProvisionContext
-                       ) -> Path:
+    def data_directory(
+        self, config: FilesystemStorage, data: Volume, ctx: ProvisionContext
+    ) -> Path:
         pgdata = data.mountpoint / "pgdata"
         if config.snapshots is None:
             return pgdata
@@ -39,12 +40,24 @@ class BtrfsDriver(MkfsDriver):
         pgdata.chmod(0o700)
         return pgdata
 
-    def snapshotter(self, config: FilesystemStorage, storage: ProvisionedStorage,
-                    journal: Journal, runner: Runner) -> Snapshotter | None:
+    def snapshotter(
+        self,
+        config: FilesystemStorage,
+        storage: ProvisionedStorage,
+        journal: Journal,
+        runner: Runner,
+    ) -> Snapshotter | None:
         if config.snapshots is None:
             return None
-        return Snapshotter("btrfs", [str(storage.pgdata)], storage.data.mountpoint / "snapshots",
-                           config.snapshots.every, config.snapshots.keep, journal, runner)
+        return Snapshotter(
+            "btrfs",
+            [str(storage.pgdata)],
+            storage.data.mountpoint / "snapshots",
+            config.snapshots.every,
+            config.snapshots.keep,
+            journal,
+            runner,
+        )
 
 
 DRIVER = BtrfsDriver("btrfs", mkfs_argv, info_argv)

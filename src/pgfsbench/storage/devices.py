@@ -50,17 +50,21 @@ class DeviceFactory:
     def get(self, spec_device: str, label: str) -> BlockDevice:
         if spec_device.startswith("loop:"):
             self._count += 1
-            return attach_loop(self.journal, self.runner,
-                               self.directory / f"{label}-{self._count}.img",
-                               parse_size(spec_device[5:]))
+            return attach_loop(
+                self.journal,
+                self.runner,
+                self.directory / f"{label}-{self._count}.img",
+                parse_size(spec_device[5:]),
+            )
         check_real_device(self.runner, spec_device, self.policy)
         return BlockDevice(spec_device, None, block_size(spec_device))
 
 
 def attach_loop(journal: Journal, runner: Runner, image: Path, size: int) -> BlockDevice:
     """A sparse file attached with direct I/O, so the host page cache does not double-cache."""
-    journal.record(f"create sparse file {image} ({size} bytes)",
-                   Undo("remove_path", {"path": str(image)}))
+    journal.record(
+        f"create sparse file {image} ({size} bytes)", Undo("remove_path", {"path": str(image)})
+    )
     image.parent.mkdir(parents=True, exist_ok=True)
     with image.open("xb") as fh:
         fh.truncate(size)
@@ -70,8 +74,9 @@ def attach_loop(journal: Journal, runner: Runner, image: Path, size: int) -> Blo
 
 
 def loops_backed_by(runner: Runner, image: str) -> list[str]:
-    done = runner.run(["losetup", "--noheadings", "--output", "NAME,BACK-FILE", "--list"],
-                      timeout=30)
+    done = runner.run(
+        ["losetup", "--noheadings", "--output", "NAME,BACK-FILE", "--list"], timeout=30
+    )
     found = []
     for line in done.stdout.splitlines():
         parts = line.split(None, 1)
@@ -151,8 +156,20 @@ def parse_pool_members(status: str) -> set[str]:
     """Device names listed in the config sections of `zpool status` (pure)."""
     names: set[str] = set()
     in_config = False
-    skip = {"NAME", "mirror", "raidz", "raidz1", "raidz2", "raidz3", "logs", "cache", "spares",
-            "special", "dedup", "draid"}
+    skip = {
+        "NAME",
+        "mirror",
+        "raidz",
+        "raidz1",
+        "raidz2",
+        "raidz3",
+        "logs",
+        "cache",
+        "spares",
+        "special",
+        "dedup",
+        "draid",
+    }
     for line in status.splitlines():
         stripped = line.strip()
         if stripped.startswith("config:"):
@@ -218,16 +235,21 @@ def device_problems(runner: Runner, dev: str) -> tuple[list[str], list[str]]:
         sigs = _signatures(runner, f"/dev/{member}")
         signatures += sigs if member == name else [f"{s} on /dev/{member}" for s in sigs]
     if any("zfs_member" in s for s in signatures) and not hard:
-        signatures = [s + " (a zpool label: the pool may be exported)" if "zfs_member" in s
-                      else s for s in signatures]
+        signatures = [
+            s + " (a zpool label: the pool may be exported)" if "zfs_member" in s else s
+            for s in signatures
+        ]
     return hard, signatures
 
 
 def _signatures(runner: Runner, dev: str) -> list[str]:
     """Every filesystem, RAID, LVM, zpool or partition-table signature wipefs can see."""
     try:
-        done = runner.run(["wipefs", "--no-act", "--noheadings", "--output", "TYPE,OFFSET", dev],
-                          timeout=30, check=False)
+        done = runner.run(
+            ["wipefs", "--no-act", "--noheadings", "--output", "TYPE,OFFSET", dev],
+            timeout=30,
+            check=False,
+        )
     except CommandError:
         return []
     sigs = [" at ".join(line.split()) for line in done.stdout.splitlines() if line.strip()]
@@ -245,11 +267,14 @@ def check_real_device(runner: Runner, dev: str, policy: DevicePolicy) -> None:
     real = os.path.realpath(dev)
     confirmed = {os.path.realpath(d) for d in policy.confirmed}
     if real not in confirmed:
-        raise GuardError(f"{dev} is a real block device: its data would be destroyed; "
-                         f"confirm with --destroy-data-on {dev}")
+        raise GuardError(
+            f"{dev} is a real block device: its data would be destroyed; "
+            f"confirm with --destroy-data-on {dev}"
+        )
     hard, signatures = device_problems(runner, dev)
     if hard:
         raise GuardError(f"refusing {dev}: " + "; ".join(hard))
     if signatures and not policy.force:
-        raise GuardError(f"refusing {dev}: it carries {', '.join(signatures)}; "
-                         "add --force as well to erase it")
+        raise GuardError(
+            f"refusing {dev}: it carries {', '.join(signatures)}; add --force as well to erase it"
+        )

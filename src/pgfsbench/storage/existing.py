@@ -29,8 +29,9 @@ from pgfsbench.system.runner import Runner
 
 @dataclass(frozen=True)
 class ExistingDriver(StorageDriver[ExistingStorage]):
-    def provision(self, name: str, config: ExistingStorage, ctx: ProvisionContext
-                  ) -> ProvisionedStorage:
+    def provision(
+        self, name: str, config: ExistingStorage, ctx: ProvisionContext
+    ) -> ProvisionedStorage:
         base = Path(config.path)
         if not base.is_dir():
             raise ProvisionError(f"storage {name}: {base} is not a directory")
@@ -43,10 +44,18 @@ class ExistingDriver(StorageDriver[ExistingStorage]):
         if ctx.postgres_user:
             shutil.chown(own, ctx.postgres_user, ctx.postgres_user)
         info = mount_of(own)
-        volume = Volume("data", info.fstype, own, info.source, (), info.options,
-                        details={"mount_target": info.target, "existing": True})
-        return ProvisionedStorage(name, info.fstype, volume, own / "pgdata",
-                                  details={"existing_path": str(base)})
+        volume = Volume(
+            "data",
+            info.fstype,
+            own,
+            info.source,
+            (),
+            info.options,
+            details={"mount_target": info.target, "existing": True},
+        )
+        return ProvisionedStorage(
+            name, info.fstype, volume, own / "pgdata", details={"existing_path": str(base)}
+        )
 
     def space(self, storage: ProvisionedStorage, runner: Runner) -> dict[str, Any]:
         figures: dict[str, Any] = dict(space_figures(storage))

@@ -28,10 +28,12 @@ from pgfsbench.system.journal import Journal, Undo, undo_action
 from pgfsbench.system.mountinfo import mount_table
 from pgfsbench.system.runner import Runner
 
-V1_FILES = {"read_iops": "blkio.throttle.read_iops_device",
-            "write_iops": "blkio.throttle.write_iops_device",
-            "read_bps": "blkio.throttle.read_bps_device",
-            "write_bps": "blkio.throttle.write_bps_device"}
+V1_FILES = {
+    "read_iops": "blkio.throttle.read_iops_device",
+    "write_iops": "blkio.throttle.write_iops_device",
+    "read_bps": "blkio.throttle.read_bps_device",
+    "write_bps": "blkio.throttle.write_bps_device",
+}
 V2_KEYS = {"read_iops": "riops", "write_iops": "wiops", "read_bps": "rbps", "write_bps": "wbps"}
 CGROUP_V2_NAME = "pgfsbench"
 
@@ -42,8 +44,10 @@ class Mechanism:
     root: Path  # the blkio hierarchy (v1) or the unified hierarchy (v2)
 
     def label(self) -> str:
-        return {"cgroup-v1-blkio": "cgroup v1 blkio throttling (root cgroup)",
-                "cgroup-v2-io": "cgroup v2 io.max"}[self.kind]
+        return {
+            "cgroup-v1-blkio": "cgroup v1 blkio throttling (root cgroup)",
+            "cgroup-v2-io": "cgroup v2 io.max",
+        }[self.kind]
 
 
 def detect(mounts: list[Any] | None = None) -> Mechanism | None:
@@ -69,9 +73,11 @@ def detect(mounts: list[Any] | None = None) -> Mechanism | None:
 def require() -> Mechanism:
     mech = detect()
     if mech is None:
-        raise CapabilityError("device limits need blkio throttling: cgroup v1 with the blkio "
-                              "controller, or cgroup v2 with the io controller; neither is "
-                              "available here")
+        raise CapabilityError(
+            "device limits need blkio throttling: cgroup v1 with the blkio "
+            "controller, or cgroup v2 with the io controller; neither is "
+            "available here"
+        )
     return mech
 
 
@@ -99,8 +105,11 @@ def resolve_for(cfg: Any, device_bytes: int | None) -> Resolved:
         from pgfsbench.units import parse_size
 
         capacity = parse_size(cfg.capacity)
-    return resolve(cfg.profile, capacity or device_bytes,
-                   Figures(cfg.read_iops, cfg.write_iops, cfg.read_mbps, cfg.write_mbps))
+    return resolve(
+        cfg.profile,
+        capacity or device_bytes,
+        Figures(cfg.read_iops, cfg.write_iops, cfg.read_mbps, cfg.write_mbps),
+    )
 
 
 def source_of(profile: str | None) -> str | None:
@@ -158,19 +167,23 @@ def apply(journal: Journal, mech: Mechanism, device: str, figures: Figures) -> d
         for key, value in rates.items():
             path = mech.root / V1_FILES[key]
             old = parse_v1(path.read_text()).get(dev, 0)
-            journal.record(f"{V1_FILES[key]} {dev}: {old} -> {value} ({device})",
-                           Undo("restore_blkio_v1", {"path": str(path), "dev": dev,
-                                                     "value": old}))
+            journal.record(
+                f"{V1_FILES[key]} {dev}: {old} -> {value} ({device})",
+                Undo("restore_blkio_v1", {"path": str(path), "dev": dev, "value": old}),
+            )
             try:
                 path.write_text(f"{dev} {value}\n")
             except OSError as exc:
-                raise ProvisionError(f"cannot limit {device} ({path.name}): "
-                                     f"{exc.strerror}") from None
+                raise ProvisionError(
+                    f"cannot limit {device} ({path.name}): {exc.strerror}"
+                ) from None
     else:
         group = cgroup_v2(journal, mech)
         path = group / "io.max"
-        journal.record(f"io.max {dev}: {rates} ({device})",
-                       Undo("restore_io_max", {"path": str(path), "dev": dev}))
+        journal.record(
+            f"io.max {dev}: {rates} ({device})",
+            Undo("restore_io_max", {"path": str(path), "dev": dev}),
+        )
         try:
             path.write_text(io_max_line(dev, rates) + "\n")
         except OSError as exc:
@@ -182,14 +195,16 @@ def read_back(mech: Mechanism, device: str) -> dict[str, int]:
     """What the kernel holds for a device now (for the record and the tests)."""
     dev = dev_numbers(device)
     if mech.kind == "cgroup-v1-blkio":
-        return {k: v for k, name in V1_FILES.items()
-                if (v := parse_v1((mech.root / name).read_text()).get(dev, 0))}
+        return {
+            k: v
+            for k, name in V1_FILES.items()
+            if (v := parse_v1((mech.root / name).read_text()).get(dev, 0))
+        }
     path = mech.root / CGROUP_V2_NAME / "io.max"
     if not path.exists():
         return {}
     entry = parse_io_max(path.read_text()).get(dev, {})
-    return {k: int(entry[v]) for k, v in V2_KEYS.items()
-            if entry.get(v, "max") != "max"}
+    return {k: int(entry[v]) for k, v in V2_KEYS.items() if entry.get(v, "max") != "max"}
 
 
 _V2_GROUP: dict[str, Path] = {}
@@ -204,15 +219,19 @@ def cgroup_v2(journal: Journal, mech: Mechanism) -> Path:
     root = mech.root
     control = root / "cgroup.subtree_control"
     if "io" not in control.read_text().split():
-        journal.record("enable the io controller for child cgroups",
-                       Undo("disable_io_controller", {"path": str(control)}))
+        journal.record(
+            "enable the io controller for child cgroups",
+            Undo("disable_io_controller", {"path": str(control)}),
+        )
         control.write_text("+io\n")
     group = root / CGROUP_V2_NAME
     journal.record(f"mkdir {group}", Undo("remove_cgroup", {"path": str(group)}))
     group.mkdir(exist_ok=True)
     origin = own_cgroup_v2(root)
-    journal.record(f"move pgfsbench (pid {os.getpid()}) into {group}",
-                   Undo("leave_cgroup", {"pid": os.getpid(), "back": str(origin)}))
+    journal.record(
+        f"move pgfsbench (pid {os.getpid()}) into {group}",
+        Undo("leave_cgroup", {"pid": os.getpid(), "back": str(origin)}),
+    )
     (group / "cgroup.procs").write_text(f"{os.getpid()}\n")
     _V2_GROUP[key] = group
     return group

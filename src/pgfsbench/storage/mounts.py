@@ -36,8 +36,9 @@ def mount_of(path: Path) -> MountInfo:
     return best
 
 
-def mount(journal: Journal, runner: Runner, source: str, target: Path, fstype: str,
-          options: list[str]) -> MountInfo:
+def mount(
+    journal: Journal, runner: Runner, source: str, target: Path, fstype: str, options: list[str]
+) -> MountInfo:
     target.mkdir(parents=True, exist_ok=True)
     argv = ["mount", "-t", fstype]
     if options:
@@ -80,13 +81,16 @@ def _umount(runner: Runner, args: dict[str, Any]) -> None:
         raise ProvisionError(
             f"{target} is still in use by {', '.join(map(str, users[:5]))}; left mounted "
             "(if its filesystem is frozen, thaw it with `fsfreeze -u`), then run "
-            "`pgfsbench cleanup`") from None
+            "`pgfsbench cleanup`"
+        ) from None
     if mount_at(target) is None:
         return
     if frozen(runner, target):
-        raise ProvisionError(f"{target} is frozen; left mounted: unmounting it would keep its "
-                             f"device busy for good. Thaw it (`fsfreeze -u {target}`), then "
-                             "run `pgfsbench cleanup`")
+        raise ProvisionError(
+            f"{target} is frozen; left mounted: unmounting it would keep its "
+            f"device busy for good. Thaw it (`fsfreeze -u {target}`), then "
+            "run `pgfsbench cleanup`"
+        )
 
     def unmounted() -> bool:
         if mount_at(target) is None:

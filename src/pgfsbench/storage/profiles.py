@@ -30,8 +30,9 @@ class Figures:
     write_mbps: float | None = None
 
     def is_unlimited(self) -> bool:
-        return all(v is None for v in (self.read_iops, self.write_iops, self.read_mbps,
-                                       self.write_mbps))
+        return all(
+            v is None for v in (self.read_iops, self.write_iops, self.read_mbps, self.write_mbps)
+        )
 
     def describe(self) -> str:
         if self.is_unlimited():
@@ -42,12 +43,16 @@ class Figures:
                 return None
             if r == w:
                 return f"{format(r, fmt)} {unit}"
-            return (f"{format(r, fmt) if r is not None else '-'} read / "
-                    f"{format(w, fmt) if w is not None else '-'} write {unit}")
+            return (
+                f"{format(r, fmt) if r is not None else '-'} read / "
+                f"{format(w, fmt) if w is not None else '-'} write {unit}"
+            )
 
         small = min(v for v in (self.read_mbps, self.write_mbps, 1000.0) if v is not None)
-        parts = [pair(self.read_iops, self.write_iops, "IOPS", ",d"),
-                 pair(self.read_mbps, self.write_mbps, "MB/s", ",.1f" if small < 100 else ",.0f")]
+        parts = [
+            pair(self.read_iops, self.write_iops, "IOPS", ",d"),
+            pair(self.read_mbps, self.write_mbps, "MB/s", ",.1f" if small < 100 else ",.0f"),
+        ]
         return ", ".join(p for p in parts if p)
 
 
@@ -82,21 +87,39 @@ def _io2(gib: float) -> Figures:
     return Figures(iops, iops, round(mibs * MIB_S, 1), round(mibs * MIB_S, 1))
 
 
-def _gcp(per_gib_iops: float, base_iops: int, max_iops: int, per_gib_mibs: float,
-         base_mibs: float, max_mibs: float) -> Callable[[float], Figures]:
+def _gcp(
+    per_gib_iops: float,
+    base_iops: int,
+    max_iops: int,
+    per_gib_mibs: float,
+    base_mibs: float,
+    max_mibs: float,
+) -> Callable[[float], Figures]:
     def figures(gib: float) -> Figures:
         iops = int(min(max(base_iops, per_gib_iops * gib), max_iops))
         mibs = min(max(base_mibs, per_gib_mibs * gib), max_mibs)
         return Figures(iops, iops, round(mibs * MIB_S, 1), round(mibs * MIB_S, 1))
+
     return figures
 
 
 # Azure Premium SSD (v1) tiers: a disk gets the figures of the smallest tier it fits in
-AZURE_P = ((4, "P1", 120, 25), (8, "P2", 120, 25), (16, "P3", 120, 25), (32, "P4", 120, 25),
-           (64, "P6", 240, 50), (128, "P10", 500, 100), (256, "P15", 1100, 125),
-           (512, "P20", 2300, 150), (1024, "P30", 5000, 200), (2048, "P40", 7500, 250),
-           (4096, "P50", 7500, 250), (8192, "P60", 16000, 500), (16384, "P70", 18000, 750),
-           (32767, "P80", 20000, 900))
+AZURE_P = (
+    (4, "P1", 120, 25),
+    (8, "P2", 120, 25),
+    (16, "P3", 120, 25),
+    (32, "P4", 120, 25),
+    (64, "P6", 240, 50),
+    (128, "P10", 500, 100),
+    (256, "P15", 1100, 125),
+    (512, "P20", 2300, 150),
+    (1024, "P30", 5000, 200),
+    (2048, "P40", 7500, 250),
+    (4096, "P50", 7500, 250),
+    (8192, "P60", 16000, 500),
+    (16384, "P70", 18000, 750),
+    (32767, "P80", 20000, 900),
+)
 
 
 def azure_tier(gib: float) -> tuple[str, int, int]:
@@ -112,12 +135,14 @@ def _azure(gib: float) -> Figures:
     return Figures(iops, iops, float(mbps), float(mbps))
 
 
-def _essd(per_gib: float, base: int, top: int, mb_base: float, mb_per_gib: float,
-          mb_top: float) -> Callable[[float], Figures]:
+def _essd(
+    per_gib: float, base: int, top: int, mb_base: float, mb_per_gib: float, mb_top: float
+) -> Callable[[float], Figures]:
     def figures(gib: float) -> Figures:
         iops = int(min(base + per_gib * gib, top))
         mbps = min(mb_base + mb_per_gib * gib, mb_top)
         return Figures(iops, iops, mbps, mbps)
+
     return figures
 
 
@@ -125,59 +150,122 @@ ALIBABA = "https://www.alibabacloud.com/help/en/elastic-compute-service/latest/e
 GCP = "https://cloud.google.com/compute/docs/disks/performance"
 AWS = "https://docs.aws.amazon.com/ebs/latest/userguide/general-purpose.html"
 
-PROFILES: dict[str, Profile] = {p.name: p for p in (
-    Profile("hdd-7200", "7200 rpm hard disk",
+PROFILES: dict[str, Profile] = {
+    p.name: p
+    for p in (
+        Profile(
+            "hdd-7200",
+            "7200 rpm hard disk",
             "IOPS = 1000 / (average seek 8.5 ms + half a turn 4.17 ms) = 78; 150 MB/s "
             "sustained transfer",
             "seek and rotation: the usual 7200 rpm desktop drive datasheet (e.g. HGST Deskstar "
             "7K1000.C, 8.2 ms average read seek); transfer: 150 MB/s outer to inner average",
-            _hdd(8.5, 7200, 150.0), capacity_matters=False),
-    Profile("hdd-5400", "5400 rpm hard disk",
+            _hdd(8.5, 7200, 150.0),
+            capacity_matters=False,
+        ),
+        Profile(
+            "hdd-5400",
+            "5400 rpm hard disk",
             "IOPS = 1000 / (average seek 12 ms + half a turn 5.56 ms) = 56; 110 MB/s",
             "seek and rotation of 5400 rpm drives (e.g. WD Red 5400-class datasheets); "
             "transfer: 110 MB/s average",
-            _hdd(12.0, 5400, 110.0), capacity_matters=False),
-    Profile("sata-ssd", "SATA SSD",
+            _hdd(12.0, 5400, 110.0),
+            capacity_matters=False,
+        ),
+        Profile(
+            "sata-ssd",
+            "SATA SSD",
             "98,000 read / 88,000 write IOPS (4 KiB, QD32), 560 / 530 MB/s sequential",
             "Samsung 870 EVO datasheet (random 4 KB QD32, sequential 128 KB)",
-            lambda gib: Figures(98_000, 88_000, 560.0, 530.0), capacity_matters=False),
-    Profile("nvme", "NVMe SSD (no limit: the loop device's own speed)",
-            "no cap", "-", lambda gib: Figures(), capacity_matters=False),
-    Profile("gp2", "AWS EBS gp2 (baseline)",
+            lambda gib: Figures(98_000, 88_000, 560.0, 530.0),
+            capacity_matters=False,
+        ),
+        Profile(
+            "nvme",
+            "NVMe SSD (no limit: the loop device's own speed)",
+            "no cap",
+            "-",
+            lambda gib: Figures(),
+            capacity_matters=False,
+        ),
+        Profile(
+            "gp2",
+            "AWS EBS gp2 (baseline)",
             "IOPS = 3 x GiB, between 100 and 16,000; throughput = 3 IOPS/GiB x 256 KiB, "
             "128 MiB/s at least (burst credits not emulated), 250 MiB/s at most",
-            AWS, _gp2),
-    Profile("gp3", "AWS EBS gp3 (baseline)",
+            AWS,
+            _gp2,
+        ),
+        Profile(
+            "gp3",
+            "AWS EBS gp3 (baseline)",
             "3,000 IOPS and 125 MiB/s whatever the size (more is provisioned: override "
             "read_iops/write_iops/read_mbps/write_mbps, up to 16,000 IOPS and 1,000 MiB/s)",
-            AWS, _gp3, capacity_matters=False),
-    Profile("io2", "AWS EBS io2 (at 500 IOPS per GiB)",
+            AWS,
+            _gp3,
+            capacity_matters=False,
+        ),
+        Profile(
+            "io2",
+            "AWS EBS io2 (at 500 IOPS per GiB)",
             "IOPS = min(500 x GiB, 64,000); throughput = IOPS x 16 KiB, at most 1,000 MiB/s",
-            "https://docs.aws.amazon.com/ebs/latest/userguide/provisioned-iops.html", _io2),
-    Profile("pd-balanced", "GCP balanced persistent disk",
+            "https://docs.aws.amazon.com/ebs/latest/userguide/provisioned-iops.html",
+            _io2,
+        ),
+        Profile(
+            "pd-balanced",
+            "GCP balanced persistent disk",
             "IOPS = max(3,000, 6 x GiB), at most 80,000; throughput = max(140, 0.28 x GiB) "
-            "MiB/s, at most 1,200", GCP, _gcp(6, 3000, 80_000, 0.28, 140, 1200)),
-    Profile("pd-ssd", "GCP SSD persistent disk",
+            "MiB/s, at most 1,200",
+            GCP,
+            _gcp(6, 3000, 80_000, 0.28, 140, 1200),
+        ),
+        Profile(
+            "pd-ssd",
+            "GCP SSD persistent disk",
             "IOPS = max(6,000, 30 x GiB), at most 100,000; throughput = max(240, 0.48 x GiB) "
-            "MiB/s, at most 1,200", GCP, _gcp(30, 6000, 100_000, 0.48, 240, 1200)),
-    Profile("azure-premium", "Azure Premium SSD (the tier the capacity falls in)",
+            "MiB/s, at most 1,200",
+            GCP,
+            _gcp(30, 6000, 100_000, 0.48, 240, 1200),
+        ),
+        Profile(
+            "azure-premium",
+            "Azure Premium SSD (the tier the capacity falls in)",
             "tiers P1 (4 GiB, 120 IOPS, 25 MB/s) to P80 (32,767 GiB, 20,000 IOPS, 900 MB/s); "
             "e.g. P10 128 GiB 500 IOPS 100 MB/s, P30 1 TiB 5,000 IOPS 200 MB/s",
             "https://learn.microsoft.com/azure/virtual-machines/disks-types#premium-ssds",
-            _azure),
-    Profile("essd-pl0", "Alibaba Cloud ESSD PL0",
+            _azure,
+        ),
+        Profile(
+            "essd-pl0",
+            "Alibaba Cloud ESSD PL0",
             "IOPS = min(1,800 + 12 x GiB, 10,000); MB/s = min(100 + 0.25 x GiB, 180)",
-            ALIBABA, _essd(12, 1800, 10_000, 100, 0.25, 180)),
-    Profile("essd-pl1", "Alibaba Cloud ESSD PL1",
+            ALIBABA,
+            _essd(12, 1800, 10_000, 100, 0.25, 180),
+        ),
+        Profile(
+            "essd-pl1",
+            "Alibaba Cloud ESSD PL1",
             "IOPS = min(1,800 + 50 x GiB, 50,000); MB/s = min(120 + 0.5 x GiB, 350)",
-            ALIBABA, _essd(50, 1800, 50_000, 120, 0.5, 350)),
-    Profile("essd-pl2", "Alibaba Cloud ESSD PL2",
+            ALIBABA,
+            _essd(50, 1800, 50_000, 120, 0.5, 350),
+        ),
+        Profile(
+            "essd-pl2",
+            "Alibaba Cloud ESSD PL2",
             "IOPS = min(1,800 + 50 x GiB, 100,000); MB/s = min(120 + 0.5 x GiB, 750)",
-            ALIBABA, _essd(50, 1800, 100_000, 120, 0.5, 750)),
-    Profile("essd-pl3", "Alibaba Cloud ESSD PL3",
+            ALIBABA,
+            _essd(50, 1800, 100_000, 120, 0.5, 750),
+        ),
+        Profile(
+            "essd-pl3",
+            "Alibaba Cloud ESSD PL3",
             "IOPS = min(1,800 + 50 x GiB, 1,000,000); MB/s = min(120 + 0.5 x GiB, 4,000)",
-            ALIBABA, _essd(50, 1800, 1_000_000, 120, 0.5, 4000)),
-)}
+            ALIBABA,
+            _essd(50, 1800, 1_000_000, 120, 0.5, 4000),
+        ),
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -190,8 +278,9 @@ class Resolved:
     text: str  # "essd-pl1 at 300 GiB: 16,800 IOPS, 270 MB/s"
 
 
-def resolve(profile: str | None, capacity_bytes: int | None,
-            overrides: Figures = Figures()) -> Resolved:
+def resolve(
+    profile: str | None, capacity_bytes: int | None, overrides: Figures = Figures()
+) -> Resolved:
     base = Figures()
     gib = None
     if profile is not None:
@@ -200,17 +289,21 @@ def resolve(profile: str | None, capacity_bytes: int | None,
         if p.capacity_matters and gib is None:
             raise ValueError(f"profile {profile} depends on the capacity: give capacity")
         base = p.figures(gib or 0.0)
+
     def pick(o: Any, b: Any) -> Any:
         return o if o is not None else b
 
-    merged = Figures(pick(overrides.read_iops, base.read_iops),
-                     pick(overrides.write_iops, base.write_iops),
-                     pick(overrides.read_mbps, base.read_mbps),
-                     pick(overrides.write_mbps, base.write_mbps))
+    merged = Figures(
+        pick(overrides.read_iops, base.read_iops),
+        pick(overrides.write_iops, base.write_iops),
+        pick(overrides.read_mbps, base.read_mbps),
+        pick(overrides.write_mbps, base.write_mbps),
+    )
     where = ""
     if profile is not None:
-        where = profile + (f" at {math.floor(gib):,} GiB" if gib and
-                           PROFILES[profile].capacity_matters else "")
+        where = profile + (
+            f" at {math.floor(gib):,} GiB" if gib and PROFILES[profile].capacity_matters else ""
+        )
         if merged != base:
             where += " (with overrides)"
         where += ": "

@@ -72,17 +72,32 @@ class Snapshotter:
         started = time.monotonic()
         at = started - self._t0
         for target in self.targets:
-            self.journal.record(f"snapshot {target} {name}", Undo("delete_snapshot", {
-                "kind": self.kind, "target": target, "name": name,
-                "snapdir": str(self.snapdir) if self.snapdir else None}))
+            self.journal.record(
+                f"snapshot {target} {name}",
+                Undo(
+                    "delete_snapshot",
+                    {
+                        "kind": self.kind,
+                        "target": target,
+                        "name": name,
+                        "snapdir": str(self.snapdir) if self.snapdir else None,
+                    },
+                ),
+            )
             try:
                 self.runner.run(take_argv(self.kind, target, name, self.snapdir), timeout=120)
             except CommandError as exc:
                 self.errors.append(f"snapshot {name} of {target}: {exc}")
         took = time.monotonic() - started
         self._live.append(name)
-        self.taken.append({"name": name, "at_s": round(at, 3), "took_s": round(took, 3),
-                           "targets": list(self.targets)})
+        self.taken.append(
+            {
+                "name": name,
+                "at_s": round(at, 3),
+                "took_s": round(took, 3),
+                "targets": list(self.targets),
+            }
+        )
 
     def _delete(self, name: str) -> None:
         for target in self.targets:
@@ -98,20 +113,29 @@ class Snapshotter:
             self._thread.join(timeout=300)
         while self._live:
             self._delete(self._live.pop(0))
-        return [{"kind": "snapshot", "start_s": t["at_s"], "end_s": t["at_s"] + t["took_s"],
-                 "label": f"{self.kind} snapshot {t['name']}"} for t in self.taken]
+        return [
+            {
+                "kind": "snapshot",
+                "start_s": t["at_s"],
+                "end_s": t["at_s"] + t["took_s"],
+                "label": f"{self.kind} snapshot {t['name']}",
+            }
+            for t in self.taken
+        ]
 
 
 def _exists(runner: Runner, kind: str, target: str, name: str, snapdir: Path | None) -> bool:
     if kind == "btrfs":
         return snapdir is not None and (snapdir / name).exists()
-    done = runner.run(["zfs", "list", "-H", "-t", "snapshot", "-o", "name", f"{target}@{name}"],
-                      timeout=60, check=False)
+    done = runner.run(
+        ["zfs", "list", "-H", "-t", "snapshot", "-o", "name", f"{target}@{name}"],
+        timeout=60,
+        check=False,
+    )
     return done.returncode == 0
 
 
-def _delete_one(runner: Runner, kind: str, target: str, name: str,
-                snapdir: Path | None) -> None:
+def _delete_one(runner: Runner, kind: str, target: str, name: str, snapdir: Path | None) -> None:
     if not name.startswith(PREFIX):  # only ever what pgfsbench took
         return
     if _exists(runner, kind, target, name, snapdir):

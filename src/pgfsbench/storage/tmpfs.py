@@ -18,16 +18,19 @@ def mount_options(size_bytes: int, extra: list[str]) -> list[str]:
 
 @dataclass(frozen=True)
 class TmpfsDriver(VolumeDriver):
-    def volume(self, ctx: ProvisionContext, role: str,
-               spec: FilesystemStorage | WalVolume | TmpfsStorage) -> Volume:
+    def volume(
+        self, ctx: ProvisionContext, role: str, spec: FilesystemStorage | WalVolume | TmpfsStorage
+    ) -> Volume:
         size = spec.size if isinstance(spec, WalVolume | TmpfsStorage) else "1G"
         opts = mount_options(parse_size(size), spec.mount_options)
-        info = mount(ctx.journal, ctx.runner, "pgfsbench", ctx.directory / "mnt" / role,
-                     "tmpfs", opts)
+        info = mount(
+            ctx.journal, ctx.runner, "pgfsbench", ctx.directory / "mnt" / role, "tmpfs", opts
+        )
         return Volume(role, "tmpfs", ctx.directory / "mnt" / role, "tmpfs", (), info.options)
 
-    def provision(self, name: str, config: TmpfsStorage, ctx: ProvisionContext
-                  ) -> ProvisionedStorage:
+    def provision(
+        self, name: str, config: TmpfsStorage, ctx: ProvisionContext
+    ) -> ProvisionedStorage:
         data = self.volume(ctx, "data", config)
         return provisioned(name, "tmpfs", data, data.mountpoint / "pgdata", ctx, config.wal)
 

@@ -28,8 +28,9 @@ def make_dir(journal: Journal, path: Path, *, owner: str | None = None, mode: in
 def write_value(journal: Journal, path: Path, value: str, *, what: str) -> str:
     """Write a kernel tunable (/proc/sys, /sys) after journaling its current value."""
     old = path.read_text().strip()
-    journal.record(f"{what}: {old} -> {value}",
-                   Undo("restore_value", {"path": str(path), "value": old}))
+    journal.record(
+        f"{what}: {old} -> {value}", Undo("restore_value", {"path": str(path), "value": old})
+    )
     path.write_text(value + "\n")
     return old
 
@@ -45,8 +46,7 @@ def _remove_path(runner: Runner, args: dict[str, Any]) -> None:
     inside = mounts_under(path)
     if inside:
         # never delete across a mount point: it would erase (or, frozen, hang in) that fs
-        raise PgfsbenchError(f"not removing {path}: {inside[0].target} is still mounted "
-                             "inside it")
+        raise PgfsbenchError(f"not removing {path}: {inside[0].target} is still mounted inside it")
     if path.is_symlink() or path.is_file():
         path.unlink()
     elif path.is_dir():

@@ -59,8 +59,10 @@ def _read(path: Path) -> dict[str, Any]:
 def describe(holder: dict[str, Any]) -> str:
     started = holder.get("started")
     when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)) if started else "?"
-    return (f"pid {holder.get('pid', '?')}, {holder.get('what', 'a campaign')}, workdir "
-            f"{holder.get('workdir', '?')}, started {when}")
+    return (
+        f"pid {holder.get('pid', '?')}, {holder.get('what', 'a campaign')}, workdir "
+        f"{holder.get('workdir', '?')}, started {when}"
+    )
 
 
 @contextlib.contextmanager
@@ -75,11 +77,17 @@ def host_lock(what: str, workdir: Path, path: Path | None = None) -> Iterator[No
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise HostBusy(f"another pgfsbench holds this host ({describe(_read(path))}); "
-                           "one campaign per host: wait for it to end") from None
+            raise HostBusy(
+                f"another pgfsbench holds this host ({describe(_read(path))}); "
+                "one campaign per host: wait for it to end"
+            ) from None
         os.ftruncate(fd, 0)
-        os.write(fd, json.dumps({"pid": os.getpid(), "what": what, "workdir": str(workdir),
-                                 "started": time.time()}).encode())
+        os.write(
+            fd,
+            json.dumps(
+                {"pid": os.getpid(), "what": what, "workdir": str(workdir), "started": time.time()}
+            ).encode(),
+        )
         os.fsync(fd)
         yield
     finally:

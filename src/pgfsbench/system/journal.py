@@ -77,8 +77,13 @@ class Journal:
         self._undone: set[int] = set()
         self._seq = 0
         self.failures: list[UndoFailure] = []
-        header = {"t": "meta", "pid": os.getpid(), "host": socket.gethostname(),
-                  "started": time.time(), "argv": sys.argv}
+        header = {
+            "t": "meta",
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": time.time(),
+            "argv": sys.argv,
+        }
         header.update(meta or {})
         self._write(header)
 
@@ -101,8 +106,14 @@ class Journal:
             raise PgfsbenchError(f"internal: no undo action registered for {undo.kind!r}")
         self._seq += 1
         step = Step(self._seq, what, undo)
-        self._write({"t": "step", "seq": step.seq, "what": what,
-                     "undo": {"kind": undo.kind, "args": undo.args}})
+        self._write(
+            {
+                "t": "step",
+                "seq": step.seq,
+                "what": what,
+                "undo": {"kind": undo.kind, "args": undo.args},
+            }
+        )
         self._steps.append(step)
         return step
 
@@ -201,8 +212,9 @@ def read_journal(path: Path) -> LeftoverJournal:
         if kind == "meta":
             meta = rec
         elif kind == "step":
-            steps[rec["seq"]] = Step(rec["seq"], rec["what"],
-                                     Undo(rec["undo"]["kind"], rec["undo"]["args"]))
+            steps[rec["seq"]] = Step(
+                rec["seq"], rec["what"], Undo(rec["undo"]["kind"], rec["undo"]["args"])
+            )
         elif kind == "undone":
             undone.add(rec["seq"])
         elif kind == "note":

@@ -109,8 +109,7 @@ class Runner:
         finally:
             if entry is not None:
                 entry.unlink(missing_ok=True)
-        done = Completed(tuple(argv), proc.returncode, stdout, stderr,
-                         time.monotonic() - started)
+        done = Completed(tuple(argv), proc.returncode, stdout, stderr, time.monotonic() - started)
         if check and proc.returncode != 0:
             raise CommandError(argv, proc.returncode, stderr, stdout)
         return done
@@ -170,8 +169,13 @@ def end_unresponsive(proc: subprocess.Popen[str], grace: float = 5.0) -> tuple[s
 class Child:
     """A long-running child in its own process group, ended as a whole tree."""
 
-    def __init__(self, argv: tuple[str, ...], proc: subprocess.Popen[str], out: IO[str],
-                 entry: Path | None = None):
+    def __init__(
+        self,
+        argv: tuple[str, ...],
+        proc: subprocess.Popen[str],
+        out: IO[str],
+        entry: Path | None = None,
+    ):
         self.argv = argv
         self.proc = proc
         self._out = out
@@ -229,8 +233,9 @@ class Child:
         self._finish()
         return code
 
-    def wait_watching(self, timeout: float, check: Callable[[], str | None],
-                      interval: float = 0.5) -> int:
+    def wait_watching(
+        self, timeout: float, check: Callable[[], str | None], interval: float = 0.5
+    ) -> int:
         """Wait like ``wait``, calling ``check`` every ``interval`` seconds; when it returns
         a reason, end the whole tree and raise Stalled with that reason."""
         deadline = time.monotonic() + timeout
@@ -288,8 +293,9 @@ class ChildRegistry:
         entry = self.directory / str(pid)
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
-            entry.write_text(json.dumps({"start_time": process_start_time(pid),
-                                         "argv": shlex.join(argv)[:300]}))
+            entry.write_text(
+                json.dumps({"start_time": process_start_time(pid), "argv": shlex.join(argv)[:300]})
+            )
         except OSError:
             return None  # a full or read-only disk must not stop the run; cleanup has less
         return entry
@@ -377,8 +383,9 @@ def signal_process_group(pgid: int, leader_start_time: int | None, sig: signal.S
         os.killpg(pgid, sig)
 
 
-def query(argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None
-          ) -> Completed | None:
+def query(
+    argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None
+) -> Completed | None:
     """A read-only question to a tool (its version, its build, its settings), through a
     runner of its own: nothing is journaled or kept in a run's transcript. None when the
     tool is absent, cannot be run, or does not answer within ``timeout``."""

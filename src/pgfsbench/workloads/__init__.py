@@ -14,8 +14,9 @@ from pgfsbench.workloads.pgbench import Pgbench
 
 def workload_for(cell: Cell, defaults: Defaults) -> Workload:
     """The driver for a cell's workload tool (spec/kinds.py names each tool's factory)."""
-    factory: Callable[[Cell, Defaults], Workload] = resolve(workload_tool(cell.workload.tool)
-                                                             .workload)
+    factory: Callable[[Cell, Defaults], Workload] = resolve(
+        workload_tool(cell.workload.tool).workload
+    )
     return factory(cell, defaults)
 
 

@@ -40,8 +40,10 @@ class Endpoint:
         return ["-h", self.host, "-p", str(self.port), "-U", self.user]
 
     def conninfo(self) -> str:
-        return (f"host={self.host} port={self.port} user={self.user} dbname={self.dbname} "
-                f"application_name='{WORKLOAD_APPLICATION}'")
+        return (
+            f"host={self.host} port={self.port} user={self.user} dbname={self.dbname} "
+            f"application_name='{WORKLOAD_APPLICATION}'"
+        )
 
 
 @dataclass(frozen=True)
@@ -101,8 +103,12 @@ class Measurement:
 
     @property
     def ok(self) -> bool:
-        return (self.returncode == 0 and self.throughput is not None and not self.errors
-                and self.stalled is None)
+        return (
+            self.returncode == 0
+            and self.throughput is not None
+            and not self.errors
+            and self.stalled is None
+        )
 
 
 ProgressCallback = Callable[[Progress], None]
@@ -128,6 +134,14 @@ class Workload(Protocol):
     def load(self, ctx: WorkloadContext, cell: Cell) -> LoadResult:
         """Create and fill the tables (timed, by phase)."""
 
-    def run(self, ctx: WorkloadContext, cell: Cell, seconds: float, *, measured: bool,
-            on_progress: ProgressCallback, stalled: StallCheck) -> Measurement:
+    def run(
+        self,
+        ctx: WorkloadContext,
+        cell: Cell,
+        seconds: float,
+        *,
+        measured: bool,
+        on_progress: ProgressCallback,
+        stalled: StallCheck,
+    ) -> Measurement:
         """Run for ``seconds``; report progress; end the tool when ``stalled`` says why."""

@@ -48,9 +48,10 @@ def generate_sql(path: Path, first: int, last: int) -> sql.Composed:
     """The server writes rows first..last to ``path`` (text COPY format)."""
     from psycopg import sql
 
-    return sql.SQL("COPY (SELECT g, 1 + (g - 1) / 100000, 0, repeat('x', 84) FROM "
-                   "generate_series({}, {}) g) TO {}").format(
-        sql.Literal(int(first)), sql.Literal(int(last)), sql.Literal(str(path)))
+    return sql.SQL(
+        "COPY (SELECT g, 1 + (g - 1) / 100000, 0, repeat('x', 84) FROM "
+        "generate_series({}, {}) g) TO {}"
+    ).format(sql.Literal(int(first)), sql.Literal(int(last)), sql.Literal(str(path)))
 
 
 def copy_from_sql(path: Path) -> sql.Composed:
@@ -100,19 +101,31 @@ class Copy:
             shutil.chown(source, ctx.os_user)
         started = time.monotonic()
         try:
-            with psycopg.connect(ctx.server.conninfo(), autocommit=True,
-                                 connect_timeout=10) as conn:
+            with psycopg.connect(
+                ctx.server.conninfo(), autocommit=True, connect_timeout=10
+            ) as conn:
                 for i, (a, b) in enumerate(stream_ranges(rows_of(cell), streams)):
                     conn.execute(generate_sql(source / f"part-{i:03d}.txt", a, b))
         except psycopg.Error as exc:
             raise WorkloadError(f"generating the COPY source failed: {exc}") from None
         wall = time.monotonic() - started
         size = sum(f.stat().st_size for f in self._files(ctx))
-        return LoadResult(wall, {"generate_source": round(wall, 3)},
-                          f"{rows_of(cell)} rows in {streams} file(s), {size} bytes")
+        return LoadResult(
+            wall,
+            {"generate_source": round(wall, 3)},
+            f"{rows_of(cell)} rows in {streams} file(s), {size} bytes",
+        )
 
-    def run(self, ctx: WorkloadContext, cell: Cell, seconds: float, *, measured: bool,
-            on_progress: ProgressCallback, stalled: StallCheck) -> Measurement:
+    def run(
+        self,
+        ctx: WorkloadContext,
+        cell: Cell,
+        seconds: float,
+        *,
+        measured: bool,
+        on_progress: ProgressCallback,
+        stalled: StallCheck,
+    ) -> Measurement:
         if not measured:  # a warm-up load would only be a first load: nothing to warm
             return Measurement(unit="MB/s")
         import psycopg
@@ -138,25 +151,38 @@ class Copy:
                 raise Stalled(streamed.stall)
             if not errors:
                 phases.update(_finish(c, indexes))
-            lsn1 = c.execute("SELECT pg_current_wal_lsn() - %s::pg_lsn, "
-                             f"pg_total_relation_size('{TABLE}')",
-                             (str(lsn0[0]) if lsn0 else "0/0",)).fetchone()
+            lsn1 = c.execute(
+                f"SELECT pg_current_wal_lsn() - %s::pg_lsn, pg_total_relation_size('{TABLE}')",
+                (str(lsn0[0]) if lsn0 else "0/0",),
+            ).fetchone()
         wal = int(lsn1[0]) if lsn1 else 0
         mb = total_bytes / 1e6
         extra: dict[str, Any] = {
-            "rows": rows, "streams": len(files), "indexes": indexes,
-            "source_bytes": total_bytes, "phases_s": phases,
+            "rows": rows,
+            "streams": len(files),
+            "indexes": indexes,
+            "source_bytes": total_bytes,
+            "phases_s": phases,
             "rows_per_s": round(rows / copy_s, 1) if copy_s > 0 else None,
-            "wal_bytes": wal, "wal_bytes_per_mb": round(wal / mb, 1) if mb else None,
-            "table_bytes": int(lsn1[1]) if lsn1 else None}
+            "wal_bytes": wal,
+            "wal_bytes_per_mb": round(wal / mb, 1) if mb else None,
+            "table_bytes": int(lsn1[1]) if lsn1 else None,
+        }
         return Measurement(
-            unit="MB/s", throughput=round(mb / copy_s, 3) if copy_s > 0 and not errors else None,
-            transactions=len(files) - len(errors), failed_transactions=len(errors),
+            unit="MB/s",
+            throughput=round(mb / copy_s, 3) if copy_s > 0 and not errors else None,
+            transactions=len(files) - len(errors),
+            failed_transactions=len(errors),
             latency_avg_ms=round(copy_s * 1000, 3),
-            series={"tps": (1.0, per_second), "load_mbps": (1.0, per_second),
-                    "rows_per_s": (1.0, rows_per_second)},
-            errors=tuple(f"COPY failed: {e}" for e in errors), returncode=1 if errors else 0,
-            extra=extra)
+            series={
+                "tps": (1.0, per_second),
+                "load_mbps": (1.0, per_second),
+                "rows_per_s": (1.0, rows_per_second),
+            },
+            errors=tuple(f"COPY failed: {e}" for e in errors),
+            returncode=1 if errors else 0,
+            extra=extra,
+        )
 
 
 @dataclass
@@ -170,8 +196,9 @@ class _Streamed:
     stall: str | None
 
 
-def _stream(c: Any, conninfo: str, files: list[Path], on_progress: ProgressCallback,
-            stalled: StallCheck) -> _Streamed:
+def _stream(
+    c: Any, conninfo: str, files: list[Path], on_progress: ProgressCallback, stalled: StallCheck
+) -> _Streamed:
     """One COPY per file, each on its own connection, sampled through
     pg_stat_progress_copy on ``c`` five times a second; cancelled when ``stalled`` says."""
     import psycopg
@@ -188,8 +215,7 @@ def _stream(c: Any, conninfo: str, files: list[Path], on_progress: ProgressCallb
                 done_bytes[0] += path.stat().st_size
         except Exception as exc:  # psycopg's errors, reported as the run's
             with lock:
-                errors.append(str(exc).strip().splitlines()[0] if str(exc) else
-                              type(exc).__name__)
+                errors.append(str(exc).strip().splitlines()[0] if str(exc) else type(exc).__name__)
 
     started = time.monotonic()
     threads = [threading.Thread(target=stream, args=(f,), daemon=True) for f in files]
@@ -202,9 +228,11 @@ def _stream(c: Any, conninfo: str, files: list[Path], on_progress: ProgressCallb
     stall: str | None = None
     while any(t.is_alive() for t in threads):
         time.sleep(0.2)  # the sampling period of pg_stat_progress_copy
-        row = c.execute("SELECT coalesce(sum(bytes_processed), 0), "
-                        "coalesce(sum(tuples_processed), 0) FROM "
-                        "pg_stat_progress_copy").fetchone()
+        row = c.execute(
+            "SELECT coalesce(sum(bytes_processed), 0), "
+            "coalesce(sum(tuples_processed), 0) FROM "
+            "pg_stat_progress_copy"
+        ).fetchone()
         with lock:
             finished = done_bytes[0]
         now = time.monotonic()

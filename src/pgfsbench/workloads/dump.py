@@ -35,8 +35,9 @@ from pgfsbench.workloads.base import (
 from pgfsbench.workloads.pgbench import Pgbench
 
 
-def dump_argv(pg_dump: str, conn: Endpoint, fmt: str, jobs: int, compress: int,
-              target: Path | None) -> list[str]:
+def dump_argv(
+    pg_dump: str, conn: Endpoint, fmt: str, jobs: int, compress: int, target: Path | None
+) -> list[str]:
     # --no-sync: the read is measured, not the durability of a throwaway copy (and /dev/null
     # cannot be fsynced)
     argv = [pg_dump, *conn.libpq_args(), "-d", conn.dbname, "-Z", str(compress), "--no-sync"]
@@ -58,7 +59,7 @@ def written_bytes_of_group(pgid: int) -> int:
             continue
         try:
             stat = (entry / "stat").read_text()
-            fields = stat[stat.rindex(")") + 2:].split()
+            fields = stat[stat.rindex(")") + 2 :].split()
             if int(fields[2]) != pgid:
                 continue
             for line in (entry / "io").read_text().splitlines():
@@ -86,13 +87,24 @@ class Dump:
     def load(self, ctx: WorkloadContext, cell: Cell) -> LoadResult:
         return self.loader.load(ctx, cell)
 
-    def run(self, ctx: WorkloadContext, cell: Cell, seconds: float, *, measured: bool,
-            on_progress: ProgressCallback, stalled: StallCheck) -> Measurement:
+    def run(
+        self,
+        ctx: WorkloadContext,
+        cell: Cell,
+        seconds: float,
+        *,
+        measured: bool,
+        on_progress: ProgressCallback,
+        stalled: StallCheck,
+    ) -> Measurement:
         import psycopg
 
         cfg = cell.workload.config
-        fmt, jobs, compress = (getattr(cfg, "format", "custom"), getattr(cfg, "jobs", 1),
-                               getattr(cfg, "compress", 0))
+        fmt, jobs, compress = (
+            getattr(cfg, "format", "custom"),
+            getattr(cfg, "jobs", 1),
+            getattr(cfg, "compress", 0),
+        )
         with psycopg.connect(ctx.server.conninfo(), connect_timeout=10) as conn:
             row = conn.execute("SELECT pg_database_size(current_database())").fetchone()
         db_bytes = int(row[0]) if row else 0
@@ -124,18 +136,31 @@ class Dump:
             target = ctx.workdir / "dump" if fmt == "directory" else None
             if target is not None and target.exists():
                 shutil.rmtree(target)
-            argv = dump_argv(ctx.binaries.tool("pg_dump"), ctx.endpoint, fmt, jobs, compress,
-                             target)
-            child = ctx.runner.spawn(argv, stdout_path=ctx.artifacts / f"{name}.stdout",
-                                     user=ctx.os_user, cwd=ctx.workdir, env=WORKLOAD_ENV)
-            watch_process_group(ctx.journal, child.pid, child.start_time,
-                                f"pg_dump pid {child.pid}")
+            argv = dump_argv(
+                ctx.binaries.tool("pg_dump"), ctx.endpoint, fmt, jobs, compress, target
+            )
+            child = ctx.runner.spawn(
+                argv,
+                stdout_path=ctx.artifacts / f"{name}.stdout",
+                user=ctx.os_user,
+                cwd=ctx.workdir,
+                env=WORKLOAD_ENV,
+            )
+            watch_process_group(
+                ctx.journal, child.pid, child.start_time, f"pg_dump pid {child.pid}"
+            )
             try:
-                rc = child.wait_watching(max(600.0, seconds * 10),
-                                         functools.partial(tick, child.pid, [0]), interval=0.2)
+                rc = child.wait_watching(
+                    max(600.0, seconds * 10), functools.partial(tick, child.pid, [0]), interval=0.2
+                )
             except Stalled as exc:
-                return Measurement(unit="MB/s", series={"tps": (1.0, list(per_second))},
-                                   stalled=str(exc), returncode=-1, errors=(str(exc),))
+                return Measurement(
+                    unit="MB/s",
+                    series={"tps": (1.0, list(per_second))},
+                    stalled=str(exc),
+                    returncode=-1,
+                    errors=(str(exc),),
+                )
             except CommandError:
                 stderr_all.append(child.stderr)
                 raise
@@ -143,8 +168,9 @@ class Dump:
             if target is not None:
                 shutil.rmtree(target, ignore_errors=True)
             if rc != 0:
-                errors.append(f"pg_dump exited {rc}: "
-                              + (child.stderr.strip().splitlines() or [""])[-1])
+                errors.append(
+                    f"pg_dump exited {rc}: " + (child.stderr.strip().splitlines() or [""])[-1]
+                )
                 break
             dumps += 1
         elapsed = time.monotonic() - started
@@ -154,15 +180,25 @@ class Dump:
             per_second = [round(v * factor, 3) for v in per_second]
         mbps = db_bytes * dumps / 1e6 / elapsed if dumps and elapsed > 0 else None
         return Measurement(
-            unit="MB/s", throughput=None if mbps is None else round(mbps, 3),
-            transactions=dumps, failed_transactions=0 if not errors else 1,
+            unit="MB/s",
+            throughput=None if mbps is None else round(mbps, 3),
+            transactions=dumps,
+            failed_transactions=0 if not errors else 1,
             latency_avg_ms=round(elapsed / dumps * 1000, 3) if dumps else None,
             series={"tps": (1.0, list(per_second)), "read_mbps": (1.0, list(per_second))},
-            errors=tuple(errors), returncode=0 if not errors else 1,
-            extra={"dumps": dumps, "database_bytes": db_bytes, "format": fmt, "jobs": jobs,
-                   "compress": compress, "seconds": round(elapsed, 3),
-                   "series_from": "pg_dump's output (/proc/PID/io wchar), scaled to the "
-                                  "database bytes dumped"})
+            errors=tuple(errors),
+            returncode=0 if not errors else 1,
+            extra={
+                "dumps": dumps,
+                "database_bytes": db_bytes,
+                "format": fmt,
+                "jobs": jobs,
+                "compress": compress,
+                "seconds": round(elapsed, 3),
+                "series_from": "pg_dump's output (/proc/PID/io wchar), scaled to the "
+                "database bytes dumped",
+            },
+        )
 
 
 def for_cell(cell: Cell, defaults: Defaults) -> Dump:

@@ -35,17 +35,25 @@ from pgfsbench.workloads.base import (
 BYTES_PER_SCALE = 16 * 1024 * 1024
 
 
-
 def init_steps(generation: str, foreign_keys: bool) -> str:
     """-I steps: drop, create, generate (g client-side / G server-side), vacuum, pkeys, fkeys."""
     steps = "dt" + ("G" if generation == "server" else "g") + "vp"
     return steps + ("f" if foreign_keys else "")
 
 
-def init_argv(pgbench: str, conn: Endpoint, scale: int, generation: str,
-              foreign_keys: bool) -> list[str]:
-    return [pgbench, "-i", "-s", str(scale), "-I", init_steps(generation, foreign_keys),
-            *conn.libpq_args(), conn.dbname]
+def init_argv(
+    pgbench: str, conn: Endpoint, scale: int, generation: str, foreign_keys: bool
+) -> list[str]:
+    return [
+        pgbench,
+        "-i",
+        "-s",
+        str(scale),
+        "-I",
+        init_steps(generation, foreign_keys),
+        *conn.libpq_args(),
+        conn.dbname,
+    ]
 
 
 def script_path(script: str, base_dir: Path) -> tuple[Path, str]:
@@ -60,18 +68,38 @@ SEQSCAN_TABLE = "pgbench_accounts"
 
 def seqscan_script(parallel_workers: int) -> str:
     """One full scan of the largest table per transaction (parallel workers as asked)."""
-    return (f"SET max_parallel_workers_per_gather = {int(parallel_workers)};\n"
-            f"SELECT count(*) FROM {SEQSCAN_TABLE};\n")
+    return (
+        f"SET max_parallel_workers_per_gather = {int(parallel_workers)};\n"
+        f"SELECT count(*) FROM {SEQSCAN_TABLE};\n"
+    )
 
 
-def run_argv(pgbench: str, conn: Endpoint, workload: Workload, duration_s: float,
-             *, base_dir: Path, progress: bool = True, vacuum: bool = True,
-             log_prefix: Path | None = None, sampling_rate: float | None = None,
-             transactions: int | None = None) -> list[str]:
+def run_argv(
+    pgbench: str,
+    conn: Endpoint,
+    workload: Workload,
+    duration_s: float,
+    *,
+    base_dir: Path,
+    progress: bool = True,
+    vacuum: bool = True,
+    log_prefix: Path | None = None,
+    sampling_rate: float | None = None,
+    transactions: int | None = None,
+) -> list[str]:
     """``transactions``: each client runs that many (-t), instead of for the duration."""
     length = ["-t", str(transactions)] if transactions else ["-T", str(max(1, round(duration_s)))]
-    argv = [pgbench, *conn.libpq_args(), "-c", str(workload.clients), "-j",
-            str(workload.threads), *length, "-M", workload.protocol]
+    argv = [
+        pgbench,
+        *conn.libpq_args(),
+        "-c",
+        str(workload.clients),
+        "-j",
+        str(workload.threads),
+        *length,
+        "-M",
+        workload.protocol,
+    ]
     if workload.builtin:
         argv += ["-b", workload.builtin]
     for script in workload.scripts:
@@ -136,16 +164,26 @@ def _num(pattern: str, text: str) -> float | None:
 def parse_run(stdout: str, stderr: str = "") -> RunSummary:
     """The summary pgbench prints at the end of a run (PostgreSQL 10 to 17 wording)."""
     header = {}
-    for key in ("transaction type", "scaling factor", "query mode", "number of clients",
-                "number of threads", "maximum number of tries", "duration"):
+    for key in (
+        "transaction type",
+        "scaling factor",
+        "query mode",
+        "number of clients",
+        "number of threads",
+        "maximum number of tries",
+        "duration",
+    ):
         m = re.search(rf"^{key}: (.*)$", stdout, re.MULTILINE)
         if m:
             header[key] = m.group(1).strip()
     tps = _num(r"^tps = ([\d.]+) \((?:without initial connection time|excluding)", stdout)
     tx = _num(r"^number of transactions actually processed: (\d+)", stdout)
     failed = _num(r"^number of failed transactions: (\d+)", stdout)
-    errors = tuple(line.strip() for line in stderr.splitlines()
-                   if "pgbench: error" in line or "aborted" in line)
+    errors = tuple(
+        line.strip()
+        for line in stderr.splitlines()
+        if "pgbench: error" in line or "aborted" in line
+    )
     return RunSummary(
         tps=tps,
         latency_avg_ms=_num(r"^latency average = ([\d.]+) ms", stdout),
@@ -186,8 +224,14 @@ def parse_progress(line: str) -> ProgressPoint | None:
     def opt(s: str | None) -> float | None:
         return None if s is None or s == "NaN" else float(s)
 
-    return ProgressPoint(float(m.group(1)), float(m.group(2)), opt(m.group(3)), opt(m.group(4)),
-                         int(m.group(5)) if m.group(5) is not None else None, opt(m.group(6)))
+    return ProgressPoint(
+        float(m.group(1)),
+        float(m.group(2)),
+        opt(m.group(3)),
+        opt(m.group(4)),
+        int(m.group(5)) if m.group(5) is not None else None,
+        opt(m.group(6)),
+    )
 
 
 # ---------------------------------------------------------------- the workload
@@ -211,8 +255,10 @@ class Pgbench:
             else:
                 why = None if path.is_file() else f"{path} does not exist"
             if why:
-                found.append(f"workload {cell.workload.name}: script {script}: {why} "
-                             "(pgbench runs as the PostgreSQL OS user)")
+                found.append(
+                    f"workload {cell.workload.name}: script {script}: {why} "
+                    "(pgbench runs as the PostgreSQL OS user)"
+                )
         return found
 
     def version_argv(self, binaries: Binaries) -> list[str]:
@@ -222,12 +268,14 @@ class Pgbench:
         return cell.scale * BYTES_PER_SCALE
 
     def load(self, ctx: WorkloadContext, cell: Cell) -> LoadResult:
-        argv = init_argv(ctx.binaries.tool("pgbench"), ctx.server, cell.scale, self.generation,
-                         self.foreign_keys)
+        argv = init_argv(
+            ctx.binaries.tool("pgbench"), ctx.server, cell.scale, self.generation, self.foreign_keys
+        )
         started = time.monotonic()
         try:
-            done = ctx.runner.run(argv, timeout=max(600.0, cell.scale * 120.0),
-                                  user=ctx.os_user, cwd=ctx.workdir)
+            done = ctx.runner.run(
+                argv, timeout=max(600.0, cell.scale * 120.0), user=ctx.os_user, cwd=ctx.workdir
+            )
         except CommandError as exc:
             (ctx.artifacts / "pgbench-init.txt").write_text(exc.stdout + exc.stderr)
             raise WorkloadError(f"pgbench -i failed: {exc}") from None
@@ -239,16 +287,34 @@ class Pgbench:
         phases["wall_clock"] = round(wall, 3)
         return LoadResult(parsed.seconds if parsed else wall, phases, output)
 
-    def run(self, ctx: WorkloadContext, cell: Cell, seconds: float, *, measured: bool,
-            on_progress: ProgressCallback, stalled: StallCheck) -> Measurement:
+    def run(
+        self,
+        ctx: WorkloadContext,
+        cell: Cell,
+        seconds: float,
+        *,
+        measured: bool,
+        on_progress: ProgressCallback,
+        stalled: StallCheck,
+    ) -> Measurement:
         if cell.workload.builtin == "seqscan":
-            return self._seqscan(ctx, cell, seconds, measured=measured,
-                                 on_progress=on_progress, stalled=stalled)
-        return self._run(ctx, cell, seconds, measured=measured, on_progress=on_progress,
-                         stalled=stalled)
+            return self._seqscan(
+                ctx, cell, seconds, measured=measured, on_progress=on_progress, stalled=stalled
+            )
+        return self._run(
+            ctx, cell, seconds, measured=measured, on_progress=on_progress, stalled=stalled
+        )
 
-    def _seqscan(self, ctx: WorkloadContext, cell: Cell, seconds: float, *, measured: bool,
-                 on_progress: ProgressCallback, stalled: StallCheck) -> Measurement:
+    def _seqscan(
+        self,
+        ctx: WorkloadContext,
+        cell: Cell,
+        seconds: float,
+        *,
+        measured: bool,
+        on_progress: ProgressCallback,
+        stalled: StallCheck,
+    ) -> Measurement:
         """Scans per second from pgbench, made MB/s by the table's size on disk."""
         import psycopg
 
@@ -260,44 +326,80 @@ class Pgbench:
             row = conn.execute("SELECT pg_relation_size(%s)", (SEQSCAN_TABLE,)).fetchone()
         table = int(row[0]) if row else 0
         mb = table / 1e6
-        scan = dataclasses.replace(cell, workload=dataclasses.replace(
-            w, builtin=None, scripts=(str(script),), protocol="simple"))
+        scan = dataclasses.replace(
+            cell,
+            workload=dataclasses.replace(
+                w, builtin=None, scripts=(str(script),), protocol="simple"
+            ),
+        )
 
         def progress(p: Progress) -> None:
-            on_progress(Progress(p.t, p.throughput * mb, p.latency_ms,
-                                 {**p.extra, "scans_per_s": p.throughput}))
+            on_progress(
+                Progress(
+                    p.t, p.throughput * mb, p.latency_ms, {**p.extra, "scans_per_s": p.throughput}
+                )
+            )
 
         # a cold cache stays cold for one pass only: then each client scans once
         once = measured and getattr(w.config, "cache", "warm") == "cold"
-        m = self._run(ctx, scan, seconds, measured=measured, on_progress=progress,
-                      stalled=stalled, transactions=1 if once else None)
+        m = self._run(
+            ctx,
+            scan,
+            seconds,
+            measured=measured,
+            on_progress=progress,
+            stalled=stalled,
+            transactions=1 if once else None,
+        )
         scans = m.throughput
         m.unit = "MB/s"
         m.throughput = None if scans is None else round(scans * mb, 3)
-        m.extra = {**m.extra, "scans_per_s": scans, "table": SEQSCAN_TABLE,
-                   "table_bytes": table,
-                   "parallel_workers": getattr(w.config, "parallel_workers", 0)}
+        m.extra = {
+            **m.extra,
+            "scans_per_s": scans,
+            "table": SEQSCAN_TABLE,
+            "table_bytes": table,
+            "parallel_workers": getattr(w.config, "parallel_workers", 0),
+        }
         if "tps" in m.series:
             t0, values = m.series["tps"]
-            m.series["read_mbps"] = (t0, [None if v is None else round(float(v) * mb, 3)
-                                          for v in values])
+            m.series["read_mbps"] = (
+                t0,
+                [None if v is None else round(float(v) * mb, 3) for v in values],
+            )
         return m
 
-    def _run(self, ctx: WorkloadContext, cell: Cell, seconds: float, *, measured: bool,
-             on_progress: ProgressCallback, stalled: StallCheck,
-             transactions: int | None = None) -> Measurement:
+    def _run(
+        self,
+        ctx: WorkloadContext,
+        cell: Cell,
+        seconds: float,
+        *,
+        measured: bool,
+        on_progress: ProgressCallback,
+        stalled: StallCheck,
+        transactions: int | None = None,
+    ) -> Measurement:
         w = cell.workload
         name = "pgbench" if measured else "warmup"
         log = measured and self.log_transactions
         # vacuum (and truncate pgbench_history) before the first phase of a run only
         vacuum = not measured or w.warmup_s <= 0
-        argv = run_argv(ctx.binaries.tool("pgbench"), ctx.endpoint, w, seconds,
-                        base_dir=ctx.base_dir, vacuum=vacuum,
-                        log_prefix=ctx.workdir / "txlog" if log else None,
-                        sampling_rate=w.sampling_rate, transactions=transactions)
+        argv = run_argv(
+            ctx.binaries.tool("pgbench"),
+            ctx.endpoint,
+            w,
+            seconds,
+            base_dir=ctx.base_dir,
+            vacuum=vacuum,
+            log_prefix=ctx.workdir / "txlog" if log else None,
+            sampling_rate=w.sampling_rate,
+            transactions=transactions,
+        )
         stdout_path = ctx.artifacts / f"{name}.stdout"
-        child = ctx.runner.spawn(argv, stdout_path=stdout_path, user=ctx.os_user,
-                                 cwd=ctx.workdir, env=WORKLOAD_ENV)
+        child = ctx.runner.spawn(
+            argv, stdout_path=stdout_path, user=ctx.os_user, cwd=ctx.workdir, env=WORKLOAD_ENV
+        )
         # if pgfsbench is killed before this is journaled, pgbench ends by itself when
         # cleanup stops the server it is connected to
         watch_process_group(ctx.journal, child.pid, child.start_time, f"pgbench pid {child.pid}")
@@ -307,8 +409,9 @@ class Pgbench:
             point = parse_progress(line)
             if point is not None:
                 points.append(point)
-                on_progress(Progress(point.t, point.tps, point.latency_ms,
-                                     {"lag_ms": point.lag_ms}))
+                on_progress(
+                    Progress(point.t, point.tps, point.latency_ms, {"lag_ms": point.lag_ms})
+                )
 
         child.on_stderr_line(on_line)
         try:
@@ -316,8 +419,9 @@ class Pgbench:
         except Stalled as exc:
             # what it measured until it stalled is the evidence of the stall
             (ctx.artifacts / f"{name}.stderr").write_text(child.stderr)
-            return Measurement(series=progress_series(points), stalled=str(exc),
-                               returncode=-1, errors=(str(exc),))
+            return Measurement(
+                series=progress_series(points), stalled=str(exc), returncode=-1, errors=(str(exc),)
+            )
         except CommandError:
             (ctx.artifacts / f"{name}.stderr").write_text(child.stderr)
             raise
@@ -332,13 +436,22 @@ class Pgbench:
         if rc != 0 and not errors:
             errors.append(f"pgbench exited {rc}")
         m = Measurement(
-            unit="tps", throughput=summary.tps, latency_avg_ms=summary.latency_avg_ms,
-            latency_stddev_ms=summary.latency_stddev_ms, transactions=summary.transactions,
+            unit="tps",
+            throughput=summary.tps,
+            latency_avg_ms=summary.latency_avg_ms,
+            latency_stddev_ms=summary.latency_stddev_ms,
+            transactions=summary.transactions,
             failed_transactions=summary.failed_transactions,
             initial_connection_ms=summary.initial_connection_ms,
-            series=progress_series(points), errors=tuple(errors), returncode=rc,
-            extra={k: v for k, v in (("lag_avg_ms", summary.lag_avg_ms),
-                                     ("lag_max_ms", summary.lag_max_ms)) if v is not None})
+            series=progress_series(points),
+            errors=tuple(errors),
+            returncode=rc,
+            extra={
+                k: v
+                for k, v in (("lag_avg_ms", summary.lag_avg_ms), ("lag_max_ms", summary.lag_max_ms))
+                if v is not None
+            },
+        )
         if log:
             from pgfsbench.collect.txlog import compress_logs, parse_txlog
 
@@ -367,8 +480,12 @@ def progress_series(points: list[ProgressPoint]) -> dict[str, tuple[float, list[
     if not points:
         return {}
     # the seconds a report covers with others (its own included): an average over them
-    averaged = {round(b.t) - k for a, b in itertools.pairwise(points)
-                if round(b.t - a.t) > 1 for k in range(round(b.t - a.t))}
+    averaged = {
+        round(b.t) - k
+        for a, b in itertools.pairwise(points)
+        if round(b.t - a.t) > 1
+        for k in range(round(b.t - a.t))
+    }
     points = per_second(points)
     t0 = points[0].t
     out: dict[str, tuple[float, list[object]]] = {
@@ -387,5 +504,8 @@ def progress_series(points: list[ProgressPoint]) -> dict[str, tuple[float, list[
 
 def for_cell(cell: Cell, defaults: Defaults) -> Pgbench:
     """pgbench as the spec's defaults ask (data generation, foreign keys, -l when watched)."""
-    return Pgbench(defaults.generation, defaults.foreign_keys,
-                   bool(defaults.samplers) and defaults.txlog is not False)
+    return Pgbench(
+        defaults.generation,
+        defaults.foreign_keys,
+        bool(defaults.samplers) and defaults.txlog is not False,
+    )

@@ -50,15 +50,25 @@ def mix_options(mix: str | None) -> dict[str, str]:
     n = next(n for n in range(10, 101) if reads * n % 100 == 0 and writes * n % 100 == 0)
     r, w = reads * n // 100, writes * n // 100
     index = (w + 1) // 2
-    return {"point_selects": str(r), "index_updates": str(index),
-            "non_index_updates": str(w - index), "range_selects": "off",
-            "delete_inserts": "0"}
+    return {
+        "point_selects": str(r),
+        "index_updates": str(index),
+        "non_index_updates": str(w - index),
+        "range_selects": "off",
+        "delete_inserts": "0",
+    }
 
 
 def common_args(conn: Endpoint, cfg: SysbenchWorkload, rows: int) -> list[str]:
-    args = ["--db-driver=pgsql", f"--pgsql-host={conn.host}", f"--pgsql-port={conn.port}",
-            f"--pgsql-user={conn.user}", f"--pgsql-db={conn.dbname}",
-            f"--tables={cfg.tables}", f"--table-size={rows}"]
+    args = [
+        "--db-driver=pgsql",
+        f"--pgsql-host={conn.host}",
+        f"--pgsql-port={conn.port}",
+        f"--pgsql-user={conn.user}",
+        f"--pgsql-db={conn.dbname}",
+        f"--tables={cfg.tables}",
+        f"--table-size={rows}",
+    ]
     options = {**mix_options(cfg.mix), **{k: _opt(v) for k, v in cfg.options.items()}}
     return args + [f"--{k}={v}" for k, v in options.items()]
 
@@ -69,19 +79,39 @@ def _opt(v: object) -> str:
     return str(v)
 
 
-def prepare_argv(sysbench: str, conn: Endpoint, cfg: SysbenchWorkload, rows: int,
-                 threads: int) -> list[str]:
-    return [sysbench, *common_args(conn, cfg, rows), f"--threads={max(1, threads)}",
-            str(SCRIPTS_DIR / f"{cfg.script}.lua"), "prepare"]
+def prepare_argv(
+    sysbench: str, conn: Endpoint, cfg: SysbenchWorkload, rows: int, threads: int
+) -> list[str]:
+    return [
+        sysbench,
+        *common_args(conn, cfg, rows),
+        f"--threads={max(1, threads)}",
+        str(SCRIPTS_DIR / f"{cfg.script}.lua"),
+        "prepare",
+    ]
 
 
-def run_argv(sysbench: str, conn: Endpoint, cfg: SysbenchWorkload, rows: int, clients: int,
-             seconds: float, rate: float | None, prepared: bool = True) -> list[str]:
+def run_argv(
+    sysbench: str,
+    conn: Endpoint,
+    cfg: SysbenchWorkload,
+    rows: int,
+    clients: int,
+    seconds: float,
+    rate: float | None,
+    prepared: bool = True,
+) -> list[str]:
     """``prepared`` False: without server-side prepared statements (through a transaction
     pooler that would lose them), unless the spec set db-ps-mode itself."""
-    argv = [sysbench, *common_args(conn, cfg, rows), f"--threads={clients}",
-            f"--time={max(1, round(seconds))}", "--report-interval=1", "--histogram=on",
-            f"--percentile={cfg.percentile}"]
+    argv = [
+        sysbench,
+        *common_args(conn, cfg, rows),
+        f"--threads={clients}",
+        f"--time={max(1, round(seconds))}",
+        "--report-interval=1",
+        "--histogram=on",
+        f"--percentile={cfg.percentile}",
+    ]
     if not prepared and "db-ps-mode" not in cfg.options:
         argv.append("--db-ps-mode=disable")
     if rate:
@@ -107,7 +137,8 @@ class Report:
 
 _REPORT_RE = re.compile(
     r"^\[ *(\d+)s \] thds: (\d+) tps: ([\d.]+) qps: ([\d.]+) \(r/w/o: [\d./]+\) "
-    r"lat \(ms,\d+%\): ([\d.]+|nan) err/s: ([\d.]+) reconn/s: ([\d.]+)")
+    r"lat \(ms,\d+%\): ([\d.]+|nan) err/s: ([\d.]+) reconn/s: ([\d.]+)"
+)
 
 
 def parse_report(line: str) -> Report | None:
@@ -115,8 +146,15 @@ def parse_report(line: str) -> Report | None:
     if not m:
         return None
     lat = None if m.group(5) == "nan" else float(m.group(5))
-    return Report(float(m.group(1)), int(m.group(2)), float(m.group(3)), float(m.group(4)),
-                  lat, float(m.group(6)), float(m.group(7)))
+    return Report(
+        float(m.group(1)),
+        int(m.group(2)),
+        float(m.group(3)),
+        float(m.group(4)),
+        lat,
+        float(m.group(6)),
+        float(m.group(7)),
+    )
 
 
 @dataclass(frozen=True)
@@ -155,7 +193,7 @@ def parse_run(output: str) -> Summary:
             elif line.strip() and not line.strip().startswith("value"):
                 in_hist = False
     lat: dict[str, float] = {}
-    block = output[output.find("Latency (ms):"):] if "Latency (ms):" in output else ""
+    block = output[output.find("Latency (ms):") :] if "Latency (ms):" in output else ""
     for key, label in (("min", "min"), ("avg", "avg"), ("max", "max"), ("sum", "sum")):
         v = _num(rf"^\s+{label}:\s+([\d.]+)", block)
         if v is not None:
@@ -173,13 +211,17 @@ def parse_run(output: str) -> Summary:
         tps=_num(r"^\s+transactions:\s+\d+\s+\(([\d.]+) per sec\.\)", output),
         queries=ints(r"^\s+queries:\s+(\d+)"),
         qps=_num(r"^\s+queries:\s+\d+\s+\(([\d.]+) per sec\.\)", output),
-        reads=ints(r"^\s+read:\s+(\d+)"), writes=ints(r"^\s+write:\s+(\d+)"),
+        reads=ints(r"^\s+read:\s+(\d+)"),
+        writes=ints(r"^\s+write:\s+(\d+)"),
         ignored_errors=ints(r"^\s+ignored errors:\s+(\d+)"),
         reconnects=ints(r"^\s+reconnects:\s+(\d+)"),
         total_time_s=_num(r"^\s+total time:\s+([\d.]+)s", output),
-        latency_ms=lat, histogram=tuple(hist),
-        fatal=tuple(dict.fromkeys(line.strip() for line in output.splitlines()
-                                  if line.startswith("FATAL:"))))
+        latency_ms=lat,
+        histogram=tuple(hist),
+        fatal=tuple(
+            dict.fromkeys(line.strip() for line in output.splitlines() if line.startswith("FATAL:"))
+        ),
+    )
 
 
 # sysbench's own lines around an error it printed just before (the Lua function that
@@ -196,7 +238,7 @@ def error_lines(fatal: tuple[str, ...]) -> list[str]:
     if not fatal:
         return []
     cause = next((line for line in fatal if not _WRAPPER.search(line)), fatal[0])
-    return [*[line for line in fatal if line != cause][:ERROR_LINES_KEPT - 1], cause]
+    return [*[line for line in fatal if line != cause][: ERROR_LINES_KEPT - 1], cause]
 
 
 def histogram_percentiles(hist: tuple[tuple[float, int], ...]) -> dict[str, float]:
@@ -231,8 +273,10 @@ class Sysbench:
         script = SCRIPTS_DIR / f"{cfg.script}.lua"
         found = []
         if not script.is_file():
-            found.append(f"workload {cell.workload.name}: {script} not found (Debian's "
-                         "sysbench package installs the OLTP scripts there)")
+            found.append(
+                f"workload {cell.workload.name}: {script} not found (Debian's "
+                "sysbench package installs the OLTP scripts there)"
+            )
         return found
 
     def version_argv(self, binaries: Binaries) -> list[str]:
@@ -246,13 +290,15 @@ class Sysbench:
     def load(self, ctx: WorkloadContext, cell: Cell) -> LoadResult:
         cfg = cell.workload.config
         assert isinstance(cfg, SysbenchWorkload)
-        argv = prepare_argv(self.binary, ctx.server, cfg, table_size(cell),
-                            min(cfg.tables, cell.workload.threads))
+        argv = prepare_argv(
+            self.binary, ctx.server, cfg, table_size(cell), min(cfg.tables, cell.workload.threads)
+        )
         started = time.monotonic()
         rows = cfg.tables * table_size(cell)
         try:
-            done = ctx.runner.run(argv, timeout=max(600.0, rows / 2000), user=ctx.os_user,
-                                  cwd=ctx.workdir)
+            done = ctx.runner.run(
+                argv, timeout=max(600.0, rows / 2000), user=ctx.os_user, cwd=ctx.workdir
+            )
         except CommandError as exc:
             (ctx.artifacts / "sysbench-prepare.txt").write_text(exc.stdout + exc.stderr)
             raise WorkloadError(f"sysbench prepare failed: {exc}") from None
@@ -260,19 +306,40 @@ class Sysbench:
         (ctx.artifacts / "sysbench-prepare.txt").write_text(done.stdout + done.stderr)
         return LoadResult(wall, {"prepare": round(wall, 3)}, done.stdout)
 
-    def run(self, ctx: WorkloadContext, cell: Cell, seconds: float, *, measured: bool,
-            on_progress: ProgressCallback, stalled: StallCheck) -> Measurement:
+    def run(
+        self,
+        ctx: WorkloadContext,
+        cell: Cell,
+        seconds: float,
+        *,
+        measured: bool,
+        on_progress: ProgressCallback,
+        stalled: StallCheck,
+    ) -> Measurement:
         cfg = cell.workload.config
         assert isinstance(cfg, SysbenchWorkload)
         name = "sysbench" if measured else "sysbench-warmup"
         lost = ctx.prepared_statements_lost
-        argv = run_argv(self.binary, ctx.endpoint, cfg, table_size(cell),
-                        cell.workload.clients, seconds, cell.workload.rate,
-                        prepared=lost is None)
+        argv = run_argv(
+            self.binary,
+            ctx.endpoint,
+            cfg,
+            table_size(cell),
+            cell.workload.clients,
+            seconds,
+            cell.workload.rate,
+            prepared=lost is None,
+        )
         prepared = "--db-ps-mode=disable" not in argv  # ours, the spec's options or args
         out_path = ctx.artifacts / f"{name}.stdout"
-        child = ctx.runner.spawn(argv, stdout_path=out_path, user=ctx.os_user,
-                                 cwd=ctx.workdir, merge_stderr=True, env=WORKLOAD_ENV)
+        child = ctx.runner.spawn(
+            argv,
+            stdout_path=out_path,
+            user=ctx.os_user,
+            cwd=ctx.workdir,
+            merge_stderr=True,
+            env=WORKLOAD_ENV,
+        )
         watch_process_group(ctx.journal, child.pid, child.start_time, f"sysbench pid {child.pid}")
         reports: list[Report] = []
 
@@ -280,15 +347,22 @@ class Sysbench:
             r = parse_report(line)
             if r is not None:
                 reports.append(r)
-                on_progress(Progress(r.t, r.tps, r.latency_ms,
-                                     {"qps": r.qps, "errors_per_s": r.errors_per_s}))
+                on_progress(
+                    Progress(
+                        r.t, r.tps, r.latency_ms, {"qps": r.qps, "errors_per_s": r.errors_per_s}
+                    )
+                )
 
         child.on_stderr_line(on_line)
         try:
             rc = child.wait_watching(seconds + 300, stalled)
         except Stalled as exc:
-            return Measurement(series=report_series(reports, cfg.percentile),
-                               stalled=str(exc), returncode=-1, errors=(str(exc),))
+            return Measurement(
+                series=report_series(reports, cfg.percentile),
+                stalled=str(exc),
+                returncode=-1,
+                errors=(str(exc),),
+            )
         except BaseException:
             child.kill_tree()
             raise
@@ -303,33 +377,51 @@ class Sysbench:
             pct["max"] = s.latency_ms["max"]
         from pgfsbench.collect.txlog import LatencyStats
 
-        latency = LatencyStats(s.transactions or 0, s.ignored_errors or 0, 1.0, 0.0, pct) \
-            if pct else None
+        latency = (
+            LatencyStats(s.transactions or 0, s.ignored_errors or 0, 1.0, 0.0, pct) if pct else None
+        )
         return Measurement(
-            unit="tps", throughput=s.tps, latency_avg_ms=s.latency_ms.get("avg"),
-            transactions=s.transactions, failed_transactions=s.ignored_errors,
-            latency=latency, series=report_series(reports, cfg.percentile),
-            errors=tuple(errors), returncode=rc,
-            extra={k: v for k, v in (("qps", s.qps), ("queries", s.queries),
-                                     ("reads", s.reads), ("writes", s.writes),
-                                     ("reconnects", s.reconnects),
-                                     ("ignored_errors", s.ignored_errors),
-                                     ("prepared_statements", prepared),
-                                     ("prepared_statements_disabled",  # by us, not the spec
-                                      None if "db-ps-mode" in cfg.options else lost))
-                   if v is not None})
+            unit="tps",
+            throughput=s.tps,
+            latency_avg_ms=s.latency_ms.get("avg"),
+            transactions=s.transactions,
+            failed_transactions=s.ignored_errors,
+            latency=latency,
+            series=report_series(reports, cfg.percentile),
+            errors=tuple(errors),
+            returncode=rc,
+            extra={
+                k: v
+                for k, v in (
+                    ("qps", s.qps),
+                    ("queries", s.queries),
+                    ("reads", s.reads),
+                    ("writes", s.writes),
+                    ("reconnects", s.reconnects),
+                    ("ignored_errors", s.ignored_errors),
+                    ("prepared_statements", prepared),
+                    (
+                        "prepared_statements_disabled",  # by us, not the spec
+                        None if "db-ps-mode" in cfg.options else lost,
+                    ),
+                )
+                if v is not None
+            },
+        )
 
 
-def report_series(reports: list[Report], percentile: int) -> dict[str, tuple[float,
-                                                                             list[object]]]:
+def report_series(reports: list[Report], percentile: int) -> dict[str, tuple[float, list[object]]]:
     """Per-second series with pgbench's names where they mean the same thing."""
     if not reports:
         return {}
     t0 = reports[0].t
-    return {"tps": (t0, [r.tps for r in reports]), "qps": (t0, [r.qps for r in reports]),
-            f"lat_p{percentile}_ms": (t0, [r.latency_ms for r in reports]),
-            "errors_per_s": (t0, [r.errors_per_s for r in reports]),
-            "reconnects_per_s": (t0, [r.reconnects_per_s for r in reports])}
+    return {
+        "tps": (t0, [r.tps for r in reports]),
+        "qps": (t0, [r.qps for r in reports]),
+        f"lat_p{percentile}_ms": (t0, [r.latency_ms for r in reports]),
+        "errors_per_s": (t0, [r.errors_per_s for r in reports]),
+        "reconnects_per_s": (t0, [r.reconnects_per_s for r in reports]),
+    }
 
 
 def for_cell(cell: Cell, defaults: Defaults) -> Sysbench:

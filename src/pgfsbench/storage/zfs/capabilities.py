@@ -87,8 +87,7 @@ def parse_property_table(usage: str) -> dict[str, PropertySupport]:
             continue
         m = re.match(r"^\s+(\S+)\s+(YES|NO)\s+(YES|NO)\s+(.*)$", line)
         if m:
-            table[m.group(1)] = PropertySupport(m.group(1), m.group(2) == "YES",
-                                                m.group(4).strip())
+            table[m.group(1)] = PropertySupport(m.group(1), m.group(2) == "YES", m.group(4).strip())
         elif table and not line.strip():
             break
     return table
@@ -125,8 +124,7 @@ def detect(runner: Runner) -> ZfsImplementation | None:
     """What ZFS this machine has: the kernel module first, else zfs-fuse; None if neither.
 
     For zfs-fuse the daemon must be running (see FuseDaemon) to ask it anything."""
-    state = ("kernel" if kernel_zfs_present() else
-             "fuse" if fuse_daemon_running() else "fuse-idle")
+    state = "kernel" if kernel_zfs_present() else "fuse" if fuse_daemon_running() else "fuse-idle"
     if state not in _DETECTED:
         impl = _detect(runner)
         if impl is None:
@@ -139,12 +137,20 @@ def detect(runner: Runner) -> ZfsImplementation | None:
 
 def _detect(runner: Runner) -> ZfsImplementation | None:
     if kernel_zfs_present():
-        version = (MODULE_DIR / "version").read_text().strip() if (
-            MODULE_DIR / "version").exists() else "unknown"
+        version = (
+            (MODULE_DIR / "version").read_text().strip()
+            if (MODULE_DIR / "version").exists()
+            else "unknown"
+        )
         params = tuple(sorted(p.name for p in (MODULE_DIR / "parameters").iterdir()))
         usage = runner.run(["zfs", "get"], timeout=30, check=False)
-        return ZfsImplementation("kernel", version.split("-")[0], None,
-                                 parse_property_table(usage.stdout + usage.stderr), params)
+        return ZfsImplementation(
+            "kernel",
+            version.split("-")[0],
+            None,
+            parse_property_table(usage.stdout + usage.stderr),
+            params,
+        )
     if shutil.which("zfs-fuse") is None:
         return None
     if not fuse_daemon_running():
@@ -152,9 +158,13 @@ def _detect(runner: Runner) -> ZfsImplementation | None:
     upgrade = runner.run(["zpool", "upgrade", "-v"], timeout=30, check=False)
     m = re.search(r"pool version (\d+)", upgrade.stdout)
     usage = runner.run(["zfs", "get"], timeout=30, check=False)
-    return ZfsImplementation("fuse", fuse_package_version(runner), m.group(1) if m else None,
-                             parse_property_table(usage.stdout + usage.stderr),
-                             tuple(sorted(FUSE_PARAMETERS)))
+    return ZfsImplementation(
+        "fuse",
+        fuse_package_version(runner),
+        m.group(1) if m else None,
+        parse_property_table(usage.stdout + usage.stderr),
+        tuple(sorted(FUSE_PARAMETERS)),
+    )
 
 
 def resolve_value(value: ZfsValue, impl: ZfsImplementation, where: str) -> str | None:
@@ -169,8 +179,9 @@ def resolve_value(value: ZfsValue, impl: ZfsImplementation, where: str) -> str |
     return str(value)
 
 
-def resolved_properties(props: dict[str, ZfsValue], impl: ZfsImplementation,
-                        where: str) -> dict[str, str]:
+def resolved_properties(
+    props: dict[str, ZfsValue], impl: ZfsImplementation, where: str
+) -> dict[str, str]:
     out = {}
     for name, value in props.items():
         v = resolve_value(value, impl, f"{where}.{name}")
@@ -190,6 +201,8 @@ def check_properties(props: dict[str, str], impl: ZfsImplementation, where: str)
         elif not support.editable:
             problems.append(f"{where}.{name}: read-only property")
         elif not support.accepts(value):
-            problems.append(f"{where}.{name}={value}: not supported by {impl.label()} "
-                            f"(supported: {support.values})")
+            problems.append(
+                f"{where}.{name}={value}: not supported by {impl.label()} "
+                f"(supported: {support.values})"
+            )
     return problems

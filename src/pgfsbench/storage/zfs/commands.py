@@ -44,14 +44,16 @@ def _zpool_destroy(runner: Runner, args: dict[str, Any]) -> None:
     wait_until(destroyed, timeout=60, interval=1.0, what=f"zpool destroy {name}")
 
 
-def dataset_properties(runner: Runner, dataset: str, impl: ZfsImplementation,
-                       names: tuple[str, ...] = ()) -> dict[str, str]:
+def dataset_properties(
+    runner: Runner, dataset: str, impl: ZfsImplementation, names: tuple[str, ...] = ()
+) -> dict[str, str]:
     """`zfs get -Hp` of the given (or all) properties, keeping only what the ZFS knows."""
     wanted = [n for n in names if n in impl.properties] if names else ["all"]
     if not wanted:
         return {}
-    done = runner.run(["zfs", "get", "-Hp", "-o", "property,value,source", ",".join(wanted),
-                       dataset], timeout=60)
+    done = runner.run(
+        ["zfs", "get", "-Hp", "-o", "property,value,source", ",".join(wanted), dataset], timeout=60
+    )
     result = {}
     for line in done.stdout.splitlines():
         parts = line.split("\t")
@@ -75,8 +77,9 @@ def sync_txg(runner: Runner, impl: ZfsImplementation, pool: str, datasets: list[
             runner.run(["zfs", "destroy", snap], timeout=300, check=False)
 
 
-def apply_module_parameters(journal: Journal, params: dict[str, ZfsValue],
-                            impl: ZfsImplementation) -> None:
+def apply_module_parameters(
+    journal: Journal, params: dict[str, ZfsValue], impl: ZfsImplementation
+) -> None:
     for name, value in params.items():
         v = resolve_value(value, impl, name)
         if v is None:
@@ -103,16 +106,20 @@ def arc_bytes() -> int | None:
     return None
 
 
-def evict_pool_cache(journal: Journal, runner: Runner, storage: ProvisionedStorage,
-                     workdir: Path) -> dict[str, Any]:
+def evict_pool_cache(
+    journal: Journal, runner: Runner, storage: ProvisionedStorage, workdir: Path
+) -> dict[str, Any]:
     """Empty what the ARC holds of a pool's data the one way ZFS offers for a single pool:
     export it (every dataset unmounted, its buffers evicted) and import it again from the
     very devices it was created on (a private directory of links to them, so no other
     device is scanned). Journaled first: a run killed in between gets its pool imported
     back by cleanup, then destroyed. PostgreSQL must be stopped."""
     pool = str(storage.details["pool"]["name"])
-    members = [*storage.device_roles.get("pool", ()), *storage.device_roles.get("log", ()),
-               *storage.device_roles.get("cache", ())]
+    members = [
+        *storage.device_roles.get("pool", ()),
+        *storage.device_roles.get("log", ()),
+        *storage.device_roles.get("cache", ()),
+    ]
     links = workdir / "zpool-import"
     links.mkdir(exist_ok=True)
     for i, dev in enumerate(members):
@@ -120,8 +127,9 @@ def evict_pool_cache(journal: Journal, runner: Runner, storage: ProvisionedStora
         if not link.is_symlink():
             link.symlink_to(dev)
     before = arc_bytes()
-    journal.record(f"zpool export {pool} (cold cache)",
-                   Undo("zpool_import", {"name": pool, "dir": str(links)}))
+    journal.record(
+        f"zpool export {pool} (cold cache)", Undo("zpool_import", {"name": pool, "dir": str(links)})
+    )
 
     def exported() -> bool:
         # "pool is busy" while the stopped server's last files are being released
@@ -134,8 +142,9 @@ def evict_pool_cache(journal: Journal, runner: Runner, storage: ProvisionedStora
     if missing:
         raise ProvisionError(f"zpool import {pool} did not mount {', '.join(missing)}")
     after = arc_bytes()
-    done: dict[str, Any] = {"zfs_arc": f"pool {pool} exported and imported (its ARC "
-                                       "buffers evicted)"}
+    done: dict[str, Any] = {
+        "zfs_arc": f"pool {pool} exported and imported (its ARC buffers evicted)"
+    }
     if before is not None and after is not None:
         done["arc_bytes_before"], done["arc_bytes_after"] = before, after
     return done
@@ -144,8 +153,9 @@ def evict_pool_cache(journal: Journal, runner: Runner, storage: ProvisionedStora
 def _import(runner: Runner, pool: str, links: Path) -> None:
     done = runner.run(["zpool", "import", "-d", str(links), pool], timeout=300, check=False)
     if pool not in existing_pools(runner):
-        raise ProvisionError(f"zpool import {pool} failed: "
-                             f"{(done.stderr or done.stdout).strip()[-300:]}")
+        raise ProvisionError(
+            f"zpool import {pool} failed: {(done.stderr or done.stdout).strip()[-300:]}"
+        )
 
 
 @undo_action("zpool_import")

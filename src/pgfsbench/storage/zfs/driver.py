@@ -63,16 +63,19 @@ class ZfsDriver(StorageDriver[ZfsStorage]):
     def implementation(self, runner: Runner) -> ZfsImplementation:
         impl = detect(runner)
         if impl is None:
-            raise CapabilityError("no ZFS here: neither the OpenZFS kernel module "
-                                  "(/sys/module/zfs) nor zfs-fuse is installed")
+            raise CapabilityError(
+                "no ZFS here: neither the OpenZFS kernel module "
+                "(/sys/module/zfs) nor zfs-fuse is installed"
+            )
         return impl
 
     def check(self, config: ZfsStorage, runner: Runner, workdir: Path) -> None:
         """Refuse what the installed ZFS cannot do, before anything is created."""
         impl = self.implementation(runner)
         if config.implementation != "any" and config.implementation != impl.kind:
-            raise CapabilityError(f"the spec asks for {config.implementation} ZFS; this machine "
-                                  f"has {impl.label()}")
+            raise CapabilityError(
+                f"the spec asks for {config.implementation} ZFS; this machine has {impl.label()}"
+            )
         if impl.fuse and not impl.properties:
             impl = self._probe_fuse(runner, workdir)
         if impl.fuse and fuse_daemon_running() and not started_by_us():
@@ -81,7 +84,8 @@ class ZfsDriver(StorageDriver[ZfsStorage]):
                 raise CapabilityError(
                     "zfs-fuse is already running and was not started by pgfsbench: its "
                     f"options cannot be changed for this storage ({' '.join(options)}); "
-                    "stop that daemon, or remove module_parameters")
+                    "stop that daemon, or remove module_parameters"
+                )
         self.validate(config, impl)
 
     def _probe_fuse(self, runner: Runner, workdir: Path) -> ZfsImplementation:
@@ -109,28 +113,35 @@ class ZfsDriver(StorageDriver[ZfsStorage]):
 
     def validate(self, config: ZfsStorage, impl: ZfsImplementation) -> None:
         problems: list[str] = []
-        problems += check_properties(resolved_properties(config.data.properties, impl,
-                                                         "data.properties"), impl,
-                                     "data.properties")
+        problems += check_properties(
+            resolved_properties(config.data.properties, impl, "data.properties"),
+            impl,
+            "data.properties",
+        )
         if config.wal is not None:
-            problems += check_properties(resolved_properties(config.wal.properties, impl,
-                                                             "wal.properties"), impl,
-                                         "wal.properties")
+            problems += check_properties(
+                resolved_properties(config.wal.properties, impl, "wal.properties"),
+                impl,
+                "wal.properties",
+            )
         for name, value in config.module_parameters.items():
             v = resolve_value(value, impl, name)
             if v is None:
                 continue
             if impl.fuse and name not in FUSE_PARAMETERS:
-                problems.append(f"module_parameters.{name}: zfs-fuse has no such tunable "
-                                f"(it has: {', '.join(sorted(FUSE_PARAMETERS))})")
+                problems.append(
+                    f"module_parameters.{name}: zfs-fuse has no such tunable "
+                    f"(it has: {', '.join(sorted(FUSE_PARAMETERS))})"
+                )
             elif not impl.fuse and name not in impl.module_parameters:
-                problems.append(f"module_parameters.{name}: no /sys/module/zfs/parameters/{name}"
-                                f" in OpenZFS {impl.version}")
+                problems.append(
+                    f"module_parameters.{name}: no /sys/module/zfs/parameters/{name}"
+                    f" in OpenZFS {impl.version}"
+                )
         if problems:
             raise CapabilityError("; ".join(problems))
 
-    def provision(self, name: str, config: ZfsStorage, ctx: ProvisionContext
-                  ) -> ProvisionedStorage:
+    def provision(self, name: str, config: ZfsStorage, ctx: ProvisionContext) -> ProvisionedStorage:
         runner, journal = ctx.runner, ctx.journal
         impl = detect(runner)
         if impl is None:
@@ -138,8 +149,9 @@ class ZfsDriver(StorageDriver[ZfsStorage]):
         fuse_options: list[str] = []
         if impl.fuse or (not kernel_zfs_present()):
             fuse_options = fuse_daemon_options(config.module_parameters)
-            daemon = FuseDaemon.ensure(journal, runner, ctx.directory / "zfs-fuse.pid",
-                                       fuse_options)
+            daemon = FuseDaemon.ensure(
+                journal, runner, ctx.directory / "zfs-fuse.pid", fuse_options
+            )
             impl = detect(runner)
             assert impl is not None
         else:
@@ -154,8 +166,16 @@ class ZfsDriver(StorageDriver[ZfsStorage]):
         log = [ctx.devices.get(d, "log").path for d in config.pool.log]
         cache = [ctx.devices.get(d, "cache").path for d in config.pool.cache]
         pool_props = resolved_properties(config.pool.properties, impl, "pool.properties")
-        argv = zpool_create_argv(pool, config.pool.layout, devices, log, config.pool.log_layout,
-                                 cache, config.pool.ashift, pool_props)
+        argv = zpool_create_argv(
+            pool,
+            config.pool.layout,
+            devices,
+            log,
+            config.pool.log_layout,
+            cache,
+            config.pool.ashift,
+            pool_props,
+        )
         journal.record(f"zpool create {pool}", Undo("zpool_destroy", {"name": pool}))
         try:
             runner.run(argv, timeout=300)
@@ -163,65 +183,102 @@ class ZfsDriver(StorageDriver[ZfsStorage]):
             raise ProvisionError(f"zpool create failed: {exc}") from None
         status = runner.run(["zpool", "status", pool], timeout=60, check=False).stdout
 
-        data = self._dataset(ctx, impl, f"{pool}/data", ctx.directory / "mnt" / "data",
-                             config.data, "data", daemon)
+        data = self._dataset(
+            ctx, impl, f"{pool}/data", ctx.directory / "mnt" / "data", config.data, "data", daemon
+        )
         wal, waldir = None, None
         if config.wal is not None:
-            wal = self._dataset(ctx, impl, f"{pool}/wal", ctx.directory / "mnt" / "wal",
-                                config.wal, "wal", daemon)
+            wal = self._dataset(
+                ctx, impl, f"{pool}/wal", ctx.directory / "mnt" / "wal", config.wal, "wal", daemon
+            )
             waldir = prepare_dir(wal.mountpoint / "pg_wal", ctx.postgres_user)
         prepare_dir(data.mountpoint, ctx.postgres_user)
         details: dict[str, Any] = {
-            "implementation": impl.label(), "fuse": impl.fuse, "zfs_kind": impl.kind,
-            "zfs_version": impl.version, "pool_version": impl.pool_version,
+            "implementation": impl.label(),
+            "fuse": impl.fuse,
+            "zfs_kind": impl.kind,
+            "zfs_version": impl.version,
+            "pool_version": impl.pool_version,
             # the processes that serve this storage: its work is the benchmark's own
             "service_processes": ["zfs-fuse"] if impl.fuse else [],
-            "pool": {"name": pool, "layout": config.pool.layout, "devices": devices,
-                     "log": log, "cache": cache, "ashift": config.pool.ashift,
-                     "create_argv": argv, "status": status},
+            "pool": {
+                "name": pool,
+                "layout": config.pool.layout,
+                "devices": devices,
+                "log": log,
+                "cache": cache,
+                "ashift": config.pool.ashift,
+                "create_argv": argv,
+                "status": status,
+            },
         }
         if daemon is not None:
-            details["zfs_fuse_daemon"] = {"argv": list(daemon.argv),
-                                          "started_by_pgfsbench": daemon.started_by_us,
-                                          "zfsrc": zfsrc()}
+            details["zfs_fuse_daemon"] = {
+                "argv": list(daemon.argv),
+                "started_by_pgfsbench": daemon.started_by_us,
+                "zfsrc": zfsrc(),
+            }
         else:
             details["module_parameters"] = {
                 p: (MODULE_DIR / "parameters" / p).read_text().strip()
-                for p in config.module_parameters if (MODULE_DIR / "parameters" / p).exists()}
+                for p in config.module_parameters
+                if (MODULE_DIR / "parameters" / p).exists()
+            }
         roles = {"pool": tuple(devices), "log": tuple(log), "cache": tuple(cache)}
-        return ProvisionedStorage(name, "zfs", data, data.mountpoint / "pgdata", wal, waldir,
-                                  details, {k: v for k, v in roles.items() if v})
+        return ProvisionedStorage(
+            name,
+            "zfs",
+            data,
+            data.mountpoint / "pgdata",
+            wal,
+            waldir,
+            details,
+            {k: v for k, v in roles.items() if v},
+        )
 
-    def _dataset(self, ctx: ProvisionContext, impl: ZfsImplementation, dataset: str,
-                 mountpoint: Path, spec: ZfsDataset, role: str,
-                 daemon: FuseDaemon | None) -> Volume:
+    def _dataset(
+        self,
+        ctx: ProvisionContext,
+        impl: ZfsImplementation,
+        dataset: str,
+        mountpoint: Path,
+        spec: ZfsDataset,
+        role: str,
+        daemon: FuseDaemon | None,
+    ) -> Volume:
         props = resolved_properties(spec.properties, impl, f"{role}.properties")
         mountpoint.mkdir(parents=True, exist_ok=True)
         if daemon is not None:
             # should the daemon die with us, its mount would be left dangling
-            ctx.journal.record(f"zfs-fuse mount {mountpoint}",
-                               Undo("umount_dangling_fuse", {"target": str(mountpoint)}))
+            ctx.journal.record(
+                f"zfs-fuse mount {mountpoint}",
+                Undo("umount_dangling_fuse", {"target": str(mountpoint)}),
+            )
         ctx.runner.run(zfs_create_argv(dataset, mountpoint, props), timeout=120)
         info = mount_at(mountpoint)
         effective = dataset_properties(ctx.runner, dataset, impl)
-        return Volume(role, "zfs", mountpoint, dataset, (), info.options if info else "",
-                      details={"dataset": dataset, "requested_properties": props,
-                               "properties": effective})
+        return Volume(
+            role,
+            "zfs",
+            mountpoint,
+            dataset,
+            (),
+            info.options if info else "",
+            details={"dataset": dataset, "requested_properties": props, "properties": effective},
+        )
 
     def space(self, storage: ProvisionedStorage, runner: Runner) -> dict[str, Any]:
         impl = detect(runner)
         if impl is None:
             return dict(space_figures(storage))
-        sync_txg(runner, impl, storage.details["pool"]["name"],
-                 [v.source for v in storage.volumes])
+        sync_txg(runner, impl, storage.details["pool"]["name"], [v.source for v in storage.volumes])
         figures: dict[str, Any] = dict(space_figures(storage))
         zfs: dict[str, Any] = {}
         for vol in storage.volumes:
             props = dataset_properties(runner, vol.source, impl, SPACE_PROPS)
             zfs[vol.role] = props
         figures["zfs"] = zfs
-        used = {role: int(v["used"]) for role, v in zfs.items()
-                if v.get("used", "").isdigit()}
+        used = {role: int(v["used"]) for role, v in zfs.items() if v.get("used", "").isdigit()}
         if used:
             figures["zfs_used_bytes"] = sum(used.values())
             # ZFS's own accounting, not du's (which counts what compression saved, and
@@ -239,16 +296,25 @@ class ZfsDriver(StorageDriver[ZfsStorage]):
             figures["compressratio"] = data_ratio
         return figures
 
-    def snapshotter(self, config: ZfsStorage, storage: ProvisionedStorage, journal: Journal,
-                    runner: Runner) -> Snapshotter | None:
+    def snapshotter(
+        self, config: ZfsStorage, storage: ProvisionedStorage, journal: Journal, runner: Runner
+    ) -> Snapshotter | None:
         """The data and WAL datasets, snapshotted during the measured phase."""
         if config.snapshots is None:
             return None
-        return Snapshotter("zfs", [v.source for v in storage.volumes], None,
-                           config.snapshots.every, config.snapshots.keep, journal, runner)
+        return Snapshotter(
+            "zfs",
+            [v.source for v in storage.volumes],
+            None,
+            config.snapshots.every,
+            config.snapshots.keep,
+            journal,
+            runner,
+        )
 
-    def evict_cache(self, journal: Journal, runner: Runner, storage: ProvisionedStorage,
-                    celldir: Path) -> dict[str, Any]:
+    def evict_cache(
+        self, journal: Journal, runner: Runner, storage: ProvisionedStorage, celldir: Path
+    ) -> dict[str, Any]:
         if "pool" not in storage.details:
             return {}
         return evict_pool_cache(journal, runner, storage, celldir)

@@ -60,8 +60,9 @@ def started_by_us() -> bool:
 
 def fuse_package_version(runner: Runner) -> str:
     with contextlib.suppress(CommandError):
-        done = runner.run(["dpkg-query", "-W", "-f", "${Version}", "zfs-fuse"], timeout=30,
-                          check=False)
+        done = runner.run(
+            ["dpkg-query", "-W", "-f", "${Version}", "zfs-fuse"], timeout=30, check=False
+        )
         if done.returncode == 0 and done.stdout.strip():
             return done.stdout.strip()
     return "unknown"
@@ -76,23 +77,29 @@ class FuseDaemon:
     argv: tuple[str, ...] = ()
 
     @classmethod
-    def ensure(cls, journal: Journal, runner: Runner, pidfile: Path,
-               options: list[str]) -> FuseDaemon:
+    def ensure(
+        cls, journal: Journal, runner: Runner, pidfile: Path, options: list[str]
+    ) -> FuseDaemon:
         if fuse_daemon_running():
             if options:
-                raise CapabilityError("zfs-fuse is already running (not started by pgfsbench): "
-                                      "its options (zfs_arc_max, zfs_prefetch_disable) cannot "
-                                      "be set per configuration; stop it first")
+                raise CapabilityError(
+                    "zfs-fuse is already running (not started by pgfsbench): "
+                    "its options (zfs_arc_max, zfs_prefetch_disable) cannot "
+                    "be set per configuration; stop it first"
+                )
             return cls(pidfile, False)
         argv = ["zfs-fuse", "--pidfile", str(pidfile), "--no-kstat-mount", *options]
         journal.record("start zfs-fuse", Undo("stop_zfs_fuse", {"pidfile": str(pidfile)}))
         _STARTED_PIDFILES.add(pidfile)
         runner.run(argv, timeout=60)
-        wait_until(lambda: FUSE_SOCKET.exists() and pidfile.exists(), timeout=30,
-                   what="zfs-fuse to listen")
-        wait_until(lambda: runner.run(["zpool", "list"], timeout=30,
-                                      check=False).returncode == 0,
-                   timeout=30, what="zfs-fuse to answer")
+        wait_until(
+            lambda: FUSE_SOCKET.exists() and pidfile.exists(), timeout=30, what="zfs-fuse to listen"
+        )
+        wait_until(
+            lambda: runner.run(["zpool", "list"], timeout=30, check=False).returncode == 0,
+            timeout=30,
+            what="zfs-fuse to answer",
+        )
         return cls(pidfile, True, tuple(argv))
 
 
@@ -111,8 +118,9 @@ def _stop_zfs_fuse(runner: Runner, args: dict[str, Any]) -> None:
     start = process_start_time(pid)
     os.kill(pid, signal.SIGTERM)
     try:
-        wait_until(lambda: not process_alive(pid, start), timeout=60, interval=0.5,
-                   what="zfs-fuse to exit")
+        wait_until(
+            lambda: not process_alive(pid, start), timeout=60, interval=0.5, what="zfs-fuse to exit"
+        )
     except Exception:
         if process_alive(pid, start):
             os.kill(pid, signal.SIGKILL)
@@ -154,7 +162,10 @@ def fuse_daemon_options(params: dict[str, ZfsValue]) -> list[str]:
 
 def zfsrc() -> str:
     try:
-        return "\n".join(line for line in Path("/etc/zfs/zfsrc").read_text().splitlines()
-                         if line.strip() and not line.startswith("#"))
+        return "\n".join(
+            line
+            for line in Path("/etc/zfs/zfsrc").read_text().splitlines()
+            if line.strip() and not line.startswith("#")
+        )
     except OSError:
         return ""

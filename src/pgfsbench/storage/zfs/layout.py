@@ -1,5 +1,4 @@
-"""Pool and dataset layout as command lines (pure): zpool create, zfs create.
-"""
+"""Pool and dataset layout as command lines (pure): zpool create, zfs create."""
 
 from __future__ import annotations
 
@@ -8,13 +7,27 @@ from pathlib import Path
 POOL_PREFIX = "pgfsb_"
 
 
-SPACE_PROPS = ("used", "logicalused", "referenced", "logicalreferenced", "compressratio",
-               "recordsize", "compression")
+SPACE_PROPS = (
+    "used",
+    "logicalused",
+    "referenced",
+    "logicalreferenced",
+    "compressratio",
+    "recordsize",
+    "compression",
+)
 
 
-def zpool_create_argv(name: str, layout: str, devices: list[str], log: list[str],
-                      log_layout: str, cache: list[str], ashift: int | None,
-                      properties: dict[str, str]) -> list[str]:
+def zpool_create_argv(
+    name: str,
+    layout: str,
+    devices: list[str],
+    log: list[str],
+    log_layout: str,
+    cache: list[str],
+    ashift: int | None,
+    properties: dict[str, str],
+) -> list[str]:
     argv = ["zpool", "create", "-o", "cachefile=none", "-m", "none"]
     if ashift is not None:
         argv += ["-o", f"ashift={ashift}"]

@@ -16,9 +16,15 @@ down_revision = "0001"
 branch_labels = None
 depends_on = None
 
-WIDE = (("run", "transactions"), ("run", "failed_transactions"), ("run", "space_bytes"),
-        ("run", "space_after_run_bytes"), ("run", "wal_bytes"), ("run", "wal_fpi"),
-        ("artifact", "bytes"))
+WIDE = (
+    ("run", "transactions"),
+    ("run", "failed_transactions"),
+    ("run", "space_bytes"),
+    ("run", "space_after_run_bytes"),
+    ("run", "wal_bytes"),
+    ("run", "wal_fpi"),
+    ("artifact", "bytes"),
+)
 
 
 def upgrade() -> None:
@@ -39,23 +45,35 @@ def upgrade() -> None:
         for table, column in WIDE:
             op.alter_column(table, column, type_=sa.BigInteger)
     # what older runs already knew: their host (the campaign's), their throughput in tps
-    bind.execute(sa.text(
-        "UPDATE run SET host = (SELECT host FROM campaign WHERE campaign.id = run.campaign_id)"))
-    bind.execute(sa.text("UPDATE run SET throughput = tps, throughput_unit = 'tps' "
-                         "WHERE tps IS NOT NULL"))
+    bind.execute(
+        sa.text(
+            "UPDATE run SET host = (SELECT host FROM campaign WHERE campaign.id = run.campaign_id)"
+        )
+    )
+    bind.execute(
+        sa.text("UPDATE run SET throughput = tps, throughput_unit = 'tps' WHERE tps IS NOT NULL")
+    )
     for table in ("campaign", "run"):
         ids = [row[0] for row in bind.execute(sa.text(f"SELECT id FROM {table}"))]  # noqa: S608
         for ident in ids:
-            bind.execute(sa.text(f"UPDATE {table} SET uuid = :u WHERE id = :i"),  # noqa: S608
-                         {"u": str(uuid.uuid4()), "i": ident})
+            bind.execute(
+                sa.text(f"UPDATE {table} SET uuid = :u WHERE id = :i"),  # noqa: S608
+                {"u": str(uuid.uuid4()), "i": ident},
+            )
 
 
 def downgrade() -> None:
     with op.batch_alter_table("run") as batch:
         batch.drop_index("ix_run_uuid")
         batch.drop_index("ix_run_host")
-        for column in ("warnings", "throughput_unit", "throughput", "superseded_by", "uuid",
-                       "host"):
+        for column in (
+            "warnings",
+            "throughput_unit",
+            "throughput",
+            "superseded_by",
+            "uuid",
+            "host",
+        ):
             batch.drop_column(column)
     with op.batch_alter_table("campaign") as batch:
         batch.drop_index("ix_campaign_uuid")
