@@ -36,4 +36,4 @@ def test_copy_model() -> None:
     with pytest.raises(ValueError):
         CopyWorkload(tool="copy", streams=0)
     with pytest.raises(ValueError):
-        CopyWorkload(tool="copy", indexes="later")  # type: ignore[arg-type]
+        CopyWorkload(tool="copy", indexes="later")

@@ -31,8 +31,7 @@ def test_every_storage_row_names_a_driver_and_a_model_the_spec_accepts() -> None
 
 
 def test_every_tool_row_builds_its_workload_for_a_cell_of_it() -> None:
-    extra = {"pgbench": {}, "sysbench": {}, "pg_dump": {}, "copy": {}}
-    assert {t.name for t in WORKLOAD_TOOLS} == set(extra)
+    assert {t.name for t in WORKLOAD_TOOLS} == {"pgbench", "sysbench", "pg_dump", "copy"}
     for tool in WORKLOAD_TOOLS:
         spec = Spec.model_validate(
             {"storage": {"s": {"fs": "tmpfs"}}, "workload": {"w": {"tool": tool.name}}}

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from pgfsbench.plan import make_plan
-from pgfsbench.spec import expand, load_spec
+from pgfsbench.spec import Ext4Storage, expand, load_spec
 from pgfsbench.system.errors import SpecError, UsageError
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -31,6 +31,7 @@ def test_examples_are_valid() -> None:
 def test_quick_example_is_the_five_cells_of_the_issue() -> None:
     cells = expand(load_spec(EXAMPLES / "quick.toml").spec)
     assert [c.fs for c in cells] == ["ext4", "ext4", "xfs", "btrfs", "tmpfs"]
+    assert isinstance(cells[1].storage, Ext4Storage)
     assert cells[1].storage.mount_options == ["noatime", "nodiratime"]
 
 
@@ -151,7 +152,8 @@ def test_set_with_a_dotted_path(tmp_path: Path) -> None:
     loaded = load_spec(
         write(tmp_path, '[storage.a]\nfs = "ext4"\n'), ("storage.a.device=loop:512M",)
     )
-    assert loaded.spec.storage["a"].device == "loop:512M"  # type: ignore[union-attr]
+    storage = loaded.spec.storage["a"]
+    assert isinstance(storage, Ext4Storage) and storage.device == "loop:512M"
 
 
 def test_bad_set_is_explained(tmp_path: Path) -> None:

@@ -75,7 +75,8 @@ def test_summary_median_and_spread(tmp_path: Path) -> None:
     assert ext4.errors == ("disk full",)
     assert cells[1].fuse
     assert spread([None, None]) is None
-    assert ext4.tps.ci_low is not None and ext4.tps.ci_low < 100 < ext4.tps.ci_high
+    assert ext4.tps.ci_low is not None and ext4.tps.ci_high is not None
+    assert ext4.tps.ci_low < 100 < ext4.tps.ci_high
     zfs = cells[1]
     assert zfs.baseline == ext4.label and zfs.vs_baseline is not None
     assert zfs.vs_baseline.verdict.value == "no verdict"  # 2 repetitions only

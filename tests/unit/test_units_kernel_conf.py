@@ -50,9 +50,9 @@ class FakeBinaries:
 
 def test_initdb_argv() -> None:
     argv = initdb_argv(
-        FakeBinaries(),
+        FakeBinaries(),  # type: ignore[arg-type]
         Path("/m/pgdata"),
-        Path("/w/pg_wal"),  # type: ignore[arg-type]
+        Path("/w/pg_wal"),
         InitdbOptions(wal_segsize=64, data_checksums=True),
     )
     assert argv[0] == "/pg/bin/initdb"

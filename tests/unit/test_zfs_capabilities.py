@@ -58,7 +58,7 @@ def test_openzfs_style_tokens() -> None:
 
 
 def zfs(**data: object) -> ZfsStorage:
-    return ZfsStorage(fs="zfs", data=ZfsDataset(properties=data))  # type: ignore[arg-type]
+    return ZfsStorage(fs="zfs", data=ZfsDataset(properties=data))
 
 
 def test_unsupported_value_is_refused_naming_what_is_supported() -> None:
