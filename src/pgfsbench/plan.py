@@ -270,18 +270,7 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None, only: Sequence[st
     warnings += dirty_cannot_matter(cells, d)
     warnings = list(dict.fromkeys(warnings))
     if workdir is not None:
-        probe = workdir if workdir.exists() else workdir.parent
-        while not probe.exists():
-            probe = probe.parent
-        free = shutil.disk_usage(probe).free
-        peak = max(loop_bytes.values(), default=0)
-        need = max(needed.values(), default=0)
-        # loop files are sparse: they grow with what is written, up to their size
-        if peak and free < min(peak, need * 2):
-            warnings.append(
-                f"only {human_bytes(free)} free under {probe} for loop files of up "
-                f"to {human_bytes(peak)}"
-            )
+        warnings += space_warnings(workdir, loop_bytes, needed)
     if any(described.values()):
         warnings.append(
             "device limits cap IOPS and bandwidth only: latency (an HDD's seek "
@@ -302,6 +291,23 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None, only: Sequence[st
         auto,
         est_max,
     )
+
+
+def space_warnings(workdir: Path, loop_bytes: dict[str, int], needed: dict[str, int]) -> list[str]:
+    """Whether the work directory's filesystem has room for the loop files."""
+    probe = workdir if workdir.exists() else workdir.parent
+    while not probe.exists():
+        probe = probe.parent
+    free = shutil.disk_usage(probe).free
+    peak = max(loop_bytes.values(), default=0)
+    need = max(needed.values(), default=0)
+    # loop files are sparse: they grow with what is written, up to their size
+    if peak and free < min(peak, need * 2):
+        return [
+            f"only {human_bytes(free)} free under {probe} for loop files of up "
+            f"to {human_bytes(peak)}"
+        ]
+    return []
 
 
 def write_caps(cell: Cell) -> tuple[float | None, float | None]:

@@ -122,36 +122,22 @@ def compare(
     b = [float(v) for v in other if v is not None and math.isfinite(float(v)) and v > 0]
     na, nb = len(a), len(b)
     threshold = max(MIN_EFFECT, _cv(a), _cv(b))
+
+    def result(
+        figures: tuple[float | None, float | None, float | None, float | None, float | None],
+        verdict: Verdict,
+        why: str,
+    ) -> Comparison:
+        """figures: ratio, CI low, CI high, Welch's p, Mann-Whitney's p."""
+        return Comparison(na, nb, *figures, threshold, verdict, why, higher_is_better)
+
+    too_few = f"no verdict: n={na} vs {nb}; a verdict needs at least {MIN_N_VERDICT} "
+    too_few += "repetitions per side"
     if na == 0 or nb == 0:
-        return Comparison(
-            na,
-            nb,
-            None,
-            None,
-            None,
-            None,
-            None,
-            threshold,
-            Verdict.NONE,
-            f"nothing to compare (n={na} vs {nb})",
-            higher_is_better,
-        )
+        return result((None,) * 5, Verdict.NONE, f"nothing to compare (n={na} vs {nb})")
     if na < 2 or nb < 2:
         ratio = statistics.fmean(b) / statistics.fmean(a)
-        return Comparison(
-            na,
-            nb,
-            ratio,
-            None,
-            None,
-            None,
-            None,
-            threshold,
-            Verdict.NONE,
-            f"no verdict: n={na} vs {nb}; a verdict needs at least "
-            f"{MIN_N_VERDICT} repetitions per side",
-            higher_is_better,
-        )
+        return result((ratio, None, None, None, None), Verdict.NONE, too_few)
     ratio, lo, hi, p = welch_log(a, b)
     mw = None
     if na >= MIN_N_MANN_WHITNEY and nb >= MIN_N_MANN_WHITNEY:
@@ -159,54 +145,20 @@ def compare(
 
         mw = float(sps.mannwhitneyu(a, b, alternative="two-sided").pvalue)
     if na < MIN_N_VERDICT or nb < MIN_N_VERDICT:
-        return Comparison(
-            na,
-            nb,
-            ratio,
-            lo,
-            hi,
-            p,
-            mw,
-            threshold,
-            Verdict.NONE,
-            f"no verdict: n={na} vs {nb}; a verdict needs at least "
-            f"{MIN_N_VERDICT} repetitions per side",
-            higher_is_better,
-        )
+        return result((ratio, lo, hi, p, mw), Verdict.NONE, too_few)
     effect = abs(ratio - 1)
     if p < ALPHA and effect > threshold:
         up = ratio > 1
         verdict = Verdict.BETTER if up == higher_is_better else Verdict.WORSE
-        return Comparison(
-            na,
-            nb,
-            ratio,
-            lo,
-            hi,
-            p,
-            mw,
-            threshold,
-            verdict,
-            f"p={p:.3g} < {ALPHA}, difference {effect * 100:.1f}% > {threshold * 100:.1f}%",
-            higher_is_better,
-        )
+        why = f"p={p:.3g} < {ALPHA}, difference {effect * 100:.1f}% > {threshold * 100:.1f}%"
+        return result((ratio, lo, hi, p, mw), verdict, why)
     why = (
         f"p={p:.2g}"
         if p >= ALPHA
         else f"difference {effect * 100:.1f}% within the noise ({threshold * 100:.1f}%)"
     )
-    return Comparison(
-        na,
-        nb,
-        ratio,
-        lo,
-        hi,
-        p,
-        mw,
-        threshold,
-        Verdict.SAME,
-        f"no significant difference (n={na} vs {nb}; {why})",
-        higher_is_better,
+    return result(
+        (ratio, lo, hi, p, mw), Verdict.SAME, f"no significant difference (n={na} vs {nb}; {why})"
     )
 
 

@@ -174,6 +174,22 @@ def print_plan(console: Console, plan: Plan) -> None:
         f"{human_bytes(max(plan.loop_bytes_per_cell.values(), default=0))} at once "
         "(sparse)"
     )
+    _print_scale_bases(console, plan)
+    for storage, lines in plan.limits.items():
+        console.print(
+            f"emulated devices of {storage}: " + "; ".join(lines), markup=False, highlight=False
+        )
+    if plan.real_devices:
+        console.print(
+            f"[bold red]real devices that would be ERASED[/]: "
+            f"{', '.join(plan.real_devices)} (needs --destroy-data-on for each)"
+        )
+    for w in plan.warnings:
+        console.print(f"[yellow]warning[/]: {w}", markup=True, highlight=False)
+
+
+def _print_scale_bases(console: Console, plan: Plan) -> None:
+    """How each scale given relative to memory became a number."""
     for cell in plan.cells:
         b = cell.scale_basis
         if b:
@@ -188,17 +204,6 @@ def print_plan(console: Console, plan: Plan) -> None:
                 markup=False,
                 highlight=False,
             )
-    for storage, lines in plan.limits.items():
-        console.print(
-            f"emulated devices of {storage}: " + "; ".join(lines), markup=False, highlight=False
-        )
-    if plan.real_devices:
-        console.print(
-            f"[bold red]real devices that would be ERASED[/]: "
-            f"{', '.join(plan.real_devices)} (needs --destroy-data-on for each)"
-        )
-    for w in plan.warnings:
-        console.print(f"[yellow]warning[/]: {w}", markup=True, highlight=False)
 
 
 class RichEvents:

@@ -22,7 +22,7 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from plotly.offline import get_plotlyjs
 
 from pgfsbench import __version__
-from pgfsbench.analysis.series import align
+from pgfsbench.analysis.series import Aligned, align
 from pgfsbench.analysis.stalls import CAUSES, StallEpisode, describe_blocker
 from pgfsbench.analysis.summary import CellSummary, Highlights, by_group
 from pgfsbench.report.conditions import conditions
@@ -116,28 +116,9 @@ def run_data(
             + np.nan_to_num(al.get("outside_read_mbps")),
             2,
         )
-    # the disks that hold the devices under test (a loop device's file): what they did,
-    # and how much of it the storage under test does not explain
-    beneath = [d for d in al.beneath if al.has(f"disk.{d}.write_mbps")]
+    beneath = _beneath(al)
     if beneath:
-        total = sum(
-            (
-                np.nan_to_num(al.device(d, "write_mbps")) + np.nan_to_num(al.device(d, "read_mbps"))
-                for d in beneath
-            ),
-            np.zeros(al.seconds),
-        )
-        ours = np.nan_to_num(al.get("disk_write_mbps")) + np.nan_to_num(al.get("disk_read_mbps"))
-        data["beneath"] = {
-            "names": beneath,
-            "io": _arr(total, 2),
-            "other": _arr(np.clip(total - ours, 0, None), 2),
-            "await": {
-                d: _arr(al.device(d, "await_ms"), 3)
-                for d in beneath
-                if al.has(f"disk.{d}.await_ms")
-            },
-        }
+        data["beneath"] = beneath
     if al.sampled("blocked"):
         data["blocked"] = [
             None if sec is None else sum(n for k, n in sec.items() if k.startswith("benchmark|"))
@@ -165,6 +146,32 @@ def run_data(
     data["stalls"] = [episode_data(e) for e in stalls]
     data["events"] = [{"s": e.start_s, "e": e.end_s, "label": e.label} for e in al.events]
     return data
+
+
+def _beneath(al: Aligned) -> dict[str, Any] | None:
+    """The disks that hold the devices under test (a loop device's file): what they did,
+    and how much of it the storage under test does not explain."""
+    beneath = [d for d in al.beneath if al.has(f"disk.{d}.write_mbps")]
+    if beneath:
+        total = sum(
+            (
+                np.nan_to_num(al.device(d, "write_mbps")) + np.nan_to_num(al.device(d, "read_mbps"))
+                for d in beneath
+            ),
+            np.zeros(al.seconds),
+        )
+        ours = np.nan_to_num(al.get("disk_write_mbps")) + np.nan_to_num(al.get("disk_read_mbps"))
+        return {
+            "names": beneath,
+            "io": _arr(total, 2),
+            "other": _arr(np.clip(total - ours, 0, None), 2),
+            "await": {
+                d: _arr(al.device(d, "await_ms"), 3)
+                for d in beneath
+                if al.has(f"disk.{d}.await_ms")
+            },
+        }
+    return None
 
 
 def episode_data(e: StallEpisode) -> dict[str, Any]:

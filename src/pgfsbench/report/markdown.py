@@ -60,6 +60,25 @@ def render_markdown(
             ]
             + [""]
         )
+    lines += _summary_lines(cells)
+    lines += [
+        "▲ better, ▼ worse, ≈ no significant difference, ? too few repetitions: "
+        "against each group's baseline (the first configuration that is not a "
+        "reference), Welch's t test on log throughput, 95% confidence; ref: a "
+        "reference (a ceiling, no verdict).",
+        "",
+    ]
+    lines += conditions_lines(runs, cells)
+    lines += _episode_lines(cells)
+    failures = [(c, e) for c in cells for e in c.errors]
+    if failures:
+        lines += ["## Failed runs", ""] + [f"- {c.label}: {e}" for c, e in failures] + [""]
+    return "\n".join(lines)
+
+
+def _summary_lines(cells: Sequence[CellSummary]) -> list[str]:
+    """The summary table, one per group of comparable cells."""
+    lines: list[str] = []
     lines += ["## Summary", ""]
     unit = cells[0].unit if cells else "tps"
     header = [
@@ -97,14 +116,12 @@ def render_markdown(
                 )
             )
         lines.append("")
-    lines += [
-        "▲ better, ▼ worse, ≈ no significant difference, ? too few repetitions: "
-        "against each group's baseline (the first configuration that is not a "
-        "reference), Welch's t test on log throughput, 95% confidence; ref: a "
-        "reference (a ceiling, no verdict).",
-        "",
-    ]
-    lines += conditions_lines(runs, cells)
+    return lines
+
+
+def _episode_lines(cells: Sequence[CellSummary]) -> list[str]:
+    """Each stall or slowdown with its cause, evidence, blockers and what it ruled out."""
+    lines: list[str] = []
     episodes = [(c, rs, ep) for c in cells for rs in c.stalls for ep in rs.episodes]
     if episodes:
         lines += [
@@ -125,7 +142,4 @@ def render_markdown(
             if ep.missing:
                 lines.append(f"  - not recorded: {', '.join(ep.missing)}")
         lines.append("")
-    failures = [(c, e) for c in cells for e in c.errors]
-    if failures:
-        lines += ["## Failed runs", ""] + [f"- {c.label}: {e}" for c, e in failures] + [""]
-    return "\n".join(lines)
+    return lines

@@ -15,13 +15,14 @@ from __future__ import annotations
 import functools
 import shutil
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pgfsbench.postgres.binaries import Binaries
 from pgfsbench.spec import Cell, Defaults
 from pgfsbench.system.actions import watch_process_group
 from pgfsbench.system.errors import CommandError, Stalled
+from pgfsbench.system.runner import Child
 from pgfsbench.workloads.base import (
     WORKLOAD_ENV,
     Endpoint,
@@ -97,38 +98,20 @@ class Dump:
         on_progress: ProgressCallback,
         stalled: StallCheck,
     ) -> Measurement:
-        import psycopg
-
         cfg = cell.workload.config
         fmt, jobs, compress = (
             getattr(cfg, "format", "custom"),
             getattr(cfg, "jobs", 1),
             getattr(cfg, "compress", 0),
         )
-        with psycopg.connect(ctx.server.conninfo(), connect_timeout=10) as conn:
-            row = conn.execute("SELECT pg_database_size(current_database())").fetchone()
-        db_bytes = int(row[0]) if row else 0
+        db_bytes = _database_bytes(ctx.server.conninfo())
         name = "pg_dump" if measured else "warmup"
         started = time.monotonic()
-        per_second: list[float] = []
-        # bytes written in the current second, its start, bytes written in all
-        counted = [0.0, started, 0.0]
+        out = _Output(on_progress, stalled, second_start=started)
+        per_second = out.per_second
         dumps = 0
         errors: list[str] = []
         stderr_all = []
-
-        def tick(pgid: int, last: list[int]) -> str | None:
-            now = time.monotonic()
-            read = written_bytes_of_group(pgid)
-            counted[0] += max(0, read - last[0])
-            counted[2] += max(0, read - last[0])
-            last[0] = read
-            if now - counted[1] >= 1.0:
-                mbps = counted[0] / 1e6 / (now - counted[1])
-                per_second.append(round(mbps, 3))
-                on_progress(Progress(len(per_second), mbps))
-                counted[0], counted[1] = 0.0, now
-            return stalled()
 
         # a cold cache is cold for one dump only: then the measured phase is that dump
         once = measured and getattr(cfg, "cache", "warm") == "cold"
@@ -139,19 +122,12 @@ class Dump:
             argv = dump_argv(
                 ctx.binaries.tool("pg_dump"), ctx.endpoint, fmt, jobs, compress, target
             )
-            child = ctx.runner.spawn(
-                argv,
-                stdout_path=ctx.artifacts / f"{name}.stdout",
-                user=ctx.os_user,
-                cwd=ctx.workdir,
-                env=WORKLOAD_ENV,
-            )
-            watch_process_group(
-                ctx.journal, child.pid, child.start_time, f"pg_dump pid {child.pid}"
-            )
+            child = _start(ctx, argv, name)
             try:
                 rc = child.wait_watching(
-                    max(600.0, seconds * 10), functools.partial(tick, child.pid, [0]), interval=0.2
+                    max(600.0, seconds * 10),
+                    functools.partial(out.tick, child.pid, [0]),
+                    interval=0.2,
                 )
             except Stalled as exc:
                 return Measurement(
@@ -175,30 +151,96 @@ class Dump:
             dumps += 1
         elapsed = time.monotonic() - started
         (ctx.artifacts / f"{name}.stderr").write_text("".join(stderr_all))
-        if counted[2] > 0 and dumps:  # output bytes -> database bytes
-            factor = db_bytes * dumps / counted[2]
+        if out.total > 0 and dumps:  # output bytes -> database bytes
+            factor = db_bytes * dumps / out.total
             per_second = [round(v * factor, 3) for v in per_second]
-        mbps = db_bytes * dumps / 1e6 / elapsed if dumps and elapsed > 0 else None
-        return Measurement(
-            unit="MB/s",
-            throughput=None if mbps is None else round(mbps, 3),
-            transactions=dumps,
-            failed_transactions=0 if not errors else 1,
-            latency_avg_ms=round(elapsed / dumps * 1000, 3) if dumps else None,
-            series={"tps": (1.0, list(per_second)), "read_mbps": (1.0, list(per_second))},
-            errors=tuple(errors),
-            returncode=0 if not errors else 1,
-            extra={
-                "dumps": dumps,
-                "database_bytes": db_bytes,
-                "format": fmt,
-                "jobs": jobs,
-                "compress": compress,
-                "seconds": round(elapsed, 3),
-                "series_from": "pg_dump's output (/proc/PID/io wchar), scaled to the "
-                "database bytes dumped",
-            },
+        return _measurement(
+            per_second,
+            dumps,
+            db_bytes,
+            elapsed,
+            errors,
+            {"format": fmt, "jobs": jobs, "compress": compress},
         )
+
+
+@dataclass
+class _Output:
+    """The bytes pg_dump and its workers wrote, counted each second as MB/s."""
+
+    on_progress: ProgressCallback
+    stalled: StallCheck
+    second_start: float
+    this_second: float = 0.0
+    total: float = 0.0
+    per_second: list[float] = field(default_factory=list)
+
+    def tick(self, pgid: int, last: list[int]) -> str | None:
+        """Count what the process group wrote since ``last``; a second's MB/s when one
+        has passed; whether the run is stalled."""
+        now = time.monotonic()
+        written = written_bytes_of_group(pgid)
+        self.this_second += max(0, written - last[0])
+        self.total += max(0, written - last[0])
+        last[0] = written
+        if now - self.second_start >= 1.0:
+            mbps = self.this_second / 1e6 / (now - self.second_start)
+            self.per_second.append(round(mbps, 3))
+            self.on_progress(Progress(len(self.per_second), mbps))
+            self.this_second, self.second_start = 0.0, now
+        return self.stalled()
+
+
+def _start(ctx: WorkloadContext, argv: list[str], name: str) -> Child:
+    """pg_dump started in its own process group, watched by the journal."""
+    child = ctx.runner.spawn(
+        argv,
+        stdout_path=ctx.artifacts / f"{name}.stdout",
+        user=ctx.os_user,
+        cwd=ctx.workdir,
+        env=WORKLOAD_ENV,
+    )
+    watch_process_group(ctx.journal, child.pid, child.start_time, f"pg_dump pid {child.pid}")
+    return child
+
+
+def _database_bytes(conninfo: str) -> int:
+    """The size of the database dumped (what a dump's MB/s are counted in)."""
+    import psycopg
+
+    with psycopg.connect(conninfo, connect_timeout=10) as conn:
+        row = conn.execute("SELECT pg_database_size(current_database())").fetchone()
+    return int(row[0]) if row else 0
+
+
+def _measurement(
+    per_second: list[float],
+    dumps: int,
+    db_bytes: int,
+    elapsed: float,
+    errors: list[str],
+    options: dict[str, str | int],
+) -> Measurement:
+    """What the dumps measured: the database's MB dumped a second."""
+    mbps = db_bytes * dumps / 1e6 / elapsed if dumps and elapsed > 0 else None
+    return Measurement(
+        unit="MB/s",
+        throughput=None if mbps is None else round(mbps, 3),
+        transactions=dumps,
+        failed_transactions=0 if not errors else 1,
+        latency_avg_ms=round(elapsed / dumps * 1000, 3) if dumps else None,
+        series={"tps": (1.0, list(per_second)), "read_mbps": (1.0, list(per_second))},
+        errors=tuple(errors),
+        returncode=0 if not errors else 1,
+        extra={
+            "dumps": dumps,
+            "database_bytes": db_bytes,
+            **options,
+            "seconds": round(elapsed, 3),
+            "series_from": "pg_dump's output (/proc/PID/io wchar), scaled to the "
+            "database bytes dumped",
+        },
+    )
 
 
 def for_cell(cell: Cell, defaults: Defaults) -> Dump:

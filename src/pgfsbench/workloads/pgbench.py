@@ -430,28 +430,7 @@ class Pgbench:
             raise
         (ctx.artifacts / f"{name}.stderr").write_text(child.stderr)
         summary = parse_run(stdout_path.read_text(errors="replace"), child.stderr)
-        errors = list(summary.errors)
-        if summary.aborted:
-            errors.append("pgbench run was aborted; results are incomplete")
-        if rc != 0 and not errors:
-            errors.append(f"pgbench exited {rc}")
-        m = Measurement(
-            unit="tps",
-            throughput=summary.tps,
-            latency_avg_ms=summary.latency_avg_ms,
-            latency_stddev_ms=summary.latency_stddev_ms,
-            transactions=summary.transactions,
-            failed_transactions=summary.failed_transactions,
-            initial_connection_ms=summary.initial_connection_ms,
-            series=progress_series(points),
-            errors=tuple(errors),
-            returncode=rc,
-            extra={
-                k: v
-                for k, v in (("lag_avg_ms", summary.lag_avg_ms), ("lag_max_ms", summary.lag_max_ms))
-                if v is not None
-            },
-        )
+        m = _measurement(summary, rc, points)
         if log:
             from pgfsbench.collect.txlog import compress_logs, parse_txlog
 
@@ -500,6 +479,32 @@ def progress_series(points: list[ProgressPoint]) -> dict[str, tuple[float, list[
     if averaged:
         out["progress_gap"] = (t0, [1 if round(p.t) in averaged else 0 for p in points])
     return out
+
+
+def _measurement(summary: RunSummary, rc: int, points: list[ProgressPoint]) -> Measurement:
+    """What a pgbench run measured: its summary, its errors, its -P 1 series."""
+    errors = list(summary.errors)
+    if summary.aborted:
+        errors.append("pgbench run was aborted; results are incomplete")
+    if rc != 0 and not errors:
+        errors.append(f"pgbench exited {rc}")
+    return Measurement(
+        unit="tps",
+        throughput=summary.tps,
+        latency_avg_ms=summary.latency_avg_ms,
+        latency_stddev_ms=summary.latency_stddev_ms,
+        transactions=summary.transactions,
+        failed_transactions=summary.failed_transactions,
+        initial_connection_ms=summary.initial_connection_ms,
+        series=progress_series(points),
+        errors=tuple(errors),
+        returncode=rc,
+        extra={
+            k: v
+            for k, v in (("lag_avg_ms", summary.lag_avg_ms), ("lag_max_ms", summary.lag_max_ms))
+            if v is not None
+        },
+    )
 
 
 def for_cell(cell: Cell, defaults: Defaults) -> Pgbench:

@@ -368,46 +368,57 @@ class Sysbench:
             raise
         output = child.stderr  # stdout and stderr, merged and streamed
         out_path.write_text(output)
-        s = parse_run(output)
-        errors = error_lines(s.fatal)
-        if rc != 0 and not errors:
-            errors.append(f"sysbench exited {rc}")
-        pct = histogram_percentiles(s.histogram)
-        if "max" in s.latency_ms:
-            pct["max"] = s.latency_ms["max"]
-        from pgfsbench.collect.txlog import LatencyStats
+        return _measurement(parse_run(output), rc, reports, cfg, prepared, lost)
 
-        latency = (
-            LatencyStats(s.transactions or 0, s.ignored_errors or 0, 1.0, 0.0, pct) if pct else None
-        )
-        return Measurement(
-            unit="tps",
-            throughput=s.tps,
-            latency_avg_ms=s.latency_ms.get("avg"),
-            transactions=s.transactions,
-            failed_transactions=s.ignored_errors,
-            latency=latency,
-            series=report_series(reports, cfg.percentile),
-            errors=tuple(errors),
-            returncode=rc,
-            extra={
-                k: v
-                for k, v in (
-                    ("qps", s.qps),
-                    ("queries", s.queries),
-                    ("reads", s.reads),
-                    ("writes", s.writes),
-                    ("reconnects", s.reconnects),
-                    ("ignored_errors", s.ignored_errors),
-                    ("prepared_statements", prepared),
-                    (
-                        "prepared_statements_disabled",  # by us, not the spec
-                        None if "db-ps-mode" in cfg.options else lost,
-                    ),
-                )
-                if v is not None
-            },
-        )
+
+def _measurement(
+    s: Summary,
+    rc: int,
+    reports: list[Report],
+    cfg: SysbenchWorkload,
+    prepared: bool,
+    lost: str | None,
+) -> Measurement:
+    """What a sysbench run measured, from its final report and its per-second lines."""
+    errors = error_lines(s.fatal)
+    if rc != 0 and not errors:
+        errors.append(f"sysbench exited {rc}")
+    pct = histogram_percentiles(s.histogram)
+    if "max" in s.latency_ms:
+        pct["max"] = s.latency_ms["max"]
+    from pgfsbench.collect.txlog import LatencyStats
+
+    latency = (
+        LatencyStats(s.transactions or 0, s.ignored_errors or 0, 1.0, 0.0, pct) if pct else None
+    )
+    return Measurement(
+        unit="tps",
+        throughput=s.tps,
+        latency_avg_ms=s.latency_ms.get("avg"),
+        transactions=s.transactions,
+        failed_transactions=s.ignored_errors,
+        latency=latency,
+        series=report_series(reports, cfg.percentile),
+        errors=tuple(errors),
+        returncode=rc,
+        extra={
+            k: v
+            for k, v in (
+                ("qps", s.qps),
+                ("queries", s.queries),
+                ("reads", s.reads),
+                ("writes", s.writes),
+                ("reconnects", s.reconnects),
+                ("ignored_errors", s.ignored_errors),
+                ("prepared_statements", prepared),
+                (
+                    "prepared_statements_disabled",  # by us, not the spec
+                    None if "db-ps-mode" in cfg.options else lost,
+                ),
+            )
+            if v is not None
+        },
+    )
 
 
 def report_series(reports: list[Report], percentile: int) -> dict[str, tuple[float, list[object]]]:

@@ -143,22 +143,7 @@ class ZfsDriver(StorageDriver[ZfsStorage]):
 
     def provision(self, name: str, config: ZfsStorage, ctx: ProvisionContext) -> ProvisionedStorage:
         runner, journal = ctx.runner, ctx.journal
-        impl = detect(runner)
-        if impl is None:
-            raise CapabilityError("ZFS disappeared since the preflight check")
-        fuse_options: list[str] = []
-        if impl.fuse or (not kernel_zfs_present()):
-            fuse_options = fuse_daemon_options(config.module_parameters)
-            daemon = FuseDaemon.ensure(
-                journal, runner, ctx.directory / "zfs-fuse.pid", fuse_options
-            )
-            impl = detect(runner)
-            assert impl is not None
-        else:
-            daemon = None
-            apply_module_parameters(journal, config.module_parameters, impl)
-        self.validate(config, impl)
-
+        impl, daemon = self._ready(config, ctx)
         pool = f"{POOL_PREFIX}{ctx.directory.name.replace('-', '_')}_{secrets.token_hex(3)}"
         if pool in existing_pools(runner):
             raise ProvisionError(f"a pool named {pool} already exists; refusing to touch it")
@@ -212,18 +197,7 @@ class ZfsDriver(StorageDriver[ZfsStorage]):
                 "status": status,
             },
         }
-        if daemon is not None:
-            details["zfs_fuse_daemon"] = {
-                "argv": list(daemon.argv),
-                "started_by_pgfsbench": daemon.started_by_us,
-                "zfsrc": zfsrc(),
-            }
-        else:
-            details["module_parameters"] = {
-                p: (MODULE_DIR / "parameters" / p).read_text().strip()
-                for p in config.module_parameters
-                if (MODULE_DIR / "parameters" / p).exists()
-            }
+        details.update(_service_details(config, daemon))
         roles = {"pool": tuple(devices), "log": tuple(log), "cache": tuple(cache)}
         return ProvisionedStorage(
             name,
@@ -235,6 +209,30 @@ class ZfsDriver(StorageDriver[ZfsStorage]):
             details,
             {k: v for k, v in roles.items() if v},
         )
+
+    def _ready(
+        self, config: ZfsStorage, ctx: ProvisionContext
+    ) -> tuple[ZfsImplementation, FuseDaemon | None]:
+        """ZFS ready for this storage: zfs-fuse started with its options, or the kernel
+        module's parameters set; what it supports checked against the spec."""
+        runner, journal = ctx.runner, ctx.journal
+        impl = detect(runner)
+        if impl is None:
+            raise CapabilityError("ZFS disappeared since the preflight check")
+        if impl.fuse or (not kernel_zfs_present()):
+            daemon: FuseDaemon | None = FuseDaemon.ensure(
+                journal,
+                runner,
+                ctx.directory / "zfs-fuse.pid",
+                fuse_daemon_options(config.module_parameters),
+            )
+            impl = detect(runner)
+            assert impl is not None
+        else:
+            daemon = None
+            apply_module_parameters(journal, config.module_parameters, impl)
+        self.validate(config, impl)
+        return impl, daemon
 
     def _dataset(
         self,
@@ -322,6 +320,26 @@ class ZfsDriver(StorageDriver[ZfsStorage]):
     @property
     def cache_eviction(self) -> str:
         return "exporting and importing the pool"
+
+
+def _service_details(config: ZfsStorage, daemon: FuseDaemon | None) -> dict[str, Any]:
+    """What serves the pool: the zfs-fuse daemon as started, or the kernel module's
+    parameters as they are now."""
+    if daemon is not None:
+        return {
+            "zfs_fuse_daemon": {
+                "argv": list(daemon.argv),
+                "started_by_pgfsbench": daemon.started_by_us,
+                "zfsrc": zfsrc(),
+            }
+        }
+    return {
+        "module_parameters": {
+            p: (MODULE_DIR / "parameters" / p).read_text().strip()
+            for p in config.module_parameters
+            if (MODULE_DIR / "parameters" / p).exists()
+        }
+    }
 
 
 DRIVER = ZfsDriver()
