@@ -50,7 +50,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from rawserver import signals_unwind  # noqa: E402
+from rawserver import measured_commit, signals_unwind  # noqa: E402
 
 DURATION, WARMUP, AT, HOLD = 16, 2, 5.0, 4.0
 
@@ -649,13 +649,7 @@ def main() -> None:
     summary["minutes"] = round((time.time() - started) / 60, 1)
     print(f"\n{summary['minutes']} min")
     if args.save:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=ROOT,
-            text=True,
-            capture_output=True,
-            check=False,
-        ).stdout.strip()
+        commit = measured_commit()
         args.save.write_text(
             json.dumps(
                 {

@@ -34,7 +34,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
-from rawserver import signals_unwind  # noqa: E402
+from rawserver import measured_commit, signals_unwind  # noqa: E402
 
 SPEC = """
 [defaults]
@@ -168,13 +168,7 @@ def main() -> None:
                 )
             shutil.rmtree(base, ignore_errors=True)
     if args.save:
-        commit = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"],
-            cwd=ROOT,
-            text=True,
-            capture_output=True,
-            check=False,
-        ).stdout.strip()
+        commit = measured_commit()
         args.save.write_text(
             json.dumps(
                 {
