@@ -166,12 +166,12 @@ def in_one_server(work: Path, args: argparse.Namespace) -> None:
         runs = store.full_runs()
     finally:
         store.close()
-    runs.sort(key=lambda r: int(r["repetition"]))
+    runs.sort(key=lambda r: r.repetition)
     for r in runs:
-        o = (r.get("metrics") or {}).get("observer") or {}
+        o = r.metrics.get("observer") or {}
         print(
-            f"run {r['repetition']:>2}: {'watched' if o.get('on') else 'not watched':<11} "
-            f"{r['status']:<6} {float(r.get('tps') or 0):>10,.0f} tps",
+            f"run {r.repetition:>2}: {'watched' if o.get('on') else 'not watched':<11} "
+            f"{r.status:<6} {r.tps or 0:>10,.0f} tps",
             flush=True,
         )
     effects = observer_effects(runs)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pgfsbench.spec import Cell, LoadedSpec, expand, workload_tool
+from pgfsbench.spec import Cell, Defaults, LoadedSpec, expand, workload_tool
 from pgfsbench.storage import needs_root
 from pgfsbench.system.errors import UsageError
 from pgfsbench.units import human_bytes, parse_duration, parse_size
@@ -133,7 +133,7 @@ def checkpoint_timeout_s(settings: dict[str, Any]) -> float:
     return parse_duration(text if not text.isdigit() else f"{text}s")
 
 
-def dirty_cannot_matter(cells: Sequence[Cell], d: Any) -> list[str]:
+def dirty_cannot_matter(cells: Sequence[Cell], d: Defaults) -> list[str]:
     """Kernel configurations that differ in vm.dirty_* compared where they cannot differ:
     PostgreSQL writes its data files into the page cache only at a checkpoint or when a
     buffer is evicted, so with the data inside shared_buffers and no checkpoint due in the

@@ -12,6 +12,7 @@ from scipy import stats as sps
 from pgfsbench.analysis.compare import Verdict, combine_blocks, compare
 from pgfsbench.analysis.series import align
 from pgfsbench.analysis.stats import estimate
+from pgfsbench.results.records import StoredRun
 
 # ---------------------------------------------------------------- statistics
 
@@ -113,7 +114,7 @@ def test_align_puts_every_series_on_the_measured_seconds() -> None:
             }
         ],
     }
-    al = align(run)
+    al = align(StoredRun.from_row(run))
     assert al.seconds == 3
     assert list(al.get("tps")) == [10, 11, 12]
     assert list(al.get("disk_write_mbps")) == [2, 3, 4]
@@ -126,9 +127,9 @@ def test_align_puts_every_series_on_the_measured_seconds() -> None:
 def test_auto_repetitions_stop_when_the_interval_is_tight_or_at_the_maximum() -> None:
     from pgfsbench.engine.campaign import auto_stop_reason
 
-    def rows(*tps: float, failed: int = 0) -> list[dict[str, object]]:
-        ok = [{"status": "ok", "throughput": t} for t in tps]
-        return ok + [{"status": "failed", "throughput": None}] * failed
+    def rows(*tps: float, failed: int = 0) -> list[StoredRun]:
+        ok = [StoredRun(status="ok", throughput=t) for t in tps]
+        return ok + [StoredRun(status="failed")] * failed
 
     assert auto_stop_reason(rows(1000, 1001, 999), 8, 2.0) is not None
     assert "CI ±" in (auto_stop_reason(rows(1000, 1001, 999), 8, 2.0) or "")
@@ -230,27 +231,29 @@ def _observer_run(
     alternating: bool = True,
     cell: str = "ram/pg/k/ro",
     cpu_s: float | None = None,
-) -> dict[str, object]:
-    return {
-        "run_id": rep,
-        "campaign_id": 1,
-        "cell": cell,
-        "host": None,
-        "repetition": rep,
-        "status": status,
-        "tps": tps,
-        "duration_s": 10.0,
-        "transactions": int(tps * 10),
-        "metrics": {
-            "observer": {
-                "on": on,
-                "alternating": alternating,
-                "sampler_cpu_pct_of_a_core": 0.4 if on else 0.0,
-                "observer_cpu_pct_of_a_core": 0.7 if on else 0.0,
-                "benchmark_cpu_s": cpu_s if cpu_s is not None else 7.0 if on else 6.5,
-            }
-        },
-    }
+) -> StoredRun:
+    return StoredRun.from_row(
+        {
+            "run_id": rep,
+            "campaign_id": 1,
+            "cell": cell,
+            "host": None,
+            "repetition": rep,
+            "status": status,
+            "tps": tps,
+            "duration_s": 10.0,
+            "transactions": int(tps * 10),
+            "metrics": {
+                "observer": {
+                    "on": on,
+                    "alternating": alternating,
+                    "sampler_cpu_pct_of_a_core": 0.4 if on else 0.0,
+                    "observer_cpu_pct_of_a_core": 0.7 if on else 0.0,
+                    "benchmark_cpu_s": cpu_s if cpu_s is not None else 7.0 if on else 6.5,
+                }
+            },
+        }
+    )
 
 
 def test_samplers_alternate_in_abba_pairs() -> None:
@@ -453,14 +456,13 @@ def test_observer_effect_says_slower_when_the_interval_is_below_one() -> None:
 def test_runs_without_pgbench_log_under_txlog_auto_are_said_once_per_report() -> None:
     from pgfsbench.analysis.warnings import reading_warnings
 
-    def run(rep: int, cell: str, why: str | None) -> dict[str, object]:
-        return {
-            "run_id": rep,
-            "cell": cell,
-            "repetition": rep,
-            "status": "ok",
-            "metrics": {"observer": {"on": True, "txlog": why is None, "txlog_left_out": why}},
-        }
+    def run(rep: int, cell: str, why: str | None) -> StoredRun:
+        return StoredRun(
+            run_id=rep,
+            cell=cell,
+            repetition=rep,
+            metrics={"observer": {"on": True, "txlog": why is None, "txlog_left_out": why}},
+        )
 
     why = 'txlog = "auto": 60,000 TPS expected on 2 CPU(s)'
     runs = [
@@ -478,22 +480,19 @@ def test_runs_without_pgbench_log_under_txlog_auto_are_said_once_per_report() ->
 def test_sysbench_without_prepared_statements_is_said_next_to_cells_with_them() -> None:
     from pgfsbench.analysis.warnings import reading_warnings
 
-    def run(
-        rep: int, cell: str, disabled: str | None, prepared: bool | None = None
-    ) -> dict[str, object]:
-        return {
-            "run_id": rep,
-            "cell": cell,
-            "repetition": rep,
-            "status": "ok",
-            "metrics": {
+    def run(rep: int, cell: str, disabled: str | None, prepared: bool | None = None) -> StoredRun:
+        return StoredRun(
+            run_id=rep,
+            cell=cell,
+            repetition=rep,
+            metrics={
                 "tool": {
                     "name": "sysbench",
                     "prepared_statements": disabled is None if prepared is None else prepared,
                     "prepared_statements_disabled": disabled,
                 }
             },
-        }
+        )
 
     why = "pgbouncer 1.18.0 in transaction mode does not keep server-side prepared statements"
     runs = [

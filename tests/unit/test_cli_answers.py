@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from pgfsbench.results.records import StoredCampaign, StoredRun
 from pgfsbench.results.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,23 +32,25 @@ def dbi_like(path: Path) -> Path:
     """ext4 with the default postgres configuration, zfs-compressed with its own (the dbi
     example's natural question): 3 repetitions each."""
     store = Store(str(path))
-    cid = store.start_campaign(name="dbi", spec_text="x", host="h")
+    cid = store.start_campaign(StoredCampaign(name="dbi", spec_text="x", host="h"))
     for storage, fs, pg, tps in (
         ("ext4", "ext4", "default", 1000.0),
         ("zfs-compressed", "zfs", "zfs", 700.0),
     ):
         for rep, jitter in enumerate((0.99, 1.0, 1.01), 1):
             rid = store.start_run(
-                campaign_id=cid,
-                cell=f"{storage}/{pg}/default/tpcb",
-                storage=storage,
-                fs=fs,
-                postgres=pg,
-                kernel="default",
-                workload="tpcb",
-                repetition=rep,
-                clients=4,
-                scale=2,
+                StoredRun(
+                    campaign_id=cid,
+                    cell=f"{storage}/{pg}/default/tpcb",
+                    storage=storage,
+                    fs=fs,
+                    postgres=pg,
+                    kernel="default",
+                    workload="tpcb",
+                    repetition=rep,
+                    clients=4,
+                    scale=2,
+                )
             )
             store.finish_run(
                 rid,

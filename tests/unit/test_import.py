@@ -7,25 +7,28 @@ import uuid
 from pathlib import Path
 
 from pgfsbench.results.importer import import_store
+from pgfsbench.results.records import StoredCampaign, StoredRun
 from pgfsbench.results.store import Store
 
 
 def _host_file(path: Path, host: str, runs: int) -> tuple[Store, list[int]]:
     store = Store(str(path))
-    camp = store.start_campaign(name="quick", host=host, uuid=str(uuid.uuid4()))
+    camp = store.start_campaign(StoredCampaign(name="quick", host=host, uuid=str(uuid.uuid4())))
     ids = []
     for rep in range(1, runs + 1):
         rid = store.start_run(
-            campaign_id=camp,
-            cell="ext4/p/k/w",
-            storage="ext4",
-            fs="ext4",
-            postgres="p",
-            kernel="k",
-            workload="w",
-            repetition=rep,
-            host=host,
-            uuid=str(uuid.uuid4()),
+            StoredRun(
+                campaign_id=camp,
+                cell="ext4/p/k/w",
+                storage="ext4",
+                fs="ext4",
+                postgres="p",
+                kernel="k",
+                workload="w",
+                repetition=rep,
+                host=host,
+                uuid=str(uuid.uuid4()),
+            )
         )
         store.finish_run(rid, "ok", throughput=1000.0 + rep, throughput_unit="tps")
         store.put_series(rid, "tps", [1000.0, 1001.0 + rep])
@@ -46,36 +49,37 @@ def test_import_twice_adds_nothing_twice_and_keeps_children(tmp_path: Path) -> N
     again = import_store(a, team)
     assert (again.runs_added, again.runs_already_there, again.campaigns_added) == (0, 2, 0)
     runs = team.list_runs()
-    assert len(runs) == 2 and {r["host"] for r in runs} == {"db1"}
-    full = team.get_run(int(runs[1]["run_id"]))
-    assert full["series"]["tps"]["values"] == [1000.0, 1003.0]
-    assert full["checkpoints"][0]["reason"] == "time"
+    assert len(runs) == 2 and {r.host for r in runs} == {"db1"}
+    full = team.get_run(runs[1].run_id)
+    assert full.series["tps"].values == [1000.0, 1003.0]
+    assert full.checkpoints[0].reason == "time"
     sha = hashlib.sha256(b"artifact 2").hexdigest()
-    assert full["metrics"]["imported_artifacts"]["commands"]["sha256"] == sha
+    assert full.metrics["imported_artifacts"]["commands"]["sha256"] == sha
 
     # the host resumed: its second run again, imported again: only the new run is added
-    camp = int(a.list_runs()[0]["campaign_id"])
+    camp = a.list_runs()[0].campaign_id
+    assert camp is not None
     extra = a.start_run(
-        campaign_id=camp,
-        cell="ext4/p/k/w",
-        storage="ext4",
-        fs="ext4",
-        postgres="p",
-        kernel="k",
-        workload="w",
-        repetition=2,
-        host="db1",
-        uuid=str(uuid.uuid4()),
+        StoredRun(
+            campaign_id=camp,
+            cell="ext4/p/k/w",
+            storage="ext4",
+            fs="ext4",
+            postgres="p",
+            kernel="k",
+            workload="w",
+            repetition=2,
+            host="db1",
+            uuid=str(uuid.uuid4()),
+        )
     )
     a.finish_run(extra, "ok", throughput=999.0)
     a.supersede(camp, "ext4/p/k/w", 2, extra)
     third = import_store(a, team)
     assert (third.runs_added, third.runs_already_there, third.campaigns_added) == (1, 2, 0)
-    assert len({r["campaign_id"] for r in team.list_runs()}) == 1
-    old, new = sorted(
-        (r for r in team.list_runs() if r["repetition"] == 2), key=lambda r: int(r["run_id"])
-    )
-    assert old["status"] == "aborted" and old["superseded_by"] == new["run_id"]
+    assert len({r.campaign_id for r in team.list_runs()}) == 1
+    old, new = sorted((r for r in team.list_runs() if r.repetition == 2), key=lambda r: r.run_id)
+    assert old.status == "aborted" and old.superseded_by == new.run_id
 
 
 def test_the_same_file_under_two_inventory_names_is_two_hosts(tmp_path: Path) -> None:
@@ -83,4 +87,4 @@ def test_the_same_file_under_two_inventory_names_is_two_hosts(tmp_path: Path) ->
     team = Store(str(tmp_path / "team.sqlite"))
     import_store(a, team, host="node-a")
     import_store(a, team, host="node-b")
-    assert sorted(r["host"] for r in team.list_runs()) == ["node-a", "node-b"]
+    assert sorted(str(r.host) for r in team.list_runs()) == ["node-a", "node-b"]

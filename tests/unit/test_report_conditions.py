@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from pgfsbench.analysis.stalls import StallEpisode
 from pgfsbench.analysis.summary import highlights, summarise
 from pgfsbench.analysis.warnings import reading_warnings
 from pgfsbench.report.conditions import conditions, run_conditions
 from pgfsbench.report.html import render_report
 from pgfsbench.report.markdown import render_markdown
 from pgfsbench.report.terminal import fmt_vs
+from pgfsbench.results.records import StoredCampaign, StoredRun
 
 
 def run(
@@ -84,7 +86,7 @@ def run(
     }
 
 
-def campaign() -> list[dict[str, Any]]:
+def campaign() -> list[StoredRun]:
     runs = []
     for cell, fs, tps, ref in (
         ("tmpfs/default/default/tpcb-like", "tmpfs", 6500.0, True),
@@ -92,7 +94,7 @@ def campaign() -> list[dict[str, Any]]:
         ("xfs/default/default/tpcb-like", "xfs", 2900.0, False),
     ):
         for rep, jitter in enumerate((0.98, 1.0, 1.02), 1):
-            runs.append(run(cell, fs, rep, tps * jitter, reference=ref))
+            runs.append(StoredRun.from_row(run(cell, fs, rep, tps * jitter, reference=ref)))
     return runs
 
 
@@ -107,7 +109,7 @@ def test_a_reference_is_never_the_best_nor_the_baseline() -> None:
     assert lines[0].startswith("tpcb-like") and "best xfs at" in lines[0], lines
     assert any("reference tmpfs: 6,500 tps; the best reaches 45% of it" in ln for ln in lines)
     html = render_report(
-        [{"id": 1, "name": "quick"}], campaign(), cells, highlights(cells), inline_js=False
+        [StoredCampaign(id=1, name="quick")], campaign(), cells, highlights(cells), inline_js=False
     )
     assert "tmpfs (reference)" in html and 'class=" reference"' in html
     # drawn as a line across the throughput chart, not as a bar
@@ -116,7 +118,7 @@ def test_a_reference_is_never_the_best_nor_the_baseline() -> None:
 
 def test_the_conditions_of_a_campaign_and_what_differs_by_configuration() -> None:
     runs = campaign()
-    runs[3]["storage_details"]["data"]["mount_options"] = "rw,noatime"
+    runs[3].storage_details["data"]["mount_options"] = "rw,noatime"
     c = conditions(runs)
     common = dict(c.common)
     assert common["duration"] == "5 s measured after 2 s of warm-up"
@@ -135,10 +137,13 @@ def test_the_conditions_of_a_campaign_and_what_differs_by_configuration() -> Non
 
 
 def test_markdown_states_the_conditions_and_lists_every_cell() -> None:
-    runs = [run(f"c{i}/default/default/tpcb-like", "ext4", 1, 1000.0 + i) for i in range(7)]
+    runs = [
+        StoredRun.from_row(run(f"c{i}/default/default/tpcb-like", "ext4", 1, 1000.0 + i))
+        for i in range(7)
+    ]
     cells = summarise(runs)
     text = render_markdown(
-        [{"id": 1, "name": "t"}], cells, highlights(cells), reading_warnings(runs), runs
+        [StoredCampaign(id=1, name="t")], cells, highlights(cells), reading_warnings(runs), runs
     )
     assert "## Conditions" in text and "| duration | 5 s measured after 2 s of warm-up |" in text
     # the warning about too few repetitions names all seven cells, not four and "..."
@@ -153,24 +158,24 @@ def test_the_zfsrc_warning_says_which_of_its_settings_each_cell_ran_with() -> No
         "vdev-cache-size = 10\nmax-arc-size = 100\nzfs-prefetch-disable\nfuse-attr-timeout = 3600"
     )
     runs = [
-        {
-            "storage": "zfs-plain",
-            "storage_details": {
+        StoredRun(
+            storage="zfs-plain",
+            storage_details={
                 "zfs_fuse_daemon": {
                     "argv": ["zfs-fuse", "--pidfile", "p", "--no-kstat-mount"],
                     "zfsrc": zfsrc,
                 }
             },
-        },
-        {
-            "storage": "zfs-arc",
-            "storage_details": {
+        ),
+        StoredRun(
+            storage="zfs-arc",
+            storage_details={
                 "zfs_fuse_daemon": {
                     "argv": ["zfs-fuse", "--pidfile", "p", "--max-arc-size", "1024"],
                     "zfsrc": zfsrc,
                 }
             },
-        },
+        ),
     ]
     from pgfsbench.analysis.warnings import _zfsrc
 
@@ -188,31 +193,31 @@ def test_results_show_counts_histogram_buckets_as_buckets_and_lists_episodes() -
 
     from pgfsbench.report.terminal import run_detail
 
-    run = {
-        "run_id": 3,
-        "cell": "e/d/d/w",
-        "series": {
-            "tps": {"values": [1.0] * 20},
-            "latency_histogram": {"values": [[600, 1]] * 536},
-        },
-        "stalls": [
-            {
-                "kind": "stall",
-                "headline": "stall at 5–9 s (...)",
-                "verdict": "lock waits behind a blocking transaction (high confidence)",
-                "evidence": ["held by pid 42 (a session from outside the workload)"],
-                "alternatives": [
-                    {
-                        "cause_text": "the filesystem was frozen",
-                        "why_not": "no benchmark process was asleep in the kernel",
-                    }
-                ],
-                "missing_evidence": [],
-            }
-        ],
-    }
+    run = StoredRun.from_row(
+        {
+            "run_id": 3,
+            "cell": "e/d/d/w",
+            "series": {
+                "tps": {"values": [1.0] * 20},
+                "latency_histogram": {"values": [[600, 1]] * 536},
+            },
+        }
+    )
+    episode = StallEpisode(
+        start_s=5,
+        end_s=9,
+        min_tps=0,
+        delayed_tx=100,
+        max_latency_ms=4000.0,
+        cause="locks",
+        confidence="high",
+        evidence=("held by pid 42 (a session from outside the workload)",),
+        alternatives=(("fs_frozen", 0.2, "no benchmark process was asleep in the kernel"),),
+        median_tps=25.0,
+    )
     console = Console(width=200, record=True)
-    console.print(run_detail(run))
+    console.print(run_detail(run, [episode]))
     text = console.export_text()
     assert "latency_histogram (536 buckets)" in text and "tps (20 s)" in text
     assert "held by pid 42" in text and "ruled out: not the filesystem was frozen" in text
+    assert "lock waits behind a blocking transaction (high confidence)" in text

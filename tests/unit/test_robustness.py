@@ -11,6 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from pgfsbench.results.records import StoredCampaign, StoredRun
 from pgfsbench.results.store import Store, check_writable, engine_url
 from pgfsbench.storage.devices import parse_pool_members
 from pgfsbench.system.errors import HostBusy, StoreError, UsageError
@@ -57,26 +58,28 @@ def test_a_results_file_from_0_1_0_opens_upgrades_and_keeps_every_run(tmp_path: 
         series = conn.execute("SELECT count(*) FROM series").fetchone()[0]
     store = Store(str(old))
     runs = store.list_runs()
-    assert [(r["run_id"], r["cell"], r["status"], r["tps"]) for r in runs] == before
-    assert all(r["host"] == "vm" and len(r["uuid"]) == 36 for r in runs)
-    assert [r["throughput"] for r in runs] == [r["tps"] for r in runs]
-    assert sum(len(store.get_run(r["run_id"])["series"]) for r in runs) == series
+    assert [(r.run_id, r.cell, r.status, r.tps) for r in runs] == before
+    assert all(r.host == "vm" and len(r.uuid or "") == 36 for r in runs)
+    assert [r.throughput for r in runs] == [r.tps for r in runs]
+    assert sum(len(store.get_run(r.run_id).series) for r in runs) == series
     rid = store.start_run(
-        campaign_id=1,
-        cell="c",
-        storage="s",
-        fs="ext4",
-        postgres="p",
-        kernel="k",
-        workload="w",
-        repetition=1,
-        host="h2",
-        uuid="00000000-0000-0000-0000-000000000001",
+        StoredRun(
+            campaign_id=1,
+            cell="c",
+            storage="s",
+            fs="ext4",
+            postgres="p",
+            kernel="k",
+            workload="w",
+            repetition=1,
+            host="h2",
+            uuid="00000000-0000-0000-0000-000000000001",
+        )
     )
     store.finish_run(rid, "ok", throughput=1.0, space_bytes=5 << 30)
     store.close()
     again = Store(str(old))  # opening twice migrates nothing twice
-    assert len(again.list_runs()) == 7 and again.get_run(rid)["space_bytes"] == 5 << 30
+    assert len(again.list_runs()) == 7 and again.get_run(rid).space_bytes == 5 << 30
     with sqlite3.connect(old) as conn:
         assert conn.execute("SELECT version_num FROM alembic_version").fetchone()[0] == "0003"
 
@@ -106,16 +109,18 @@ def test_export_series_keeps_the_histogram_and_follows_the_extension(tmp_path: P
     from pgfsbench.results.export import export_runs
 
     store = Store(str(tmp_path / "r.sqlite"))
-    cid = store.start_campaign(name="t")
+    cid = store.start_campaign(StoredCampaign(name="t"))
     rid = store.start_run(
-        campaign_id=cid,
-        cell="a/b/c/d",
-        storage="a",
-        fs="ext4",
-        postgres="b",
-        kernel="c",
-        workload="d",
-        repetition=1,
+        StoredRun(
+            campaign_id=cid,
+            cell="a/b/c/d",
+            storage="a",
+            fs="ext4",
+            postgres="b",
+            kernel="c",
+            workload="d",
+            repetition=1,
+        )
     )
     store.put_series(rid, "tps", [1.0, 2.0], t0=1.0)
     store.put_series(rid, "latency_histogram", [[700, 3], [710, 5]], step=0.0)

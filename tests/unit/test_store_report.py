@@ -7,43 +7,48 @@ from pgfsbench.analysis.summary import spread, summarise
 from pgfsbench.report.html import render_report
 from pgfsbench.report.terminal import summary_table
 from pgfsbench.results.export import export_runs
+from pgfsbench.results.records import StoredCampaign, StoredRun
 from pgfsbench.results.store import LIST_KEYS, Store, engine_url
 from pgfsbench.system.errors import StoreError
 
 
 def fill(store: Store) -> int:
-    cid = store.start_campaign(name="t", spec_text="x", host="h")
+    cid = store.start_campaign(StoredCampaign(name="t", spec_text="x", host="h"))
     for cell, fs, tps in (
         ("ext4/d/d/w", "ext4", [100.0, 110.0, 90.0]),
         ("zfs/d/d/w", "zfs", [150.0, 160.0]),
     ):
         for rep, t in enumerate(tps, 1):
             rid = store.start_run(
-                campaign_id=cid,
-                cell=cell,
-                storage=cell.split("/")[0],
-                fs=fs,
-                postgres="d",
-                kernel="d",
-                workload="w",
-                repetition=rep,
-                clients=4,
-                fuse=fs == "zfs",
-                implementation="zfs-fuse" if fs == "zfs" else None,
+                StoredRun(
+                    campaign_id=cid,
+                    cell=cell,
+                    storage=cell.split("/")[0],
+                    fs=fs,
+                    postgres="d",
+                    kernel="d",
+                    workload="w",
+                    repetition=rep,
+                    clients=4,
+                    fuse=fs == "zfs",
+                    implementation="zfs-fuse" if fs == "zfs" else None,
+                )
             )
             store.finish_run(
                 rid, "ok", tps=t, latency_avg_ms=1000 / t, load_seconds=1.0, space_bytes=1000 * rep
             )
             store.put_series(rid, "tps", [t - 1, t, t + 1], unit="tps", t0=1.0)
     rid = store.start_run(
-        campaign_id=cid,
-        cell="ext4/d/d/w",
-        storage="ext4",
-        fs="ext4",
-        postgres="d",
-        kernel="d",
-        workload="w",
-        repetition=4,
+        StoredRun(
+            campaign_id=cid,
+            cell="ext4/d/d/w",
+            storage="ext4",
+            fs="ext4",
+            postgres="d",
+            kernel="d",
+            workload="w",
+            repetition=4,
+        )
     )
     store.finish_run(rid, "failed", error="disk full")
     store.finish_campaign(cid, "done")
@@ -55,10 +60,10 @@ def test_store_roundtrip_and_list_keys(tmp_path: Path) -> None:
     fill(store)
     runs = store.list_runs()
     assert len(runs) == 6
-    assert set(LIST_KEYS) <= set(runs[0])
+    assert set(LIST_KEYS) <= set(runs[0].columns())
     one = store.get_run(1)
-    assert one["series"]["tps"]["values"] == [99.0, 100.0, 101.0]
-    assert one["started_at"].endswith("+00:00")
+    assert one.series["tps"].values == [99.0, 100.0, 101.0]
+    assert (one.started_at or "").endswith("+00:00")
     assert store.mark_aborted([1, 6], "x") == 0  # neither is 'running'
     with pytest.raises(StoreError, match="no run 99"):
         store.get_run(99)
@@ -130,21 +135,23 @@ def test_html_summary_rows_come_group_by_group(tmp_path: Path) -> None:
     from pgfsbench.report.loading import analyse
 
     store = Store(str(tmp_path / "r.sqlite"))
-    cid = store.start_campaign(name="t", spec_text="x", host="h")
+    cid = store.start_campaign(StoredCampaign(name="t", spec_text="x", host="h"))
     for storage in ("ext4", "xfs"):
         for scale in (2, 10):
             cell = f"{storage}/d/d/ro@scale={scale}"
             rid = store.start_run(
-                campaign_id=cid,
-                cell=cell,
-                storage=storage,
-                fs=storage,
-                postgres="d",
-                kernel="d",
-                workload="ro",
-                repetition=1,
-                clients=4,
-                scale=scale,
+                StoredRun(
+                    campaign_id=cid,
+                    cell=cell,
+                    storage=storage,
+                    fs=storage,
+                    postgres="d",
+                    kernel="d",
+                    workload="ro",
+                    repetition=1,
+                    clients=4,
+                    scale=scale,
+                )
             )
             store.finish_run(rid, "ok", tps=1000.0 * scale + (storage == "xfs"))
     store.finish_campaign(cid, "done")
@@ -171,22 +178,24 @@ def test_a_run_at_a_share_of_its_maximum_is_never_compared_with_an_unpaced_one(
     from pgfsbench.report.loading import analyse
 
     store = Store(str(tmp_path / "r.sqlite"))
-    cid = store.start_campaign(name="t", spec_text="x", host="h")
+    cid = store.start_campaign(StoredCampaign(name="t", spec_text="x", host="h"))
     for storage, tps in (("ext4", 3000.0), ("xfs", 3300.0)):
         for share in (None, 0.75):
             cell = f"{storage}/d/d/rw@rate={'75%' if share else 'max'}"
             rid = store.start_run(
-                campaign_id=cid,
-                cell=cell,
-                storage=storage,
-                fs=storage,
-                postgres="d",
-                kernel="d",
-                workload="rw",
-                repetition=1,
-                clients=8,
-                scale=2,
-                params={"workload": {"rate_fraction": share}},
+                StoredRun(
+                    campaign_id=cid,
+                    cell=cell,
+                    storage=storage,
+                    fs=storage,
+                    postgres="d",
+                    kernel="d",
+                    workload="rw",
+                    repetition=1,
+                    clients=8,
+                    scale=2,
+                    params={"workload": {"rate_fraction": share}},
+                )
             )
             store.finish_run(rid, "ok", tps=tps * (share or 1.0))
     store.finish_campaign(cid, "done")
@@ -195,3 +204,21 @@ def test_a_run_at_a_share_of_its_maximum_is_never_compared_with_an_unpaced_one(
     assert paced.group != cells["xfs/d/d/rw@rate=max"].group
     assert paced.baseline == cells["ext4/d/d/rw@rate=75%"].label
     assert cells["ext4/d/d/rw@rate=75%"].baseline is None  # the first of its own group
+
+
+def test_stored_records_are_typed_and_refuse_a_key_they_do_not_have(tmp_path: Path) -> None:
+    from pgfsbench.results.records import StoredRun, StoredSeries
+
+    store = Store(str(tmp_path / "r.sqlite"))
+    fill(store)
+    one = store.get_run(1)
+    # the JSON shape of `results show --json` reads back as the same record
+    assert StoredRun.from_row(one.as_dict()) == one
+    assert one.series["tps"].at(1) == 99.0 and one.series["tps"].at(0) is None
+    with pytest.raises(TypeError, match="no field 'tsp'"):
+        StoredRun.from_row({"cell": "c", "tsp": 1.0})
+    # a series offset by its first second, with a step of two seconds
+    s = StoredSeries("x", [10, 20, 30], t0=-1.0, step=2.0)
+    assert [s.at(k) for k in (-1, 1, 3, 5)] == [10, 20, 30, None]
+    assert one.throughput is None and one.figure == 100.0  # a record from before the unit
+    assert StoredRun(throughput=3.0, tps=5.0).figure == 3.0

@@ -221,7 +221,7 @@ def _storage_alternatives(
 
 
 def _postgres_alternatives(
-    facts: dict[str, Any], fired: Fired, fs: str, ram: Any, reasons: list[str]
+    facts: dict[str, Any], fired: Fired, fs: str, ram: int | None, reasons: list[str]
 ) -> dict[str, dict[str, Any]]:
     """PostgreSQL's settings as found, and the alternatives the findings call for."""
     settings = (facts.get("postgresql") or {}).get("settings") or {}
@@ -291,7 +291,7 @@ def _kernel_alternatives(
     return kernel
 
 
-def _fits(value: str, ram: Any) -> bool:
+def _fits(value: str, ram: int | None) -> bool:
     from pgfsbench.units import parse_size
 
     try:

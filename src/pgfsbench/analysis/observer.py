@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from pgfsbench.analysis.stats import hodges_lehmann, t_interval, t_interval_log
-from pgfsbench.analysis.summary import run_throughput
+from pgfsbench.results.records import JsonObject, StoredRun
 
 
 @dataclass(frozen=True)
@@ -115,21 +114,19 @@ def robust_ratio(ratios: Sequence[float]) -> tuple[float, float | None, float | 
     )
 
 
-def _observer(run: Mapping[str, Any]) -> Mapping[str, Any]:
-    return (run.get("metrics") or {}).get("observer") or {}
+def _observer(run: StoredRun) -> JsonObject:
+    return run.metrics.get("observer") or {}
 
 
-def _throughput(run: Mapping[str, Any]) -> float | None:
-    v = run_throughput(run)
+def _throughput(run: StoredRun) -> float | None:
+    v = run.figure
     return v if v is not None and v > 0 else None
 
 
-def _pairs(runs: Iterable[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], Mapping[str, Any]]]:
+def _pairs(runs: Iterable[StoredRun]) -> list[tuple[StoredRun, StoredRun]]:
     """The runs of one cell paired (1, 2), (3, 4)... by repetition, as (watched, not
     watched), for each pair whose two runs are ok and were one of each."""
-    by_rep = {
-        int(r["repetition"]): r for r in runs if r.get("status") == "ok" and "on" in _observer(r)
-    }
+    by_rep = {r.repetition: r for r in runs if r.ok and "on" in _observer(r)}
     out = []
     for first in sorted(k for k in by_rep if k % 2 == 1):
         a, b = by_rep.get(first), by_rep.get(first + 1)
@@ -139,7 +136,7 @@ def _pairs(runs: Iterable[Mapping[str, Any]]) -> list[tuple[Mapping[str, Any], M
     return out
 
 
-def pair_ratios(runs: Iterable[Mapping[str, Any]]) -> list[float]:
+def pair_ratios(runs: Iterable[StoredRun]) -> list[float]:
     """Watched over not watched throughput, pair by pair (see `_pairs`)."""
     ratios = []
     for on, off in _pairs(runs):
@@ -150,7 +147,7 @@ def pair_ratios(runs: Iterable[Mapping[str, Any]]) -> list[float]:
 
 
 def _paired_cpu_extra(
-    runs: Iterable[Mapping[str, Any]],
+    runs: Iterable[StoredRun],
 ) -> tuple[float, float | None, float | None] | None:
     """What watching added to the benchmark's CPU (% of one core), pair by pair."""
     diffs = [
@@ -166,23 +163,23 @@ def _paired_cpu_extra(
     return statistics.fmean(diffs), low, high
 
 
-def _cpu_per(run: Mapping[str, Any], denominator: str, scale: float) -> float | None:
+def _cpu_per(run: StoredRun, by: float | None, scale: float) -> float | None:
     """The benchmark's CPU seconds divided by one of the run's figures, times ``scale``."""
-    cpu, by = _observer(run).get("benchmark_cpu_s"), run.get(denominator)
+    cpu = _observer(run).get("benchmark_cpu_s")
     return None if cpu is None or not by else scale * float(cpu) / float(by)
 
 
-def _cpu_pct(run: Mapping[str, Any]) -> float | None:
+def _cpu_pct(run: StoredRun) -> float | None:
     """% of one core over the measured phase."""
-    return _cpu_per(run, "duration_s", 100)
+    return _cpu_per(run, run.duration_s, 100)
 
 
-def _cpu_us_per_tx(run: Mapping[str, Any]) -> float | None:
+def _cpu_us_per_tx(run: StoredRun) -> float | None:
     """Microseconds per transaction."""
-    return _cpu_per(run, "transactions", 1e6)
+    return _cpu_per(run, run.transactions, 1e6)
 
 
-def _watched_median(runs: Iterable[Mapping[str, Any]], key: str) -> float | None:
+def _watched_median(runs: Iterable[StoredRun], key: str) -> float | None:
     vals = [
         float(_observer(r)[key])
         for r in runs
@@ -192,7 +189,7 @@ def _watched_median(runs: Iterable[Mapping[str, Any]], key: str) -> float | None
 
 
 def _by_side(
-    runs: Sequence[Mapping[str, Any]], figure: Callable[[Mapping[str, Any]], float | None]
+    runs: Sequence[StoredRun], figure: Callable[[StoredRun], float | None]
 ) -> dict[str, float]:
     """The median of a run's figure over the watched and over the not-watched runs."""
     out: dict[str, float] = {}
@@ -205,20 +202,20 @@ def _by_side(
     return out
 
 
-def observer_effects(runs: Iterable[Mapping[str, Any]]) -> list[ObserverEffect]:
+def observer_effects(runs: Iterable[StoredRun]) -> list[ObserverEffect]:
     """One effect per cell (and host) whose runs alternated watched and not watched."""
-    cells: dict[tuple[Any, str, Any], list[Mapping[str, Any]]] = {}
+    cells: dict[tuple[int | None, str, str | None], list[StoredRun]] = {}
     for r in runs:
-        if r.get("superseded_by") or not _observer(r).get("alternating"):
+        if r.superseded_by or not _observer(r).get("alternating"):
             continue
-        cells.setdefault((r.get("campaign_id"), str(r["cell"]), r.get("host")), []).append(r)
+        cells.setdefault((r.campaign_id, r.cell, r.host), []).append(r)
     out = []
     for (campaign, cell, host), rows in cells.items():
         ratios = pair_ratios(rows)
         if not ratios:
             continue
         ratio, low, high = geometric_ci(ratios)
-        ok = [r for r in rows if r.get("status") == "ok"]
+        ok = [r for r in rows if r.ok]
         cpu, total = (
             _watched_median(ok, key)
             for key in ("sampler_cpu_pct_of_a_core", "observer_cpu_pct_of_a_core")

@@ -8,11 +8,12 @@ detection, the report and `results show`.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from pgfsbench.results.records import StoredRun
 
 # the per-second series the analysis reads (when the run has them)
 NUMERIC = (
@@ -165,20 +166,12 @@ class Aligned:
         return np.where(use, log, tps) if use.any() else tps
 
 
-def _at(series: Mapping[str, Any], k: int) -> Any:
-    step = series.get("step") or 1.0
-    idx = round((k - float(series.get("t0") or 0.0)) / step)
-    values = series.get("values") or []
-    return values[idx] if 0 <= idx < len(values) else None
-
-
-def align(run: Mapping[str, Any]) -> Aligned:
+def align(run: StoredRun) -> Aligned:
     """The aligned view of a stored run (as `Store.get_run` returns it)."""
-    duration = float(run.get("duration_s") or 0)
-    series = run.get("series") or {}
-    if not duration:
-        tps = series.get("tps") or {}
-        duration = float(len(tps.get("values") or []))
+    duration = float(run.duration_s or 0)
+    series = run.series
+    if not duration and "tps" in series:
+        duration = float(len(series["tps"].values))
     n = max(0, math.floor(duration + 1e-6))
     al = Aligned(n)
     devices = [
@@ -188,19 +181,19 @@ def align(run: Mapping[str, Any]) -> Aligned:
     ]
     for name in (*NUMERIC, *devices):
         s = series.get(name)
-        if not s:
+        if s is None or not s.values:
             continue
         arr = np.full(n, np.nan)
         for k in range(1, n + 1):
-            v = _at(s, k)
+            v = s.at(k)
             if isinstance(v, int | float) and not isinstance(v, bool):
                 arr[k - 1] = float(v)
         al.values[name] = arr
     for name in STRUCTURED:
         s = series.get(name)
-        if s:
-            al.structured[name] = [_at(s, k) for k in range(1, n + 1)]
-    metrics = run.get("metrics") or {}
+        if s is not None and s.values:
+            al.structured[name] = [s.at(k) for k in range(1, n + 1)]
+    metrics = run.metrics
     stack = metrics.get("block_stack") or {}
     al.under_test = [str(d) for d in stack.get("under_test") or []]
     al.beneath = [str(d) for d in stack.get("beneath") or []]
@@ -210,23 +203,22 @@ def align(run: Mapping[str, Any]) -> Aligned:
         if isinstance(v, int | float)
     }
     w = series.get("waits")
-    if w:
-        al.waits = [dict(_at(w, k) or {}) for k in range(1, n + 1)]
-    for c in run.get("checkpoints") or []:
-        if c.get("ended_s") is None:
-            continue
-        al.checkpoints.append(
-            CheckpointSpan(
-                c.get("started_s"),
-                float(c["ended_s"]),
-                float(c.get("write_s") or 0),
-                float(c.get("sync_s") or 0),
-                str(c.get("reason") or ""),
-                int(c.get("buffers") or 0),
-                int(c.get("wal_added") or 0),
-            )
+    if w is not None and w.values:
+        al.waits = [dict(w.at(k) or {}) for k in range(1, n + 1)]
+    al.checkpoints = [
+        CheckpointSpan(
+            c.started_s,
+            c.ended_s,
+            c.write_s or 0.0,
+            c.sync_s or 0.0,
+            c.reason or "",
+            c.buffers or 0,
+            c.wal_added or 0,
         )
-    for entry in (run.get("storage_details") or {}).get("device_limits") or []:
+        for c in run.checkpoints
+        if c.ended_s is not None
+    ]
+    for entry in run.storage_details.get("device_limits") or []:
         for key, scale, name in (
             ("write_bps", 1e-6, "write_mbps"),
             ("read_bps", 1e-6, "read_mbps"),
@@ -235,15 +227,15 @@ def align(run: Mapping[str, Any]) -> Aligned:
         ):
             if entry.get(key):
                 al.limits[name] = al.limits.get(name, 0.0) + float(entry[key]) * scale
-    for e in metrics.get("events") or []:
-        al.events.append(
-            Event(
-                str(e.get("kind")),
-                float(e["start_s"]),
-                float(e.get("end_s", e["start_s"])),
-                str(e.get("label", "")),
-            )
+    al.events = [
+        Event(
+            str(e.get("kind")),
+            float(e["start_s"]),
+            float(e.get("end_s", e["start_s"])),
+            str(e.get("label", "")),
         )
+        for e in metrics.get("events") or []
+    ]
     return al
 
 

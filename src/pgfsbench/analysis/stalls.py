@@ -940,25 +940,19 @@ def _checkpoint(c: Context) -> Finding | None:
         f.support.append(
             Clue(f"the episode began {lo - cp.start:+.1f} s after the checkpoint started", GOOD)
         )
-    fpi = c.rose("wal_fpi_per_s", 2.0, 50.0)
-    if fpi:
-        f.support.append(
-            Clue(
-                f"full-page images in WAL {fpi[0]:,.0f}/s ({fpi[1]:,.0f} the "
-                "rest of the run): every page's first change after the "
-                "checkpoint began",
-                GOOD,
-            )
-        )
-    bufs = c.rose("checkpoint_buffers_per_s", 2.0, 10.0)
-    if bufs:
-        f.support.append(
-            Clue(
-                f"checkpointer writing {bufs[0]:,.0f} buffers/s "
-                f"({bufs[1]:,.0f} the rest of the run)",
-                GOOD,
-            )
-        )
+    _rose_clue(
+        c,
+        f,
+        ("wal_fpi_per_s", 2.0, 50.0),
+        "full-page images in WAL {:,.0f}/s ({:,.0f} the rest of the run): every page's "
+        "first change after the checkpoint began",
+    )
+    _rose_clue(
+        c,
+        f,
+        ("checkpoint_buffers_per_s", 2.0, 10.0),
+        "checkpointer writing {:,.0f} buffers/s ({:,.0f} the rest of the run)",
+    )
     _io_clues(c, f)
     writes = c.mean_in("disk_write_mbps", pad=1)
     if (
@@ -1173,6 +1167,20 @@ def _top_outside(c: Context, by: str) -> str:
     return "; ".join(out) or "not named (the process table was not recorded)"
 
 
+def _rose_clue(
+    c: Context,
+    f: Finding,
+    rule: tuple[str, float, float],
+    text: str,
+    weight: float = GOOD,
+) -> None:
+    """A clue for ``f`` when series ``rule[0]`` rose at least ``rule[1]`` times its usual
+    value, above ``rule[2]``: ``text`` formatted with (during, usual)."""
+    rose = c.rose(*rule)
+    if rose:
+        f.support.append(Clue(text.format(*rose), weight))
+
+
 def _host_cpu(c: Context) -> Finding | None:
     used = c.rose("outside_cpu_pct", 2.0, 40.0)
     if not used or used[0] - used[1] < 40:
@@ -1242,36 +1250,31 @@ def _reclaim(c: Context) -> Finding | None:
                     GOOD,
                 )
             )
-    hits = c.rose("memcg_limit_hits_per_s", 5.0, 10.0)
-    if hits:
-        f.support.append(
-            Clue(
-                f"PostgreSQL's memory cgroup hit its limit {hits[0]:,.0f} "
-                f"times a second ({hits[1]:,.0f} the rest of the run)",
-                GOOD,
-            )
-        )
+    _rose_clue(
+        c,
+        f,
+        ("memcg_limit_hits_per_s", 5.0, 10.0),
+        "PostgreSQL's memory cgroup hit its limit {:,.0f} times a second ({:,.0f} the rest "
+        "of the run)",
+    )
     for name, what in (
         ("memcg_refaults_per_s", "refaults of evicted pages"),
         ("memcg_majfaults_per_s", "major faults"),
     ):
-        r = c.rose(name, 5.0, 50.0)
-        if r:
-            f.support.append(
-                Clue(
-                    f"{what} in its memory cgroup {r[0]:,.0f}/s ({r[1]:,.0f} the rest of the run)",
-                    WEAK,
-                )
-            )
-    psi = c.rose("psi_memory_some_pct", 4.0, 10.0)
-    if psi:
-        f.support.append(
-            Clue(
-                f"tasks stalled on memory {psi[0]:.0f}% of the time "
-                f"(pressure; {psi[1]:.0f}% the rest of the run)",
-                STRONG,
-            )
+        _rose_clue(
+            c,
+            f,
+            (name, 5.0, 50.0),
+            what + " in its memory cgroup {:,.0f}/s ({:,.0f} the rest of the run)",
+            WEAK,
         )
+    _rose_clue(
+        c,
+        f,
+        ("psi_memory_some_pct", 4.0, 10.0),
+        "tasks stalled on memory {:.0f}% of the time (pressure; {:.0f}% the rest of the run)",
+        STRONG,
+    )
     stuck = c.seconds_blocked("reclaim", on_test=False)
     if stuck:
         f.support.append(
@@ -1305,15 +1308,12 @@ def _pooler(c: Context) -> Finding | None:
                 GOOD,
             )
         )
-    wait = c.rose("pooler_wait_ms", 3.0, 1.0)
-    if wait:
-        f.support.append(
-            Clue(
-                f"a client's wait for a connection {wait[0]:,.1f} ms "
-                f"({wait[1]:,.2f} the rest of the run)",
-                GOOD,
-            )
-        )
+    _rose_clue(
+        c,
+        f,
+        ("pooler_wait_ms", 3.0, 1.0),
+        "a client's wait for a connection {:,.1f} ms ({:,.2f} the rest of the run)",
+    )
     return f
 
 

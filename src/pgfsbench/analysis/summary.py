@@ -11,20 +11,22 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from pgfsbench.analysis.compare import Comparison, Verdict, compare
 from pgfsbench.analysis.series import align
 from pgfsbench.analysis.stalls import StallEpisode, find_stalls
 from pgfsbench.analysis.stats import Estimate, estimate
+from pgfsbench.results.records import StoredRun
 
 # the old name of Estimate, for the renderers
 Spread = Estimate
 DIMS = ("storage", "postgres", "kernel", "workload")
 UNSTABLE_PCT = 5.0
 WARMUP_GAP = 0.2  # warm-up throughput this far from the measured one: not warmed up
+# workload, clients, scale, rate, share of the maximum, host
+GroupKey = tuple[str, int | None, int | None, float | None, float | None, str | None]
 
 
 @dataclass(frozen=True)
@@ -74,7 +76,7 @@ class CellSummary:
     reference: bool = False
 
     @property
-    def group(self) -> tuple[str, Any, Any, Any, Any, Any]:
+    def group(self) -> GroupKey:
         """Cells are comparable only within a group: same workload, clients, scale, rate
         (a TPS, or a share of each cell's own maximum) and host (never across workloads;
         never a paced run against an unpaced one)."""
@@ -108,50 +110,46 @@ def spread(values: Iterable[float | None]) -> Estimate | None:
     return estimate(values)
 
 
-def _rate(run: Mapping[str, Any]) -> float | None:
-    params = run.get("params") or {}
-    rate = (params.get("workload") or {}).get("rate")
+def _rate(run: StoredRun) -> float | None:
+    rate = run.param("workload").get("rate")
     return float(rate) if rate else None
 
 
-def _share(run: Mapping[str, Any]) -> float | None:
-    params = run.get("params") or {}
-    share = (params.get("workload") or {}).get("rate_fraction")
+def _share(run: StoredRun) -> float | None:
+    share = run.param("workload").get("rate_fraction")
     return float(share) if share else None
 
 
-def _reference(run: Mapping[str, Any]) -> bool:
+def _reference(run: StoredRun) -> bool:
     """Whether a run's storage or postgres configuration is marked as a reference."""
-    params = run.get("params") or {}
-    return any(bool((params.get(dim) or {}).get("reference")) for dim in ("storage", "postgres"))
+    return any(bool(run.param(dim).get("reference")) for dim in ("storage", "postgres"))
 
 
-def _space(run: Mapping[str, Any], key: str) -> float | None:
-    after = (run.get("space") or {}).get("after_load") or {}
-    v = after.get(key)
+def _space(run: StoredRun, key: str) -> float | None:
+    v = (run.space.get("after_load") or {}).get(key)
     return float(v) if v is not None else None
 
 
-def stalls_of(run: Mapping[str, Any]) -> tuple[StallEpisode, ...]:
+def stalls_of(run: StoredRun) -> tuple[StallEpisode, ...]:
     """The stall episodes of a stored run (needs its series)."""
-    if not run.get("series"):
+    if not run.series:
         return ()
     return tuple(find_stalls(align(run)))
 
 
-def _in_measured_window(run: Mapping[str, Any]) -> int:
-    duration = float(run.get("duration_s") or 0)
+def _in_measured_window(run: StoredRun) -> int:
+    duration = float(run.duration_s or 0)
     return sum(
         1
-        for c in run.get("checkpoints") or []
-        if c.get("ended_s") is not None
-        and c["ended_s"] >= 0
-        and (c.get("started_s") if c.get("started_s") is not None else c["ended_s"]) <= duration
+        for c in run.checkpoints
+        if c.ended_s is not None
+        and c.ended_s >= 0
+        and (c.started_s if c.started_s is not None else c.ended_s) <= duration
     )
 
 
 def unstable_reasons(
-    ok: Sequence[Mapping[str, Any]],
+    ok: Sequence[StoredRun],
     est: Estimate | None,
     stalls: Sequence[RunStalls],
     threshold_pct: float,
@@ -160,26 +158,22 @@ def unstable_reasons(
     if est is None or est.n < 2 or est.rel_range * 100 <= threshold_pct:
         return ()
     reasons = [f"repetitions spread {est.rel_range * 100:.1f}% (> {threshold_pct:g}%)"]
-    with_cp = [int(r["repetition"]) for r in ok if _in_measured_window(r)]
+    with_cp = [r.repetition for r in ok if _in_measured_window(r)]
     if with_cp and len(with_cp) < len(ok):
         reasons.append(
             f"a checkpoint ran during repetition(s) #{', #'.join(map(str, with_cp))} only"
         )
     cold = [
-        int(r["repetition"])
+        r.repetition
         for r in ok
-        if r.get("warmup_tps")
-        and r.get("throughput")
-        and abs(float(r["warmup_tps"]) / float(r["throughput"]) - 1) > WARMUP_GAP
+        if r.warmup_tps and r.throughput and abs(r.warmup_tps / r.throughput - 1) > WARMUP_GAP
     ]
     if cold:
         reasons.append(
             f"warm-up throughput differs by more than {WARMUP_GAP * 100:.0f}% "
             f"from the measured one in #{', #'.join(map(str, cold))}: not warm yet"
         )
-    busy = [
-        int(r["repetition"]) for r in ok if any("busy host" in w for w in (r.get("warnings") or []))
-    ]
+    busy = [r.repetition for r in ok if any("busy host" in w for w in r.warnings)]
     if busy:
         reasons.append(f"busy host before #{', #'.join(map(str, busy))}")
     stalled = [s.repetition for s in stalls if s.episodes]
@@ -188,15 +182,8 @@ def unstable_reasons(
     return tuple(reasons)
 
 
-def run_throughput(run: Mapping[str, Any]) -> float | None:
-    """A run's throughput in its workload's unit (tps for the records made before there
-    was a unit)."""
-    v = run.get("throughput") if run.get("throughput") is not None else run.get("tps")
-    return None if v is None else float(v)
-
-
 def summarise(
-    runs: Iterable[Mapping[str, Any]],
+    runs: Iterable[StoredRun],
     *,
     baseline: str | None = None,
     unstable_pct: float = UNSTABLE_PCT,
@@ -204,74 +191,61 @@ def summarise(
     """Group runs by cell (and host, in first-seen order), summarise the ok ones, and
     compare each group's cells with its baseline. Runs superseded by a resumed run are
     left out. Stalls are found when the runs carry their series."""
-    groups: dict[tuple[str, str | None], list[Mapping[str, Any]]] = {}
+    groups: dict[tuple[str, str | None], list[StoredRun]] = {}
     for r in runs:
-        if r.get("superseded_by"):
+        if r.superseded_by:
             continue
-        groups.setdefault((str(r["cell"]), r.get("host")), []).append(r)
-    cells: list[CellSummary] = []
-    for (cell, host), rows in groups.items():
-        ok = [r for r in rows if r["status"] == "ok"]
-        first = rows[0]
-        thr = [run_throughput(r) for r in ok]
-        p99 = [(r.get("latency_ms") or {}).get("p99") for r in ok]
-        stalls = tuple(
-            RunStalls(int(r["run_id"]), int(r["repetition"]), stalls_of(r)) for r in rows
-        )
-        est = estimate(thr)
-        cells.append(
-            CellSummary(
-                cell=cell,
-                storage=first["storage"],
-                fs=first["fs"],
-                postgres=first["postgres"],
-                kernel=first["kernel"],
-                workload=first["workload"],
-                runs=len(rows),
-                ok=len(ok),
-                tps=est,
-                latency_avg_ms=estimate(r["latency_avg_ms"] for r in ok),
-                latency_p99_ms=estimate(p99),
-                load_seconds=estimate(r["load_seconds"] for r in ok),
-                space_bytes=estimate(r["space_bytes"] for r in ok),
-                implementation=next(
-                    (r["implementation"] for r in rows if r.get("implementation")), None
-                ),
-                fuse=any(bool(r.get("fuse")) for r in rows),
-                errors=tuple(
-                    dict.fromkeys(
-                        str(r["error"]) for r in rows if r["status"] != "ok" and r.get("error")
-                    )
-                ),
-                warnings=tuple(
-                    dict.fromkeys(
-                        f"#{r['repetition']}: {w}" for r in rows for w in (r.get("warnings") or [])
-                    )
-                ),
-                unit=next(
-                    (str(r["throughput_unit"]) for r in rows if r.get("throughput_unit")), "tps"
-                ),
-                scale=first.get("scale"),
-                clients=first.get("clients"),
-                rate=_rate(first),
-                rate_share=_share(first),
-                host=host,
-                campaign_id=first.get("campaign_id"),
-                values=tuple(float(v) for v in thr if v is not None),
-                p99_values=tuple(float(v) for v in p99 if v is not None),
-                reference=_reference(first),
-                space_data_bytes=estimate(_space(r, "data_bytes") for r in ok),
-                space_wal_bytes=estimate(_space(r, "pg_wal_bytes") for r in ok),
-                unstable=unstable_reasons(
-                    ok,
-                    est,
-                    [s for s in stalls if s.run_id in {int(r["run_id"]) for r in ok}],
-                    unstable_pct,
-                ),
-                stalls=stalls,
-            )
-        )
-    return with_baselines(with_labels(cells), baseline)
+        groups.setdefault((r.cell, r.host), []).append(r)
+    return with_baselines(
+        with_labels(
+            [_cell(cell, host, rows, unstable_pct) for (cell, host), rows in groups.items()]
+        ),
+        baseline,
+    )
+
+
+def _cell(cell: str, host: str | None, rows: list[StoredRun], unstable_pct: float) -> CellSummary:
+    """One cell's summary over its runs."""
+    ok = [r for r in rows if r.ok]
+    first = rows[0]
+    thr = [r.figure for r in ok]
+    p99 = [r.latency_ms.get("p99") for r in ok]
+    stalls = tuple(RunStalls(r.run_id, r.repetition, stalls_of(r)) for r in rows)
+    est = estimate(thr)
+    ok_ids = {r.run_id for r in ok}
+    return CellSummary(
+        cell=cell,
+        storage=first.storage,
+        fs=first.fs,
+        postgres=first.postgres,
+        kernel=first.kernel,
+        workload=first.workload,
+        runs=len(rows),
+        ok=len(ok),
+        tps=est,
+        latency_avg_ms=estimate(r.latency_avg_ms for r in ok),
+        latency_p99_ms=estimate(p99),
+        load_seconds=estimate(r.load_seconds for r in ok),
+        space_bytes=estimate(r.space_bytes for r in ok),
+        implementation=next((r.implementation for r in rows if r.implementation), None),
+        fuse=any(r.fuse for r in rows),
+        errors=tuple(dict.fromkeys(r.error for r in rows if not r.ok and r.error)),
+        warnings=tuple(dict.fromkeys(f"#{r.repetition}: {w}" for r in rows for w in r.warnings)),
+        unit=next((r.throughput_unit for r in rows if r.throughput_unit), "tps"),
+        scale=first.scale,
+        clients=first.clients,
+        rate=_rate(first),
+        rate_share=_share(first),
+        host=host,
+        campaign_id=first.campaign_id,
+        values=tuple(float(v) for v in thr if v is not None),
+        p99_values=tuple(float(v) for v in p99 if v is not None),
+        reference=_reference(first),
+        space_data_bytes=estimate(_space(r, "data_bytes") for r in ok),
+        space_wal_bytes=estimate(_space(r, "pg_wal_bytes") for r in ok),
+        unstable=unstable_reasons(ok, est, [s for s in stalls if s.run_id in ok_ids], unstable_pct),
+        stalls=stalls,
+    )
 
 
 def with_labels(cells: list[CellSummary]) -> list[CellSummary]:
@@ -291,7 +265,7 @@ def with_labels(cells: list[CellSummary]) -> list[CellSummary]:
 def by_group(cells: Sequence[CellSummary]) -> list[list[CellSummary]]:
     """The cells of each comparable group together, groups in the order they first appear
     (a campaign's cells come storage by storage, so one group's cells are apart)."""
-    groups: dict[tuple[Any, ...], list[CellSummary]] = {}
+    groups: dict[GroupKey, list[CellSummary]] = {}
     for c in cells:
         groups.setdefault(c.group, []).append(c)
     return list(groups.values())
@@ -307,7 +281,7 @@ def matches(cell: CellSummary, pattern: str) -> bool:
 
 def with_baselines(cells: list[CellSummary], baseline: str | None) -> list[CellSummary]:
     """Each comparable group's baseline: the cell ``baseline`` names, else its first."""
-    by_group: dict[tuple[Any, ...], list[int]] = {}
+    by_group: dict[GroupKey, list[int]] = {}
     for i, c in enumerate(cells):
         by_group.setdefault(c.group, []).append(i)
     out = list(cells)
@@ -376,7 +350,7 @@ class Highlights:
 
 def highlights(cells: Sequence[CellSummary]) -> Highlights:
     h = Highlights()
-    groups: dict[tuple[Any, ...], list[CellSummary]] = {}
+    groups: dict[GroupKey, list[CellSummary]] = {}
     for c in cells:
         groups.setdefault(c.group, []).append(c)
     for members in groups.values():

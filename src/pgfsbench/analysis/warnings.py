@@ -9,24 +9,20 @@ prepared statements; busy hosts.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from pgfsbench.analysis.compare import MIN_N_VERDICT
+from pgfsbench.results.records import JsonObject, StoredRun
 
 
-def _params(run: Mapping[str, Any]) -> dict[str, Any]:
-    return dict(run.get("params") or {})
-
-
-def _fuse_substitutions(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+def _fuse_substitutions(runs: Sequence[StoredRun]) -> list[str]:
     """Per-implementation values ({kernel = "lz4", fuse = "lzjb"}) and module parameters a
     FUSE run could not take."""
     found: dict[str, set[str]] = {}
     for r in runs:
-        if not r.get("fuse"):
+        if not r.fuse:
             continue
-        storage = _params(r).get("storage") or {}
+        storage = r.param("storage")
         for where in ("pool", "data", "wal"):
             props = (storage.get(where) or {}).get("properties") or {}
             for name, value in props.items():
@@ -37,10 +33,10 @@ def _fuse_substitutions(runs: Sequence[Mapping[str, Any]]) -> list[str]:
                         if fuse is not None
                         else f"{where}.{name}={value['kernel']} (OpenZFS only) was not set"
                     )
-                    found.setdefault(str(r["storage"]), set()).add(text)
+                    found.setdefault(r.storage, set()).add(text)
         for name, value in (storage.get("module_parameters") or {}).items():
             if isinstance(value, dict) and value.get("fuse") is None:
-                found.setdefault(str(r["storage"]), set()).add(
+                found.setdefault(r.storage, set()).add(
                     f"module parameter {name} (OpenZFS only) was skipped"
                 )
     return [
@@ -49,14 +45,14 @@ def _fuse_substitutions(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     ]
 
 
-def _zfsrc(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+def _zfsrc(runs: Sequence[StoredRun]) -> list[str]:
     """zfs-fuse reads /etc/zfs/zfsrc: which of its settings each ZFS cell ran with (an
     option the cell's daemon was started with overrides the file's)."""
-    daemons: dict[str, dict[str, Any]] = {}
+    daemons: dict[str, JsonObject] = {}
     for r in runs:
-        details = (r.get("storage_details") or {}).get("zfs_fuse_daemon")
+        details = r.storage_details.get("zfs_fuse_daemon")
         if details:
-            daemons[str(r["storage"])] = details
+            daemons[r.storage] = details
     zfsrc = next((d.get("zfsrc") for d in daemons.values() if d.get("zfsrc")), "")
     if not daemons or not zfsrc:
         return []
@@ -93,20 +89,20 @@ def _zfsrc(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     return [text]
 
 
-def _one_disk(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+def _one_disk(runs: Sequence[StoredRun]) -> list[str]:
     disks: set[str] = set()
     loops = False
     separate = []
     for r in runs:
-        devices = (r.get("environment") or {}).get("devices") or {}
+        devices = r.environment.get("devices") or {}
         names = list(devices)
         if any(n.startswith("loop") for n in names):
             loops = True
             disks |= {n for n in names if not n.startswith("loop")}
-        details = r.get("storage_details") or {}
+        details = r.storage_details
         pool = details.get("pool") or {}
         if details.get("wal") or pool.get("log") or pool.get("cache"):
-            separate.append(str(r["storage"]))
+            separate.append(r.storage)
     if not loops or len(disks) != 1:
         return []
     (disk,) = disks
@@ -120,15 +116,13 @@ def _one_disk(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     return [text]
 
 
-def _emulated(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+def _emulated(runs: Sequence[StoredRun]) -> list[str]:
     """Devices whose IOPS and bandwidth were capped to stand for another kind of device."""
     by_storage: dict[str, dict[str, str]] = {}
     mechanism = ""
     for r in runs:
-        for entry in (r.get("storage_details") or {}).get("device_limits") or []:
-            by_storage.setdefault(str(r["storage"]), {})[str(entry.get("role"))] = str(
-                entry.get("text")
-            )
+        for entry in r.storage_details.get("device_limits") or []:
+            by_storage.setdefault(r.storage, {})[str(entry.get("role"))] = str(entry.get("text"))
             mechanism = str(entry.get("mechanism") or mechanism)
     if not by_storage:
         return []
@@ -143,13 +137,13 @@ def _emulated(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     ]
 
 
-def _few_repetitions(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+def _few_repetitions(runs: Sequence[StoredRun]) -> list[str]:
     ok: dict[str, int] = {}
     for r in runs:
-        if not r.get("superseded_by"):
-            ok.setdefault(str(r["cell"]), 0)
-            if r["status"] == "ok":
-                ok[str(r["cell"])] += 1
+        if not r.superseded_by:
+            ok.setdefault(r.cell, 0)
+            if r.ok:
+                ok[r.cell] += 1
     few = sorted(c for c, n in ok.items() if n < MIN_N_VERDICT)
     if not few:
         return []
@@ -159,14 +153,10 @@ def _few_repetitions(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     ]
 
 
-def _txlog_left_out(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+def _txlog_left_out(runs: Sequence[StoredRun]) -> list[str]:
     """Runs that went without pgbench's transaction log under txlog = "auto"."""
     cells = sorted(
-        {
-            str(r["cell"])
-            for r in runs
-            if ((r.get("metrics") or {}).get("observer") or {}).get("txlog_left_out")
-        }
+        {r.cell for r in runs if (r.metrics.get("observer") or {}).get("txlog_left_out")}
     )
     if not cells:
         return []
@@ -178,17 +168,15 @@ def _txlog_left_out(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     ]
 
 
-def _prepared_disabled(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+def _prepared_disabled(runs: Sequence[StoredRun]) -> list[str]:
     """sysbench cells that went without prepared statements through a transaction pooler,
     next to sysbench cells that prepared theirs: their difference includes that."""
 
-    def tool(r: Mapping[str, Any]) -> Mapping[str, Any]:
-        return (r.get("metrics") or {}).get("tool") or {}
+    def tool(r: StoredRun) -> JsonObject:
+        return r.metrics.get("tool") or {}
 
     sysbench = [r for r in runs if tool(r).get("name") == "sysbench"]
-    without = sorted(
-        {str(r["cell"]) for r in sysbench if tool(r).get("prepared_statements_disabled")}
-    )
+    without = sorted({r.cell for r in sysbench if tool(r).get("prepared_statements_disabled")})
     if not without:
         return []
     text = (
@@ -197,11 +185,7 @@ def _prepared_disabled(runs: Sequence[Mapping[str, Any]]) -> list[str]:
         f"{', '.join(without)}"
     )
     prepared = sorted(
-        {
-            str(r["cell"])
-            for r in sysbench
-            if r.get("status") == "ok" and tool(r).get("prepared_statements") is True
-        }
+        {r.cell for r in sysbench if r.ok and tool(r).get("prepared_statements") is True}
     )
     if prepared:
         text += (
@@ -212,9 +196,9 @@ def _prepared_disabled(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     return [text]
 
 
-def reading_warnings(runs: Sequence[Mapping[str, Any]]) -> list[str]:
+def reading_warnings(runs: Sequence[StoredRun]) -> list[str]:
     out: list[str] = []
-    if any(r.get("fuse") for r in runs):
+    if any(r.fuse for r in runs):
         out.append(
             "ZFS cells ran on zfs-fuse (ZFS through FUSE, pool version 23): their "
             "numbers are not kernel OpenZFS numbers"
@@ -227,11 +211,7 @@ def reading_warnings(runs: Sequence[Mapping[str, Any]]) -> list[str]:
     out += _txlog_left_out(runs)
     out += _prepared_disabled(runs)
     busy = sorted(
-        {
-            f"{r['cell']} #{r['repetition']}"
-            for r in runs
-            if any("busy host" in w for w in (r.get("warnings") or []))
-        }
+        {f"{r.cell} #{r.repetition}" for r in runs if any("busy host" in w for w in r.warnings)}
     )
     if busy:
         out.append(f"the host was busy before {len(busy)} run(s): {', '.join(busy[:4])}")

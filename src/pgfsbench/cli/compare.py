@@ -271,7 +271,7 @@ def _by_host(
     if len(targets) != 1:
         raise UsageError("--by host reads one store (import the hosts' files into it)")
     store = open_store(targets[0])
-    ids = camps or [int(c["id"]) for c in store.campaigns()]
+    ids = camps or [c.id for c in store.campaigns()]
     if not ids:
         raise UsageError(f"{store.target} holds no campaign yet")
     cells = analyse(store, ids, baseline).cells

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from pgfsbench.cli import app
+
+if TYPE_CHECKING:
+    from pgfsbench.advisor.doctor import Finding
+    from pgfsbench.advisor.facts import Facts
 from pgfsbench.system.errors import UsageError
 from pgfsbench.system.paths import DEFAULT_WORKDIR
 
@@ -115,7 +119,7 @@ def doctor_cmd(
 
 
 def _render(
-    facts: Any, findings: list[Any], skipped: list[str], status: int, show_ok: bool
+    facts: Facts, findings: list[Finding], skipped: list[str], status: int, show_ok: bool
 ) -> None:
     from pgfsbench.advisor.doctor import LAYERS, summary_lines
 
@@ -128,7 +132,7 @@ def _render(
         if not shown:
             continue
         console.print(f"\n[bold]{layer}[/]")
-        by_rule: dict[str, list[Any]] = {}
+        by_rule: dict[str, list[Finding]] = {}
         for f in shown:  # a rule that saw several things: each, then its advice once
             by_rule.setdefault(f.rule, []).append(f)
         for rule, seen in by_rule.items():

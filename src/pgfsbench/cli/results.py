@@ -47,9 +47,9 @@ def list_cmd(
     from pgfsbench.results.store import LIST_KEYS
 
     store = open_store(results)
-    runs = [r for r in store.list_runs(campaign) if host is None or r.get("host") == host]
+    runs = [r for r in store.list_runs(campaign) if host is None or r.host == host]
     if as_json:
-        print(json.dumps([{k: r.get(k) for k in LIST_KEYS} for r in runs], indent=1))
+        print(json.dumps([{k: getattr(r, k) for k in LIST_KEYS} for r in runs], indent=1))
         return
     Console().print(runs_table(runs))
 
@@ -74,18 +74,19 @@ def show_cmd(
         if not str(exc).startswith(f"no run {run_id}"):
             raise
         raise UsageError(f"no run {run_id} in {store.target} (`results list` lists them)") from None
-    if host is not None and run.get("host") != host:
+    if host is not None and run.host != host:
         raise UsageError(
-            f"run {run_id} is {run.get('host')!r}'s, not {host!r}'s "
+            f"run {run_id} is {run.host!r}'s, not {host!r}'s "
             f"(`results list --host {host}` lists that host's runs)"
         )
-    run["stalls"] = [e.as_dict() for e in stalls_of(run)]
+    episodes = stalls_of(run)
     if as_json:
-        print(json.dumps(run, indent=1, default=str))
+        shown = {**run.as_dict(), "stalls": [e.as_dict() for e in episodes]}
+        print(json.dumps(shown, indent=1, default=str))
         return
     from pgfsbench.report.terminal import run_detail
 
-    Console().print(run_detail(run))
+    Console().print(run_detail(run, episodes))
 
 
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
@@ -130,7 +131,7 @@ def export_cmd(
 
 def campaign_ids(store: Store, campaigns: list[int] | None) -> list[int]:
     """The campaigns asked for (each must exist), or the latest one."""
-    known = {int(c["id"]) for c in store.campaigns()}
+    known = {c.id for c in store.campaigns()}
     if campaigns:
         missing = [c for c in campaigns if c not in known]
         if missing:
@@ -192,7 +193,7 @@ def summary_cmd(
         print(
             json.dumps(
                 {
-                    "campaigns": [c["id"] for c in a.campaigns],
+                    "campaigns": [c.id for c in a.campaigns],
                     "cells": [cell_json(c) for c in a.cells],
                     "highlights": a.highlights.lines,
                     "warnings": a.highlights.warnings,
@@ -203,7 +204,7 @@ def summary_cmd(
         )
         return
     print_summary(
-        Console(), a, f"campaign(s) {', '.join(str(c['id']) for c in a.campaigns)} in {results}"
+        Console(), a, f"campaign(s) {', '.join(str(c.id) for c in a.campaigns)} in {results}"
     )
 
 

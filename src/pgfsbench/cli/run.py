@@ -7,7 +7,7 @@ import json
 import os
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from pgfsbench.engine.records import RunRecord
     from pgfsbench.plan import Plan, PlannedRun
     from pgfsbench.results.store import Store
-    from pgfsbench.spec import LoadedSpec
+    from pgfsbench.spec import Cell, LoadedSpec
 
 
 SetOpt = Annotated[
@@ -130,7 +130,7 @@ def print_plan(console: Console, plan: Plan) -> None:
     )
     title = f"{len(plan.cells)} cells x {reps} = {runs}"
 
-    def figures(cell: Any) -> list[str]:
+    def figures(cell: Cell) -> list[str]:
         wl = cell.workload
         loop = plan.loop_bytes_per_cell[cell.id]
         return [

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from pgfsbench import __version__
-from pgfsbench.collect.procfs import cpu_percentages, parse_meminfo, parse_stat
+from pgfsbench.collect.procfs import CpuTimes, cpu_percentages, parse_meminfo, parse_stat
 
 
 def host_name() -> str:
@@ -74,7 +74,7 @@ class HostLoad:
         }
 
 
-def _steal(a: Any, b: Any) -> float:
+def _steal(a: CpuTimes, b: CpuTimes) -> float:
     total = b.total - a.total
     return round(100.0 * (b.steal - a.steal) / total, 2) if total > 0 else 0.0
 

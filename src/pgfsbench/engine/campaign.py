@@ -13,7 +13,7 @@ import contextlib
 import shutil
 import signal
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from pgfsbench.engine.measure import measure_run
 from pgfsbench.engine.preflight import preflight
 from pgfsbench.engine.records import CampaignStatus, RunRecord, RunStatus
 from pgfsbench.plan import Plan, PlannedRun
+from pgfsbench.results.records import StoredCampaign, StoredRun
 from pgfsbench.results.store import Store
 from pgfsbench.spec import WORKLOAD_TOOLS, LoadedSpec
 from pgfsbench.storage.devices import DevicePolicy
@@ -159,15 +160,17 @@ class Campaign:
             self.store.reopen_campaign(self.resume)
             return self.resume
         return self.store.start_campaign(
-            name=self.loaded.spec.name or self.loaded.path.stem,
-            spec_path=str(self.loaded.path),
-            spec_text=self.loaded.text,
-            overrides=list(self.loaded.overrides),
-            host=self.host,
-            pgfsbench_version=__version__,
-            workdir=str(self.workdir),
-            uuid=str(uuid.uuid4()),
-            environment=read_environment(vm=False, postgresql=pg_version_line),
+            StoredCampaign(
+                name=self.loaded.spec.name or self.loaded.path.stem,
+                spec_path=str(self.loaded.path),
+                spec_text=self.loaded.text,
+                overrides=list(self.loaded.overrides),
+                host=self.host,
+                pgfsbench_version=__version__,
+                workdir=str(self.workdir),
+                uuid=str(uuid.uuid4()),
+                environment=read_environment(vm=False, postgresql=pg_version_line),
+            )
         )
 
     def _runs_to_do(self) -> list[PlannedRun]:
@@ -177,22 +180,22 @@ class Campaign:
         camp = self.store.campaign(self.resume)
         if camp is None:
             raise UsageError(f"--resume {self.resume}: no such campaign in {self.store.target}")
-        if camp.get("spec_text") != self.loaded.text:
+        if camp.spec_text != self.loaded.text:
             raise UsageError(
                 f"--resume {self.resume}: the spec differs from the one campaign "
-                f"{self.resume} ran ({camp.get('spec_path')}); resume needs the "
+                f"{self.resume} ran ({camp.spec_path}); resume needs the "
                 "same spec"
             )
-        if list(camp.get("overrides") or []) != list(self.loaded.overrides):
+        if camp.overrides != list(self.loaded.overrides):
             raise UsageError(
                 f"--resume {self.resume}: the campaign ran with --set "
-                f"{' '.join(camp.get('overrides') or []) or '(none)'}; give the "
+                f"{' '.join(camp.overrides) or '(none)'}; give the "
                 "same --set options"
             )
         done = {
-            (r["cell"], r["repetition"])
+            (r.cell, r.repetition)
             for r in self.store.list_runs(self.resume)
-            if r["status"] == RunStatus.OK and not r.get("superseded_by")
+            if r.ok and not r.superseded_by
         }
         return [r for r in self.plan.runs if (r.cell.id, r.repetition) not in done]
 
@@ -207,7 +210,7 @@ class Campaign:
                 c.id: [
                     r
                     for r in self.store.list_runs(result.campaign_id)
-                    if r["cell"] == c.id and not r.get("superseded_by")
+                    if r.cell == c.id and not r.superseded_by
                 ]
                 for c in self.plan.cells
             }
@@ -220,7 +223,7 @@ class Campaign:
                 if reason is not None:
                     stopped[cell.id] = reason
                     continue
-                rep = max((int(r["repetition"]) for r in rows), default=0) + 1
+                rep = max((r.repetition for r in rows), default=0) + 1
                 more.append(PlannedRun(len(self.plan.runs) + len(result.run_ids), cell, rep))
             if not more:
                 break
@@ -320,23 +323,25 @@ class Campaign:
         cell = planned.cell
         w = cell.workload
         run_id = self.store.start_run(
-            campaign_id=result.campaign_id,
-            cell=cell.id,
-            storage=cell.storage_name,
-            fs=cell.fs,
-            postgres=cell.postgres_name,
-            kernel=cell.kernel_name,
-            workload=w.name,
-            repetition=planned.repetition,
-            scale=cell.scale,
-            clients=w.clients,
-            threads=w.threads,
-            duration_s=w.duration_s,
-            warmup_s=w.warmup_s,
-            params=cell_params(cell),
-            pg_version=eng.binaries_for(cell).version,
-            host=self.host,
-            uuid=str(uuid.uuid4()),
+            StoredRun(
+                campaign_id=result.campaign_id,
+                cell=cell.id,
+                storage=cell.storage_name,
+                fs=cell.fs,
+                postgres=cell.postgres_name,
+                kernel=cell.kernel_name,
+                workload=w.name,
+                repetition=planned.repetition,
+                scale=cell.scale,
+                clients=w.clients,
+                threads=w.threads,
+                duration_s=w.duration_s,
+                warmup_s=w.warmup_s,
+                params=cell_params(cell),
+                pg_version=eng.binaries_for(cell).version,
+                host=self.host,
+                uuid=str(uuid.uuid4()),
+            )
         )
         if self.resume is not None:
             self.store.supersede(result.campaign_id, cell.id, planned.repetition, run_id)
@@ -437,13 +442,9 @@ class Campaign:
         self.store.put_artifact(run_id, ARTIFACT_KINDS["commands.sh"], path)
 
 
-def auto_stop_reason(rows: list[dict[str, Any]], most: int, target_pct: float) -> str | None:
+def auto_stop_reason(rows: Sequence[StoredRun], most: int, target_pct: float) -> str | None:
     """Why a cell needs no more runs (None: it needs one more)."""
-    ok = [
-        float(r["throughput"])
-        for r in rows
-        if r["status"] == RunStatus.OK and r.get("throughput") is not None
-    ]
+    ok = [r.throughput for r in rows if r.ok and r.throughput is not None]
     est = estimate(ok)
     half = est.ci_half_pct if est is not None else None
     if half is not None and half <= target_pct:

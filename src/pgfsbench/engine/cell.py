@@ -206,7 +206,7 @@ def _ceiling(eng: Engine, st: CellState) -> None:
     ident = ceiling.identity(st.cell.storage.model_dump())
     cached = eng.store.get_ceiling(ident)
     if cached is not None:
-        st.ceiling = {"identity": ident, "cached": True, **cached["figures"]}
+        st.ceiling = {"identity": ident, "cached": True, **cached}
         return
     eng.phase("measuring the storage's ceiling (pg_test_fsync, fio)")
     figures = ceiling.measure(

@@ -37,7 +37,7 @@ from pgfsbench.storage.snapshots import Snapshotter
 from pgfsbench.system.errors import PgfsbenchError, Stalled, WorkloadError
 from pgfsbench.units import human_bytes
 from pgfsbench.workloads import unobserved
-from pgfsbench.workloads.base import Measurement, Progress, Workload, WorkloadContext
+from pgfsbench.workloads.base import Measurement, Phase, Progress, Workload, WorkloadContext
 
 # the samplers' series, and each tool's own (spec/kinds.py)
 SERIES_UNITS = {
@@ -68,6 +68,10 @@ class Watchdog:
         if throughput > 0:
             self.last = time.monotonic()
 
+    def unmeasured(self, seconds: float) -> Phase:
+        """A phase that is not counted (a warm-up, finding the maximum), watched by this dog."""
+        return Phase(seconds, False, lambda p: self.progress(p.throughput), self.check)
+
     def check(self) -> str | None:
         if self.timeout > 0 and time.monotonic() - self.last > self.timeout:
             return f"no transaction completed for {self.timeout:g} s"
@@ -79,20 +83,19 @@ def reference_max(eng: Engine, cell: Cell) -> tuple[float, str] | None:
     base = cell.coordinates()
     found = []
     for r in eng.store.list_runs(eng.campaign_id, status="ok"):
-        params = r.get("params") or {}
-        w = params.get("workload") or {}
+        w = r.param("workload")
         if (
             w.get("rate") is None
             and w.get("rate_fraction") is None
-            and r["storage"] == base["storage"]
-            and r["postgres"] == base["postgres"]
-            and r["kernel"] == base["kernel"]
-            and r["workload"] == base["workload"]
-            and str(r.get("scale")) == base["scale"]
-            and str(r.get("clients")) == base["clients"]
-            and r.get("throughput")
+            and r.storage == base["storage"]
+            and r.postgres == base["postgres"]
+            and r.kernel == base["kernel"]
+            and r.workload == base["workload"]
+            and str(r.scale) == base["scale"]
+            and str(r.clients) == base["clients"]
+            and r.throughput
         ):
-            found.append((float(r["throughput"]), int(r["run_id"])))
+            found.append((r.throughput, r.run_id))
     if not found:
         return None
     values = sorted(v for v, _ in found)
@@ -116,14 +119,7 @@ def paced(
         free = dataclasses.replace(
             cell, workload=dataclasses.replace(w, rate=None, rate_fraction=None)
         )
-        m = st.workload.run(
-            ctx,
-            free,
-            seconds,
-            measured=False,
-            on_progress=lambda p: dog.progress(p.throughput),
-            stalled=dog.check,
-        )
+        m = st.workload.run(ctx, free, dog.unmeasured(seconds))
         if not m.ok or not m.throughput:
             raise WorkloadError(
                 "could not measure the maximum throughput for rate = "
@@ -302,14 +298,7 @@ def _warm_up(
     if ph.warmup_s > 0:
         eng.phase(f"warm-up {ph.warmup_s:g} s")
         dog = Watchdog(d.stall_timeout)
-        ph.warm = st.workload.run(
-            ctx,
-            ph.cell,
-            ph.warmup_s,
-            measured=False,
-            on_progress=lambda p: dog.progress(p.throughput),
-            stalled=dog.check,
-        )
+        ph.warm = st.workload.run(ctx, ph.cell, dog.unmeasured(ph.warmup_s))
         if ph.warm.stalled:
             raise Stalled(f"during the warm-up: {ph.warm.stalled}")
     if ph.load is None:
@@ -357,9 +346,7 @@ def _measured(
         events.live(p.t, p.throughput, "tps")
 
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    ph.m = ph.workload.run(
-        ctx, ph.cell, w.duration_s, measured=True, on_progress=live, stalled=dog.check
-    )
+    ph.m = ph.workload.run(ctx, ph.cell, Phase(w.duration_s, True, live, dog.check))
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     ph.children_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from pgfsbench.results.records import JsonObject, StoredRun
 from pgfsbench.units import human_bytes
 
 # the settings that decide how PostgreSQL writes, shown as in effect whatever the spec said
@@ -42,7 +42,7 @@ class Conditions:
     per_cell: tuple[tuple[str, tuple[str, ...]], ...]  # (configuration, its values)
 
 
-def _setting(row: Mapping[str, Any]) -> str:
+def _setting(row: JsonObject) -> str:
     unit, value = row.get("unit"), str(row.get("setting"))
     if unit == "8kB" and value.lstrip("-").isdigit():
         return human_bytes(int(value) * 8192)
@@ -51,10 +51,10 @@ def _setting(row: Mapping[str, Any]) -> str:
     return f"{value} {unit}" if unit and unit not in ("8kB", "B") else value
 
 
-def run_conditions(run: Mapping[str, Any]) -> dict[str, str]:
+def run_conditions(run: StoredRun) -> dict[str, str]:
     """What one run was measured under, in words (absent: not recorded)."""
-    p = run.get("params") or {}
-    env = run.get("environment") or {}
+    p = run.params
+    env = run.environment
     w = p.get("workload") or {}
     storage = p.get("storage") or {}
     out: dict[str, str] = {}
@@ -78,16 +78,13 @@ def run_conditions(run: Mapping[str, Any]) -> dict[str, str]:
     out["workload"] = f"{tool} {what}".strip() + (
         f", protocol {w['protocol']}" if w.get("protocol") and tool == "pgbench" else ""
     )
-    if run.get("scale") is not None:
-        out["scale"] = str(run["scale"]) + (
-            f" ({p['scale_basis']})" if p.get("scale_basis") else ""
-        )
+    if run.scale is not None:
+        out["scale"] = str(run.scale) + (f" ({p['scale_basis']})" if p.get("scale_basis") else "")
     if w.get("clients") is not None:
         out["clients"] = f"{w['clients']} client(s), {w.get('threads', 1)} thread(s)"
-    if run.get("duration_s") is not None:
+    if run.duration_s is not None:
         out["duration"] = (
-            f"{float(run['duration_s']):g} s measured after "
-            f"{float(run.get('warmup_s') or 0):g} s of warm-up"
+            f"{float(run.duration_s):g} s measured after {float(run.warmup_s or 0):g} s of warm-up"
         )
     if w.get("rate") or w.get("rate_fraction"):
         out["rate"] = (
@@ -96,7 +93,7 @@ def run_conditions(run: Mapping[str, Any]) -> dict[str, str]:
             else f"{float(w['rate']):g} tps"
         )
     out["storage"] = _storage(run, storage)
-    limits = (run.get("storage_details") or {}).get("device_limits") or []
+    limits = run.storage_details.get("device_limits") or []
     if limits or storage.get("limits"):
         out["device limits"] = _limits(limits, storage.get("limits"))
     settings = (p.get("postgres") or {}).get("settings") or {}
@@ -122,14 +119,14 @@ def run_conditions(run: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
-def _storage(run: Mapping[str, Any], storage: Mapping[str, Any]) -> str:
-    details = run.get("storage_details") or {}
+def _storage(run: StoredRun, storage: JsonObject) -> str:
+    details = run.storage_details
     parts = []
     for role in ("data", "wal"):
         v = details.get(role)
         if not isinstance(v, Mapping):
             continue
-        text = f"{role}: {v.get('fs', run.get('fs'))}"
+        text = f"{role}: {v.get('fs', run.fs)}"
         spec = storage if role == "data" else (storage.get("wal") or {})
         if spec.get("device"):  # as the spec named it: loop:1G (a loop number is noise)
             text += f" on {spec['device']}"
@@ -146,10 +143,10 @@ def _storage(run: Mapping[str, Any], storage: Mapping[str, Any]) -> str:
         )
     if details.get("implementation"):
         parts.append(str(details["implementation"]))
-    return "; ".join(parts) or str(run.get("fs") or storage.get("fs") or "?")
+    return "; ".join(parts) or str(run.fs or storage.get("fs") or "?")
 
 
-def _limits(applied: Sequence[Mapping[str, Any]], spec: Mapping[str, Any] | None) -> str:
+def _limits(applied: Sequence[JsonObject], spec: JsonObject | None) -> str:
     if applied:
         texts = [
             f"{e.get('role', '?')}: {e.get('text') or e.get('profile') or '?'}" for e in applied
@@ -158,16 +155,16 @@ def _limits(applied: Sequence[Mapping[str, Any]], spec: Mapping[str, Any] | None
     return ", ".join(f"{k} {v}" for k, v in (spec or {}).items() if v is not None) + " (emulated)"
 
 
-def conditions(runs: Sequence[Mapping[str, Any]]) -> Conditions:
+def conditions(runs: Sequence[StoredRun]) -> Conditions:
     """What every run shares, and for each configuration (cell) what differs."""
     by_cell: dict[str, dict[str, str]] = {}
     reps: dict[str, int] = {}
     for r in runs:
-        if r.get("superseded_by"):
+        if r.superseded_by:
             continue
-        cell = str(r.get("cell"))
+        cell = r.cell
         reps[cell] = reps.get(cell, 0) + 1
-        if cell not in by_cell or r.get("status") == "ok":
+        if cell not in by_cell or r.ok:
             by_cell[cell] = run_conditions(r)
     for cell, n in reps.items():
         by_cell[cell]["repetitions"] = str(n)

@@ -14,7 +14,7 @@ import functools
 import gzip
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -24,9 +24,10 @@ from plotly.offline import get_plotlyjs
 from pgfsbench import __version__
 from pgfsbench.analysis.series import Aligned, align
 from pgfsbench.analysis.stalls import CAUSES, StallEpisode, describe_blocker
-from pgfsbench.analysis.summary import CellSummary, Highlights, by_group
+from pgfsbench.analysis.summary import CellSummary, GroupKey, Highlights, by_group
 from pgfsbench.report.conditions import conditions
 from pgfsbench.report.terminal import cell_name, fmt_range, fmt_space, fmt_spread, fmt_vs
+from pgfsbench.results.records import StoredCampaign, StoredRun
 
 _env = Environment(
     loader=PackageLoader("pgfsbench.report", "templates"),
@@ -71,11 +72,12 @@ def _arr(values: Any, digits: int = 2) -> list[float | None]:
     return [_num(float(v), digits) for v in values]
 
 
-def wait_colours(runs: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+def wait_colours(runs: Sequence[StoredRun]) -> dict[str, str]:
     """Wait events by total weight across every run, each with its own colour."""
     totals: dict[str, float] = {}
     for r in runs:
-        for second in ((r.get("series") or {}).get("waits") or {}).get("values") or []:
+        waits = r.series.get("waits")
+        for second in waits.values if waits is not None else []:
             for event, n in (second or {}).items():
                 totals[event] = totals.get(event, 0.0) + float(n)
     events = sorted(totals, key=lambda e: -totals[e])
@@ -83,14 +85,14 @@ def wait_colours(runs: Sequence[Mapping[str, Any]]) -> dict[str, str]:
 
 
 def run_data(
-    run: Mapping[str, Any], label: str, stalls: Sequence[Any], top_waits: int = 8
+    run: StoredRun, label: str, stalls: Sequence[StallEpisode], top_waits: int = 8
 ) -> dict[str, Any]:
     """What one run's timeline needs, aligned on the measured seconds."""
     al = align(run)
     data: dict[str, Any] = {
-        "id": run["run_id"],
-        "label": f"{label} #{run['repetition']}",
-        "status": run["status"],
+        "id": run.run_id,
+        "label": f"{label} #{run.repetition}",
+        "status": run.status,
         "t": list(range(1, al.seconds + 1)),
     }
     for key, name, div, digits in (
@@ -297,7 +299,7 @@ def _sweeps(cells: Sequence[CellSummary]) -> list[dict[str, Any]]:
 
 def table_rows(cells: Sequence[CellSummary]) -> list[dict[str, Any]]:
     """The summary table's rows, group by group (the template heads each group)."""
-    best: dict[tuple[Any, ...], dict[str, str]] = {}
+    best: dict[GroupKey, dict[str, str]] = {}
     for members in by_group(cells):
         best[members[0].group] = {}
         for key, higher in (("tps", True), ("latency_p99_ms", False), ("load_seconds", False)):
@@ -397,8 +399,8 @@ def _across(cells: Sequence[CellSummary]) -> list[dict[str, Any]]:
 
 
 def render_report(
-    campaigns: Sequence[Mapping[str, Any]],
-    runs: Sequence[Mapping[str, Any]],
+    campaigns: Sequence[StoredCampaign],
+    runs: Sequence[StoredRun],
     cells: Sequence[CellSummary],
     highlights: Highlights,
     *,
@@ -412,8 +414,8 @@ def render_report(
         "runs": [
             run_data(
                 r,
-                labels.get((str(r["cell"]), r.get("host")), str(r["cell"])),
-                stalls.get(int(r["run_id"]), ()),
+                labels.get((r.cell, r.host), r.cell),
+                stalls.get(r.run_id, ()),
             )
             for r in runs
         ],
@@ -421,7 +423,7 @@ def render_report(
     }
     first_stalled = next((i for i, r in enumerate(figures["runs"]) if r["stalls"]), 0)
     hosts = sorted({c.host or "?" for c in cells})
-    env = dict(campaigns[0].get("environment") or {}) if campaigns else {}
+    env = dict(campaigns[0].environment) if campaigns else {}
     cond = conditions(runs)
     labels_by_cell = {c.cell: cell_name(c) for c in cells}
     return _env.get_template("report.html.j2").render(

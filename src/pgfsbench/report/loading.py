@@ -5,9 +5,10 @@ warnings that change their reading."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from pgfsbench.analysis.compare import Comparison
 from pgfsbench.analysis.observer import observer_effects
+from pgfsbench.analysis.stats import Estimate
 from pgfsbench.analysis.summary import (
     UNSTABLE_PCT,
     CellSummary,
@@ -16,13 +17,14 @@ from pgfsbench.analysis.summary import (
     summarise,
 )
 from pgfsbench.analysis.warnings import reading_warnings
+from pgfsbench.results.records import JsonObject, StoredCampaign, StoredRun
 from pgfsbench.results.store import Store
 
 
 @dataclass(frozen=True)
 class Analysed:
-    campaigns: list[dict[str, Any]]
-    runs: list[dict[str, Any]]
+    campaigns: list[StoredCampaign]
+    runs: list[StoredRun]
     cells: list[CellSummary]
     highlights: Highlights
 
@@ -41,12 +43,12 @@ def analyse(
     h = highlights(cells)
     h.lines += [e.words() for e in observer_effects(runs)]
     h.warnings = reading_warnings(runs)
-    meta = [c for c in store.campaigns() if c["id"] in ids]
+    meta = [c for c in store.campaigns() if c.id in ids]
     return Analysed(meta, runs, cells, h)
 
 
-def cell_json(c: CellSummary) -> dict[str, Any]:
-    def est(e: Any) -> dict[str, Any] | None:
+def cell_json(c: CellSummary) -> JsonObject:
+    def est(e: Estimate | None) -> JsonObject | None:
         if e is None:
             return None
         return {
@@ -60,7 +62,7 @@ def cell_json(c: CellSummary) -> dict[str, Any]:
             "ci_method": e.method,
         }
 
-    def cmp(x: Any) -> dict[str, Any] | None:
+    def cmp(x: Comparison | None) -> JsonObject | None:
         if x is None:
             return None
         return {

@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from pgfsbench.analysis.stalls import CAUSES, describe_blocker
 from pgfsbench.analysis.summary import CellSummary, Highlights, by_group
 from pgfsbench.report.conditions import conditions
 from pgfsbench.report.terminal import cell_name, fmt_range, fmt_space, fmt_spread, fmt_vs
+from pgfsbench.results.records import StoredCampaign, StoredRun
 
 
 def _row(cells: Sequence[str]) -> str:
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
 
 
-def conditions_lines(runs: Sequence[Mapping[str, Any]], cells: Sequence[CellSummary]) -> list[str]:
+def conditions_lines(runs: Sequence[StoredRun], cells: Sequence[CellSummary]) -> list[str]:
     """The conditions section: what every run shares, then what differs by configuration."""
     c = conditions(runs)
     if not c.common and not c.per_cell:
@@ -31,21 +31,20 @@ def conditions_lines(runs: Sequence[Mapping[str, Any]], cells: Sequence[CellSumm
 
 
 def render_markdown(
-    campaigns: Sequence[Mapping[str, Any]],
+    campaigns: Sequence[StoredCampaign],
     cells: Sequence[CellSummary],
     highlights: Highlights,
     warnings: Sequence[str],
-    runs: Sequence[Mapping[str, Any]] = (),
+    runs: Sequence[StoredRun] = (),
 ) -> str:
-    names = ", ".join(f"{c.get('name')} (campaign {c.get('id')})" for c in campaigns)
+    names = ", ".join(f"{c.name} (campaign {c.id})" for c in campaigns)
     lines = [f"# pgfsbench: {names or 'results'}", ""]
-    hosts = sorted({str(c.get("host")) for c in campaigns if c.get("host")})
+    hosts = sorted({c.host for c in campaigns if c.host})
     if hosts:
         lines += [
             f"Host(s): {', '.join(hosts)}. "
             + "; ".join(
-                f"campaign {c.get('id')}: {c.get('started_at', '')[:19]}, {c.get('status')}"
-                for c in campaigns
+                f"campaign {c.id}: {(c.started_at or '')[:19]}, {c.status}" for c in campaigns
             ),
             "",
         ]

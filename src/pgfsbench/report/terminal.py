@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from pgfsbench.analysis.stalls import CAUSES, StallEpisode
 from pgfsbench.analysis.stats import Estimate
 from pgfsbench.analysis.summary import CellSummary, Highlights, by_group
+from pgfsbench.results.records import StoredRun
 from pgfsbench.units import human_bytes
 
 
@@ -155,17 +156,14 @@ def highlight_lines(h: Highlights) -> list[Text]:
     )
 
 
-def episode_rows(ep: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """A stored episode (StallEpisode.as_dict) as rows: what happened and its cause, the
-    evidence, the blockers, what it beat and what was not recorded."""
-    rows = [(str(ep.get("kind", "stall")), f"{ep.get('headline', '')}: {ep.get('verdict', '')}")]
-    rows += [("", f"  evidence: {e}") for e in ep.get("evidence") or []]
-    rows += [
-        ("", f"  ruled out: not {a['cause_text']}: {a['why_not']}")
-        for a in ep.get("alternatives") or []
-    ]
-    if ep.get("missing_evidence"):
-        rows.append(("", "  not recorded: " + ", ".join(ep["missing_evidence"])))
+def episode_rows(ep: StallEpisode) -> list[tuple[str, str]]:
+    """An episode as rows: what happened and its cause, the evidence, what it beat and
+    what was not recorded."""
+    rows = [(ep.kind, f"{ep.headline()}: {ep.verdict()}")]
+    rows += [("", f"  evidence: {e}") for e in ep.evidence]
+    rows += [("", f"  ruled out: not {CAUSES[k]}: {why}") for k, _, why in ep.alternatives]
+    if ep.missing:
+        rows.append(("", "  not recorded: " + ", ".join(ep.missing)))
     return rows
 
 
@@ -183,18 +181,18 @@ RUN_COLUMNS = (
 )
 
 
-def runs_table(runs: Sequence[Mapping[str, Any]]) -> Table:
+def runs_table(runs: Sequence[StoredRun]) -> Table:
     rows = [
         (
-            str(r["run_id"]),
-            str(r["cell"]),
-            str(r["repetition"]),
-            str(r["status"]),
-            f"{r['tps']:,.1f}" if r.get("tps") is not None else "-",
-            f"{r['latency_avg_ms']:.3f}" if r.get("latency_avg_ms") is not None else "-",
-            f"{r['load_seconds']:.2f}" if r.get("load_seconds") is not None else "-",
-            human_bytes(r["space_bytes"]) if r.get("space_bytes") is not None else "-",
-            (r.get("error") or "")[:80],
+            str(r.run_id),
+            r.cell,
+            str(r.repetition),
+            r.status,
+            f"{r.tps:,.1f}" if r.tps is not None else "-",
+            f"{r.latency_avg_ms:.3f}" if r.latency_avg_ms is not None else "-",
+            f"{r.load_seconds:.2f}" if r.load_seconds is not None else "-",
+            human_bytes(r.space_bytes) if r.space_bytes is not None else "-",
+            (r.error or "")[:80],
         )
         for r in runs
     ]
@@ -210,55 +208,57 @@ def runs_table(runs: Sequence[Mapping[str, Any]]) -> Table:
     return table
 
 
-def run_detail(run: Mapping[str, Any]) -> Table:
-    """A two-column view of one run, nested values summarised."""
-    table = Table(
-        show_header=False, title=f"run {run['run_id']}: {run['cell']}", title_justify="left"
-    )
+def run_detail(run: StoredRun, episodes: Sequence[StallEpisode] = ()) -> Table:
+    """A two-column view of one run, nested values summarised, with its stall episodes."""
+    table = Table(show_header=False, title=f"run {run.run_id}: {run.cell}", title_justify="left")
     table.add_column("key", style="bold")
     table.add_column("value")
-    skip = {
-        "series",
-        "checkpoints",
-        "artifacts",
+    for key, value in run.columns().items():
+        if key in DETAILED or value is None:
+            continue
+        if isinstance(value, list | dict) and not value:
+            continue
+        if key.endswith("_bytes") and isinstance(value, int):
+            value = f"{value} ({human_bytes(value)})"
+        table.add_row(key, str(value))
+    if run.fuse:
+        table.add_row(
+            "WARNING", Text("ZFS through FUSE (zfs-fuse): not kernel ZFS numbers", style="bold red")
+        )
+    for key, value in [*_storage_rows(run), *_figure_rows(run)]:
+        table.add_row(key, value)
+    for ep in episodes:
+        for key, text in episode_rows(ep):
+            table.add_row(key, Text(text, style="yellow" if key else ""))
+    for w in run.warnings:
+        table.add_row("warning", Text(w, style="yellow"))
+    for kind, art in run.artifacts.items():
+        table.add_row(f"artifact {kind}", art.path)
+    return table
+
+
+# shown by the rows of their own, or too long for a table
+DETAILED = frozenset(
+    (
         "environment",
         "params",
         "storage_details",
         "space",
         "metrics",
         "kernel_applied",
-        "stalls",
         "warnings",
-    }
-    for key, value in run.items():
-        if key in skip or value is None:
-            continue
-        if key.endswith("_bytes") and isinstance(value, int):
-            value = f"{value} ({human_bytes(value)})"
-        table.add_row(key, str(value))
-    if run.get("fuse"):
-        table.add_row(
-            "WARNING", Text("ZFS through FUSE (zfs-fuse): not kernel ZFS numbers", style="bold red")
-        )
-    for key, value in [*_storage_rows(run), *_figure_rows(run)]:
-        table.add_row(key, value)
-    for ep in run.get("stalls") or []:
-        for key, text in episode_rows(ep):
-            table.add_row(key, Text(text, style="yellow" if key else ""))
-    for w in run.get("warnings") or []:
-        table.add_row("warning", Text(w, style="yellow"))
-    for kind, art in (run.get("artifacts") or {}).items():
-        table.add_row(f"artifact {kind}", art["path"])
-    return table
+        "latency_ms",
+    )
+)
 
 
 Row = tuple[str, str | Text]
 
 
-def _storage_rows(run: Mapping[str, Any]) -> list[Row]:
+def _storage_rows(run: StoredRun) -> list[Row]:
     """The volumes, the ZFS pool and datasets, and the space taken."""
     rows: list[Row] = []
-    details = run.get("storage_details") or {}
+    details = run.storage_details
     for role in ("data", "wal"):
         vol = details.get(role)
         if vol:
@@ -304,7 +304,7 @@ def _storage_rows(run: Mapping[str, Any]) -> list[Row]:
                     f"{vol.get('dataset')}: " + ", ".join(f"{k}={v}" for k, v in shown.items()),
                 )
             )
-    space = run.get("space") or {}
+    space = run.space
     for phase in ("after_load", "after_run"):
         figures = space.get(phase) or {}
         if figures:
@@ -317,17 +317,17 @@ def _storage_rows(run: Mapping[str, Any]) -> list[Row]:
     return rows
 
 
-def _figure_rows(run: Mapping[str, Any]) -> list[Row]:
+def _figure_rows(run: StoredRun) -> list[Row]:
     """Latency percentiles, kernel settings, the storage ceiling, series and checkpoints."""
     rows: list[Row] = []
-    if run.get("latency_ms"):
+    if run.latency_ms:
         rows.append(
             (
                 "latency percentiles",
-                ", ".join(f"{k} {v:.2f} ms" for k, v in run["latency_ms"].items()),
+                ", ".join(f"{k} {v:.2f} ms" for k, v in run.latency_ms.items()),
             )
         )
-    elif (observer := (run.get("metrics") or {}).get("observer") or {}).get("txlog") is False:
+    elif (observer := run.metrics.get("observer") or {}).get("txlog") is False:
         rows.append(
             (
                 "latency percentiles",
@@ -336,9 +336,9 @@ def _figure_rows(run: Mapping[str, Any]) -> list[Row]:
                 + ")",
             )
         )
-    for a in run.get("kernel_applied") or []:
+    for a in run.kernel_applied:
         rows.append((f"kernel {a['name']}", f"{a['before']} -> {a['after']} (restored after)"))
-    ceiling = (run.get("metrics") or {}).get("ceiling")
+    ceiling = run.metrics.get("ceiling")
     if ceiling:
         fsync = ceiling.get("pg_test_fsync") or {}
         best = max(fsync.items(), key=lambda kv: kv[1]) if fsync else None
@@ -355,25 +355,25 @@ def _figure_rows(run: Mapping[str, Any]) -> list[Row]:
                 ),
             )
         )
-    series = run.get("series") or {}
+    series = run.series
     if series:
         rows.append(
             (
                 "series",
                 ", ".join(
-                    f"{k} ({len(v['values'])} {'buckets' if k == 'latency_histogram' else 's'})"
+                    f"{k} ({len(v.values)} {'buckets' if k == 'latency_histogram' else 's'})"
                     for k, v in series.items()
                 ),
             )
         )
-    for c in run.get("checkpoints") or []:
-        when = "?" if c.get("started_s") is None else f"{c['started_s']:+.1f} s"
+    for c in run.checkpoints:
+        when = "?" if c.started_s is None else f"{c.started_s:+.1f} s"
         rows.append(
             (
                 "checkpoint",
-                f"at {when} ({c['reason']}): {c['buffers']} buffers, "
-                f"write {c['write_s']} s, sync {c['sync_s']} s, "
-                f"total {c['total_s']} s",
+                f"at {when} ({c.reason}): {c.buffers} buffers, "
+                f"write {c.write_s} s, sync {c.sync_s} s, "
+                f"total {c.total_s} s",
             )
         )
     return rows

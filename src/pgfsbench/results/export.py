@@ -4,69 +4,58 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import polars as pl
 
 from pgfsbench.collect.txlog import bucket_value_ms
+from pgfsbench.results.records import StoredRun
 from pgfsbench.results.store import Store
 
 SCALAR_TYPES = (int, float, str, bool, type(None))
 
 
-def _flat(run: dict[str, Any]) -> dict[str, Any]:
+def _flat(run: StoredRun) -> dict[str, object]:
     """Scalars as columns; nested values as JSON text so nothing is lost."""
     return {
-        k: v if isinstance(v, SCALAR_TYPES) else json.dumps(v, default=str) for k, v in run.items()
+        k: v if isinstance(v, SCALAR_TYPES) else json.dumps(v, default=str)
+        for k, v in run.columns().items()
     }
+
+
+def series_rows(run: StoredRun) -> list[dict[str, object]]:
+    """One row per value of each of the run's series: (run_id, cell, series, t, value).
+    A histogram's [bucket, count] pairs become t = the bucket's latency in ms, value =
+    its count; a series of objects (wait events) one series per key."""
+    rows: list[dict[str, object]] = []
+
+    def add(series: str, t: float, value: object) -> None:
+        rows.append(
+            {"run_id": run.run_id, "cell": run.cell, "series": series, "t": t, "value": value}
+        )
+
+    for name, s in run.series.items():
+        if name == "latency_histogram":
+            for bucket, count in s.values:
+                add("latency_histogram_ms", bucket_value_ms(bucket), count)
+            continue
+        for i, value in enumerate(s.values):
+            t = s.t0 + i * s.step
+            if isinstance(value, list | tuple):
+                continue  # no other series holds lists; never let one break export
+            if isinstance(value, dict):
+                for key, v in value.items():
+                    add(f"{name}.{key}", t, v)
+            else:
+                add(name, t, value)
+    return rows
 
 
 def export_runs(
     store: Store, output: Path, fmt: str, *, series: bool = False, host: str | None = None
 ) -> int:
-    runs = [r for r in store.list_runs() if host is None or r.get("host") == host]
+    runs = [r for r in store.list_runs() if host is None or r.host == host]
     if series:
-        rows: list[dict[str, Any]] = []
-        for r in runs:
-            detail = store.get_run(int(r["run_id"]))
-            for name, s in detail["series"].items():
-                if name == "latency_histogram":
-                    # [bucket, count] pairs: t is the bucket's latency in ms, value its count
-                    for bucket, count in s["values"]:
-                        rows.append(
-                            {
-                                "run_id": r["run_id"],
-                                "cell": r["cell"],
-                                "series": "latency_histogram_ms",
-                                "t": bucket_value_ms(bucket),
-                                "value": count,
-                            }
-                        )
-                    continue
-                for i, value in enumerate(s["values"]):
-                    if isinstance(value, list | tuple):
-                        continue  # no other series holds lists; never let one break export
-                    if isinstance(value, dict):
-                        for key, v in value.items():
-                            rows.append(
-                                {
-                                    "run_id": r["run_id"],
-                                    "cell": r["cell"],
-                                    "series": f"{name}.{key}",
-                                    "t": s["t0"] + i * s["step"],
-                                    "value": v,
-                                }
-                            )
-                    else:
-                        rows.append(
-                            {
-                                "run_id": r["run_id"],
-                                "cell": r["cell"],
-                                "series": name,
-                                "t": s["t0"] + i * s["step"],
-                                "value": value,
-                            }
-                        )
+        rows = [row for r in runs for row in series_rows(store.get_run(r.run_id))]
         frame = pl.DataFrame(
             rows,
             schema={

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import insert, select, update
+from sqlalchemy.engine import Connection
 
 from pgfsbench.results import schema
 from pgfsbench.results.store import Store
@@ -129,7 +130,7 @@ def import_store(source: Store, target: Store, host: str | None = None) -> Impor
     return report
 
 
-def _copy_children(src: Any, dst: Any, old: int, new: int) -> None:
+def _copy_children(src: Connection, dst: Connection, old: int, new: int) -> None:
     for s in src.execute(select(schema.series).where(schema.series.c.run_id == old)).mappings():
         dst.execute(insert(schema.series).values(**{**dict(s), "run_id": new}))
     for c in src.execute(

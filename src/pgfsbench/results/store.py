@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 from collections.abc import Sequence
@@ -14,6 +15,14 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.exc import SQLAlchemyError
 
 from pgfsbench.results import schema
+from pgfsbench.results.records import (
+    JsonObject,
+    StoredArtifact,
+    StoredCampaign,
+    StoredCheckpoint,
+    StoredRun,
+    StoredSeries,
+)
 from pgfsbench.system.errors import StoreError, UsageError
 
 LIST_KEYS = (
@@ -91,14 +100,6 @@ def check_writable(target: str) -> None:
             f"--results {target}: cannot write in {directory} (SQLite needs to "
             "create its journal beside the file)"
         )
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, dt.datetime):
-        if value.tzinfo is None:  # SQLite gives naive datetimes back; we stored UTC
-            value = value.replace(tzinfo=dt.UTC)
-        return value.isoformat()
-    return value
 
 
 HEAD_REVISION = "0003"  # the newest migration (a unit test keeps the two in step)
@@ -193,11 +194,12 @@ class Store:
 
     # ------------------------------------------------------------ writing
 
-    def start_campaign(self, **fields: Any) -> int:
+    def start_campaign(self, campaign: StoredCampaign) -> int:
+        """A new campaign, running from now; its id (the record's own id is ignored)."""
+        fields = {k: v for k, v in campaign.as_dict().items() if k != "id" and v is not None}
+        fields.update(started_at=now(), status="running")
         with self.engine.begin() as conn:
-            result = conn.execute(
-                insert(schema.campaign).values(started_at=now(), status="running", **fields)
-            )
+            result = conn.execute(insert(schema.campaign).values(**fields))
             return int(result.inserted_primary_key[0])  # type: ignore[index]
 
     def finish_campaign(self, campaign_id: int, status: str) -> None:
@@ -208,26 +210,36 @@ class Store:
                 .values(ended_at=now(), status=status)
             )
 
-    def start_run(self, **fields: Any) -> int:
+    def start_run(self, run: StoredRun) -> int:
+        """A new run, running from now; its id. What the record leaves empty is left
+        unset (its id, status and times are the store's)."""
+        fields = {
+            k: v
+            for k, v in run.columns().items()
+            if k not in ("run_id", "status", "started_at", "ended_at")
+            and v is not None
+            and v != {}
+            and v != []
+        }
+        fields.update(started_at=now(), status="running")
         with self.engine.begin() as conn:
-            result = conn.execute(
-                insert(schema.run).values(started_at=now(), status="running", **fields)
-            )
+            result = conn.execute(insert(schema.run).values(**fields))
             return int(result.inserted_primary_key[0])  # type: ignore[index]
 
-    def update_run(self, run_id: int, **fields: Any) -> None:
+    def update_run(self, run_id: int, **fields: object) -> None:
         with self.engine.begin() as conn:
             conn.execute(update(schema.run).where(schema.run.c.id == run_id).values(**fields))
 
-    def finish_run(self, run_id: int, status: str, **fields: Any) -> None:
+    def finish_run(self, run_id: int, status: str, **fields: object) -> None:
         """The run's outcome; `metrics` is merged into what was stored before."""
         if "metrics" in fields:
             with self.engine.connect() as conn:
                 old = conn.execute(
                     select(schema.run.c.metrics).where(schema.run.c.id == run_id)
                 ).scalar()
+            new = fields["metrics"]
             if isinstance(old, dict):
-                fields["metrics"] = {**old, **(fields["metrics"] or {})}
+                fields["metrics"] = {**old, **(new if isinstance(new, dict) else {})}
         self.update_run(run_id, status=status, ended_at=now(), **fields)
 
     def mark_aborted(self, run_ids: Sequence[int], reason: str) -> int:
@@ -338,20 +350,20 @@ class Store:
                 )
             )
 
-    def get_ceiling(self, identity: str) -> dict[str, Any] | None:
+    def get_ceiling(self, identity: str) -> JsonObject | None:
+        """The figures measured once for a storage identity, if they were."""
         with self.engine.connect() as conn:
-            row = (
-                conn.execute(select(schema.ceiling).where(schema.ceiling.c.identity == identity))
-                .mappings()
-                .first()
-            )
-        return {k: _plain(v) for k, v in dict(row).items()} if row else None
+            figures = conn.execute(
+                select(schema.ceiling.c.figures).where(schema.ceiling.c.identity == identity)
+            ).scalar()
+        return dict(figures) if isinstance(figures, dict) else None
 
     # ------------------------------------------------------------ reading
 
     def list_runs(
         self, campaign_id: int | None = None, status: str | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[StoredRun]:
+        """The runs (without their series), oldest first."""
         query = select(schema.run).order_by(schema.run.c.id)
         if campaign_id is not None:
             query = query.where(schema.run.c.campaign_id == campaign_id)
@@ -359,86 +371,78 @@ class Store:
             query = query.where(schema.run.c.status == status)
         with self.engine.connect() as conn:
             rows = conn.execute(query).mappings().all()
-        return [self._row(dict(r)) for r in rows]
+        return [StoredRun.from_row(dict(r)) for r in rows]
 
-    @staticmethod
-    def _row(row: dict[str, Any]) -> dict[str, Any]:
-        row = {k: _plain(v) for k, v in row.items()}
-        row["run_id"] = row.pop("id")
-        return row
-
-    def get_run(self, run_id: int) -> dict[str, Any]:
+    def get_run(self, run_id: int) -> StoredRun:
+        """One run with its series, checkpoints and artifacts."""
         with self.engine.connect() as conn:
             row = (
                 conn.execute(select(schema.run).where(schema.run.c.id == run_id)).mappings().first()
             )
             if row is None:
                 raise StoreError(f"no run {run_id} in {self.target}")
-            result = self._row(dict(row))
-            result["series"] = {
-                s["name"]: {
-                    "unit": s["unit"],
-                    "t0": s["t0"],
-                    "step": s["step"],
-                    "values": s["data"],
-                }
+            series = {
+                str(s["name"]): StoredSeries.from_row(str(s["name"]), dict(s))
                 for s in conn.execute(
                     select(schema.series)
                     .where(schema.series.c.run_id == run_id)
                     .order_by(schema.series.c.name)
                 ).mappings()
             }
-            result["checkpoints"] = [
-                {k: v for k, v in dict(c).items() if k not in ("id", "run_id")}
+            checkpoints = tuple(
+                StoredCheckpoint.from_row(dict(c))
                 for c in conn.execute(
                     select(schema.checkpoint)
                     .where(schema.checkpoint.c.run_id == run_id)
                     .order_by(schema.checkpoint.c.id)
                 ).mappings()
-            ]
-            result["artifacts"] = {
-                a["kind"]: {"path": a["path"], "bytes": a["bytes"]}
+            )
+            artifacts = {
+                str(a["kind"]): StoredArtifact(str(a["path"]), a["bytes"])
                 for a in conn.execute(
                     select(schema.artifact).where(schema.artifact.c.run_id == run_id)
                 ).mappings()
             }
-        return result
+        return dataclasses.replace(
+            StoredRun.from_row(dict(row)),
+            series=series,
+            checkpoints=checkpoints,
+            artifacts=artifacts,
+        )
 
     def full_runs(
         self, campaign_ids: Sequence[int] | None = None, host: str | None = None
-    ) -> list[dict[str, Any]]:
+    ) -> list[StoredRun]:
         """Every run of these campaigns (all when None), with series and checkpoints;
         runs superseded by a resumed run are left out."""
         ids = list(campaign_ids) if campaign_ids else [None]
         out = []
         for cid in ids:
             for r in self.list_runs(cid):
-                if r.get("superseded_by") or (host is not None and r.get("host") != host):
+                if r.superseded_by or (host is not None and r.host != host):
                     continue
-                out.append(self.get_run(int(r["run_id"])))
+                out.append(self.get_run(r.run_id))
         return out
 
-    def campaign(self, campaign_id: int) -> dict[str, Any] | None:
+    def campaign(self, campaign_id: int) -> StoredCampaign | None:
         with self.engine.connect() as conn:
             row = (
                 conn.execute(select(schema.campaign).where(schema.campaign.c.id == campaign_id))
                 .mappings()
                 .first()
             )
-        return {k: _plain(v) for k, v in dict(row).items()} if row else None
+        return StoredCampaign.from_row(dict(row)) if row else None
 
-    def campaigns(self) -> list[dict[str, Any]]:
+    def campaigns(self) -> list[StoredCampaign]:
+        """Every campaign, oldest first, without its spec's text."""
+        query = select(*[c for c in schema.campaign.c if c.name != "spec_text"])
         with self.engine.connect() as conn:
-            rows = (
-                conn.execute(select(schema.campaign).order_by(schema.campaign.c.id))
-                .mappings()
-                .all()
-            )
-        return [{k: _plain(v) for k, v in dict(r).items() if k != "spec_text"} for r in rows]
+            rows = conn.execute(query.order_by(schema.campaign.c.id)).mappings().all()
+        return [StoredCampaign.from_row(dict(r)) for r in rows]
 
     def latest_campaign_id(self) -> int | None:
         camps = self.campaigns()
-        return int(camps[-1]["id"]) if camps else None
+        return camps[-1].id if camps else None
 
     def close(self) -> None:
         self.engine.dispose()

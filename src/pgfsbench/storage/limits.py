@@ -18,14 +18,16 @@ and by `pgfsbench cleanup` after a SIGKILL. Only devices under test are ever lim
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pgfsbench.spec.models import DeviceLimits, StorageCommon
 from pgfsbench.storage.profiles import PROFILES, Figures, Resolved, resolve
 from pgfsbench.system.errors import CapabilityError, ProvisionError
 from pgfsbench.system.journal import Journal, Undo, undo_action
-from pgfsbench.system.mountinfo import mount_table
+from pgfsbench.system.mountinfo import MountInfo, mount_table
 from pgfsbench.system.runner import Runner
 
 V1_FILES = {
@@ -50,7 +52,7 @@ class Mechanism:
         }[self.kind]
 
 
-def detect(mounts: list[Any] | None = None) -> Mechanism | None:
+def detect(mounts: Sequence[MountInfo] | None = None) -> Mechanism | None:
     """The throttling this kernel offers (v1 blkio with throttle files, else v2 with io)."""
     table = mounts if mounts is not None else mount_table()
     for m in table:
@@ -81,11 +83,12 @@ def require() -> Mechanism:
     return mech
 
 
-def configured(storage: Any) -> dict[str, Any]:
+def configured(storage: StorageCommon) -> dict[str, DeviceLimits]:
     """The limits a storage configuration asks for, by device role."""
-    out: dict[str, Any] = {}
-    if getattr(storage, "limits", None) is not None and hasattr(storage, "device"):
-        out["data"] = storage.limits
+    out: dict[str, DeviceLimits] = {}
+    data = getattr(storage, "limits", None)
+    if data is not None and hasattr(storage, "device"):
+        out["data"] = data
     wal = getattr(storage, "wal", None)
     if wal is not None and getattr(wal, "limits", None) is not None:
         out["wal"] = wal.limits
@@ -97,7 +100,7 @@ def configured(storage: Any) -> dict[str, Any]:
     return out
 
 
-def resolve_for(cfg: Any, device_bytes: int | None) -> Resolved:
+def resolve_for(cfg: DeviceLimits, device_bytes: int | None) -> Resolved:
     """A role's limits for one device: the profile at the given capacity (or the device's
     own size), with the explicit figures over it."""
     capacity = None

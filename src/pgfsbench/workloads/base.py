@@ -56,6 +56,17 @@ class Progress:
     extra: dict[str, float | None] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class Phase:
+    """One call of `Workload.run`: how long, whether it is the measured phase (a warm-up
+    is not), where its progress goes, and the watchdog that says the tool stalled."""
+
+    seconds: float
+    measured: bool
+    on_progress: ProgressCallback
+    stalled: StallCheck
+
+
 @dataclass
 class WorkloadContext:
     """What a workload may use: the runner, the journal (to watch the children it starts),
@@ -134,14 +145,6 @@ class Workload(Protocol):
     def load(self, ctx: WorkloadContext, cell: Cell) -> LoadResult:
         """Create and fill the tables (timed, by phase)."""
 
-    def run(
-        self,
-        ctx: WorkloadContext,
-        cell: Cell,
-        seconds: float,
-        *,
-        measured: bool,
-        on_progress: ProgressCallback,
-        stalled: StallCheck,
-    ) -> Measurement:
-        """Run for ``seconds``; report progress; end the tool when ``stalled`` says why."""
+    def run(self, ctx: WorkloadContext, cell: Cell, phase: Phase) -> Measurement:
+        """Run for ``phase.seconds``; report progress; end the tool when
+        ``phase.stalled`` says why."""

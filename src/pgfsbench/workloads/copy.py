@@ -25,6 +25,7 @@ from pgfsbench.system.errors import Stalled, WorkloadError
 from pgfsbench.workloads.base import (
     LoadResult,
     Measurement,
+    Phase,
     Progress,
     ProgressCallback,
     StallCheck,
@@ -116,17 +117,8 @@ class Copy:
             f"{rows_of(cell)} rows in {streams} file(s), {size} bytes",
         )
 
-    def run(
-        self,
-        ctx: WorkloadContext,
-        cell: Cell,
-        seconds: float,
-        *,
-        measured: bool,
-        on_progress: ProgressCallback,
-        stalled: StallCheck,
-    ) -> Measurement:
-        if not measured:  # a warm-up load would only be a first load: nothing to warm
+    def run(self, ctx: WorkloadContext, cell: Cell, phase: Phase) -> Measurement:
+        if not phase.measured:  # a warm-up load would only be a first load: nothing to warm
             return Measurement(unit="MB/s")
         import psycopg
 
@@ -143,7 +135,7 @@ class Copy:
                 c.execute(INDEX)
             c.execute("CHECKPOINT")  # the previous load's dirty data is not this one's cost
             lsn0 = c.execute("SELECT pg_current_wal_lsn()").fetchone()
-            streamed = _stream(c, ctx.server.conninfo(), files, on_progress, stalled)
+            streamed = _stream(c, ctx.server.conninfo(), files, phase.on_progress, phase.stalled)
             errors, copy_s = streamed.errors, streamed.seconds
             per_second, rows_per_second = streamed.mbps, streamed.rows_per_s
             phases["copy"] = round(copy_s, 3)

@@ -28,6 +28,7 @@ from pgfsbench.workloads.base import (
     Endpoint,
     LoadResult,
     Measurement,
+    Phase,
     Progress,
     ProgressCallback,
     StallCheck,
@@ -88,16 +89,7 @@ class Dump:
     def load(self, ctx: WorkloadContext, cell: Cell) -> LoadResult:
         return self.loader.load(ctx, cell)
 
-    def run(
-        self,
-        ctx: WorkloadContext,
-        cell: Cell,
-        seconds: float,
-        *,
-        measured: bool,
-        on_progress: ProgressCallback,
-        stalled: StallCheck,
-    ) -> Measurement:
+    def run(self, ctx: WorkloadContext, cell: Cell, phase: Phase) -> Measurement:
         cfg = cell.workload.config
         fmt, jobs, compress = (
             getattr(cfg, "format", "custom"),
@@ -105,17 +97,17 @@ class Dump:
             getattr(cfg, "compress", 0),
         )
         db_bytes = _database_bytes(ctx.server.conninfo())
-        name = "pg_dump" if measured else "warmup"
+        name = "pg_dump" if phase.measured else "warmup"
         started = time.monotonic()
-        out = _Output(on_progress, stalled, second_start=started)
+        out = _Output(phase.on_progress, phase.stalled, second_start=started)
         per_second = out.per_second
         dumps = 0
         errors: list[str] = []
         stderr_all = []
 
         # a cold cache is cold for one dump only: then the measured phase is that dump
-        once = measured and getattr(cfg, "cache", "warm") == "cold"
-        while dumps == 0 or (not once and time.monotonic() - started < seconds):
+        once = phase.measured and getattr(cfg, "cache", "warm") == "cold"
+        while dumps == 0 or (not once and time.monotonic() - started < phase.seconds):
             target = ctx.workdir / "dump" if fmt == "directory" else None
             if target is not None and target.exists():
                 shutil.rmtree(target)
@@ -125,7 +117,7 @@ class Dump:
             child = _start(ctx, argv, name)
             try:
                 rc = child.wait_watching(
-                    max(600.0, seconds * 10),
+                    max(600.0, phase.seconds * 10),
                     functools.partial(out.tick, child.pid, [0]),
                     interval=0.2,
                 )

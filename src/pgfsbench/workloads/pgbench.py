@@ -24,9 +24,8 @@ from pgfsbench.workloads.base import (
     Endpoint,
     LoadResult,
     Measurement,
+    Phase,
     Progress,
-    ProgressCallback,
-    StallCheck,
     WorkloadContext,
 )
 
@@ -287,34 +286,12 @@ class Pgbench:
         phases["wall_clock"] = round(wall, 3)
         return LoadResult(parsed.seconds if parsed else wall, phases, output)
 
-    def run(
-        self,
-        ctx: WorkloadContext,
-        cell: Cell,
-        seconds: float,
-        *,
-        measured: bool,
-        on_progress: ProgressCallback,
-        stalled: StallCheck,
-    ) -> Measurement:
+    def run(self, ctx: WorkloadContext, cell: Cell, phase: Phase) -> Measurement:
         if cell.workload.builtin == "seqscan":
-            return self._seqscan(
-                ctx, cell, seconds, measured=measured, on_progress=on_progress, stalled=stalled
-            )
-        return self._run(
-            ctx, cell, seconds, measured=measured, on_progress=on_progress, stalled=stalled
-        )
+            return self._seqscan(ctx, cell, phase)
+        return self._run(ctx, cell, phase)
 
-    def _seqscan(
-        self,
-        ctx: WorkloadContext,
-        cell: Cell,
-        seconds: float,
-        *,
-        measured: bool,
-        on_progress: ProgressCallback,
-        stalled: StallCheck,
-    ) -> Measurement:
+    def _seqscan(self, ctx: WorkloadContext, cell: Cell, phase: Phase) -> Measurement:
         """Scans per second from pgbench, made MB/s by the table's size on disk."""
         import psycopg
 
@@ -334,21 +311,18 @@ class Pgbench:
         )
 
         def progress(p: Progress) -> None:
-            on_progress(
+            phase.on_progress(
                 Progress(
                     p.t, p.throughput * mb, p.latency_ms, {**p.extra, "scans_per_s": p.throughput}
                 )
             )
 
         # a cold cache stays cold for one pass only: then each client scans once
-        once = measured and getattr(w.config, "cache", "warm") == "cold"
+        once = phase.measured and getattr(w.config, "cache", "warm") == "cold"
         m = self._run(
             ctx,
             scan,
-            seconds,
-            measured=measured,
-            on_progress=progress,
-            stalled=stalled,
+            dataclasses.replace(phase, on_progress=progress),
             transactions=1 if once else None,
         )
         scans = m.throughput
@@ -370,26 +344,18 @@ class Pgbench:
         return m
 
     def _run(
-        self,
-        ctx: WorkloadContext,
-        cell: Cell,
-        seconds: float,
-        *,
-        measured: bool,
-        on_progress: ProgressCallback,
-        stalled: StallCheck,
-        transactions: int | None = None,
+        self, ctx: WorkloadContext, cell: Cell, phase: Phase, transactions: int | None = None
     ) -> Measurement:
         w = cell.workload
-        name = "pgbench" if measured else "warmup"
-        log = measured and self.log_transactions
+        name = "pgbench" if phase.measured else "warmup"
+        log = phase.measured and self.log_transactions
         # vacuum (and truncate pgbench_history) before the first phase of a run only
-        vacuum = not measured or w.warmup_s <= 0
+        vacuum = not phase.measured or w.warmup_s <= 0
         argv = run_argv(
             ctx.binaries.tool("pgbench"),
             ctx.endpoint,
             w,
-            seconds,
+            phase.seconds,
             base_dir=ctx.base_dir,
             vacuum=vacuum,
             log_prefix=ctx.workdir / "txlog" if log else None,
@@ -409,13 +375,13 @@ class Pgbench:
             point = parse_progress(line)
             if point is not None:
                 points.append(point)
-                on_progress(
+                phase.on_progress(
                     Progress(point.t, point.tps, point.latency_ms, {"lag_ms": point.lag_ms})
                 )
 
         child.on_stderr_line(on_line)
         try:
-            rc = child.wait_watching(seconds + 300, stalled)
+            rc = child.wait_watching(phase.seconds + 300, phase.stalled)
         except Stalled as exc:
             # what it measured until it stalled is the evidence of the stall
             (ctx.artifacts / f"{name}.stderr").write_text(child.stderr)
@@ -435,7 +401,7 @@ class Pgbench:
             from pgfsbench.collect.txlog import compress_logs, parse_txlog
 
             logs = sorted(ctx.workdir.glob("txlog.*"))
-            m.latency = parse_txlog(logs, sampling_rate=w.sampling_rate, duration_s=seconds)
+            m.latency = parse_txlog(logs, sampling_rate=w.sampling_rate, duration_s=phase.seconds)
             if logs:
                 m.artifacts["txlog"] = compress_logs(logs, ctx.artifacts / "txlog.gz")
         return m

@@ -23,9 +23,8 @@ from pgfsbench.workloads.base import (
     Endpoint,
     LoadResult,
     Measurement,
+    Phase,
     Progress,
-    ProgressCallback,
-    StallCheck,
     WorkloadContext,
 )
 
@@ -306,19 +305,10 @@ class Sysbench:
         (ctx.artifacts / "sysbench-prepare.txt").write_text(done.stdout + done.stderr)
         return LoadResult(wall, {"prepare": round(wall, 3)}, done.stdout)
 
-    def run(
-        self,
-        ctx: WorkloadContext,
-        cell: Cell,
-        seconds: float,
-        *,
-        measured: bool,
-        on_progress: ProgressCallback,
-        stalled: StallCheck,
-    ) -> Measurement:
+    def run(self, ctx: WorkloadContext, cell: Cell, phase: Phase) -> Measurement:
         cfg = cell.workload.config
         assert isinstance(cfg, SysbenchWorkload)
-        name = "sysbench" if measured else "sysbench-warmup"
+        name = "sysbench" if phase.measured else "sysbench-warmup"
         lost = ctx.prepared_statements_lost
         argv = run_argv(
             self.binary,
@@ -326,7 +316,7 @@ class Sysbench:
             cfg,
             table_size(cell),
             cell.workload.clients,
-            seconds,
+            phase.seconds,
             cell.workload.rate,
             prepared=lost is None,
         )
@@ -347,7 +337,7 @@ class Sysbench:
             r = parse_report(line)
             if r is not None:
                 reports.append(r)
-                on_progress(
+                phase.on_progress(
                     Progress(
                         r.t, r.tps, r.latency_ms, {"qps": r.qps, "errors_per_s": r.errors_per_s}
                     )
@@ -355,7 +345,7 @@ class Sysbench:
 
         child.on_stderr_line(on_line)
         try:
-            rc = child.wait_watching(seconds + 300, stalled)
+            rc = child.wait_watching(phase.seconds + 300, phase.stalled)
         except Stalled as exc:
             return Measurement(
                 series=report_series(reports, cfg.percentile),
