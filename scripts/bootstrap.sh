@@ -49,3 +49,17 @@ uv sync --frozen --quiet
 # may be set): every pgfsbench command then starts in under a second instead of 2-4 s.
 # Files already compiled are skipped; a file that does not compile is no reason to stop.
 .venv/bin/python -m compileall -q -j 0 .venv/lib/python3*/site-packages src >/dev/null || true
+
+# The emulated disk's daemon (native/diskmodel, Go and go-fuse from the Go module proxy),
+# built into .venv/bin when its sources are newer than the binary. Without Go, emulated
+# disks (device = { model = ... }) are refused with this reason; nothing else needs it.
+GO=$(command -v go || true)
+[ -z "$GO" ] && [ -x /usr/local/go/bin/go ] && GO=/usr/local/go/bin/go
+disk=.venv/bin/pgfsbench-disk
+if [ -n "$GO" ]; then
+    if [ ! -x "$disk" ] || [ -n "$(find native/diskmodel -newer "$disk" -name '*.go' -o -newer "$disk" -name 'go.*')" ]; then
+        (cd native/diskmodel && CGO_ENABLED=0 "$GO" build -trimpath -o "../../$disk" .)
+    fi
+else
+    echo "bootstrap: no Go toolchain: pgfsbench-disk (emulated disks) not built" >&2
+fi

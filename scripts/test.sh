@@ -9,4 +9,7 @@ bash scripts/fetch-postgresql.sh 18.6.0
 .venv/bin/ruff check
 .venv/bin/ruff format --check
 .venv/bin/mypy
+# the emulated disk's daemon: its models' arithmetic (Go); bootstrap built it
+GO=$(command -v go || echo /usr/local/go/bin/go)
+(cd native/diskmodel && "$GO" vet ./... && "$GO" test ./...)
 exec .venv/bin/pytest "$@"

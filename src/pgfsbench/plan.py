@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pgfsbench.spec import Cell, Defaults, LoadedSpec, expand, workload_tool
+from pgfsbench.spec.models import loop_bytes as created_bytes
 from pgfsbench.storage import needs_root
 from pgfsbench.system.errors import UsageError
 from pgfsbench.units import human_bytes, parse_duration, parse_size
@@ -90,7 +91,7 @@ def check_devices(cell: Cell) -> None:
     not exist, is refused before anything is touched."""
     seen: dict[str, str] = {}
     for role, dev in cell.storage.devices():
-        if not dev.startswith("/dev/"):
+        if not isinstance(dev, str) or not dev.startswith("/dev/"):
             continue
         if not Path(dev).exists():
             raise UsageError(f"storage {cell.storage_name}: {role} device {dev} does not exist")
@@ -238,8 +239,8 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None, only: Sequence[st
         if cell.storage_name not in described:
             described[cell.storage_name] = describe_limits(cell)
         devs = [dev for _, dev in cell.storage.devices()]
-        loop_bytes[cell.id] = sum(parse_size(x[5:]) for x in devs if x.startswith("loop:"))
-        real += [x for x in devs if x.startswith("/dev/") and x not in real]
+        loop_bytes[cell.id] = sum(n for x in devs if (n := created_bytes(x)) is not None)
+        real += [x for x in devs if isinstance(x, str) and x.startswith("/dev/") and x not in real]
         data = workload_for(cell, d).estimated_bytes(cell)
         needed[cell.id] = int(BASE_BYTES + data * LOAD_HEADROOM)
         cap = cell.storage.data_capacity()
@@ -321,9 +322,7 @@ def write_caps(cell: Cell) -> tuple[float | None, float | None]:
     by_role = dict(cell.storage.devices())
     device = by_role.get("data") or by_role.get("pool", "")
     try:
-        figures = limits.resolve_for(
-            cfg, parse_size(device[5:]) if device.startswith("loop:") else None
-        ).figures
+        figures = limits.resolve_for(cfg, created_bytes(device)).figures
     except ValueError:
         return None, None
     return figures.write_mbps, figures.write_iops
@@ -348,10 +347,8 @@ def describe_limits(cell: Cell) -> list[str]:
     by_role = dict(cell.storage.devices())
     out = []
     for role, cfg in limits.configured(cell.storage).items():
-        device = by_role.get(role, "")
-        size = parse_size(device[5:]) if device.startswith("loop:") else None
         try:
-            text = limits.resolve_for(cfg, size).text
+            text = limits.resolve_for(cfg, created_bytes(by_role.get(role, ""))).text
         except ValueError:
             text = f"{cfg.profile}: capacity from the device at run time"
         out.append(f"{role}: {text}")

@@ -74,6 +74,8 @@ class CellSummary:
     baseline: str | None = None  # the label of its group's baseline (None: it is one)
     # a reference (RAM, fsync off), not a candidate: never the best nor the baseline
     reference: bool = False
+    # "emulated data hdd-7200": devices answered by a device model, not a real disk
+    emulated: str | None = None
 
     @property
     def group(self) -> GroupKey:
@@ -128,6 +130,20 @@ def _reference(run: StoredRun) -> bool:
 def _space(run: StoredRun, key: str) -> float | None:
     v = (run.space.get("after_load") or {}).get(key)
     return float(v) if v is not None else None
+
+
+def emulated_of(run: StoredRun) -> str | None:
+    """'emulated pool 5 x hdd-5400, log sata-ssd': the device models under a run's storage."""
+    by_role: dict[str, list[str]] = {}
+    for d in (run.storage_details.get("emulated_devices") or {}).values():
+        by_role.setdefault(str(d.get("role")), []).append(str(d.get("device_model")))
+    parts = [
+        f"{role} {len(models)} x {models[0]}"
+        if len(models) > 1 and len(set(models)) == 1
+        else f"{role} {', '.join(models)}"
+        for role, models in by_role.items()
+    ]
+    return "emulated " + ", ".join(parts) if parts else None
 
 
 def stalls_of(run: StoredRun) -> tuple[StallEpisode, ...]:
@@ -241,6 +257,7 @@ def _cell(cell: str, host: str | None, rows: list[StoredRun], unstable_pct: floa
         values=tuple(float(v) for v in thr if v is not None),
         p99_values=tuple(float(v) for v in p99 if v is not None),
         reference=_reference(first),
+        emulated=emulated_of(first),
         space_data_bytes=estimate(_space(r, "data_bytes") for r in ok),
         space_wal_bytes=estimate(_space(r, "pg_wal_bytes") for r in ok),
         unstable=unstable_reasons(ok, est, [s for s in stalls if s.run_id in ok_ids], unstable_pct),

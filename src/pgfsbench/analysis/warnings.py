@@ -95,7 +95,7 @@ def _one_disk(runs: Sequence[StoredRun]) -> list[str]:
     separate = []
     for r in runs:
         devices = r.environment.get("devices") or {}
-        names = list(devices)
+        names = [n for n in devices if ":" not in n]  # N:M: no block device (FUSE)
         if any(n.startswith("loop") for n in names):
             loops = True
             disks |= {n for n in names if not n.startswith("loop")}
@@ -134,6 +134,23 @@ def _emulated(runs: Sequence[StoredRun]) -> list[str]:
         f"emulated devices, capped by {mechanism or 'throttling'}: {', '.join(parts)}; "
         "IOPS and bandwidth only: latency (an HDD's seek, a cloud volume's network round "
         "trip) is not emulated"
+    ]
+
+
+def _modelled(runs: Sequence[StoredRun]) -> list[str]:
+    """Devices answered by a device model: the figures are the model's, made by its
+    parameters (storage/device_models.py), not a measured drive's."""
+    models: dict[str, set[str]] = {}
+    for r in runs:
+        for d in (r.storage_details.get("emulated_devices") or {}).values():
+            models.setdefault(r.storage, set()).add(str(d.get("device_model_text")))
+    if not models:
+        return []
+    parts = [f"{s} ({'; '.join(sorted(m))})" for s, m in sorted(models.items())]
+    return [
+        f"emulated disks, answered by a device model: {', '.join(parts)}; what they show "
+        "is how these filesystems and settings behave on such a device as modelled (seek, "
+        "rotation, write cache, per-operation latency), not a measurement of one"
     ]
 
 
@@ -206,6 +223,7 @@ def reading_warnings(runs: Sequence[StoredRun]) -> list[str]:
     out += _fuse_substitutions(runs)
     out += _zfsrc(runs)
     out += _emulated(runs)
+    out += _modelled(runs)
     out += _one_disk(runs)
     out += _few_repetitions(runs)
     out += _txlog_left_out(runs)

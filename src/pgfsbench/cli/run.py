@@ -117,6 +117,8 @@ def _check_versions(loaded: LoadedSpec, plan: Plan) -> None:
 
 
 def print_plan(console: Console, plan: Plan) -> None:
+    from pgfsbench.spec.models import EmulatedDevice
+
     reps = (
         f"{plan.auto[0]} to {plan.auto[1]} repetitions (until the 95% CI is within "
         f"±{plan.auto[2]:g}%)"
@@ -133,8 +135,11 @@ def print_plan(console: Console, plan: Plan) -> None:
     def figures(cell: Cell) -> list[str]:
         wl = cell.workload
         loop = plan.loop_bytes_per_cell[cell.id]
+        emulated = sorted(
+            {d.model for _, d in cell.storage.devices() if isinstance(d, EmulatedDevice)}
+        )
         return [
-            cell.fs,
+            cell.fs + (f" on emulated {', '.join(emulated)}" if emulated else ""),
             str(cell.scale),
             f"{wl.clients}/{wl.threads}",
             f"{wl.warmup_s:g} s + {wl.duration_s:g} s",

@@ -199,9 +199,11 @@ def underlying_devices(dev: str) -> list[str]:
     if backing.exists():
         try:
             st = Path(backing.read_text().strip()).stat()
-            major, minor = os.major(st.st_dev), os.minor(st.st_dev)
-            disk = Path(f"/sys/dev/block/{major}:{minor}").resolve().name
-            found += underlying_devices(f"/dev/{disk}")
+            node = Path(f"/sys/dev/block/{os.major(st.st_dev)}:{os.minor(st.st_dev)}")
+            # a file on a filesystem without a block device (an emulated disk's FUSE
+            # mount, tmpfs) has no disk beneath it that /proc/diskstats would show
+            if node.exists():
+                found += underlying_devices(f"/dev/{node.resolve().name}")
         except OSError:
             pass
     slaves = sys_dir / "slaves"

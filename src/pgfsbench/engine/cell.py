@@ -28,7 +28,7 @@ from pgfsbench.results.store import Store
 from pgfsbench.spec import Cell, LoadedSpec
 from pgfsbench.storage import driver_for, limits, sync_volumes, volume_info
 from pgfsbench.storage.base import ProvisionContext, ProvisionedStorage, Volume
-from pgfsbench.storage.devices import DeviceFactory, DevicePolicy, block_size
+from pgfsbench.storage.devices import DISK_DAEMON, DeviceFactory, DevicePolicy, block_size
 from pgfsbench.system.actions import make_dir
 from pgfsbench.system.errors import InstanceError
 from pgfsbench.system.journal import Journal
@@ -157,14 +157,14 @@ def _kernel(eng: Engine, st: CellState) -> None:
 def _storage(eng: Engine, st: CellState) -> None:
     assert st.celldir is not None
     eng.phase(f"provisioning {st.cell.fs}")
-    ctx = ProvisionContext(
-        eng.journal,
-        eng.runner,
-        st.celldir,
-        DeviceFactory(eng.journal, eng.runner, st.celldir / "devices", eng.policy),
-        eng.os_user,
-    )
+    devices = DeviceFactory(eng.journal, eng.runner, st.celldir / "devices", eng.policy)
+    ctx = ProvisionContext(eng.journal, eng.runner, st.celldir, devices, eng.os_user)
     st.storage = driver_for(st.cell.fs).provision(st.cell.storage_name, st.cell.storage, ctx)
+    if devices.emulated:
+        # the emulated disks' daemon serves this storage: its work is the benchmark's own
+        details = st.storage.details
+        details["emulated_devices"] = devices.emulated
+        details["service_processes"] = [*details.get("service_processes", []), DISK_DAEMON]
 
 
 def _describe_storage(eng: Engine, st: CellState) -> None:

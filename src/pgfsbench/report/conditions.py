@@ -128,8 +128,12 @@ def _storage(run: StoredRun, storage: JsonObject) -> str:
             continue
         text = f"{role}: {v.get('fs', run.fs)}"
         spec = storage if role == "data" else (storage.get("wal") or {})
-        if spec.get("device"):  # as the spec named it: loop:1G (a loop number is noise)
-            text += f" on {spec['device']}"
+        device = spec.get("device")
+        if isinstance(device, dict):  # an emulated disk
+            model = v.get("device_model_text") or device.get("model")
+            text += f" on {device.get('size')} emulated ({model})"
+        elif device:  # as the spec named it: loop:1G (a loop number is noise)
+            text += f" on {device}"
         if v.get("mkfs_argv"):
             text += f", made with `{' '.join(v['mkfs_argv'][:-1])}`"
         if v.get("mount_options"):

@@ -26,7 +26,7 @@ from pgfsbench.analysis.series import Aligned, align
 from pgfsbench.analysis.stalls import CAUSES, StallEpisode, describe_blocker
 from pgfsbench.analysis.summary import CellSummary, GroupKey, Highlights, by_group
 from pgfsbench.report.conditions import conditions
-from pgfsbench.report.terminal import cell_name, fmt_range, fmt_space, fmt_spread, fmt_vs
+from pgfsbench.report.terminal import cell_name, fmt_range, fmt_space, fmt_spread, fmt_vs, fs_text
 from pgfsbench.results.records import StoredCampaign, StoredRun
 
 _env = Environment(
@@ -318,7 +318,7 @@ def table_rows(cells: Sequence[CellSummary]) -> list[dict[str, Any]]:
                 "group": c.group_label,
                 "cell": cell_name(c),
                 "id": c.cell,
-                "fs": c.fs,
+                "fs": fs_text(c),
                 "reference": c.reference,
                 "fuse": c.fuse,
                 "tps": fmt_spread(c.tps),

@@ -80,6 +80,7 @@ def cell_json(c: CellSummary) -> JsonObject:
         "host": c.host,
         "fs": c.fs,
         "fuse": c.fuse,
+        "emulated": c.emulated,
         "group": c.group_label,
         "unit": c.unit,
         "runs": c.runs,

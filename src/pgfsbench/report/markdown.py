@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pgfsbench.analysis.stalls import CAUSES, describe_blocker
 from pgfsbench.analysis.summary import CellSummary, Highlights, by_group
 from pgfsbench.report.conditions import conditions
-from pgfsbench.report.terminal import cell_name, fmt_range, fmt_space, fmt_spread, fmt_vs
+from pgfsbench.report.terminal import cell_name, fmt_range, fmt_space, fmt_spread, fmt_vs, fs_text
 from pgfsbench.results.records import StoredCampaign, StoredRun
 
 
@@ -102,7 +102,7 @@ def _summary_lines(cells: Sequence[CellSummary]) -> list[str]:
                 _row(
                     [
                         cell_name(c),
-                        c.fs + (" (FUSE)" if c.fuse else ""),
+                        fs_text(c),
                         fmt_spread(c.tps) + (" (unstable)" if c.is_unstable else ""),
                         fmt_vs(c),
                         fmt_range(c.tps),

@@ -49,6 +49,11 @@ def cell_name(c: CellSummary) -> str:
     return (c.label or c.cell) + (" (reference)" if c.reference else "")
 
 
+def fs_text(c: CellSummary) -> str:
+    """'zfs (FUSE)', 'ext4, emulated data hdd-7200': what the storage ran on."""
+    return c.fs + (" (FUSE)" if c.fuse else "") + (f", {c.emulated}" if c.emulated else "")
+
+
 def fmt_space(c: CellSummary) -> str:
     if c.space_data_bytes is None:
         return human_bytes(c.space_bytes.median) if c.space_bytes else "-"
@@ -109,9 +114,7 @@ def summary_table(cells: Sequence[CellSummary], title: str = "Summary", width: i
                 fmt_spread(c.latency_p99_ms, 2).split(" ")[0],
                 style="bold" if c.cell in best_p99 else "",
             )
-            row: list[str | Text] = (
-                [str(n)] if narrow else [cell_name(c), c.fs + (" (FUSE)" if c.fuse else "")]
-            )
+            row: list[str | Text] = [str(n)] if narrow else [cell_name(c), fs_text(c)]
             row += [tps, fmt_vs(c)]
             if not narrow:
                 row += [fmt_range(c.tps)]
@@ -126,7 +129,8 @@ def summary_table(cells: Sequence[CellSummary], title: str = "Summary", width: i
                 ]
             row += [f"{c.ok}/{c.runs}", str(c.stall_count) if c.stall_count else "-"]
             table.add_row(*row, style=None if c.ok == c.runs else "red")
-            legend.add_row(f"{n}", f"{cell_name(c)} ({c.fs}{', FUSE' if c.fuse else ''})")
+            emulated = f", {c.emulated}" if c.emulated else ""
+            legend.add_row(f"{n}", f"{cell_name(c)} ({c.fs}{', FUSE' if c.fuse else ''}{emulated})")
     parts: list[Table | Text] = [table]
     if narrow:
         parts.append(legend)

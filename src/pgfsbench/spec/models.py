@@ -52,10 +52,78 @@ def _check_device(value: str) -> str:
         return value
     if value.startswith("/dev/") and ".." not in value.split("/"):
         return value
-    raise ValueError("a device is 'loop:SIZE' (e.g. loop:4G) or a block device path under /dev/")
+    raise ValueError(
+        "a device is 'loop:SIZE' (e.g. loop:4G), a block device path under /dev/, or an "
+        'emulated disk { size = "4G", model = "hdd-7200" }'
+    )
 
 
-Device = Annotated[str, Field(description="loop:SIZE or /dev/...")]
+class EmulatedDevice(BaseModel):
+    """A loop device over an emulated disk: a device model (seek, rotation, write cache,
+    per-operation latency) answers every block request (storage/device_models.py)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    size: str
+    model: str
+    # hdd: the drive's volatile write cache (default: on, as drives ship)
+    write_cache: bool | None = None
+    # hdd: the whole drive, of which this device is the outer part (default 1T);
+    # cloud: the volume's size, which its IOPS and MB/s follow (default: `size`)
+    drive: str | None = None
+
+    @field_validator("size", "drive")
+    @classmethod
+    def _sizes(cls, v: str | None) -> str | None:
+        if v is not None and parse_size(v) < (16 << 20):
+            raise ValueError("an emulated disk needs at least 16M")
+        return v
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, v: str) -> str:
+        from pgfsbench.storage.device_models import MODELS
+
+        if v not in MODELS:
+            raise ValueError(f"model {v!r} is unknown (models: {', '.join(MODELS)})")
+        return v
+
+    @model_validator(mode="after")
+    def _applies(self) -> EmulatedDevice:
+        from pgfsbench.storage.device_models import MODELS
+
+        if self.write_cache is not None and MODELS[self.model].kind != "hdd":
+            raise ValueError("write_cache is a hard disk's (an hdd-* model)")
+        return self
+
+    def label(self) -> str:
+        return f"{self.size} emulated ({self.model})"
+
+
+def _device_value(value: Any) -> Any:
+    if isinstance(value, str):
+        return _check_device(value)
+    return value
+
+
+Device = Annotated[
+    str | EmulatedDevice,
+    BeforeValidator(_device_value),
+    Field(description='loop:SIZE, /dev/..., or { size = "4G", model = "hdd-7200" }'),
+]
+
+
+def loop_bytes(device: str | EmulatedDevice) -> int | None:
+    """The size of a device pgfsbench creates (a loop file, an emulated disk); None for a
+    real device."""
+    if isinstance(device, EmulatedDevice):
+        return parse_size(device.size)
+    return parse_size(device[5:]) if device.startswith("loop:") else None
+
+
+def device_text(device: str | EmulatedDevice) -> str:
+    """As the spec named it: loop:1G, /dev/sdb, 4G emulated (hdd-7200)."""
+    return device.label() if isinstance(device, EmulatedDevice) else device
 
 
 def _size_text(v: str) -> str:
@@ -108,18 +176,13 @@ class BlockVolume(Model):
     mount_options: list[str] = []
     limits: DeviceLimits | None = None  # emulate another kind of device on this one
 
-    @field_validator("device")
-    @classmethod
-    def _device(cls, v: str) -> str:
-        return _check_device(v)
-
 
 class WalVolume(BlockVolume):
     """A separate volume for pg_wal (initdb --waldir)."""
 
     fs: str  # a kind of storage that can hold a volume of its own (spec/kinds.py)
 
-    def devices(self) -> list[tuple[str, str]]:
+    def devices(self) -> list[tuple[str, Device]]:
         from pgfsbench.spec.kinds import storage_kind
 
         return [] if storage_kind(self.fs).ram else [("wal", self.device)]
@@ -169,7 +232,7 @@ class StorageCommon(Model):
     # tables, never the best and never a group's baseline
     reference: bool = False
 
-    def devices(self) -> list[tuple[str, str]]:
+    def devices(self) -> list[tuple[str, Device]]:
         """(role, device) for every device it asks for (loop:SIZE or /dev/...)."""
         return []
 
@@ -184,11 +247,11 @@ class FilesystemStorage(BlockVolume, StorageCommon):
     wal: WalVolume | None = None
     snapshots: Snapshots | None = None  # btrfs only (the data directory is a subvolume)
 
-    def devices(self) -> list[tuple[str, str]]:
+    def devices(self) -> list[tuple[str, Device]]:
         return [("data", self.device), *(self.wal.devices() if self.wal else [])]
 
     def data_capacity(self) -> int | None:
-        return parse_size(self.device[5:]) if self.device.startswith("loop:") else None
+        return loop_bytes(self.device)
 
     @model_validator(mode="after")
     def _snapshots(self) -> FilesystemStorage:
@@ -223,7 +286,7 @@ class TmpfsStorage(StorageCommon):
     mount_options: list[str] = []
     wal: WalVolume | None = None
 
-    def devices(self) -> list[tuple[str, str]]:
+    def devices(self) -> list[tuple[str, Device]]:
         return self.wal.devices() if self.wal else []
 
     def data_capacity(self) -> int | None:
@@ -260,11 +323,6 @@ class ZfsPool(Model):
     limits: DeviceLimits | None = None  # on every member ("HDDs")
     log_limits: DeviceLimits | None = None  # on the log devices ("an SSD")
     cache_limits: DeviceLimits | None = None
-
-    @field_validator("devices", "log", "cache")
-    @classmethod
-    def _devices(cls, v: list[str]) -> list[str]:
-        return [_check_device(d) for d in v]
 
     @field_validator("ashift")
     @classmethod
@@ -382,7 +440,7 @@ class ZfsStorage(StorageCommon):
     module_parameters: dict[str, ZfsValue] = {}
     snapshots: Snapshots | None = None  # of the data and WAL datasets
 
-    def devices(self) -> list[tuple[str, str]]:
+    def devices(self) -> list[tuple[str, Device]]:
         return (
             [("pool", d) for d in self.pool.devices]
             + [("log", d) for d in self.pool.log]
@@ -390,7 +448,7 @@ class ZfsStorage(StorageCommon):
         )
 
     def data_capacity(self) -> int | None:
-        sizes = [parse_size(d[5:]) for d in self.pool.devices if d.startswith("loop:")]
+        sizes = [b for d in self.pool.devices if (b := loop_bytes(d)) is not None]
         if len(sizes) != len(self.pool.devices):
             return None
         data_disks = {

@@ -89,6 +89,7 @@ class MkfsDriver(VolumeDriver):
         if dev.backing_file:
             details["loop_backing_file"] = dev.backing_file
             details["loop_direct_io"] = True
+        details.update(dev.details)
         return Volume(
             role,
             self.fs,

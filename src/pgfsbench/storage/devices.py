@@ -9,17 +9,32 @@ refused unless `--force` too when it carries any filesystem or partition-table s
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import stat
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pgfsbench.system.errors import CommandError, GuardError
+from pgfsbench.spec.models import EmulatedDevice
+from pgfsbench.storage.device_models import resolve_model
+from pgfsbench.storage.mounts import mount_at
+from pgfsbench.system.actions import make_dir, write_value
+from pgfsbench.system.errors import CapabilityError, CommandError, GuardError, ProvisionError
 from pgfsbench.system.journal import Journal, Undo, undo_action
 from pgfsbench.system.mountinfo import mount_table
-from pgfsbench.system.runner import Runner
+from pgfsbench.system.runner import (
+    Runner,
+    process_alive,
+    process_start_time,
+    process_state,
+    reap,
+)
 from pgfsbench.system.wait import wait_until
 from pgfsbench.units import parse_size
+
+DISK_DAEMON = "pgfsbench-disk"
 
 
 @dataclass(frozen=True)
@@ -35,6 +50,8 @@ class BlockDevice:
     path: str  # /dev/loopN or the real device
     backing_file: str | None = None  # set for loop devices pgfsbench created
     size_bytes: int = 0
+    # an emulated disk: its model, parameters and the daemon's files (for the run's record)
+    details: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -46,8 +63,17 @@ class DeviceFactory:
     directory: Path
     policy: DevicePolicy = field(default_factory=DevicePolicy)
     _count: int = 0
+    # the emulated disks it made, by loop device: their model and parameters
+    emulated: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def get(self, spec_device: str, label: str) -> BlockDevice:
+    def get(self, spec_device: str | EmulatedDevice, label: str) -> BlockDevice:
+        if isinstance(spec_device, EmulatedDevice):
+            self._count += 1
+            dev = attach_emulated(
+                self.journal, self.runner, self.directory, f"{label}-{self._count}", spec_device
+            )
+            self.emulated[dev.path] = {"role": label, **dev.details}
+            return dev
         if spec_device.startswith("loop:"):
             self._count += 1
             return attach_loop(
@@ -68,9 +94,120 @@ def attach_loop(journal: Journal, runner: Runner, image: Path, size: int) -> Blo
     image.parent.mkdir(parents=True, exist_ok=True)
     with image.open("xb") as fh:
         fh.truncate(size)
-    journal.record(f"losetup {image}", Undo("detach_loop", {"backing_file": str(image)}))
-    done = runner.run(["losetup", "--find", "--show", "--direct-io=on", str(image)], timeout=60)
-    return BlockDevice(done.stdout.strip(), str(image), size)
+    return BlockDevice(losetup(journal, runner, image), str(image), size)
+
+
+def losetup(journal: Journal, runner: Runner, backing: Path) -> str:
+    """A loop device over ``backing``, with direct I/O."""
+    journal.record(f"losetup {backing}", Undo("detach_loop", {"backing_file": str(backing)}))
+    done = runner.run(["losetup", "--find", "--show", "--direct-io=on", str(backing)], timeout=60)
+    return done.stdout.strip()
+
+
+def disk_daemon() -> str:
+    """The emulated disk's daemon (native/diskmodel, built by scripts/bootstrap.sh)."""
+    found = os.environ.get("PGFSBENCH_DISK") or shutil.which(
+        DISK_DAEMON, path=f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
+    )
+    if not found:
+        raise CapabilityError(
+            f"{DISK_DAEMON} is not installed: `bash scripts/bootstrap.sh` builds it (it needs "
+            "Go); an emulated disk (device = { model = ... }) cannot run without it"
+        )
+    return found
+
+
+def attach_emulated(
+    journal: Journal, runner: Runner, directory: Path, stem: str, spec: EmulatedDevice
+) -> BlockDevice:
+    """An emulated disk: `pgfsbench-disk` serves it as a file on a FUSE mount of its own,
+    answering each request when the model says; a loop device over that file. Each step
+    is journaled before it is taken, so the undo detaches the loop device, stops the
+    daemon (which unmounts) and removes its files, in that order."""
+    size = parse_size(spec.size) // 4096 * 4096
+    model = resolve_model(
+        spec.model,
+        size,
+        write_cache=spec.write_cache,
+        drive_bytes=parse_size(spec.drive) if spec.drive else None,
+    )
+    daemon = disk_daemon()
+    directory.mkdir(parents=True, exist_ok=True)
+    image, mnt = directory / f"{stem}.img", directory / f"{stem}.disk"
+    pidfile, stats, log = (directory / f"{stem}.{x}" for x in ("pid", "stats.jsonl", "log"))
+    journal.record(f"create sparse file {image}", Undo("remove_path", {"path": str(image)}))
+    make_dir(journal, mnt, mode=0o700)
+    journal.record(
+        f"start {DISK_DAEMON} ({model.text}) on {mnt}",
+        Undo("stop_disk_daemon", {"pidfile": str(pidfile), "mountpoint": str(mnt)}),
+    )
+    argv = [daemon, "--image", str(image), "--size", str(size), "--mountpoint", str(mnt)]
+    argv += ["--model", model.json(), "--stats", str(stats), "--ready", str(pidfile)]
+    pid = runner.start_daemon(argv, log_path=log)
+
+    def served() -> bool:
+        if not process_alive(pid, None) or process_state(pid) == "Z":
+            reap(pid)
+            tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+            raise ProvisionError(f"{DISK_DAEMON} ended: {' / '.join(tail) or 'no message'}")
+        return pidfile.exists() and mount_at(mnt) is not None
+
+    wait_until(served, timeout=30, interval=0.05, what=f"{DISK_DAEMON} to serve {mnt}")
+    loop = losetup(journal, runner, mnt / "disk")
+    if model.params["kind"] == "hdd":
+        # a spinning disk says so: filesystems choose by it (btrfs's ssd mode, mkfs
+        # defaults), as the block layer does
+        queue = Path("/sys/block") / Path(loop).name / "queue"
+        write_value(journal, queue / "rotational", "1", what=f"{loop} rotational")
+    details = {
+        "device_model": model.name,
+        "device_model_text": model.text,
+        "device_model_params": model.params,
+        "device_model_stats": str(stats),
+        "device_model_image": str(image),
+    }
+    return BlockDevice(loop, str(mnt / "disk"), size, details)
+
+
+@undo_action("stop_disk_daemon")
+def _stop_disk_daemon(runner: Runner, args: dict[str, Any]) -> None:
+    """Stop the emulated disk's daemon (it unmounts its FUSE mount as it ends); a mount
+    left by a daemon that died answers ENOTCONN and is unmounted here."""
+    pidfile, mnt = Path(args["pidfile"]), Path(args["mountpoint"])
+    try:
+        pid = int(pidfile.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        pid = 0
+    if pid and _is_disk_daemon(pid, mnt):
+        start = process_start_time(pid)
+        os.kill(pid, signal.SIGTERM)
+
+        def ended() -> bool:
+            reap(pid)
+            return not process_alive(pid, start) or process_state(pid) == "Z"
+
+        try:
+            wait_until(ended, timeout=30, interval=0.1, what=f"{DISK_DAEMON} to end")
+        except Exception:
+            if process_alive(pid, start):
+                os.kill(pid, signal.SIGKILL)
+            reap(pid)
+    if mount_at(mnt) is not None:
+        runner.run(["umount", "--lazy", str(mnt)], timeout=60, check=False)
+    pidfile.unlink(missing_ok=True)
+
+
+def _is_disk_daemon(pid: int, mnt: Path) -> bool:
+    """Ours: the daemon's program, serving this mount point (never a reused pid)."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return (
+        bool(cmdline)
+        and Path(cmdline[0].decode()).name == DISK_DAEMON
+        and (str(mnt).encode() in cmdline)
+    )
 
 
 def loops_backed_by(runner: Runner, image: str) -> list[str]:

@@ -114,6 +114,26 @@ class Runner:
             raise CommandError(argv, proc.returncode, stderr, stdout)
         return done
 
+    def start_daemon(self, argv: Sequence[str], *, log_path: Path) -> int:
+        """Start a long-lived service in its own session, its output to ``log_path``; its
+        pid. It is not listed among the children `cleanup` ends first: the caller journals
+        how to stop it, in its place in the order of undoing (a disk under a mounted
+        filesystem must outlive the unmount)."""
+        self._note(argv, None)
+        with log_path.open("ab") as log:
+            try:
+                proc = subprocess.Popen(
+                    list(argv),
+                    stdout=log,
+                    stderr=log,
+                    stdin=subprocess.DEVNULL,
+                    env=child_env(None),
+                    start_new_session=True,
+                )
+            except FileNotFoundError as exc:
+                raise CommandError(argv, 127, f"{argv[0]}: command not found") from exc
+        return proc.pid
+
     def spawn(
         self,
         argv: Sequence[str],
@@ -366,6 +386,13 @@ def process_state(pid: int) -> str | None:
     except OSError:
         return None
     return stat[stat.rindex(")") + 2 :].split()[0]
+
+
+def reap(pid: int) -> None:
+    """Collect the exit status of a child of ours that ended (else it stays a zombie,
+    which `process_alive` still sees)."""
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, os.WNOHANG)
 
 
 def process_alive(pid: int, start_time: int | None) -> bool:

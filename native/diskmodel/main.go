@@ -1,0 +1,296 @@
+// pgfsbench-disk: an emulated disk for pgfsbench.
+//
+// It serves one file, `disk`, on a FUSE mount. pgfsbench attaches a loop device to that
+// file, so every block request of the filesystem under test (read, write, flush) reaches
+// this process as a FUSE request. The data goes to a sparse image file on the host; the
+// reply waits until the device model says the request would have completed on the
+// emulated device (model.go). The file is opened with FOPEN_DIRECT_IO: no page cache
+// between the loop device and the model.
+//
+// It writes one JSON line a second to --stats (what it served, how long the model made
+// it wait, the most requests in flight) and a last line when it ends. SIGTERM or SIGINT
+// unmounts and ends it; pgfsbench journals its pid, the mount and the image, so a killed
+// run is undone by `pgfsbench cleanup`.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+type counters struct {
+	reads, writes, flushes     atomic.Int64
+	readBytes, writeBytes      atomic.Int64
+	waitNs                     atomic.Int64 // what the model added, summed over requests
+	inflight, inflightMax      atomic.Int64
+	lateNs                     atomic.Int64 // replies later than the model said (the host)
+	errors                     atomic.Int64
+}
+
+type disk struct {
+	image *os.File
+	size  int64
+	model Model
+	start time.Time
+	c     counters
+}
+
+func (d *disk) now() float64 { return time.Since(d.start).Seconds() }
+
+// wait: sleep until the model's completion time; count what it added.
+func (d *disk) serve(op Op, off, n int64, arrived float64) {
+	due := d.model.Complete(op, off, n, arrived)
+	if due > arrived {
+		d.c.waitNs.Add(int64((due - arrived) * 1e9))
+		if left := due - d.now(); left > 0 {
+			time.Sleep(time.Duration(left * 1e9))
+		}
+	}
+	if late := d.now() - due; late > 0.001 {
+		d.c.lateNs.Add(int64(late * 1e9))
+	}
+}
+
+func (d *disk) enter() func() {
+	v := d.c.inflight.Add(1)
+	for {
+		m := d.c.inflightMax.Load()
+		if v <= m || d.c.inflightMax.CompareAndSwap(m, v) {
+			break
+		}
+	}
+	return func() { d.c.inflight.Add(-1) }
+}
+
+type diskNode struct {
+	fs.Inode
+	d *disk
+}
+
+var (
+	_ = (fs.NodeOpener)((*diskNode)(nil))
+	_ = (fs.NodeReader)((*diskNode)(nil))
+	_ = (fs.NodeWriter)((*diskNode)(nil))
+	_ = (fs.NodeFsyncer)((*diskNode)(nil))
+	_ = (fs.NodeFlusher)((*diskNode)(nil))
+	_ = (fs.NodeGetattrer)((*diskNode)(nil))
+	_ = (fs.NodeSetattrer)((*diskNode)(nil))
+)
+
+func (n *diskNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	return nil, fuse.FOPEN_DIRECT_IO, 0
+}
+
+func (n *diskNode) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	out.Mode = syscall.S_IFREG | 0o600
+	out.Size = uint64(n.d.size)
+	out.Blocks = uint64(n.d.size / 512)
+	out.Blksize = 4096
+	return 0
+}
+
+// Setattr: the size is the device's; a truncate to it (or a mode change) is accepted.
+func (n *diskNode) Setattr(ctx context.Context, f fs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	if sz, ok := in.GetSize(); ok && int64(sz) != n.d.size {
+		return syscall.EPERM
+	}
+	return n.Getattr(ctx, f, out)
+}
+
+func (n *diskNode) Read(ctx context.Context, f fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	arrived := n.d.now()
+	defer n.d.enter()()
+	if off >= n.d.size {
+		return fuse.ReadResultData(nil), 0
+	}
+	if off+int64(len(dest)) > n.d.size {
+		dest = dest[:n.d.size-off]
+	}
+	got, err := n.d.image.ReadAt(dest, off)
+	if err != nil && got < len(dest) {
+		// a sparse image reads zeros past its end; anything else is an error
+		for i := got; i < len(dest); i++ {
+			dest[i] = 0
+		}
+	}
+	n.d.c.reads.Add(1)
+	n.d.c.readBytes.Add(int64(len(dest)))
+	n.d.serve(OpRead, off, int64(len(dest)), arrived)
+	return fuse.ReadResultData(dest), 0
+}
+
+func (n *diskNode) Write(ctx context.Context, f fs.FileHandle, data []byte, off int64) (uint32, syscall.Errno) {
+	arrived := n.d.now()
+	defer n.d.enter()()
+	if off+int64(len(data)) > n.d.size {
+		return 0, syscall.ENOSPC
+	}
+	if _, err := n.d.image.WriteAt(data, off); err != nil {
+		n.d.c.errors.Add(1)
+		return 0, syscall.EIO
+	}
+	n.d.c.writes.Add(1)
+	n.d.c.writeBytes.Add(int64(len(data)))
+	n.d.serve(OpWrite, off, int64(len(data)), arrived)
+	return uint32(len(data)), 0
+}
+
+// Fsync is the block layer's flush (a loop device turns REQ_OP_FLUSH into fsync).
+// The image is not synced: the emulated device's durability is the model's answer.
+func (n *diskNode) Fsync(ctx context.Context, f fs.FileHandle, flags uint32) syscall.Errno {
+	arrived := n.d.now()
+	defer n.d.enter()()
+	n.d.c.flushes.Add(1)
+	n.d.serve(OpFlush, 0, 0, arrived)
+	return 0
+}
+
+func (n *diskNode) Flush(ctx context.Context, f fs.FileHandle) syscall.Errno { return 0 }
+
+type stats struct {
+	T           float64 `json:"t"`
+	Reads       int64   `json:"reads"`
+	Writes      int64   `json:"writes"`
+	Flushes     int64   `json:"flushes"`
+	ReadBytes   int64   `json:"read_bytes"`
+	WriteBytes  int64   `json:"write_bytes"`
+	ModelWaitS  float64 `json:"model_wait_s"`
+	LateS       float64 `json:"late_s"`
+	InflightMax int64   `json:"inflight_max"`
+	Errors      int64   `json:"errors"`
+	Final       bool    `json:"final,omitempty"`
+}
+
+func (d *disk) snapshot(final bool) stats {
+	return stats{
+		T: d.now(), Reads: d.c.reads.Load(), Writes: d.c.writes.Load(),
+		Flushes: d.c.flushes.Load(), ReadBytes: d.c.readBytes.Load(),
+		WriteBytes: d.c.writeBytes.Load(), ModelWaitS: float64(d.c.waitNs.Load()) / 1e9,
+		LateS: float64(d.c.lateNs.Load()) / 1e9, InflightMax: d.c.inflightMax.Swap(d.c.inflight.Load()),
+		Errors: d.c.errors.Load(), Final: final,
+	}
+}
+
+func main() {
+	image := flag.String("image", "", "the sparse image file that holds the data (created if missing)")
+	size := flag.Int64("size", 0, "the device's size in bytes")
+	mountpoint := flag.String("mountpoint", "", "an empty directory to mount on")
+	modelJSON := flag.String("model", `{"kind":"zero"}`, "the device model's parameters (JSON)")
+	statsPath := flag.String("stats", "", "a file to append one JSON line a second to")
+	ready := flag.String("ready", "", "a file written once the mount is served")
+	flag.Parse()
+	if *image == "" || *mountpoint == "" || *size <= 0 || *size%4096 != 0 {
+		fmt.Fprintln(os.Stderr, "pgfsbench-disk: --image, --mountpoint and --size (a multiple of 4096) are required")
+		os.Exit(2)
+	}
+	model, _, err := NewModel([]byte(*modelJSON))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pgfsbench-disk:", err)
+		os.Exit(2)
+	}
+	f, err := os.OpenFile(*image, os.O_RDWR|os.O_CREATE, 0o600)
+	if err == nil {
+		err = f.Truncate(*size)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pgfsbench-disk:", err)
+		os.Exit(1)
+	}
+	d := &disk{image: f, size: *size, model: model, start: time.Now()}
+	root := &fs.Inode{}
+	node := &diskNode{d: d}
+	long := time.Hour
+	server, err := fs.Mount(*mountpoint, root, &fs.Options{
+		MountOptions: fuse.MountOptions{
+			DirectMount:       true,
+			AllowOther:        true,
+			FsName:            "pgfsbench-disk",
+			Name:              "pgfsbench-disk",
+			MaxWrite:          fuse.MAX_KERNEL_WRITE,
+			MaxBackground:     128,
+			ExtraCapabilities: fuse.CAP_ASYNC_DIO | fuse.CAP_PARALLEL_DIROPS,
+		},
+		EntryTimeout: &long,
+		AttrTimeout:  &long,
+		OnAdd: func(ctx context.Context) {
+			root.AddChild("disk", root.NewPersistentInode(ctx, node, fs.StableAttr{Mode: syscall.S_IFREG, Ino: 2}), true)
+		},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pgfsbench-disk: mount:", err)
+		os.Exit(1)
+	}
+	var out *os.File
+	if *statsPath != "" {
+		out, err = os.OpenFile(*statsPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "pgfsbench-disk:", err)
+			_ = server.Unmount()
+			os.Exit(1)
+		}
+	}
+	var mu sync.Mutex
+	write := func(final bool) {
+		if out == nil {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		line, _ := json.Marshal(d.snapshot(final))
+		_, _ = out.Write(append(line, '\n'))
+	}
+	if *ready != "" {
+		_ = os.WriteFile(*ready, []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o644)
+	}
+	stop := make(chan os.Signal, 2)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	ticker := time.NewTicker(time.Second)
+	done := make(chan struct{})
+	go func() { server.Wait(); close(done) }()
+	for {
+		select {
+		case <-ticker.C:
+			write(false)
+		case <-stop:
+			// unmount: refused while the loop device holds the file; then retry until
+			// pgfsbench has detached it
+			for server.Unmount() != nil {
+				select {
+				case <-time.After(200 * time.Millisecond):
+				case <-done:
+				}
+				if isClosed(done) {
+					break
+				}
+			}
+			<-done
+			write(true)
+			_ = f.Close()
+			return
+		case <-done: // unmounted from outside (umount, fusermount -u)
+			write(true)
+			_ = f.Close()
+			return
+		}
+	}
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}

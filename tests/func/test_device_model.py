@@ -1,0 +1,131 @@
+"""Emulated disks: a device model under the loop device answers every block request of the
+filesystem under test (pgfsbench-disk over FUSE). The same ext4 on a zero-latency model and
+on a 7200 rpm disk: random writes with fsync pay the platter, sequential writes run at the
+model's media rate; a run records its model; SIGKILL then cleanup leaves nothing."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from pgfsbench.spec.models import EmulatedDevice
+from pgfsbench.storage.devices import DeviceFactory
+from pgfsbench.storage.mounts import mount
+from pgfsbench.system.journal import Journal
+from pgfsbench.system.runner import Runner
+from tests.func.conftest import (
+    leftovers,
+    pgfsbench,
+    runs_of,
+    show,
+    signal_mid_measurement,
+    write_spec,
+)
+
+
+@contextmanager
+def ext4_on(base: Path, name: str, device: EmulatedDevice) -> Iterator[tuple[Path, Any]]:
+    """ext4 on an emulated disk, made and mounted as a storage is (journaled, undone)."""
+    runner = Runner()
+    journal = Journal.create(base / "work" / name, runner)
+    try:
+        with journal.scope():
+            dev = DeviceFactory(journal, runner, base / name).get(device, "data")
+            runner.run(["mkfs.ext4", "-q", dev.path], timeout=300)
+            mount(journal, runner, dev.path, base / name / "mnt", "ext4", [])
+            yield base / name / "mnt", dev
+    finally:
+        journal.close()
+
+
+def fio(path: Path, seconds: int, *args: str) -> dict[str, Any]:
+    out = subprocess.run(
+        [
+            "fio",
+            "--name=j",
+            f"--filename={path}",
+            "--time_based",
+            f"--runtime={seconds}",
+            "--output-format=json",
+            *args,
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    write: dict[str, Any] = json.loads(out)["jobs"][0]["write"]
+    return write
+
+
+def test_the_platter_is_paid_for_random_fsyncs_and_streams_at_the_media_rate(
+    base: Path,
+) -> None:
+    random_fsync = ("--size=128M", "--rw=randwrite", "--bs=8k", "--fsync=1", "--ioengine=psync")
+    with ext4_on(base, "zero", EmulatedDevice(size="2G", model="zero")) as (mnt, _):
+        fast = fio(mnt / "f", 3, *random_fsync)["iops"]
+    with ext4_on(base, "hdd", EmulatedDevice(size="2G", model="hdd-7200")) as (mnt, dev):
+        slow = fio(mnt / "f", 3, *random_fsync)["iops"]
+        stream = fio(
+            mnt / "s",
+            4,
+            "--size=1500M",
+            "--rw=write",
+            "--bs=1M",
+            "--direct=1",
+            "--ioengine=libaio",
+            "--iodepth=4",
+            "--ramp_time=1",  # once the write cache is full: the platter's pace
+        )
+        media = float(dev.details["device_model_params"]["outer_mbps"])
+        # the device is the outer edge of the drive: the outer zone's rate
+        assert 0.8 * media <= stream["bw_bytes"] / 1e6 <= 1.2 * media, (stream["bw_bytes"], media)
+        stats = [json.loads(x) for x in Path(dev.details["device_model_stats"]).read_text().split()]
+        assert stats[-1]["flushes"] > 0 and stats[-1]["model_wait_s"] > 1
+    print(
+        f"zero {fast:,.0f} / hdd-7200 {slow:,.0f} fsynced 8 KiB writes a second; sequential "
+        f"{stream['bw_bytes'] / 1e6:,.1f} MB/s for a media rate of {media:g}"
+    )
+    assert slow * 20 <= fast, (fast, slow)
+
+
+SPEC = """
+[defaults]
+scale = 1
+clients = 2
+threads = 1
+duration = "{duration}"
+warmup = "0s"
+repetitions = 1
+[storage.ssd]
+fs = "xfs"
+device = {{ size = "1G", model = "sata-ssd" }}
+[storage.ssd.wal]
+fs = "ext4"
+device = {{ size = "512M", model = "hdd-7200", write_cache = false }}
+"""
+
+
+def test_a_run_records_its_models_and_sigkill_then_cleanup_leaves_nothing(base: Path) -> None:
+    spec = write_spec(base / "s.toml", SPEC.format(duration="3s"))
+    pgfsbench("run", str(spec), "--results", str(base / "r.sqlite"), "--workdir", str(base / "w"))
+    (run,) = runs_of(base / "r.sqlite")
+    details = show(base / "r.sqlite", run["run_id"])["storage_details"]
+    assert details["data"]["device_model"] == "sata-ssd"
+    assert details["wal"]["device_model_params"]["write_cache"] is False
+    assert "write cache off" in details["wal"]["device_model_text"]
+    assert "pgfsbench-disk" in details["service_processes"]
+    assert leftovers(base) == []
+    # killed mid-measurement: the daemons, their mounts and the loop devices stay until
+    # cleanup, which undoes them in order (the filesystems first, the disks last)
+    spec = write_spec(base / "k.toml", SPEC.format(duration="120s"))
+    code, _, _ = signal_mid_measurement(spec, base / "k.sqlite", base / "work", signal.SIGKILL)
+    assert code == -signal.SIGKILL
+    left = leftovers(base)
+    assert any("pgfsbench-disk" in x for x in left) and any("mount" in x for x in left), left
+    pgfsbench("cleanup", "--workdir", str(base / "work"))
+    assert leftovers(base) == []

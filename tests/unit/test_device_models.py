@@ -1,0 +1,78 @@
+"""Emulated disks in the spec, and the parameters each model resolves to (pure)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pgfsbench.plan import make_plan
+from pgfsbench.spec import load_spec
+from pgfsbench.spec.models import EmulatedDevice, device_text, loop_bytes
+from pgfsbench.storage.device_models import MODELS, resolve_model
+from pgfsbench.system.errors import SpecError
+
+HEAD = '[defaults]\nscale = 2\n[storage.e]\nfs = "ext4"\n'
+
+
+def test_an_emulated_disk_is_a_table_in_the_spec_and_a_loop_size_in_the_plan(
+    tmp_path: Path,
+) -> None:
+    p = tmp_path / "spec.toml"
+    p.write_text(HEAD + 'device = { size = "2G", model = "hdd-7200" }\n')
+    plan = make_plan(load_spec(p))
+    (cell,) = plan.cells
+    (role, dev) = cell.storage.devices()[0]
+    assert role == "data" and isinstance(dev, EmulatedDevice) and dev.model == "hdd-7200"
+    assert loop_bytes(dev) == 2 << 30 and plan.loop_bytes_per_cell[cell.id] == 2 << 30
+    assert device_text(dev) == "2G emulated (hdd-7200)" and device_text("loop:1G") == "loop:1G"
+
+
+@pytest.mark.parametrize(
+    ("device", "said"),
+    [
+        ('{ size = "2G", model = "hdd-7201" }', "model 'hdd-7201' is unknown (models: zero,"),
+        ('{ size = "2G", model = "ssd" }', "unknown"),
+        ('{ size = "1M", model = "zero" }', "needs at least 16M"),
+        ('{ size = "2G", model = "sata-ssd", write_cache = false }', "a hard disk's"),
+        ('{ size = "2G", model = "zero", rpm = 10000 }', "unknown key"),
+        ('"disk:2G"', "an emulated disk { size"),
+    ],
+)
+def test_a_wrong_emulated_disk_is_refused_with_its_reason(
+    tmp_path: Path, device: str, said: str
+) -> None:
+    p = tmp_path / "spec.toml"
+    p.write_text(HEAD + f"device = {device}\n")
+    with pytest.raises(SpecError, match=r"storage\.e\.device") as info:
+        load_spec(p)
+    assert said in str(info.value)
+
+
+def test_every_model_resolves_and_says_where_its_figures_come_from() -> None:
+    for name, m in MODELS.items():
+        r = resolve_model(name, 4 << 30)
+        assert r.params["kind"] == m.kind and r.text.startswith(name)
+        assert m.sources and all(s.strip() for s in m.sources)
+        if m.kind in ("hdd", "ssd", "cloud"):
+            assert m.assumed, f"{name}: what no source gives must be said"
+
+
+def test_a_hard_disk_is_the_outer_part_of_its_drive_and_its_cache_can_be_turned_off() -> None:
+    r = resolve_model("hdd-7200", 4 << 30, write_cache=False, drive_bytes=2 << 40)
+    assert r.params["drive_bytes"] == float(2 << 40) and r.params["write_cache"] is False
+    assert "write cache off" in r.text
+    # a device larger than the drive it is said to be part of is the whole drive
+    assert resolve_model("hdd-7200", 8 << 40, drive_bytes=1 << 40).params["drive_bytes"] == float(
+        8 << 40
+    )
+
+
+def test_a_cloud_volume_takes_its_providers_formula_at_its_size() -> None:
+    gp2 = resolve_model("gp2", 100 << 30)
+    # 3 IOPS per GiB as its baseline, bursting to 3,000 on 5.4 million credits
+    assert gp2.params["baseline_iops"] == 300 and gp2.params["iops"] == 3000
+    assert gp2.params["credit_ios"] == 5.4e6
+    essd = resolve_model("essd-pl1", 300 << 30)
+    assert essd.params["iops"] == 16_800 and essd.params["io_unit_bytes"] == 16384
+    assert resolve_model("gp3", 4 << 30).params["io_unit_bytes"] == 256 * 1024
