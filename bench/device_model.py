@@ -139,7 +139,14 @@ def layer(work: Path, reps: int, seconds: float) -> dict[str, Any]:
 
 def calibrate(work: Path, model: str, seconds: float) -> dict[str, Any]:
     jobs = {
-        "random 4 KiB reads, QD1": ({}, {"rw": "randread", "bs": "4k", "iodepth": 1}),
+        "random 4 KiB reads, QD1, over the whole drive": (
+            {"drive": "4G"},
+            {"rw": "randread", "bs": "4k", "iodepth": 1},
+        ),
+        "random 4 KiB reads, QD1, in 4 GiB of a 1 TiB drive": (
+            {},
+            {"rw": "randread", "bs": "4k", "iodepth": 1},
+        ),
         "sequential 1 MiB reads, QD4": ({}, {"rw": "read", "bs": "1M", "iodepth": 4}),
         "sequential 1 MiB writes, QD4": (
             {},
@@ -156,7 +163,7 @@ def calibrate(work: Path, model: str, seconds: float) -> dict[str, Any]:
     }
     out = {}
     for what, (extra, params) in jobs.items():
-        if extra and not model.startswith("hdd"):
+        if "write_cache" in extra and not model.startswith("hdd"):
             continue
         got = with_device(
             work,

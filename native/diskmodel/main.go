@@ -30,12 +30,12 @@ import (
 )
 
 type counters struct {
-	reads, writes, flushes     atomic.Int64
-	readBytes, writeBytes      atomic.Int64
-	waitNs                     atomic.Int64 // what the model added, summed over requests
-	inflight, inflightMax      atomic.Int64
-	lateNs                     atomic.Int64 // replies later than the model said (the host)
-	errors                     atomic.Int64
+	reads, writes, flushes atomic.Int64
+	readBytes, writeBytes  atomic.Int64
+	waitNs                 atomic.Int64 // what the model added, summed over requests
+	inflight, inflightMax  atomic.Int64
+	lateNs                 atomic.Int64 // replies later than the model said (the host)
+	errors                 atomic.Int64
 }
 
 type disk struct {
@@ -53,12 +53,27 @@ func (d *disk) serve(op Op, off, n int64, arrived float64) {
 	due := d.model.Complete(op, off, n, arrived)
 	if due > arrived {
 		d.c.waitNs.Add(int64((due - arrived) * 1e9))
-		if left := due - d.now(); left > 0 {
-			time.Sleep(time.Duration(left * 1e9))
-		}
+		sleepUntil(d, due)
 	}
 	if late := d.now() - due; late > 0.001 {
 		d.c.lateNs.Add(int64(late * 1e9))
+	}
+}
+
+// sleepUntil: Go's timers wake up to a millisecond late (the runtime's poller waits in
+// milliseconds), which would add a millisecond to every sub-millisecond wait of an SSD
+// or a cloud volume; the last few milliseconds are slept with nanosleep(2) instead, on
+// the goroutine's own thread (the kernel's timer slack: 50 us).
+func sleepUntil(d *disk, due float64) {
+	left := due - d.now()
+	if left > 0.005 {
+		time.Sleep(time.Duration((left - 0.003) * 1e9))
+		left = due - d.now()
+	}
+	for left > 0 {
+		ts := syscall.NsecToTimespec(int64(left * 1e9))
+		_ = syscall.Nanosleep(&ts, nil)
+		left = due - d.now()
 	}
 }
 

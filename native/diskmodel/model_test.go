@@ -23,7 +23,10 @@ func model(t *testing.T, js string) Model {
 // lcg: a fixed pseudo-random sequence, so the test is the same every time
 type lcg uint64
 
-func (l *lcg) next() uint64 { *l = *l*6364136223846793005 + 1442695040888963407; return uint64(*l >> 11) }
+func (l *lcg) next() uint64 {
+	*l = *l*6364136223846793005 + 1442695040888963407
+	return uint64(*l >> 11)
+}
 
 func TestZeroAddsNothing(t *testing.T) {
 	m := model(t, `{"kind":"zero"}`)

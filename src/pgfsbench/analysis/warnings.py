@@ -146,12 +146,29 @@ def _modelled(runs: Sequence[StoredRun]) -> list[str]:
             models.setdefault(r.storage, set()).add(str(d.get("device_model_text")))
     if not models:
         return []
-    parts = [f"{s} ({'; '.join(sorted(m))})" for s, m in sorted(models.items())]
-    return [
-        f"emulated disks, answered by a device model: {', '.join(parts)}; what they show "
+    parts = [f"{s}: {'; '.join(sorted(m))}" for s, m in sorted(models.items())]
+    out = [
+        f"emulated disks, answered by a device model ({'; '.join(parts)}): what they show "
         "is how these filesystems and settings behave on such a device as modelled (seek, "
         "rotation, write cache, per-operation latency), not a measurement of one"
     ]
+    late: dict[str, list[float]] = {}
+    for r in runs:
+        for d in (r.metrics.get("emulated_devices") or {}).values():
+            pair = late.setdefault(r.storage, [0.0, 0.0])
+            pair[0] += float(d.get("late_s") or 0)
+            pair[1] += float(d.get("model_wait_s") or 0)
+    slow = {s: lw for s, lw in late.items() if lw[0] > 0.1 * max(lw[1], 1.0)}
+    if slow:
+        out.append(
+            "the host answered some emulated disks' requests later than their model said "
+            "(this machine's own CPU or I/O, by more than 10% of the modelled wait): "
+            + ", ".join(
+                f"{s} {lw[0]:.1f} s late for {lw[1]:.1f} s modelled"
+                for s, lw in sorted(slow.items())
+            )
+        )
+    return out
 
 
 def _few_repetitions(runs: Sequence[StoredRun]) -> list[str]:

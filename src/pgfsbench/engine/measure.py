@@ -33,6 +33,7 @@ from pgfsbench.postgres import pgbouncer
 from pgfsbench.postgres.instance import SUPERUSER, children_of
 from pgfsbench.spec import WORKLOAD_TOOLS, Cell
 from pgfsbench.storage import driver_for, sync_volumes
+from pgfsbench.storage.devices import disk_counters, disk_delta
 from pgfsbench.storage.snapshots import Snapshotter
 from pgfsbench.system.errors import PgfsbenchError, Stalled, WorkloadError
 from pgfsbench.units import human_bytes
@@ -193,6 +194,9 @@ class _Phases:
     left_out: str | None = None  # why pgbench's log is not in this run (txlog = auto)
     children_cpu: float = 0.0
     cache: dict[str, Any] | None = None
+    # the emulated disks' counters when the measured phase began, by loop device
+    disks_before: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    disks: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 
 
 def measure_run(
@@ -345,8 +349,18 @@ def _measured(
         dog.progress(p.throughput)
         events.live(p.t, p.throughput, "tps")
 
+    emulated = st.storage.details.get("emulated_devices", {}) if st.storage else {}
+    ph.disks_before = {dev: disk_counters(d["device_model_stats"]) for dev, d in emulated.items()}
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     ph.m = ph.workload.run(ctx, ph.cell, Phase(w.duration_s, True, live, dog.check))
+    ph.disks = {
+        dev: {
+            "device_model": d["device_model"],
+            "role": d["role"],
+            **disk_delta(ph.disks_before[dev], disk_counters(d["device_model_stats"])),
+        }
+        for dev, d in emulated.items()
+    }
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     ph.children_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
@@ -376,6 +390,8 @@ def _metrics(
     }
     if ph.pacing:
         metrics["rate"] = ph.pacing
+    if ph.disks:
+        metrics["emulated_devices"] = ph.disks
     metrics["cache"] = ph.cache or {"state": "warm"}
     metrics["episodes"] = {
         "stall_fraction": d.stall_fraction,
