@@ -55,7 +55,7 @@ def fio(dev: str, seconds: float, **job: Any) -> dict[str, Any]:
         f"--runtime={seconds}",
         "--output-format=json",
         "--randrepeat=0",
-        *(f"--{k.replace('_', '-')}={v}" for k, v in job.items()),
+        *(f"--{k}={v}" for k, v in job.items()),
     ]
     out = json.loads(subprocess.run(argv, check=True, capture_output=True, text=True).stdout)
     j = out["jobs"][0]
@@ -152,13 +152,15 @@ def calibrate(work: Path, model: str, seconds: float) -> dict[str, Any]:
             {},
             {"rw": "write", "bs": "1M", "iodepth": 4, "ramp_time": 2},
         ),
+        # psync: each write done before its fsync (with libaio, fio's fsync also waits
+        # for the write it has just queued)
         "8 KiB write + fsync, write cache on": (
             {"write_cache": True},
-            {"rw": "randwrite", "bs": "8k", "iodepth": 1, "fsync": 1},
+            {"rw": "randwrite", "bs": "8k", "ioengine": "psync", "fsync": 1},
         ),
         "8 KiB write + fsync, write cache off": (
             {"write_cache": False},
-            {"rw": "randwrite", "bs": "8k", "iodepth": 1, "fsync": 1},
+            {"rw": "randwrite", "bs": "8k", "ioengine": "psync", "fsync": 1},
         ),
     }
     out = {}

@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -60,16 +61,25 @@ func (d *disk) serve(op Op, off, n int64, arrived float64) {
 	}
 }
 
+const prSetTimerslack = 29 // PR_SET_TIMERSLACK, <linux/prctl.h>
+
 // sleepUntil: Go's timers wake up to a millisecond late (the runtime's poller waits in
 // milliseconds), which would add a millisecond to every sub-millisecond wait of an SSD
 // or a cloud volume; the last few milliseconds are slept with nanosleep(2) instead, on
-// the goroutine's own thread (the kernel's timer slack: 50 us).
+// the goroutine's own thread, its timer slack made 1 us.
 func sleepUntil(d *disk, due float64) {
 	left := due - d.now()
 	if left > 0.005 {
 		time.Sleep(time.Duration((left - 0.003) * 1e9))
 		left = due - d.now()
 	}
+	if left <= 0 {
+		return
+	}
+	// a thread's default timer slack lets the kernel wake it 50 us late: 1 us here
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	_, _, _ = syscall.RawSyscall(syscall.SYS_PRCTL, prSetTimerslack, 1000, 0)
 	for left > 0 {
 		ts := syscall.NsecToTimespec(int64(left * 1e9))
 		_ = syscall.Nanosleep(&ts, nil)
