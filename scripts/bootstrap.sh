@@ -7,9 +7,10 @@ cd "$(dirname "$0")/.."
 DEBS=(postgresql-15 postgresql-contrib pgbouncer sysbench fio e2fsprogs xfsprogs btrfs-progs fdisk
       zfs-fuse util-linux procps chromium)
 # --with-tests: what only the tests need (an OpenSSH server the fleet test starts on a
-# private port of 127.0.0.1, its own keys, and stops by pid)
+# private port of 127.0.0.1, its own keys, and stops by pid; Prometheus, which the live
+# metrics test starts on a private port with its own configuration and stops by pid)
 if [ "${1:-}" = "--with-tests" ]; then
-    DEBS+=(openssh-server openssh-client)
+    DEBS+=(openssh-server openssh-client prometheus)
 fi
 missing=()
 for p in "${DEBS[@]}"; do

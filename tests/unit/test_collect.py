@@ -25,7 +25,8 @@ from pgfsbench.collect.samplers import (
     parse_waits,
     pg_series,
 )
-from pgfsbench.collect.txlog import bucket_value_ms, parse_txlog
+from pgfsbench.collect.txlog import parse_txlog
+from pgfsbench.results.records import bucket_value_ms
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 

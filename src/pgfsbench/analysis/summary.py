@@ -11,14 +11,17 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pgfsbench.analysis.compare import Comparison, Verdict, compare
+from pgfsbench.analysis.cost import RunCost, run_cost
+from pgfsbench.analysis.histogram import PooledLatency, pooled_latency
 from pgfsbench.analysis.series import align
 from pgfsbench.analysis.stalls import StallEpisode, find_stalls
 from pgfsbench.analysis.stats import Estimate, estimate
 from pgfsbench.results.records import StoredRun
+from pgfsbench.storage.profiles import Price
 
 # the old name of Estimate, for the renderers
 Spread = Estimate
@@ -76,6 +79,15 @@ class CellSummary:
     reference: bool = False
     # "emulated data hdd-7200": devices answered by a device model, not a real disk
     emulated: str | None = None
+    # the percentiles of all its ok runs' transactions (their histograms merged)
+    latency_pooled: PooledLatency | None = None
+    # its capped cloud volumes' monthly price (None: not a cloud volume)
+    cost: RunCost | None = None
+
+    @property
+    def usd_per_1000_tps(self) -> float | None:
+        """The volume's monthly price per 1,000 TPS the cell sustained (its mean)."""
+        return self.cost.per_1000_tps(self.tps.mean if self.tps else None) if self.cost else None
 
     @property
     def group(self) -> GroupKey:
@@ -203,10 +215,12 @@ def summarise(
     *,
     baseline: str | None = None,
     unstable_pct: float = UNSTABLE_PCT,
+    prices: Mapping[str, Price] | None = None,
 ) -> list[CellSummary]:
     """Group runs by cell (and host, in first-seen order), summarise the ok ones, and
     compare each group's cells with its baseline. Runs superseded by a resumed run are
-    left out. Stalls are found when the runs carry their series."""
+    left out. Stalls are found when the runs carry their series. ``prices``: one's own
+    volume prices, over the published ones."""
     groups: dict[tuple[str, str | None], list[StoredRun]] = {}
     for r in runs:
         if r.superseded_by:
@@ -214,13 +228,19 @@ def summarise(
         groups.setdefault((r.cell, r.host), []).append(r)
     return with_baselines(
         with_labels(
-            [_cell(cell, host, rows, unstable_pct) for (cell, host), rows in groups.items()]
+            [_cell(cell, host, rows, unstable_pct, prices) for (cell, host), rows in groups.items()]
         ),
         baseline,
     )
 
 
-def _cell(cell: str, host: str | None, rows: list[StoredRun], unstable_pct: float) -> CellSummary:
+def _cell(
+    cell: str,
+    host: str | None,
+    rows: list[StoredRun],
+    unstable_pct: float,
+    prices: Mapping[str, Price] | None = None,
+) -> CellSummary:
     """One cell's summary over its runs."""
     ok = [r for r in rows if r.ok]
     first = rows[0]
@@ -262,6 +282,8 @@ def _cell(cell: str, host: str | None, rows: list[StoredRun], unstable_pct: floa
         space_wal_bytes=estimate(_space(r, "pg_wal_bytes") for r in ok),
         unstable=unstable_reasons(ok, est, [s for s in stalls if s.run_id in ok_ids], unstable_pct),
         stalls=stalls,
+        latency_pooled=pooled_latency(ok),
+        cost=run_cost(ok[0] if ok else first, prices),
     )
 
 

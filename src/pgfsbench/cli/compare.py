@@ -12,11 +12,18 @@ from rich.table import Table
 from rich.text import Text
 
 from pgfsbench.cli import app
-from pgfsbench.cli.results import BaselineOpt, campaign_ids, open_store
+from pgfsbench.cli.results import (
+    BaselineOpt,
+    PriceFileOpt,
+    campaign_ids,
+    open_store,
+    read_prices,
+)
 from pgfsbench.system.errors import UsageError
 
 if TYPE_CHECKING:
     from pgfsbench.analysis.pairs import Pair
+    from pgfsbench.storage.profiles import Price
 
 STYLE = {"better": "green", "worse": "red", "no significant difference": "", "no verdict": "dim"}
 
@@ -32,6 +39,8 @@ def pair_json(p: Pair) -> dict[str, Any]:
             "n": t.n if t else 0,
             "median": t.median if t else None,
             "ci95": [t.ci_low, t.ci_high] if t else None,
+            "usd_month": c.cost.usd_month if c.cost else None,
+            "usd_per_1000_tps": c.usd_per_1000_tps,
         }
 
     cmp = p.throughput
@@ -106,6 +115,7 @@ def compare_cmd(
         ),
     ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
+    price_file: PriceFileOpt = None,
 ) -> None:
     """Is B faster than A? Ratio of means with its 95% CI (Welch's t test on log
     throughput) and a verdict, only between comparable cells (same workload, clients,
@@ -129,10 +139,11 @@ def compare_cmd(
             f"both --results name {targets[0]}: a store compared with itself "
             "says nothing (give --campaign twice to compare two of its campaigns)"
         )
+    prices = read_prices(price_file)
     pairs = (
-        _pairs_across(targets, camps, a, baseline, host)
+        _pairs_across(targets, camps, a, baseline, host, prices)
         if len(targets) == 2 or len(camps) == 2
-        else _pairs_within(targets[0], campaign, a, b, baseline, host)
+        else _pairs_within(targets[0], campaign, a, b, baseline, host, prices)
     )
     if as_json:
         print(json.dumps([pair_json(p) for p in pairs], indent=1, default=str))
@@ -141,7 +152,12 @@ def compare_cmd(
 
 
 def _pairs_across(
-    targets: list[str], camps: list[int], a: str | None, baseline: str | None, host: str | None
+    targets: list[str],
+    camps: list[int],
+    a: str | None,
+    baseline: str | None,
+    host: str | None,
+    prices: dict[str, Price] | None = None,
 ) -> list[Pair]:
     """Two sources (two stores, or two campaigns of one), cell by cell."""
     from pgfsbench.analysis.pairs import pairs_across
@@ -153,7 +169,7 @@ def _pairs_across(
         store = open_store(targets[i] if len(targets) == 2 else targets[0])
         ids = campaign_ids(store, [camps[i]] if camps else None)
         name = f"{store.target} campaign {ids[0]}"
-        sources.append((name, analyse(store, ids, baseline, host).cells))
+        sources.append((name, analyse(store, ids, baseline, host, prices=prices).cells))
     (na, ca), (nb, cb) = sources
     if a is not None:
         ca = [c for c in ca if matches(c, a)]
@@ -170,6 +186,7 @@ def _pairs_within(
     b: str | None,
     baseline: str | None,
     host: str | None,
+    prices: dict[str, Price] | None = None,
 ) -> list[Pair]:
     """The cells A and B name in one campaign, or every cell against its baseline."""
     from pgfsbench.analysis.pairs import make_pair, pairs_by_name
@@ -177,7 +194,7 @@ def _pairs_within(
     from pgfsbench.report.loading import analyse
 
     store = open_store(target)
-    cells = analyse(store, campaign_ids(store, campaign), baseline, host).cells
+    cells = analyse(store, campaign_ids(store, campaign), baseline, host, prices=prices).cells
     if (a is None) != (b is None):
         raise UsageError("give both A and B, or neither (every cell against its baseline)")
     if a is None or b is None:
@@ -242,6 +259,11 @@ def _print_pairs(pairs: list[Pair]) -> None:
             p99,
         )
     console.print(table)
+    from pgfsbench.report.terminal import cost_lines
+
+    sides = {id(c): c for p in pairs for c in (p.base, p.other)}
+    for line in cost_lines(list(sides.values())):
+        console.print(line, markup=False, highlight=False)
     for p in pairs:
         if p.also_differ:
             console.print(

@@ -15,6 +15,7 @@ from pgfsbench.system.errors import StoreError, UsageError
 if TYPE_CHECKING:
     from pgfsbench.report.loading import Analysed
     from pgfsbench.results.store import Store
+    from pgfsbench.storage.profiles import Price
 
 UNSTABLE_PCT = 5.0  # the default of analysis.summary (kept here: it is slow to import)
 
@@ -159,6 +160,28 @@ BaselineOpt = Annotated[
 ]
 
 
+PriceFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--price-file",
+        help="A TOML file of one's own cloud volume prices (a table per profile: "
+        "per_gib_month, per_iops_month, iops_included, per_mbps_month, mbps_included, tiers), "
+        "over the published ones.",
+    ),
+]
+
+
+def read_prices(path: Path | None) -> dict[str, Price] | None:
+    if path is None:
+        return None
+    from pgfsbench.analysis.cost import load_price_file
+
+    try:
+        return load_price_file(path)
+    except (OSError, ValueError) as exc:  # tomllib's errors are ValueErrors
+        raise UsageError(f"--price-file {path}: {exc}") from exc
+
+
 def print_summary(console: Console, a: Analysed, title: str) -> None:
     from pgfsbench.report.terminal import failure_lines, highlight_lines, summary_table
 
@@ -182,13 +205,16 @@ def summary_cmd(
         ),
     ] = UNSTABLE_PCT,
     as_json: Annotated[bool, typer.Option("--json")] = False,
+    price_file: PriceFileOpt = None,
 ) -> None:
     """The summary table of one or several campaigns (a re-run of failed cells, a sweep run
     as separate campaigns), with confidence intervals, verdicts and stalls."""
     from pgfsbench.report.loading import analyse, cell_json
 
     store = open_store(results)
-    a = analyse(store, campaign_ids(store, campaign), baseline, host, unstable_pct)
+    a = analyse(
+        store, campaign_ids(store, campaign), baseline, host, unstable_pct, read_prices(price_file)
+    )
     if as_json:
         print(
             json.dumps(
@@ -226,6 +252,7 @@ def report_cmd(
             "--format", help="html (self-contained, with charts) or markdown (md, for tickets)."
         ),
     ] = "html",
+    price_file: PriceFileOpt = None,
 ) -> None:
     """Write the report of one or several campaigns: what stands out first, evidence after."""
     formats = {"html": "html", "markdown": "md", "md": "md"}
@@ -236,7 +263,9 @@ def report_cmd(
 
     output = output or Path(f"pgfsbench-report.{fmt}")
     store = open_store(results)
-    a = analyse(store, campaign_ids(store, campaign), baseline, host)
+    a = analyse(
+        store, campaign_ids(store, campaign), baseline, host, prices=read_prices(price_file)
+    )
     if fmt == "md":
         from pgfsbench.report.markdown import render_markdown
 
@@ -246,7 +275,9 @@ def report_cmd(
     else:
         from pgfsbench.report.html import render_report
 
-        output.write_text(render_report(a.campaigns, a.runs, a.cells, a.highlights))
+        output.write_text(
+            render_report(a.campaigns, a.runs, a.cells, a.highlights, history=a.history)
+        )
     Console().print(f"report: {output.resolve()}")
 
 

@@ -30,6 +30,8 @@ from pgfsbench.units import human_bytes, human_seconds
 
 if TYPE_CHECKING:
     from pgfsbench.engine.campaign import CampaignResult
+    from pgfsbench.engine.events import Events, LiveSource
+    from pgfsbench.engine.live import LiveMetrics
     from pgfsbench.engine.records import RunRecord
     from pgfsbench.plan import Plan, PlannedRun
     from pgfsbench.results.store import Store
@@ -268,8 +270,16 @@ class RichEvents:
         if self.file:
             self.file.write(phase=text)
 
-    def live(self, second: float, throughput: float, unit: str) -> None:
+    def live(
+        self, second: float, throughput: float, unit: str, latency_ms: float | None = None
+    ) -> None:
         self._describe(f" · {throughput:,.0f} {unit} at {second:.0f} s")
+
+    def campaign_started(self, campaign_id: int, runs: int) -> None:
+        pass
+
+    def observing(self, source: LiveSource | None) -> None:
+        pass
 
     def run_finished(self, run: PlannedRun, run_id: int, record: RunRecord) -> None:
         self.progress.advance(self.task)
@@ -350,6 +360,40 @@ class ProgressFile:
             tmp.replace(self.path)
 
 
+def live_metrics(
+    inner: Events,
+    port: int,
+    store: Store,
+    loaded: LoadedSpec,
+    host: str,
+    runs: int,
+    address: str = "127.0.0.1",
+) -> LiveMetrics:
+    """The campaign's events, also served to Prometheus on address:port (started)."""
+    from pgfsbench.analysis.series import align
+    from pgfsbench.analysis.stalls import StallEpisode, find_stalls
+    from pgfsbench.engine.live import LiveMetrics
+
+    def episodes(run_id: int) -> list[StallEpisode]:
+        return find_stalls(align(store.get_run(run_id)))
+
+    live = LiveMetrics(
+        inner,
+        port,
+        host=host,
+        spec=loaded.spec.name or loaded.path.stem,
+        total=runs,
+        stall_fraction=loaded.spec.defaults.stall_fraction,
+        episodes=episodes,
+        address=address,
+    )
+    try:
+        live.start()
+    except OSError as exc:
+        raise UsageError(f"--metrics-port {port}: cannot listen on {address}: {exc}") from exc
+    return live
+
+
 def run_spec(
     loaded: LoadedSpec,
     results: str,
@@ -361,8 +405,11 @@ def run_spec(
     resume: int | None = None,
     host: str | None = None,
     progress_file: Path | None = None,
+    metrics_port: int | None = None,
+    metrics_address: str = "127.0.0.1",
 ) -> tuple[Store, CampaignResult]:
     from pgfsbench.cli.results import print_summary
+    from pgfsbench.collect.host import host_name
     from pgfsbench.engine.campaign import Campaign, signals_raise_interrupted
     from pgfsbench.engine.preflight import require_root
     from pgfsbench.plan import make_plan
@@ -379,13 +426,25 @@ def run_spec(
     if unconfirmed:
         raise UsageError(f"--destroy-data-on {unconfirmed[0]}: the spec does not name it")
     policy = DevicePolicy(frozenset(destroy_data_on), force)
+    port = metrics_port if metrics_port is not None else loaded.spec.defaults.metrics_port
     # one campaign per host: held before anything is opened or created
     with (
         host_lock("pgfsbench run", workdir.resolve()),
-        RichEvents(console, plan, progress_file) as events,
+        RichEvents(console, plan, progress_file) as rich_events,
         signals_raise_interrupted(),
     ):
         store = Store(results)
+        the_host = host or host_name()
+        events: Events = rich_events
+        live = None
+        if port is not None:
+            live = live_metrics(rich_events, port, store, loaded, the_host, len(plan.runs))
+            events = live
+            console.print(
+                f"Prometheus metrics: http://127.0.0.1:{live.port}/metrics while the campaign runs",
+                markup=False,
+                highlight=False,
+            )
         campaign = Campaign(
             loaded,
             plan,
@@ -394,12 +453,15 @@ def run_spec(
             policy=policy,
             events=events,
             resume=resume,
-            host=host,
+            host=the_host,
         )
         try:
             result = campaign.execute()
         except KeyboardInterrupt:
             raise Interrupted("interrupted by Ctrl-C; everything it created was undone") from None
+        finally:
+            if live is not None:
+                live.close()
     console.print()
     print_summary(
         console,
@@ -462,6 +524,23 @@ def run_cmd(
             "phase, ETA), rewritten at every step: for watching from elsewhere."
         ),
     ] = None,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            max=65535,
+            help="Serve Prometheus metrics on 127.0.0.1:PORT while the campaign runs "
+            "(current cell and phase, runs done, per-second TPS and latency, the samplers' "
+            "last second, stall episodes); default: [defaults] metrics_port.",
+        ),
+    ] = None,
+    metrics_address: Annotated[
+        str,
+        typer.Option(
+            help="The address the metrics are served on: 127.0.0.1 unless a Prometheus "
+            "elsewhere must scrape this host (a fleet): then one of its private addresses."
+        ),
+    ] = "127.0.0.1",
 ) -> None:
     """Run the matrix: provision, configure, load, measure, store; undo everything after.
 
@@ -480,6 +559,8 @@ def run_cmd(
         resume,
         host_name,
         progress_file,
+        metrics_port,
+        metrics_address,
     )
     _exit_status(result)
 
@@ -518,6 +599,6 @@ def demo_cmd(
     from pgfsbench.report.html import render_report
 
     a = analyse(store, [result.campaign_id])
-    report.write_text(render_report(a.campaigns, a.runs, a.cells, a.highlights))
+    report.write_text(render_report(a.campaigns, a.runs, a.cells, a.highlights, history=a.history))
     console.print(f"HTML report: {report.resolve()}")
     _exit_status(result)

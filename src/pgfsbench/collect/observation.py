@@ -20,6 +20,7 @@ from pgfsbench.collect.samplers import (
     Job,
     OsSampler,
     PgSampler,
+    PgSamples,
     Series,
     Ticker,
     counter_delta,
@@ -151,6 +152,37 @@ class Observation:
         cpus = os.cpu_count() or 1
         busy = sum(p.outside_cpu_pct for p in procs) / len(procs) / cpus
         return load_between(stats[0].stat, stats[-1].stat, busy, stats[-1].t - stats[0].t)
+
+    def latest(self) -> dict[str, float | dict[str, float]]:
+        """The samplers' last second, as the run's series will have it (CPU, the devices,
+        dirty memory, PostgreSQL's counters as rates, the backends by wait event): a live
+        view for whoever asks while the run goes on, parsed from the last samples only
+        when asked (the samplers' thread keeps appending meanwhile)."""
+        out: dict[str, float | dict[str, float]] = {}
+        series: Series = {}
+        if self.os is not None:
+            last = self.os.samples[-2:]
+            if len(last) == 2:
+                series.update(
+                    os_series(last, last[0].t, self.devices, device_numbers(self.devices))
+                )
+        if self.pg is not None:
+            pg = self.pg.samples
+            recent = PgSamples(counters=pg.counters[-2:], raw_waits=pg.raw_waits[-20:])
+            if recent.raw_waits:
+                # the waits of the last whole second of samples
+                end = recent.raw_waits[-1][0]
+                recent.raw_waits = [w for w in recent.raw_waits if w[0] > end - 1.0]
+                series.update(pg_series(recent, recent.raw_waits[0][0]))
+            elif len(recent.counters) == 2:
+                series.update(pg_series(recent, float(recent.counters[0]["t"])))
+        for name, (_t0, values) in series.items():
+            value = next((v for v in reversed(values) if v is not None), None)
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                out[name] = float(value)
+            elif isinstance(value, dict) and name == "waits":
+                out[name] = {str(k): float(v) for k, v in value.items()}
+        return out
 
     def cpu_seconds(self) -> float:
         """CPU time the samplers have used so far (their threads only, wake-ups included)."""

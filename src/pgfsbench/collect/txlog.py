@@ -27,7 +27,8 @@ from pathlib import Path
 import numpy as np
 import polars as pl
 
-BUCKETS_PER_E = 100  # bucket k holds latencies in [e^(k/100), e^((k+1)/100)) us: 1% wide
+from pgfsbench.results.records import BUCKETS_PER_E, bucket_value_ms
+
 PERCENTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99, "p999": 0.999}
 _NAMES = ["client", "tx", "lat", "script", "epoch", "us", "lag", "retries"]
 
@@ -60,11 +61,6 @@ def log_columns(path: Path) -> int:
     with path.open("rb") as fh:
         first = fh.readline().split()
     return max(6, min(len(first), len(_NAMES)))
-
-
-def bucket_value_ms(bucket: float) -> float:
-    """The middle of a bucket, in ms."""
-    return math.exp((bucket + 0.5) / BUCKETS_PER_E) / 1000.0
 
 
 def _percentile_from_counts(buckets: np.ndarray, counts: np.ndarray, q: float) -> float:

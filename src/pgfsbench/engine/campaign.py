@@ -132,6 +132,7 @@ class Campaign:
             for cell_id, why in ready.unsupported.items():
                 self.events.warning(f"{cell_id}: {why}; not run")
             runs = [r for r in runs if r.cell.id not in ready.unsupported]
+        self.events.campaign_started(campaign_id, len(runs))
         try:
             for group in self._groups(runs):
                 self._execute_group(eng, group, result)

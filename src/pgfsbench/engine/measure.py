@@ -219,6 +219,7 @@ def measure_run(
     )
     observation = _observation(eng, st, observed_run)
     observation.start()
+    events.observing(observation)
     # is the host busy? A watched run with a warm-up learns it from the warm-up (the CPU of
     # the processes outside the benchmark); otherwise a second's sample, now
     if not (observed_run and ph.warmup_s >= 2):
@@ -229,6 +230,7 @@ def measure_run(
         _warm_up(eng, st, ctx, ph, observation, events, planned.repetition)
         _measured(eng, st, ctx, ph, observation, events)
     finally:
+        events.observing(None)
         if ph.snapper is not None:
             ph.timeline = ph.snapper.stop()
         observed = observation.finish()
@@ -347,7 +349,7 @@ def _measured(
 
     def live(p: Progress) -> None:
         dog.progress(p.throughput)
-        events.live(p.t, p.throughput, "tps")
+        events.live(p.t, p.throughput, "tps", p.latency_ms)
 
     emulated = st.storage.details.get("emulated_devices", {}) if st.storage else {}
     ph.disks_before = {dev: disk_counters(d["device_model_stats"]) for dev, d in emulated.items()}

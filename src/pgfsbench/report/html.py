@@ -22,11 +22,22 @@ from jinja2 import Environment, PackageLoader, select_autoescape
 from plotly.offline import get_plotlyjs
 
 from pgfsbench import __version__
+from pgfsbench.analysis.history import METRICS, SeriesHistory
 from pgfsbench.analysis.series import Aligned, align
 from pgfsbench.analysis.stalls import CAUSES, StallEpisode, describe_blocker
 from pgfsbench.analysis.summary import CellSummary, GroupKey, Highlights, by_group
 from pgfsbench.report.conditions import conditions
-from pgfsbench.report.terminal import cell_name, fmt_range, fmt_space, fmt_spread, fmt_vs, fs_text
+from pgfsbench.report.terminal import (
+    P99_LEGEND,
+    cell_name,
+    cost_lines,
+    fmt_p99,
+    fmt_range,
+    fmt_space,
+    fmt_spread,
+    fmt_vs,
+    fs_text,
+)
 from pgfsbench.results.records import StoredCampaign, StoredRun
 
 _env = Environment(
@@ -328,7 +339,7 @@ def table_rows(cells: Sequence[CellSummary]) -> list[dict[str, Any]]:
                 "vs_words": c.vs_baseline.words()
                 if c.vs_baseline
                 else ("baseline" if c.baseline is None else ""),
-                "p99": fmt_spread(c.latency_p99_ms, 2),
+                "p99": fmt_p99(c),
                 "load": fmt_spread(c.load_seconds, 1),
                 "space": fmt_space(c),
                 "ok": f"{c.ok}/{c.runs}",
@@ -398,12 +409,52 @@ def _across(cells: Sequence[CellSummary]) -> list[dict[str, Any]]:
     return out
 
 
+def history_data(h: SeriesHistory) -> dict[str, Any]:
+    """One series over time for the history section: each figure's points (x: when the run
+    started) and its change points (a dashed line at the first run after each)."""
+    metrics = []
+    for m in METRICS:
+        pts = h.points.get(m.name, ())
+        if not pts:
+            continue
+        cps = [c for c in h.change_points if c.metric.name == m.name]
+        metrics.append(
+            {
+                "label": m.label,
+                "unit": m.unit,
+                "x": [p.started_at for p in pts],
+                "y": [_num(p.value, 3) for p in pts],
+                "text": [f"campaign {p.campaign_id}, run {p.run_id}" for p in pts],
+                "cps": [{"x": c.first.started_at, "text": c.change_text()} for c in cps],
+            }
+        )
+    return {
+        "title": h.key.text(),
+        "metrics": metrics,
+        "changes": [
+            {
+                "where": group[0].where(),
+                "lines": [c.change_text() for c in group],
+                "worse": [
+                    c.change.ratio is not None and (c.change.ratio > 1) != c.metric.higher_is_better
+                    for c in group
+                ],
+                "said": list(dict.fromkeys(c.what_changed() for c in group)),
+            }
+            for group in h.by_run()
+        ],
+        "runs": len(h.runs),
+        "campaigns": len({r.campaign_id for r in h.runs}),
+    }
+
+
 def render_report(
     campaigns: Sequence[StoredCampaign],
     runs: Sequence[StoredRun],
     cells: Sequence[CellSummary],
     highlights: Highlights,
     *,
+    history: Sequence[SeriesHistory] = (),
     inline_js: bool = True,
 ) -> str:
     labels = {(c.cell, c.host): c.label for c in cells}
@@ -420,6 +471,7 @@ def render_report(
             for r in runs
         ],
         "colours": wait_colours(runs),
+        "history": [history_data(h) for h in history],
     }
     first_stalled = next((i for i, r in enumerate(figures["runs"]) if r["stalls"]), 0)
     hosts = sorted({c.host or "?" for c in cells})
@@ -443,4 +495,7 @@ def render_report(
         host_rows=host_matrix(cells, hosts) if len(hosts) > 1 else [],
         across=_across(cells) if len(hosts) > 1 else [],
         stalled_runs=[(r["label"], s) for r in figures["runs"] for s in r["stalls"]],
+        has_history=bool(history),
+        p99_legend=P99_LEGEND,
+        cost_lines=cost_lines(cells),
     )

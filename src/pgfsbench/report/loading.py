@@ -4,9 +4,13 @@ warnings that change their reading."""
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pgfsbench.analysis.compare import Comparison
+from pgfsbench.analysis.cost import INSTANCE_NOTE
+from pgfsbench.analysis.history import SeriesHistory, history, series_key
 from pgfsbench.analysis.observer import observer_effects
 from pgfsbench.analysis.stats import Estimate
 from pgfsbench.analysis.summary import (
@@ -19,6 +23,7 @@ from pgfsbench.analysis.summary import (
 from pgfsbench.analysis.warnings import reading_warnings
 from pgfsbench.results.records import JsonObject, StoredCampaign, StoredRun
 from pgfsbench.results.store import Store
+from pgfsbench.storage.profiles import Price
 
 
 @dataclass(frozen=True)
@@ -27,6 +32,7 @@ class Analysed:
     runs: list[StoredRun]
     cells: list[CellSummary]
     highlights: Highlights
+    history: list[SeriesHistory]
 
 
 def analyse(
@@ -35,16 +41,28 @@ def analyse(
     baseline: str | None = None,
     host: str | None = None,
     unstable_pct: float = UNSTABLE_PCT,
+    prices: Mapping[str, Price] | None = None,
 ) -> Analysed:
-    """Runs of the campaigns, summarised per cell, compared, with what stands out."""
+    """Runs of the campaigns, summarised per cell, compared, with what stands out.
+    ``prices``: one's own volume prices (`--price-file`)."""
     ids = list(campaigns)
     runs = store.full_runs(ids, host)
-    cells = summarise(runs, baseline=baseline, unstable_pct=unstable_pct)
+    cells = summarise(runs, baseline=baseline, unstable_pct=unstable_pct, prices=prices)
     h = highlights(cells)
     h.lines += [e.words() for e in observer_effects(runs)]
     h.warnings = reading_warnings(runs)
     meta = [c for c in store.campaigns() if c.id in ids]
-    return Analysed(meta, runs, cells, h)
+    return Analysed(meta, runs, cells, h, store_history(store, runs))
+
+
+def store_history(store: Store, runs: list[StoredRun]) -> list[SeriesHistory]:
+    """The history of the series these runs belong to, over every campaign in the store,
+    for the series that more than one campaign ran."""
+    keys = {series_key(r) for r in runs if r.ok}
+    if not keys:
+        return []
+    found = history(r for r in store.list_runs(status="ok") if series_key(r) in keys)
+    return [h for h in found if len({r.campaign_id for r in h.runs}) > 1]
 
 
 def cell_json(c: CellSummary) -> JsonObject:
@@ -87,6 +105,17 @@ def cell_json(c: CellSummary) -> JsonObject:
         "ok": c.ok,
         "throughput": est(c.tps),
         "latency_p99_ms": est(c.latency_p99_ms),
+        "latency_pooled": c.latency_pooled.as_dict() if c.latency_pooled else None,
+        "cost": (
+            {
+                "usd_month": c.cost.usd_month,
+                "usd_per_1000_tps": c.usd_per_1000_tps,
+                "volumes": [dataclasses.asdict(v) for v in c.cost.volumes],
+                "note": INSTANCE_NOTE,
+            }
+            if c.cost
+            else None
+        ),
         "load_seconds": est(c.load_seconds),
         "space_data_bytes": est(c.space_data_bytes),
         "space_wal_bytes": est(c.space_wal_bytes),

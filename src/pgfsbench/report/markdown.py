@@ -7,7 +7,17 @@ from collections.abc import Sequence
 from pgfsbench.analysis.stalls import CAUSES, describe_blocker
 from pgfsbench.analysis.summary import CellSummary, Highlights, by_group
 from pgfsbench.report.conditions import conditions
-from pgfsbench.report.terminal import cell_name, fmt_range, fmt_space, fmt_spread, fmt_vs, fs_text
+from pgfsbench.report.terminal import (
+    P99_LEGEND,
+    cell_name,
+    cost_lines,
+    fmt_p99,
+    fmt_range,
+    fmt_space,
+    fmt_spread,
+    fmt_vs,
+    fs_text,
+)
 from pgfsbench.results.records import StoredCampaign, StoredRun
 
 
@@ -106,7 +116,7 @@ def _summary_lines(cells: Sequence[CellSummary]) -> list[str]:
                         fmt_spread(c.tps) + (" (unstable)" if c.is_unstable else ""),
                         fmt_vs(c),
                         fmt_range(c.tps),
-                        fmt_spread(c.latency_p99_ms, 2),
+                        fmt_p99(c),
                         fmt_spread(c.load_seconds, 1),
                         fmt_space(c),
                         f"{c.ok}/{c.runs}",
@@ -115,6 +125,10 @@ def _summary_lines(cells: Sequence[CellSummary]) -> list[str]:
                 )
             )
         lines.append("")
+    lines += [P99_LEGEND + ".", ""]
+    costs = cost_lines(cells)
+    if costs:
+        lines += ["**What the volumes cost**", ""] + [f"- {ln}" for ln in costs] + [""]
     return lines
 
 

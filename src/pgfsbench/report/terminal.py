@@ -8,6 +8,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from pgfsbench.analysis.cost import INSTANCE_NOTE
+from pgfsbench.analysis.history import SeriesHistory
 from pgfsbench.analysis.stalls import CAUSES, StallEpisode
 from pgfsbench.analysis.stats import Estimate
 from pgfsbench.analysis.summary import CellSummary, Highlights, by_group
@@ -23,6 +25,51 @@ def fmt_spread(s: Estimate | None, digits: int = 0, unit: str = "") -> str:
     main = f"{s.mean:,.{digits}f}{unit}"
     half = s.ci_half_pct
     return main if half is None else f"{main} ±{half:.1f}%"
+
+
+def fmt_p99(c: CellSummary) -> str:
+    """The cell's p99: of all its transactions (its runs' histograms merged), else '~' and
+    the median of its runs' p99 (no histogram kept)."""
+    pooled = c.latency_pooled.percentiles_ms.get("p99") if c.latency_pooled else None
+    if pooled is not None:
+        return f"{pooled:,.2f}"
+    if c.latency_p99_ms is not None:
+        return f"~{c.latency_p99_ms.median:,.2f}"
+    return "-"
+
+
+def fmt_cost(c: CellSummary) -> str:
+    """'$24.00 · $9.60' (the volume a month, and per 1,000 TPS sustained); '?' when a
+    volume's price is unknown; '' when the cell has no cloud volume."""
+    if c.cost is None:
+        return ""
+    usd = c.cost.usd_month
+    if usd is None:
+        return "?"
+    per = c.usd_per_1000_tps
+    return f"${usd:,.2f}" + (f" · ${per:,.2f}" if per is not None else "")
+
+
+def cost_lines(cells: Sequence[CellSummary]) -> list[str]:
+    """One line per cell on a cloud volume: what its volumes cost and per 1,000 TPS."""
+    out = []
+    for c in cells:
+        if c.cost is None:
+            continue
+        per = c.usd_per_1000_tps
+        tail = f": ${per:,.2f} a month per 1,000 TPS sustained" if per is not None else ""
+        if c.cost.usd_month is None:
+            tail = f": cost unknown ({c.cost.why})"
+        out.append(f"{cell_name(c)}: {c.cost.text()}{tail}")
+    if out:
+        out.append(f"({INSTANCE_NOTE})")
+    return out
+
+
+P99_LEGEND = (
+    "p99: of all the cell's transactions (its runs' latency histograms merged); "
+    "~ the median of its runs' p99 (no histogram kept)"
+)
 
 
 def fmt_range(s: Estimate | None, digits: int = 0) -> str:
@@ -90,6 +137,9 @@ def summary_table(cells: Sequence[CellSummary], title: str = "Summary", width: i
     cols += [("p99 ms", "right")]
     if not narrow:
         cols += [("load s", "right"), ("data + pg_wal", "right")]
+    costs = any(c.cost is not None for c in cells)
+    if costs:
+        cols += [("$/month · per 1k tps", "right")]
     cols += [("ok", "right"), ("stalls", "right")]
     for col, justify in cols:
         table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
@@ -110,10 +160,7 @@ def summary_table(cells: Sequence[CellSummary], title: str = "Summary", width: i
             tps = Text(fmt_spread(c.tps), style="bold" if c.cell in best_tps else "")
             if c.is_unstable:
                 tps.append(" !", style="yellow")
-            p99 = Text(
-                fmt_spread(c.latency_p99_ms, 2).split(" ")[0],
-                style="bold" if c.cell in best_p99 else "",
-            )
+            p99 = Text(fmt_p99(c), style="bold" if c.cell in best_p99 else "")
             row: list[str | Text] = [str(n)] if narrow else [cell_name(c), fs_text(c)]
             row += [tps, fmt_vs(c)]
             if not narrow:
@@ -127,6 +174,8 @@ def summary_table(cells: Sequence[CellSummary], title: str = "Summary", width: i
                     ),
                     fmt_space(c),
                 ]
+            if costs:
+                row += [fmt_cost(c)]
             row += [f"{c.ok}/{c.runs}", str(c.stall_count) if c.stall_count else "-"]
             table.add_row(*row, style=None if c.ok == c.runs else "red")
             emulated = f", {c.emulated}" if c.emulated else ""
@@ -134,11 +183,12 @@ def summary_table(cells: Sequence[CellSummary], title: str = "Summary", width: i
     parts: list[Table | Text] = [table]
     if narrow:
         parts.append(legend)
+    parts += [Text(line, style="dim") for line in cost_lines(cells)]
     parts.append(
         Text(
             "▲ better  ▼ worse  ≈ no significant difference  ? too few repetitions "
             "(against each group's baseline, 95% confidence); ! unstable; ref a "
-            "reference (a ceiling, never the baseline)",
+            "reference (a ceiling, never the baseline); " + P99_LEGEND,
             style="dim",
         )
     )
@@ -381,3 +431,35 @@ def _figure_rows(run: StoredRun) -> list[Row]:
             )
         )
     return rows
+
+
+def history_lines(histories: Sequence[SeriesHistory]) -> list[Text]:
+    """`pgfsbench history`: per series, its runs and span, then each change point with what
+    changed (or that nothing recorded did), or that there is none."""
+    out: list[Text] = []
+    for h in histories:
+        first, last = h.runs[0], h.runs[-1]
+        span = f"{(first.started_at or '?')[:10]} .. {(last.started_at or '?')[:10]}"
+        campaigns = len({r.campaign_id for r in h.runs})
+        out.append(
+            Text(
+                f"{h.key.text()}: {len(h.runs)} runs in {campaigns} campaign(s), {span}",
+                style="bold",
+            )
+        )
+        for group in h.by_run():
+            out.append(Text(f"  from {group[0].where()} on:"))
+            for cp in group:
+                worse = cp.change.ratio is not None and (cp.change.ratio > 1) != (
+                    cp.metric.higher_is_better
+                )
+                out.append(Text(f"    {cp.change_text()}", style="red" if worse else "green"))
+            for said in dict.fromkeys(cp.what_changed() for cp in group):
+                out.append(Text(f"    {said}"))
+        if not h.change_points:
+            looked = [m for m, pts in h.points.items() if pts]
+            out.append(
+                Text(f"  no change point in {', '.join(looked) or 'any figure'}", style="dim")
+            )
+        out.extend(Text(f"  {n}", style="dim") for n in h.notes)
+    return out

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import polars as pl
 
-from pgfsbench.collect.txlog import bucket_value_ms
-from pgfsbench.results.records import StoredRun
+from pgfsbench.results.records import StoredRun, bucket_value_ms
 from pgfsbench.results.store import Store
 
 SCALAR_TYPES = (int, float, str, bool, type(None))

@@ -11,12 +11,23 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 JsonObject: TypeAlias = dict[str, Any]
 """A JSON column as stored: keys are optional, values are JSON."""
+
+# A run's latency histogram (series "latency_histogram": [bucket, count] pairs): bucket k
+# holds latencies in [e^(k/100), e^((k+1)/100)) us, 1% wide, as HdrHistogram's log buckets;
+# histograms of runs merge by adding counts.
+BUCKETS_PER_E = 100
+
+
+def bucket_value_ms(bucket: float) -> float:
+    """The middle of a latency bucket, in ms."""
+    return math.exp((bucket + 0.5) / BUCKETS_PER_E) / 1000.0
 
 
 def iso(value: object) -> str | None:

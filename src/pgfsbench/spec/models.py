@@ -879,6 +879,9 @@ class Defaults(Model):
     stall_fraction: float = Field(0.1, ge=0, lt=1)
     slowdown_fraction: float = Field(0.5, gt=0, lt=1)
     slowdown_min_seconds: Annotated[int, Field(ge=1, le=3600)] = 2
+    # serve Prometheus metrics on 127.0.0.1:metrics_port while the campaign runs
+    # (`run --metrics-port` wins); None: not served
+    metrics_port: Annotated[int, Field(ge=1, le=65535)] | None = None
     # before each run: CPU busy (excluding idle and iowait) or steal above these, in %
     # of the whole machine, makes the run carry a "busy host" warning
     # a cgroup memory limit for PostgreSQL (its backends and the page cache they charge):

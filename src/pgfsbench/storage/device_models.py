@@ -232,7 +232,7 @@ def resolve_model(
         caps = PROFILES[m.profile].figures(capacity / GIB)
         iops = float(min(caps.read_iops or 0, caps.write_iops or 0) or 1e9)
         mbps = float(min(caps.read_mbps or 0, caps.write_mbps or 0) or 1e6)
-        params.update(iops=iops, mbps=mbps)
+        params.update(iops=iops, mbps=mbps, capacity_bytes=float(capacity))
         if "credit_ios" in m.extra:  # gp2: bursts to 3,000 IOPS while credits last
             params.update(
                 baseline_iops=iops,

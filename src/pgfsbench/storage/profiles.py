@@ -308,3 +308,142 @@ def resolve(
             where += " (with overrides)"
         where += ": "
     return Resolved(merged, profile, gib, where + merged.describe())
+
+
+# ---------------------------------------------------------------- prices
+
+READ_ON = "2026-11-26"  # the day the pages below were read (stored copies, no live fetch)
+
+
+@dataclass(frozen=True)
+class Price:
+    """What a cloud volume costs a month, in USD, as published for one region: capacity
+    (per GiB, or the tier the capacity falls in), plus what is provisioned beyond what the
+    capacity includes (IOPS, MB/s). Instances are not included: a volume's price only."""
+
+    region: str
+    source: str  # where it was read
+    read: str = READ_ON
+    per_gib_month: float | None = None
+    tiers: tuple[tuple[float, str, float], ...] = ()  # (up to GiB, tier, USD a month)
+    per_iops_month: float = 0.0  # beyond iops_included
+    iops_included: float = 0.0
+    per_mbps_month: float = 0.0  # beyond mbps_included (MB/s, as the source gives it)
+    mbps_included: float = 0.0
+
+
+@dataclass(frozen=True)
+class VolumeCost:
+    profile: str
+    capacity_gib: float
+    usd_month: float | None  # None: no price known (``why``)
+    parts: tuple[str, ...] = ()  # "300 GiB x $0.08", "2,000 IOPS x $0.005"...
+    why: str = ""
+    source: str = ""
+    read: str = ""
+    region: str = ""
+
+    def text(self) -> str:
+        if self.usd_month is None:
+            return f"{self.profile} {self.capacity_gib:,.0f} GiB: {self.why}"
+        return (
+            f"{self.profile} {self.capacity_gib:,.0f} GiB: ${self.usd_month:,.2f}/month "
+            f"({' + '.join(self.parts)}; {self.region}, read {self.read})"
+        )
+
+
+_AWS_PRICES = (
+    "AWS EBS pricing page (N. Virginia) as quoted in saisci.com, 'gp2 vs gp3 Cost "
+    "Comparison - EBS Volumes' (2021-02-04), "
+    "https://www.saisci.com/aws/gp2-vs-gp3-cost-comparison-ebs-volumes/"
+)
+PRICES: dict[str, Price] = {
+    "gp2": Price("us-east-1", _AWS_PRICES, per_gib_month=0.10),
+    "gp3": Price(
+        "us-east-1",
+        _AWS_PRICES,
+        per_gib_month=0.08,
+        per_iops_month=0.005,
+        iops_included=3000,
+        per_mbps_month=0.04,
+        mbps_included=125 * MIB_S,  # "125 MB/s free": the baseline, 125 MiB/s
+    ),
+    "pd-ssd": Price(
+        "US",
+        "Google Cloud, 'Disk and image pricing' (cloud.google.com/compute/disks-image-pricing):"
+        " 'a 200 GB SSD Persistent Disk volume would cost $34.00 for the whole month'",
+        per_gib_month=0.17,
+    ),
+    "pd-balanced": Price(
+        "US",
+        "c3x.dev, 'GCP persistent disk types cost' (pd-balanced ~$0.10 per GB-month), "
+        "https://c3x.dev/blog/gcp-persistent-disk-types-cost/",
+        per_gib_month=0.10,
+    ),
+    "azure-premium": Price(
+        "US",
+        "TechTarget, 'How does Azure Premium Storage billing work?' (P10 $19.71, P20 $73.22, "
+        "P30 $135.17 a month; P30 again in lucidity.cloud, 2026-05); other tiers not read",
+        tiers=((128, "P10", 19.71), (512, "P20", 73.22), (1024, "P30", 135.17)),
+    ),
+}
+NO_PRICE = {
+    "io2": "its price was not read (AWS EBS io2: per GiB and per provisioned IOPS)",
+    "essd-pl0": "Alibaba Cloud's ESSD prices were not read (they vary by region)",
+    "essd-pl1": "Alibaba Cloud's ESSD prices were not read (they vary by region)",
+    "essd-pl2": "Alibaba Cloud's ESSD prices were not read (they vary by region)",
+    "essd-pl3": "Alibaba Cloud's ESSD prices were not read (they vary by region)",
+}
+
+
+def volume_cost(
+    profile: str,
+    capacity_gib: float,
+    iops: float | None,
+    mbps: float | None,
+    prices: dict[str, Price] | None = None,
+) -> VolumeCost | None:
+    """A capped volume's monthly price (None: not a cloud volume). ``iops``/``mbps``: what
+    it is provisioned with (the profile's own figures unless overridden)."""
+    table = PRICES if prices is None else {**PRICES, **prices}
+    price = table.get(profile)
+    if price is None:
+        if profile in NO_PRICE:
+            return VolumeCost(
+                profile, capacity_gib, None, why=f"no price: {NO_PRICE[profile]}; --price-file"
+            )
+        return None
+    parts: list[str] = []
+    total = 0.0
+    if price.tiers:
+        tier = next((t for t in price.tiers if capacity_gib <= t[0]), None)
+        if tier is None:
+            return VolumeCost(
+                profile,
+                capacity_gib,
+                None,
+                why=f"no price for {capacity_gib:,.0f} GiB (tiers read up to "
+                f"{price.tiers[-1][0]:,.0f} GiB); --price-file",
+            )
+        total += tier[2]
+        parts.append(f"{tier[1]} ${tier[2]:,.2f}")
+    if price.per_gib_month is not None:
+        total += capacity_gib * price.per_gib_month
+        parts.append(f"{capacity_gib:,.0f} GiB x ${price.per_gib_month:g}")
+    if price.per_iops_month and iops and iops > price.iops_included:
+        extra = iops - price.iops_included
+        total += extra * price.per_iops_month
+        parts.append(f"{extra:,.0f} IOPS x ${price.per_iops_month:g}")
+    if price.per_mbps_month and mbps and mbps > price.mbps_included + 0.05:
+        extra = mbps - price.mbps_included
+        total += extra * price.per_mbps_month
+        parts.append(f"{extra:,.1f} MB/s x ${price.per_mbps_month:g}")
+    return VolumeCost(
+        profile,
+        capacity_gib,
+        round(total, 2),
+        tuple(parts),
+        source=price.source,
+        read=price.read,
+        region=price.region,
+    )

@@ -1,0 +1,317 @@
+"""Live metrics: the campaign as Prometheus sees it while it runs.
+
+`LiveMetrics` is the engine's events (it passes each one on to the front end it wraps)
+and a prometheus-client collector: every figure is made when Prometheus scrapes, from the
+state the events left and from the samplers' last second (`Observation.latest`), so an
+unwatched endpoint costs nothing. It listens on 127.0.0.1 (another address only when the
+user names it: a fleet's hosts scraped from elsewhere), on the port the user gave, from the
+campaign's start to its end; after that nothing is served.
+
+Labels: campaign, host (the name the results give this host) and cell on every series of a
+run. What is served (prefix pgfsbench_):
+  campaign_info, runs_planned, runs_done_total{status}, run_info{cell, repetition, run_id,
+  phase}, throughput{unit} and latency_ms (pgbench's last progress line), measured_seconds,
+  sample{series} (each sampler series' last second: cpu_*, disk_*, dirty_kb, wal_mbps...),
+  backends_waiting{event}, live_stalled and live_stall_seconds_total (a second under
+  stall_fraction of the run's median so far, as it happens), stall_episodes_total{kind,
+  cause, confidence} (the episodes the analysis finds in each finished run, with their
+  cause), warnings_total.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import TYPE_CHECKING
+
+from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from pgfsbench.engine.events import Events, LiveSource, LiveValue
+from pgfsbench.engine.records import RunRecord
+from pgfsbench.plan import PlannedRun
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
+
+    from pgfsbench.analysis.stalls import StallEpisode
+
+MIN_SECONDS_FOR_MEDIAN = 5  # a live stall needs this many seconds of the run behind it
+_PHASE_WORDS = re.compile(r"[^a-z -]+")
+
+
+def phase_name(text: str) -> str:
+    """A phase's text without its figures: 'measuring 60 s' -> 'measuring'."""
+    words = _PHASE_WORDS.sub(" ", text.lower()).split()
+    kept = [w for w in words if w not in ("s", "ms", "min", "gib", "mib", "kib")]
+    return " ".join(kept[:3]) or "starting"
+
+
+@dataclass
+class _Run:
+    cell: str = ""
+    repetition: int = 0
+    run_id: int = 0
+    phase: str = "starting"
+    second: float | None = None
+    throughput: float | None = None
+    unit: str = "tps"
+    latency_ms: float | None = None
+    history: list[float] = field(default_factory=list)
+    stalled: bool = False
+
+
+class LiveMetrics(Collector):
+    """Events that pass through to ``inner`` and are served as Prometheus metrics on
+    ``address``:``port`` (0: a free port; see ``port`` once started)."""
+
+    def __init__(
+        self,
+        inner: Events,
+        port: int,
+        *,
+        host: str,
+        spec: str,
+        total: int,
+        stall_fraction: float = 0.1,
+        episodes: Callable[[int], Sequence[StallEpisode]] | None = None,
+        address: str = "127.0.0.1",
+    ):
+        self.inner = inner
+        self.address = address
+        self.requested_port = port
+        self.port: int | None = None
+        self.host = host
+        self.spec = spec
+        self.total = total
+        self.stall_fraction = stall_fraction
+        self.episodes = episodes
+        self.campaign = ""
+        self.done: dict[str, int] = {}
+        self.run = _Run()
+        self.source: LiveSource | None = None
+        self.stall_seconds: dict[str, int] = {}
+        self.found: dict[tuple[str, str, str, str], int] = {}
+        self.warnings = 0
+        self.episode_errors = 0
+        self._lock = threading.Lock()
+        self._server: WSGIServer | None = None
+        self.registry = CollectorRegistry(auto_describe=False)
+        self.registry.register(self)
+
+    # ------------------------------------------------------------ serving
+
+    def start(self) -> int:
+        """Listen on the address (127.0.0.1 unless told otherwise); OSError if the port is
+        taken or the address is not this host's."""
+        server, _thread = start_http_server(
+            self.requested_port, addr=self.address, registry=self.registry
+        )
+        self._server = server
+        self.port = int(server.server_port)
+        return self.port
+
+    def close(self) -> None:
+        """Stop serving: the port is free and nothing answers on it afterwards."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> LiveMetrics:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ the engine's events
+
+    def campaign_started(self, campaign_id: int, runs: int) -> None:
+        with self._lock:
+            self.campaign = str(campaign_id)
+            self.total = runs
+        self.inner.campaign_started(campaign_id, runs)
+
+    def run_started(self, run: PlannedRun, run_id: int) -> None:
+        with self._lock:
+            self.run = _Run(run.cell.id, run.repetition, run_id)
+        self.inner.run_started(run, run_id)
+
+    def phase(self, text: str) -> None:
+        with self._lock:
+            self.run.phase = phase_name(text)
+        self.inner.phase(text)
+
+    def live(
+        self, second: float, throughput: float, unit: str, latency_ms: float | None = None
+    ) -> None:
+        with self._lock:
+            r = self.run
+            r.second, r.throughput, r.unit, r.latency_ms = second, throughput, unit, latency_ms
+            if len(r.history) >= MIN_SECONDS_FOR_MEDIAN:
+                median = statistics.median(r.history)
+                r.stalled = median > 0 and throughput < self.stall_fraction * median
+                if r.stalled:
+                    self.stall_seconds[r.cell] = self.stall_seconds.get(r.cell, 0) + 1
+            r.history.append(throughput)
+        self.inner.live(second, throughput, unit, latency_ms)
+
+    def observing(self, source: LiveSource | None) -> None:
+        with self._lock:
+            self.source = source
+        self.inner.observing(source)
+
+    def run_finished(self, run: PlannedRun, run_id: int, record: RunRecord) -> None:
+        found: Sequence[StallEpisode] = ()
+        if self.episodes is not None and record.status == "ok":
+            try:
+                found = self.episodes(run_id)
+            except Exception:  # the metrics must never stop the campaign
+                self.episode_errors += 1
+        with self._lock:
+            status = str(record.status)
+            self.done[status] = self.done.get(status, 0) + 1
+            for e in found:
+                key = (run.cell.id, e.kind, e.cause, e.confidence)
+                self.found[key] = self.found.get(key, 0) + 1
+            self.run = _Run(phase="between runs")
+            self.source = None
+        self.inner.run_finished(run, run_id, record)
+
+    def warning(self, text: str) -> None:
+        with self._lock:
+            self.warnings += 1
+        self.inner.warning(text)
+
+    def extend(self, runs: int) -> None:
+        with self._lock:
+            self.total += runs
+        self.inner.extend(runs)
+
+    # ------------------------------------------------------------ what a scrape sees
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            base = [self.campaign, self.host]
+            run = _Run(**{k: getattr(self.run, k) for k in _Run.__dataclass_fields__})
+            done = dict(self.done)
+            total = self.total
+            source = self.source
+            stall_seconds = dict(self.stall_seconds)
+            found = dict(self.found)
+            warnings = self.warnings
+        names = ["campaign", "host"]
+        info = GaugeMetricFamily(
+            "pgfsbench_campaign_info", "The campaign being run.", labels=[*names, "spec"]
+        )
+        info.add_metric([*base, self.spec], 1)
+        yield info
+        planned = GaugeMetricFamily(
+            "pgfsbench_runs_planned", "Runs the campaign will make (it may add some).", labels=names
+        )
+        planned.add_metric(base, total)
+        yield planned
+        runs_done = CounterMetricFamily(
+            "pgfsbench_runs_done", "Runs finished, by status.", labels=[*names, "status"]
+        )
+        for status, n in sorted(done.items()):
+            runs_done.add_metric([*base, status], n)
+        yield runs_done
+        warn = CounterMetricFamily("pgfsbench_warnings", "Warnings said so far.", labels=names)
+        warn.add_metric(base, warnings)
+        yield warn
+        yield from self._run_metrics(names, base, run, source)
+        cell = [*names, "cell"]
+        stalled_s = CounterMetricFamily(
+            "pgfsbench_live_stall_seconds",
+            f"Seconds under {self.stall_fraction:g} of their run's median so far.",
+            labels=cell,
+        )
+        for c, n in sorted(stall_seconds.items()):
+            stalled_s.add_metric([*base, c], n)
+        yield stalled_s
+        episodes = CounterMetricFamily(
+            "pgfsbench_stall_episodes",
+            "Stalls and slowdowns the analysis found in finished runs, by cause.",
+            labels=[*cell, "kind", "cause", "confidence"],
+        )
+        for key, n in sorted(found.items()):
+            episodes.add_metric([*base, *key], n)
+        yield episodes
+
+    def _run_metrics(
+        self, names: list[str], base: list[str], run: _Run, source: LiveSource | None
+    ) -> Iterator[Metric]:
+        if not run.cell:
+            return
+        cell = [*names, "cell"]
+        at = [*base, run.cell]
+        info = GaugeMetricFamily(
+            "pgfsbench_run_info",
+            "The run going on and its phase.",
+            labels=[*cell, "repetition", "run_id", "phase"],
+        )
+        info.add_metric([*at, str(run.repetition), str(run.run_id), run.phase], 1)
+        yield info
+        if run.throughput is not None:
+            tput = GaugeMetricFamily(
+                "pgfsbench_throughput",
+                "The workload's last progress report (per second).",
+                labels=[*cell, "unit"],
+            )
+            tput.add_metric([*at, run.unit], run.throughput)
+            yield tput
+            stalled = GaugeMetricFamily(
+                "pgfsbench_live_stalled",
+                "1 while the last second is under stall_fraction of the run's median.",
+                labels=cell,
+            )
+            stalled.add_metric(at, 1.0 if run.stalled else 0.0)
+            yield stalled
+        if run.latency_ms is not None:
+            lat = GaugeMetricFamily(
+                "pgfsbench_latency_ms", "Average latency in the last progress report.", labels=cell
+            )
+            lat.add_metric(at, run.latency_ms)
+            yield lat
+        if run.second is not None:
+            sec = GaugeMetricFamily(
+                "pgfsbench_measured_seconds", "Seconds into the measured phase.", labels=cell
+            )
+            sec.add_metric(at, run.second)
+            yield sec
+        latest: dict[str, LiveValue] = {}
+        if source is not None:
+            try:
+                latest = source.latest()
+            except Exception:  # a scrape must never disturb the run
+                latest = {}
+        sample = GaugeMetricFamily(
+            "pgfsbench_sample",
+            "Each sampler series' last second (the run's series by name).",
+            labels=[*cell, "series"],
+        )
+        waiting = GaugeMetricFamily(
+            "pgfsbench_backends_waiting",
+            "Backends in each wait event over the last second (average).",
+            labels=[*cell, "event"],
+        )
+        for name, value in sorted(latest.items()):
+            if isinstance(value, dict):
+                for event, n in sorted(value.items()):
+                    waiting.add_metric([*at, event], n)
+            else:
+                sample.add_metric([*at, name], value)
+        yield sample
+        yield waiting
