@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -79,3 +80,19 @@ def test_runs_without_a_histogram_fall_back_to_the_median_and_say_so() -> None:
     pooled = pooled_latency(mixed)
     assert pooled is not None and pooled.runs == 1 and pooled.runs_without == 2
     assert percentile_ms({}, 0.99) is None
+
+
+def test_a_configuration_over_a_fleet_pools_every_hosts_transactions() -> None:
+    from pgfsbench.analysis.pairs import host_spread
+
+    fast = np.full(10_000, 1000.0)  # host a: 1 ms
+    slow = np.full(10_000, 30_000.0)  # host b: 30 ms
+    runs = [
+        dataclasses.replace(run(i, lat, rep=1), host=h)
+        for i, (h, lat) in enumerate((("a", fast), ("b", slow)), 1)
+    ]
+    spread = host_spread(summarise(runs))
+    assert len(spread) == 1
+    # half the fleet's transactions took 30 ms: its p99 is 30 ms, whatever each host says
+    assert spread[0].p99_ms == pytest.approx(30.0, rel=0.006)
+    assert spread[0].as_dict()["p99_ms_all_hosts"] == spread[0].p99_ms

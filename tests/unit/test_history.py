@@ -214,3 +214,27 @@ def test_report_has_a_history_section_drawn(tmp_path: Path) -> None:
     # a report of one campaign of a series run once has no history section
     one = render_report(a.campaigns, a.runs, a.cells, a.highlights)
     assert "<h2>History</h2>" not in one
+
+
+def test_zfs_versions_parameters_and_spec_edits_are_facts_pool_names_are_not() -> None:
+    base = _runs(FLAT)[:6]
+
+    def zfs(run: StoredRun, i: int, version: str, arc_max: str, recordsize: str) -> StoredRun:
+        details = {
+            "implementation": f"OpenZFS {version} (kernel module)",
+            "zfs_version": version,
+            "pool": {"name": f"pgfsb-{i}", "layout": "stripe", "status": f"pool: pgfsb-{i}"},
+            "module_parameters": {"zfs_arc_max": arc_max},
+            "data": {"fs": "zfs", "source": f"pgfsb-{i}/data", "properties": {"recordsize": "16K"}},
+        }
+        params = json.loads(json.dumps(run.params))
+        params["storage"]["data"] = {"properties": {"recordsize": recordsize}}
+        return dataclasses.replace(run, storage_details=details, params=params)
+
+    before = [zfs(r, i, "2.1.11", "0", "16K") for i, r in enumerate(base[:3])]
+    after = [zfs(r, i + 3, "2.2.4", "0", "8K") for i, r in enumerate(base[3:])]
+    changes = {c.key: (c.before, c.after) for c in what_changed(before, after)[0]}
+    assert changes["storage zfs_version"] == ("2.1.11", "2.2.4")
+    assert changes["spec storage.data.properties.recordsize"] == ("16K", "8K")
+    assert not [k for k in changes if "pool.name" in k or "status" in k]
+    assert "storage module_parameters.zfs_arc_max" not in changes  # the same on both sides

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pgfsbench.results.records import StoredRun, bucket_value_ms
 
@@ -29,6 +29,7 @@ class PooledLatency:
     transactions: int  # what the merged distribution counts (logged / sampling rate)
     runs: int  # runs merged
     runs_without: int  # runs of the group that kept no histogram (left out)
+    histogram: dict[int, float] = field(default_factory=dict, repr=False, compare=False)
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -76,6 +77,17 @@ def percentile_ms(histogram: dict[int, float], q: float) -> float | None:
     return bucket_value_ms(max(histogram))
 
 
+def pooled(histograms: Iterable[dict[int, float]], runs: int, without: int) -> PooledLatency:
+    """The percentiles of merged histograms."""
+    merged = merge(histograms)
+    pct = {}
+    for name, q in QUANTILES.items():
+        v = percentile_ms(merged, q)
+        if v is not None:
+            pct[name] = round(v, 3)
+    return PooledLatency(pct, math.floor(sum(merged.values()) + 0.5), runs, without, merged)
+
+
 def pooled_latency(runs: Iterable[StoredRun]) -> PooledLatency | None:
     """The percentiles of the ok runs' merged latency histograms (None: no run kept one)."""
     hists = []
@@ -90,10 +102,4 @@ def pooled_latency(runs: Iterable[StoredRun]) -> PooledLatency | None:
             hists.append(h)
     if not hists:
         return None
-    merged = merge(hists)
-    pct = {}
-    for name, q in QUANTILES.items():
-        v = percentile_ms(merged, q)
-        if v is not None:
-            pct[name] = round(v, 3)
-    return PooledLatency(pct, math.floor(sum(merged.values()) + 0.5), len(hists), without)
+    return pooled(hists, len(hists), without)

@@ -324,7 +324,9 @@ def environment_facts(run: StoredRun) -> dict[str, str]:
             _flatten(
                 f"storage {role}", {k: v for k, v in volume.items() if k != "mkfs_argv"}, facts
             )
-    _flatten("storage", details, facts)
+    for key, value in details.items():
+        if key not in _SKIP:
+            _flatten(f"storage {key}", value, facts)
     for dimension in ("storage", "postgres", "kernel", "workload"):
         _flatten(f"spec {dimension}", run.param(dimension), facts)
     for name in ("pg_version", "implementation", "duration_s", "warmup_s", "threads"):

@@ -156,13 +156,22 @@ class HostSpread:
     cell: str
     medians: tuple[tuple[str, float], ...]  # host, median throughput
     cv: float | None  # across hosts
+    # the p99 of every transaction on every host (their runs' histograms merged)
+    p99_ms: float | None = None
 
     def as_dict(self) -> dict[str, object]:
-        return {"cell": self.cell, "medians": dict(self.medians), "cv": self.cv}
+        return {
+            "cell": self.cell,
+            "medians": dict(self.medians),
+            "cv": self.cv,
+            "p99_ms_all_hosts": self.p99_ms,
+        }
 
 
 def host_spread(cells: Sequence[CellSummary]) -> list[HostSpread]:
     import statistics
+
+    from pgfsbench.analysis.histogram import pooled
 
     by_label: dict[str, list[CellSummary]] = {}
     for c in cells:
@@ -177,5 +186,15 @@ def host_spread(cells: Sequence[CellSummary]) -> list[HostSpread]:
             if len(vals) >= 2 and statistics.mean(vals) > 0
             else None
         )
-        out.append(HostSpread(label, meds, cv))
+        lat = [c.latency_pooled for c in cs if c.latency_pooled is not None]
+        p99 = (
+            pooled(
+                (p.histogram for p in lat),
+                sum(p.runs for p in lat),
+                sum(p.runs_without for p in lat),
+            ).percentiles_ms.get("p99")
+            if lat
+            else None
+        )
+        out.append(HostSpread(label, meds, cv, p99))
     return out

@@ -345,12 +345,13 @@ def _by_host(
         table.add_row(c.base, c.other, per, ratio, c.verdict)
     console.print(table)
     hosts = Table(title="each configuration on each host (median throughput)", title_justify="left")
-    for col in ("cell", "hosts", "host-to-host CV"):
+    for col in ("cell", "hosts", "host-to-host CV", "p99 ms, all hosts' transactions"):
         hosts.add_column(col)
     for s in spread:
         hosts.add_row(
             s.cell,
             ", ".join(f"{h} {m:,.0f}" for h, m in s.medians),
             "-" if s.cv is None else f"{s.cv * 100:.1f}%",
+            "-" if s.p99_ms is None else f"{s.p99_ms:,.2f}",
         )
     console.print(hosts)

@@ -368,6 +368,7 @@ def host_matrix(cells: Sequence[CellSummary], hosts: Sequence[str]) -> list[dict
                 "cell": s.cell,
                 "values": [f"{medians[h]:,.0f}" if h in medians else "-" for h in hosts],
                 "cv": "-" if s.cv is None else f"{s.cv * 100:.1f}%",
+                "p99": "-" if s.p99_ms is None else f"{s.p99_ms:,.2f}",
             }
         )
     return out
