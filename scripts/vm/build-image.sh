@@ -65,12 +65,14 @@ fi
 find "$root/lib/modules/$kver" -name 'zfs.ko*' | grep -q . ||
     { echo "build-image: no zfs module for $kver" >&2; exit 1; }
 in_root depmod "$kver"
+in_root modinfo -k "$kver" zfs > "$work/modinfo.txt" 2>&1 ||
+    { cat "$work/modinfo.txt" >&2; echo "build-image: modprobe would not find zfs" >&2; exit 1; }
+echo "vm image: $(grep -E '^(filename|version):' "$work/modinfo.txt" | tr -s ' ' | paste -sd' ')"
 # the modules the VM needs at boot: virtio disks and the 9p shares in the initramfs
 printf 'virtio_pci\nvirtio_blk\nvirtio_net\n9p\n9pnet_virtio\next4\n' >> "$root/etc/initramfs-tools/modules"
 in_root update-initramfs -u -k "$kver" > "$work/initramfs.log" 2>&1
-# the compilers and headers were for DKMS only: left out of the image
-in_root apt-get purge -y -qq build-essential linux-headers-amd64 dkms > /dev/null 2>&1 || true
-in_root apt-get autoremove -y -qq --purge > /dev/null 2>&1 || true
+# the compilers, headers and dkms stay: removing dkms removes zfs-dkms, and with it the
+# module it built
 in_root apt-get clean
 echo pgfsbench-vm > "$root/etc/hostname"
 echo '/dev/vda / ext4 rw,relatime 0 1' > "$root/etc/fstab"

@@ -148,3 +148,32 @@ snapshots = { every = "1s", keep = 3 }
     out = pgfsbench("cleanup", "--workdir", str(work))
     assert "undone" in out.stdout and "pgfsb-snap-" in out.stdout
     assert leftovers(base) == []
+
+
+def test_lvm_where_the_kernel_has_no_device_mapper_is_refused_saying_why(base: Path) -> None:
+    if Path("/dev/mapper/control").exists() and shutil.which("lvcreate"):
+        pytest.skip("this kernel has device-mapper: tests/vm/test_lvm.py runs LVM")
+    spec = write_spec(
+        base / "s.toml",
+        SPEC.format(
+            storage="""
+[storage.e]
+fs = "ext4"
+device = "loop:512M"
+lvm = { snapshot_pct = 30 }
+snapshots = { every = "2s" }
+"""
+        ),
+    )
+    proc = pgfsbench(
+        "run",
+        str(spec),
+        "--results",
+        str(base / "r.sqlite"),
+        "--workdir",
+        str(base / "work"),
+        check=False,
+    )
+    assert proc.returncode == 5, proc.stderr
+    assert "lvm: not possible here" in proc.stderr
+    assert not (base / "r.sqlite").exists() or runs_of(base / "r.sqlite") == []

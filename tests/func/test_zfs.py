@@ -100,7 +100,8 @@ cache = ["loop:128M"]
     # compression measurably shrinks the data directory (WAL included in both)
     assert runs["gzip"]["space_bytes"] < 0.6 * runs["plain"]["space_bytes"]
     assert float(gz["space"]["after_load"]["compressratio"].rstrip("x")) > 1.5
-    assert plain["space"]["after_load"]["zfs"]["data"]["compressratio"] == "1.00x"
+    # a number on both implementations (OpenZFS -p says 1.00, zfs-fuse 1.00x: normalised)
+    assert plain["space"]["after_load"]["zfs"]["data"]["compressratio"] == "1.00"
     assert int(gz["space"]["after_load"]["zfs"]["data"]["used"]) > 0
     # the space column is ZFS's own accounting (`zfs get used`), not du's
     after = gz["space"]["after_load"]
@@ -178,7 +179,9 @@ cache = "cold"
     assert any(p.startswith("pgfsb_") for p in pools())
     assert leftovers(base)
     out = pgfsbench("cleanup", "--workdir", str(base / "work"))
-    assert "zpool create" in out.stdout and "start zfs-fuse" in out.stdout
+    assert "zpool create" in out.stdout
+    if not Path("/sys/module/zfs").exists():  # zfs-fuse: the daemon pgfsbench started
+        assert "start zfs-fuse" in out.stdout
     assert "zpool export" in out.stdout
     assert pools() == [] and zfs_fuse_pids() == []
     assert leftovers(base) == []

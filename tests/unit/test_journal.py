@@ -147,3 +147,32 @@ def _zombie(pid: int) -> bool:
     from pgfsbench.system.runner import process_state
 
     return process_state(pid) == "Z"
+
+
+def test_cleanup_knows_how_to_undo_every_kind_of_step_the_code_journals() -> None:
+    """`pgfsbench cleanup` runs in a fresh process: every undo action the code can journal
+    must be registered by what cleanup imports (an LVM volume once was not)."""
+    import re
+
+    src = Path(__file__).resolve().parents[2] / "src" / "pgfsbench"
+    kinds = {
+        m.group(1)
+        for f in src.rglob("*.py")
+        for m in re.finditer(r'Undo\(\s*"([a-z_]+)"', f.read_text())
+    }
+    assert len(kinds) > 15, kinds
+    registered = json.loads(
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import json, pgfsbench.cleanup, pgfsbench.system.journal as j;"
+                "print(json.dumps(sorted(j._UNDO_ACTIONS)))",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=60,
+        ).stdout
+    )
+    assert sorted(kinds - set(registered)) == []

@@ -364,7 +364,7 @@ def _storage_rows(run: StoredRun) -> list[Row]:
         if figures:
             parts = [f"data directory {human_bytes(figures.get('space_bytes'))}"]
             if "compressratio" in figures:
-                parts.append(f"compressratio {figures['compressratio']}")
+                parts.append(f"compressratio {str(figures['compressratio']).rstrip('x')}x")
             if "zfs_used_bytes" in figures:
                 parts.append(f"zfs used {human_bytes(figures['zfs_used_bytes'])}")
             rows.append((f"space {phase.replace('_', ' ')}", ", ".join(parts)))

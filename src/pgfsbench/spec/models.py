@@ -217,9 +217,16 @@ class Snapshots(Model):
 
 
 NO_SNAPSHOTS = (
-    "{fs} has no native snapshots (LVM's would need device-mapper, which this "
-    "machine's kernel lacks): take snapshots on {kinds}"
+    "{fs} has no native snapshots: take snapshots on {kinds}, or put {fs} on LVM "
+    "(lvm = {{}}, where the kernel has device-mapper)"
 )
+
+
+class Lvm(Model):
+    """The filesystem on an LVM logical volume of its own group on the device, with
+    `snapshot_pct` percent of the group kept for the snapshots `snapshots` takes."""
+
+    snapshot_pct: Annotated[int, Field(ge=5, le=90)] = 30
 
 
 class StorageCommon(Model):
@@ -245,7 +252,9 @@ class FilesystemStorage(BlockVolume, StorageCommon):
     """A filesystem made on a device for the data directory (and optionally its WAL)."""
 
     wal: WalVolume | None = None
-    snapshots: Snapshots | None = None  # btrfs only (the data directory is a subvolume)
+    # btrfs (the data directory is a subvolume), or ext4/xfs on LVM (`lvm`)
+    snapshots: Snapshots | None = None
+    lvm: Lvm | None = None  # ext4, xfs: the data volume on an LVM logical volume
 
     def devices(self) -> list[tuple[str, Device]]:
         return [("data", self.device), *(self.wal.devices() if self.wal else [])]
@@ -257,7 +266,9 @@ class FilesystemStorage(BlockVolume, StorageCommon):
     def _snapshots(self) -> FilesystemStorage:
         from pgfsbench.spec.kinds import STORAGE_KINDS, storage_kind
 
-        if self.snapshots is not None and not storage_kind(self.fs).snapshots:
+        if self.lvm is not None and self.fs not in ("ext4", "xfs"):
+            raise ValueError(f"lvm is for ext4 and xfs, not {self.fs}")
+        if self.snapshots is not None and not (storage_kind(self.fs).snapshots or self.lvm):
             raise ValueError(
                 NO_SNAPSHOTS.format(
                     fs=self.fs, kinds=" or ".join(k.name for k in STORAGE_KINDS if k.snapshots)

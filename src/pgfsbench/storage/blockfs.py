@@ -15,6 +15,7 @@ from typing import Any
 
 from pgfsbench.spec import FilesystemStorage, WalVolume
 from pgfsbench.spec.kinds import resolve, storage_kind
+from pgfsbench.storage import lvm
 from pgfsbench.storage.base import (
     ProvisionContext,
     ProvisionedStorage,
@@ -23,6 +24,9 @@ from pgfsbench.storage.base import (
     prepare_dir,
 )
 from pgfsbench.storage.mounts import mount
+from pgfsbench.storage.snapshots import Snapshotter
+from pgfsbench.system.errors import CapabilityError
+from pgfsbench.system.journal import Journal
 from pgfsbench.system.runner import Runner
 
 MkfsArgv = Callable[[str, list[str]], list[str]]
@@ -75,17 +79,32 @@ class MkfsDriver(VolumeDriver):
     mkfs_argv: MkfsArgv
     info_argv: InfoArgv
 
+    def check(self, config: FilesystemStorage, runner: Runner, workdir: Path) -> None:
+        if config.lvm is not None:
+            why = lvm.unavailable(runner)
+            if why is not None:
+                raise CapabilityError(f"lvm: not possible here: {why}")
+
     def volume(
         self, ctx: ProvisionContext, role: str, spec: FilesystemStorage | WalVolume
     ) -> Volume:
         target = ctx.directory / "mnt" / role
         dev = ctx.devices.get(spec.device, role)
-        argv = self.mkfs_argv(dev.path, spec.mkfs_options)
+        path = dev.path
+        made: dict[str, Any] = {}
+        if isinstance(spec, FilesystemStorage) and spec.lvm is not None:
+            group = lvm.group_name(ctx.directory, role)
+            path, made = lvm.make_volume(
+                ctx.journal, ctx.runner, dev.path, group, spec.lvm.snapshot_pct
+            )
+        argv = self.mkfs_argv(path, spec.mkfs_options)
         # mkfs needs no undo of its own: it only writes to a device we own or may erase
         ctx.journal.note(step=f"mkfs {dev.path}", argv=argv)
         done = ctx.runner.run(argv, timeout=600)
-        info = mount(ctx.journal, ctx.runner, dev.path, target, self.fs, spec.mount_options)
+        info = mount(ctx.journal, ctx.runner, path, target, self.fs, spec.mount_options)
         details: dict[str, Any] = {"device_size_bytes": dev.size_bytes}
+        if made:
+            details["lvm"] = made
         if dev.backing_file:
             details["loop_backing_file"] = dev.backing_file
             details["loop_direct_io"] = True
@@ -94,7 +113,7 @@ class MkfsDriver(VolumeDriver):
             role,
             self.fs,
             target,
-            dev.path,
+            path,
             (dev.path,),
             info.options,
             tuple(argv),
@@ -118,3 +137,28 @@ class MkfsDriver(VolumeDriver):
     def info(self, volume: Volume, runner: Runner) -> str:
         done = runner.run(self.info_argv(volume.source, volume.mountpoint), timeout=60, check=False)
         return (done.stdout + done.stderr).strip()
+
+    def snapshotter(
+        self,
+        config: FilesystemStorage,
+        storage: ProvisionedStorage,
+        journal: Journal,
+        runner: Runner,
+    ) -> Snapshotter | None:
+        """LVM snapshots of the data volume (ext4, xfs on `lvm`): each gets an equal part of
+        the group's free space, enough for `keep` of them and the one being taken."""
+        made = storage.data.details.get("lvm")
+        if config.snapshots is None or not made:
+            return None
+        free = lvm.free_bytes(runner, str(made["group"])) or 0
+        size = (free // (config.snapshots.keep + 1)) // (4 << 20) * (4 << 20)  # whole extents
+        return Snapshotter(
+            "lvm",
+            [str(made["lv"])],
+            None,
+            config.snapshots.every,
+            config.snapshots.keep,
+            journal,
+            runner,
+            size_bytes=size,
+        )

@@ -47,7 +47,9 @@ def _zpool_destroy(runner: Runner, args: dict[str, Any]) -> None:
 def dataset_properties(
     runner: Runner, dataset: str, impl: ZfsImplementation, names: tuple[str, ...] = ()
 ) -> dict[str, str]:
-    """`zfs get -Hp` of the given (or all) properties, keeping only what the ZFS knows."""
+    """`zfs get -Hp` of the given (or all) properties, keeping only what the ZFS knows.
+    Ratios are numbers on both implementations: OpenZFS's parsable output says '1.00',
+    zfs-fuse's '1.00x' (seen in the test VM: the same figure stored two ways)."""
     wanted = [n for n in names if n in impl.properties] if names else ["all"]
     if not wanted:
         return {}
@@ -58,7 +60,10 @@ def dataset_properties(
     for line in done.stdout.splitlines():
         parts = line.split("\t")
         if len(parts) >= 2:
-            result[parts[0]] = parts[1]
+            value = parts[1]
+            if parts[0].endswith("ratio") and value.endswith("x"):
+                value = value[:-1]
+            result[parts[0]] = value
     return result
 
 
