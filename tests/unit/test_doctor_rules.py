@@ -234,6 +234,24 @@ def test_rule_fires_on_its_case_and_passes_on_the_other(rule_id: str) -> None:
     assert rule.check(good()) == [], f"{rule_id} fired on its good case"
 
 
+def test_a_distributions_build_that_carries_the_zfs_fix_is_not_called_corrupting() -> None:
+    params = {"zfs_dmu_offset_next_sync": "1"}
+    debian = facts(
+        zfs={**KERNEL_ZFS, "version": "2.1.11", "build": "2.1.11-1+deb12u1", "parameters": params}
+    )
+    assert BY_ID["openzfs-corruption-bug"].check(debian) == []
+    upstream = facts(
+        zfs={**KERNEL_ZFS, "version": "2.1.11", "build": "2.1.11", "parameters": params}
+    )
+    (found,) = BY_ID["openzfs-corruption-bug"].check(upstream) or []
+    assert "2.1.14" in found and "distribution" not in found
+    other = facts(
+        zfs={**KERNEL_ZFS, "version": "2.1.5", "build": "2.1.5-1ubuntu6", "parameters": params}
+    )
+    (hedged,) = BY_ID["openzfs-corruption-bug"].check(other) or []
+    assert "may carry the fix" in hedged and "2.1.5-1ubuntu6" in hedged
+
+
 def test_a_rule_without_its_facts_does_not_apply() -> None:
     bare = facts(paths=[])  # no PostgreSQL, no paths, no ZFS
     for rid in (

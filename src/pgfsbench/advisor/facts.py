@@ -332,9 +332,11 @@ def describe_path(role: str, path: str, table: list[MountInfo], facts: Facts) ->
 def read_zfs_host(facts: Facts) -> None:
     """Which ZFS answers here, its module parameters and ARC size (kernel module only)."""
     if (ZFS_MODULE / "parameters").is_dir():
-        version = ""
+        version = build = ""
         with contextlib.suppress(OSError):
-            version = (ZFS_MODULE / "version").read_text().strip().split("-")[0]
+            # "2.1.11-1+deb12u1": the upstream release, then the distribution's revision
+            build = (ZFS_MODULE / "version").read_text().strip()
+            version = build.split("-")[0]
         params: dict[str, str] = {}
         for p in sorted((ZFS_MODULE / "parameters").iterdir()):
             with contextlib.suppress(OSError):
@@ -345,7 +347,13 @@ def read_zfs_host(facts: Facts) -> None:
                 parts = line.split()
                 if len(parts) == 3 and parts[0] in ("size", "c_max", "c_min", "c"):
                     arc[parts[0]] = int(parts[2])
-        facts.zfs = {"kind": "kernel", "version": version, "parameters": params, "arc": arc}
+        facts.zfs = {
+            "kind": "kernel",
+            "version": version,
+            "build": build,
+            "parameters": params,
+            "arc": arc,
+        }
     elif any(p.fstype == "zfs" for p in facts.paths):
         facts.zfs = {"kind": "fuse", "version": "", "parameters": {}, "arc": {}}
 

@@ -141,21 +141,37 @@ def _write_cache(f: Facts) -> list[str] | None:
 
 
 # OpenZFS releases with the block-cloning / dnode dirty-check corruption (#15526)
+# Distribution builds of an affected release that carry the fix of openzfs/zfs#15526
+# (CVE-2023-49298, "fix dnode dirty test"), as their changelogs say:
+ZFS_15526_FIXED_BUILDS = {
+    # Debian bookworm, changelog of zfs-linux 2.1.11-1+deb12u1 (2024-11-02): "cherry-pick
+    # upstream fixes ... fix dnode dirty test (Closes: #1056752, #1063497, CVE-2023-49298)"
+    "2.1.11-1+deb12u1",
+}
+
+
 def _zfs_version_bug(f: Facts) -> list[str] | None:
     if f.zfs.get("kind") != "kernel" or not f.zfs.get("version"):
         return None
     v = _version(str(f.zfs["version"]))
+    build = str(f.zfs.get("build") or f.zfs["version"])
     params = f.zfs.get("parameters", {})
-    if (2, 2, 0) <= v < (2, 2, 2):
-        return [
-            f"OpenZFS {f.zfs['version']}: silent corruption (zeros after a copy), fixed in 2.2.2"
-        ]
-    if (2, 1, 0) <= v < (2, 1, 14) and params.get("zfs_dmu_offset_next_sync") == "1":
-        return [
-            f"OpenZFS {f.zfs['version']} with zfs_dmu_offset_next_sync=1: silent "
-            "corruption, fixed in 2.1.14"
-        ]
-    return []
+    affected = (2, 2, 0) <= v < (2, 2, 2) or (
+        (2, 1, 0) <= v < (2, 1, 14) and params.get("zfs_dmu_offset_next_sync") == "1"
+    )
+    if not affected or build in ZFS_15526_FIXED_BUILDS:
+        return []
+    what = (
+        f"OpenZFS {build}: silent corruption (zeros after a copy), fixed in 2.2.2"
+        if v >= (2, 2, 0)
+        else f"OpenZFS {build} with zfs_dmu_offset_next_sync=1: silent corruption, fixed in 2.1.14"
+    )
+    if build != str(f.zfs["version"]):
+        what += (
+            f" (a distribution's build of {f.zfs['version']}: it may carry the fix, "
+            "CVE-2023-49298; its changelog says)"
+        )
+    return [what]
 
 
 def _zfs_bclone(f: Facts) -> list[str] | None:
