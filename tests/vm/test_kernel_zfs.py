@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -24,6 +23,8 @@ from tests.func.conftest import (
     signal_mid_measurement,
     write_spec,
 )
+from tests.func.test_zfs import SMALL as ZFS_SMALL
+from tests.func.test_zfs import pools
 
 PARAMS = Path("/sys/module/zfs/parameters")
 
@@ -33,22 +34,8 @@ pytestmark = [
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root"),
 ]
 
-SMALL = """
-[defaults]
-scale = 1
-clients = 2
-threads = 1
-duration = "3s"
-warmup = "0s"
-repetitions = 1
-"""
-
-
-def pools() -> list[str]:
-    out = subprocess.run(
-        ["zpool", "list", "-H", "-o", "name"], capture_output=True, text=True, check=False
-    ).stdout
-    return out.split()
+# the functional ZFS tests' spec head and pool listing, 3 s runs here
+SMALL = ZFS_SMALL.replace('duration = "2s"', 'duration = "3s"')
 
 
 def test_the_kernel_module_is_detected_with_what_it_accepts() -> None:
