@@ -20,14 +20,14 @@ if [ -n "$py" ]; then
 fi
 {
     echo "kernel: $(uname -r)"
-    for m in zfs dm_mod dm_snapshot raid0 raid1 loop; do
+    for m in zfs dm_mod dm_snapshot md_mod raid0 raid1 raid10 loop; do
         modprobe "$m" && echo "module $m loaded" || echo "module $m: not loaded"
     done
     [ -r /sys/module/zfs/version ] && echo "OpenZFS module $(cat /sys/module/zfs/version)"
     cd "$src" || exit 1
     # shellcheck disable=SC2086
     PYTHONDONTWRITEBYTECODE=1 COLUMNS=200 timeout 6000 .venv/bin/python -m pytest \
-        -p no:cacheprovider -o cache_dir=/tmp/pytest-cache -q -ra $tests \
+        -p no:cacheprovider -q -ra $tests \
         --junitxml="$out/junit.xml"
     echo $? > "$out/rc.tmp" && mv "$out/rc.tmp" "$out/rc"
 } > "$out/vm.log" 2>&1

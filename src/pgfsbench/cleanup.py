@@ -9,7 +9,7 @@ from pathlib import Path
 # Importing these registers their undo actions with the journal.
 from pgfsbench import kernel  # noqa: F401
 from pgfsbench.postgres import instance  # noqa: F401
-from pgfsbench.storage import devices, limits, lvm, mounts, snapshots, zfs  # noqa: F401
+from pgfsbench.storage import devices, limits, lvm, md, mounts, snapshots, zfs  # noqa: F401
 from pgfsbench.system import actions  # noqa: F401
 from pgfsbench.system.errors import PgfsbenchError
 from pgfsbench.system.journal import LeftoverJournal, leftover_journals, undo_leftover

@@ -64,6 +64,11 @@ def test_gp3_at_its_baseline_costs_its_capacity_and_more_iops_cost_more() -> Non
     assert azure is not None and azure.usd_month == pytest.approx(73.22)  # P20
     big = volume_cost("azure-premium", 4000, 7500, 250)
     assert big is not None and big.usd_month is None and "tiers read up to" in big.why
+    # io2: every provisioned IOPS is paid; the rate above 32,000 was not read
+    io2 = volume_cost("io2", 100, 20_000, 312.5)
+    assert io2 is not None and io2.usd_month == pytest.approx(100 * 0.125 + 20_000 * 0.065)
+    over = volume_cost("io2", 1000, 64_000, 1000)
+    assert over is not None and over.usd_month is None and "32,000" in over.why
     unknown = volume_cost("essd-pl1", 300, 16800, 270)
     assert unknown is not None and unknown.usd_month is None and "--price-file" in unknown.why
 

@@ -11,6 +11,7 @@ cell's cost unknown, and says why.
 
 from __future__ import annotations
 
+import math
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -116,6 +117,7 @@ def load_price_file(path: Path) -> dict[str, Price]:
         "tiers",
         "per_iops_month",
         "iops_included",
+        "iops_read_up_to",
         "per_mbps_month",
         "mbps_included",
     }
@@ -138,6 +140,7 @@ def load_price_file(path: Path) -> dict[str, Price]:
             tiers=tiers,
             per_iops_month=float(row.get("per_iops_month", 0.0)),
             iops_included=float(row.get("iops_included", 0.0)),
+            iops_read_up_to=float(row.get("iops_read_up_to", math.inf)),
             per_mbps_month=float(row.get("per_mbps_month", 0.0)),
             mbps_included=float(row.get("mbps_included", 0.0)),
         )

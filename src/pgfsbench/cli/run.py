@@ -140,8 +140,9 @@ def print_plan(console: Console, plan: Plan) -> None:
         emulated = sorted(
             {d.model for _, d in cell.storage.devices() if isinstance(d, EmulatedDevice)}
         )
+        stack = cell.storage.layers() + ([f"emulated {', '.join(emulated)}"] if emulated else [])
         return [
-            cell.fs + (f" on emulated {', '.join(emulated)}" if emulated else ""),
+            " on ".join([cell.fs, *stack]),
             str(cell.scale),
             f"{wl.clients}/{wl.threads}",
             f"{wl.warmup_s:g} s + {wl.duration_s:g} s",

@@ -129,6 +129,17 @@ def _storage(run: StoredRun, storage: JsonObject) -> str:
         text = f"{role}: {v.get('fs', run.fs)}"
         spec = storage if role == "data" else (storage.get("wal") or {})
         device = spec.get("device")
+        if isinstance(v.get("lvm"), Mapping):
+            text += " on LVM"
+        raid = spec.get("md") if role == "data" else None
+        if isinstance(raid, Mapping):  # the members as the spec named them
+            members = raid.get("devices") or []
+            names = [
+                m if isinstance(m, str) else f"{m.get('size')} {m.get('model')}" for m in members
+            ]
+            chunk = f", chunk {raid['chunk']}" if raid.get("chunk") else ""
+            text += f" on md {raid.get('level')} of {len(members)} ({', '.join(names)}{chunk})"
+            device = None
         if isinstance(device, dict):  # an emulated disk
             model = v.get("device_model_text") or device.get("model")
             text += f" on {device.get('size')} emulated ({model})"

@@ -229,6 +229,47 @@ class Lvm(Model):
     snapshot_pct: Annotated[int, Field(ge=5, le=90)] = 30
 
 
+class MdRaid(Model):
+    """The filesystem on a Linux software RAID array (mdadm) of these members, each a
+    device as `device` takes one (loop:SIZE, /dev/..., an emulated disk); `limits` and
+    emulated models apply to each member, as to a ZFS pool's."""
+
+    level: Literal["raid0", "raid1", "raid10"]
+    devices: list[Device]
+    chunk: SizeText | None = None  # raid0/raid10 stripe unit (mdadm's default: 512K)
+    # the members of a run start zeroed: nothing to resync; false: resync, wait, then mkfs
+    assume_clean: bool = True
+
+    @model_validator(mode="after")
+    def _members(self) -> MdRaid:
+        need = {"raid0": 2, "raid1": 2, "raid10": 2}[self.level]
+        if len(self.devices) < need:
+            raise ValueError(f"{self.level} needs at least {need} devices, got {len(self.devices)}")
+        if len(self.devices) > 64:
+            raise ValueError("at most 64 members")
+        if self.chunk is not None:
+            if self.level == "raid1":
+                raise ValueError("raid1 has no chunk (it does not stripe)")
+            kib = parse_size(self.chunk) / 1024
+            if kib < 4 or kib != int(kib) or int(kib) & (int(kib) - 1):
+                raise ValueError(f"chunk must be a power of two of at least 4K, not {self.chunk}")
+        return self
+
+    def chunk_kib(self) -> int | None:
+        return None if self.chunk is None else parse_size(self.chunk) // 1024
+
+    def capacity(self) -> int | None:
+        """Usable bytes (None: a member's size is not known before it exists)."""
+        sizes = [loop_bytes(d) for d in self.devices]
+        known = [b for b in sizes if b is not None]
+        if len(known) != len(sizes):
+            return None
+        if self.level == "raid1":
+            return min(known)
+        total = min(known) * len(known)  # md uses the smallest member's size on each
+        return total if self.level == "raid0" else total // 2  # raid10: two copies
+
+
 class StorageCommon(Model):
     """What every kind of storage has (each kind narrows `fs` to its name)."""
 
@@ -247,6 +288,10 @@ class StorageCommon(Model):
         """Usable bytes for the data directory, when the spec says."""
         return None
 
+    def layers(self) -> list[str]:
+        """What stands between the filesystem and its devices ("LVM", "md raid1 of 2")."""
+        return []
+
 
 class FilesystemStorage(BlockVolume, StorageCommon):
     """A filesystem made on a device for the data directory (and optionally its WAL)."""
@@ -255,12 +300,20 @@ class FilesystemStorage(BlockVolume, StorageCommon):
     # btrfs (the data directory is a subvolume), or ext4/xfs on LVM (`lvm`)
     snapshots: Snapshots | None = None
     lvm: Lvm | None = None  # ext4, xfs: the data volume on an LVM logical volume
+    md: MdRaid | None = None  # the data volume on a software RAID array of its devices
 
     def devices(self) -> list[tuple[str, Device]]:
-        return [("data", self.device), *(self.wal.devices() if self.wal else [])]
+        data = [("data", d) for d in self.md.devices] if self.md else [("data", self.device)]
+        return [*data, *(self.wal.devices() if self.wal else [])]
 
     def data_capacity(self) -> int | None:
-        return loop_bytes(self.device)
+        return self.md.capacity() if self.md else loop_bytes(self.device)
+
+    def layers(self) -> list[str]:
+        return [
+            *(["LVM"] if self.lvm else []),
+            *([f"md {self.md.level} of {len(self.md.devices)}"] if self.md else []),
+        ]
 
     @model_validator(mode="after")
     def _snapshots(self) -> FilesystemStorage:
@@ -268,6 +321,11 @@ class FilesystemStorage(BlockVolume, StorageCommon):
 
         if self.lvm is not None and self.fs not in ("ext4", "xfs"):
             raise ValueError(f"lvm is for ext4 and xfs, not {self.fs}")
+        if self.md is not None and "device" in self.model_fields_set:
+            raise ValueError(
+                "give the array's members in md.devices, not device (md = { level = "
+                '"raid1", devices = ["loop:2G", "loop:2G"] })'
+            )
         if self.snapshots is not None and not (storage_kind(self.fs).snapshots or self.lvm):
             raise ValueError(
                 NO_SNAPSHOTS.format(

@@ -15,7 +15,7 @@ from typing import Any
 
 from pgfsbench.spec import FilesystemStorage, WalVolume
 from pgfsbench.spec.kinds import resolve, storage_kind
-from pgfsbench.storage import lvm
+from pgfsbench.storage import lvm, md
 from pgfsbench.storage.base import (
     ProvisionContext,
     ProvisionedStorage,
@@ -84,37 +84,56 @@ class MkfsDriver(VolumeDriver):
             why = lvm.unavailable(runner)
             if why is not None:
                 raise CapabilityError(f"lvm: not possible here: {why}")
+        if config.md is not None:
+            why = md.unavailable(runner, config.md.level)
+            if why is not None:
+                raise CapabilityError(f"md {config.md.level}: not possible here: {why}")
 
     def volume(
         self, ctx: ProvisionContext, role: str, spec: FilesystemStorage | WalVolume
     ) -> Volume:
         target = ctx.directory / "mnt" / role
-        dev = ctx.devices.get(spec.device, role)
+        raid = spec.md if isinstance(spec, FilesystemStorage) else None
+        members = [ctx.devices.get(d, role) for d in (raid.devices if raid else [spec.device])]
+        dev = members[0]
         path = dev.path
-        made: dict[str, Any] = {}
+        details: dict[str, Any] = {"device_size_bytes": dev.size_bytes}
+        if raid is not None:
+            path, details["md"] = md.make_array(
+                ctx.journal,
+                ctx.runner,
+                md.array_name(ctx.directory, role),
+                raid.level,
+                [m.path for m in members],
+                raid.chunk_kib(),
+                raid.assume_clean,
+            )
+            details["device_size_bytes"] = details["md"]["array_bytes"]
+            details["md"]["member_details"] = {
+                m.path: {"size_bytes": m.size_bytes, "backing_file": m.backing_file, **m.details}
+                for m in members
+            }
         if isinstance(spec, FilesystemStorage) and spec.lvm is not None:
             group = lvm.group_name(ctx.directory, role)
-            path, made = lvm.make_volume(
-                ctx.journal, ctx.runner, dev.path, group, spec.lvm.snapshot_pct
+            path, details["lvm"] = lvm.make_volume(
+                ctx.journal, ctx.runner, path, group, spec.lvm.snapshot_pct
             )
         argv = self.mkfs_argv(path, spec.mkfs_options)
         # mkfs needs no undo of its own: it only writes to a device we own or may erase
-        ctx.journal.note(step=f"mkfs {dev.path}", argv=argv)
+        ctx.journal.note(step=f"mkfs {path}", argv=argv)
         done = ctx.runner.run(argv, timeout=600)
         info = mount(ctx.journal, ctx.runner, path, target, self.fs, spec.mount_options)
-        details: dict[str, Any] = {"device_size_bytes": dev.size_bytes}
-        if made:
-            details["lvm"] = made
-        if dev.backing_file:
+        if dev.backing_file and raid is None:
             details["loop_backing_file"] = dev.backing_file
             details["loop_direct_io"] = True
-        details.update(dev.details)
+        if raid is None:
+            details.update(dev.details)
         return Volume(
             role,
             self.fs,
             target,
             path,
-            (dev.path,),
+            tuple(m.path for m in members),
             info.options,
             tuple(argv),
             (done.stdout + done.stderr).strip(),

@@ -328,6 +328,7 @@ class Price:
     tiers: tuple[tuple[float, str, float], ...] = ()  # (up to GiB, tier, USD a month)
     per_iops_month: float = 0.0  # beyond iops_included
     iops_included: float = 0.0
+    iops_read_up_to: float = math.inf  # above this the source's next IOPS tier was not read
     per_mbps_month: float = 0.0  # beyond mbps_included (MB/s, as the source gives it)
     mbps_included: float = 0.0
 
@@ -380,6 +381,17 @@ PRICES: dict[str, Price] = {
         "https://c3x.dev/blog/gcp-persistent-disk-types-cost/",
         per_gib_month=0.10,
     ),
+    "io2": Price(
+        "us-east-1",
+        "AWS's own agent toolkit, 'EBS Volume Optimization' (us-east-1, early 2026: 'io1 vs "
+        "io2 Same price ($0.125/GB + $0.065/PIOPS)'), https://github.com/aws/"
+        "agent-toolkit-for-aws (skills/core-skills/aws-billing-and-cost-management/"
+        "references/ebs-optimization.md); awsnegotiations.com: the first 32,000 IOPS at one "
+        "rate, above at a lower one (that rate not read)",
+        per_gib_month=0.125,
+        per_iops_month=0.065,
+        iops_read_up_to=32_000,
+    ),
     "azure-premium": Price(
         "US",
         "TechTarget, 'How does Azure Premium Storage billing work?' (P10 $19.71, P20 $73.22, "
@@ -388,7 +400,6 @@ PRICES: dict[str, Price] = {
     ),
 }
 NO_PRICE = {
-    "io2": "its price was not read (AWS EBS io2: per GiB and per provisioned IOPS)",
     "essd-pl0": "Alibaba Cloud's ESSD prices were not read (they vary by region)",
     "essd-pl1": "Alibaba Cloud's ESSD prices were not read (they vary by region)",
     "essd-pl2": "Alibaba Cloud's ESSD prices were not read (they vary by region)",
@@ -430,6 +441,14 @@ def volume_cost(
     if price.per_gib_month is not None:
         total += capacity_gib * price.per_gib_month
         parts.append(f"{capacity_gib:,.0f} GiB x ${price.per_gib_month:g}")
+    if iops and iops > price.iops_read_up_to:
+        return VolumeCost(
+            profile,
+            capacity_gib,
+            None,
+            why=f"no price for {iops:,.0f} IOPS (the rate was read up to "
+            f"{price.iops_read_up_to:,.0f}; the next tier's was not); --price-file",
+        )
     if price.per_iops_month and iops and iops > price.iops_included:
         extra = iops - price.iops_included
         total += extra * price.per_iops_month
