@@ -13,7 +13,8 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cache=${1:-/opt/pgfsbench-test/vm}
 mirror=${PGFSBENCH_VM_MIRROR:-http://deb.debian.org/debian}
-stamp_want="$(sha256sum "$here/build-image.sh" "$here/vmtest-init.sh" | sha256sum | cut -c1-16)"
+# of the scripts' contents only (not their path: every checkout shares the cache)
+stamp_want="$(cat "$here/build-image.sh" "$here/vmtest-init.sh" | sha256sum | cut -c1-16)"
 if [ -f "$cache/build.stamp" ] && [ "$(cat "$cache/build.stamp")" = "$stamp_want" ] &&
     [ -f "$cache/rootfs.img" ] && [ -f "$cache/vmlinuz" ] && [ -f "$cache/initrd.img" ]; then
     echo "vm image: reusing $cache (built from this script)"

@@ -8,7 +8,7 @@ from pgfsbench.report.html import render_report
 from pgfsbench.report.terminal import summary_table
 from pgfsbench.results.export import export_runs
 from pgfsbench.results.records import StoredCampaign, StoredRun
-from pgfsbench.results.store import LIST_KEYS, Store, engine_url
+from pgfsbench.results.store import LIST_KEYS, SeriesRow, Store, engine_url
 from pgfsbench.system.errors import StoreError
 
 
@@ -222,3 +222,23 @@ def test_stored_records_are_typed_and_refuse_a_key_they_do_not_have(tmp_path: Pa
     assert [s.at(k) for k in (-1, 1, 3, 5)] == [10, 20, 30, None]
     assert one.throughput is None and one.figure == 100.0  # a record from before the unit
     assert StoredRun(throughput=3.0, tps=5.0).figure == 3.0
+
+
+def test_a_runs_series_are_stored_in_one_go_and_replace_their_names_only(tmp_path: Path) -> None:
+    store = Store(str(tmp_path / "r.sqlite"))
+    fill(store)
+    rid = store.list_runs()[0].run_id
+    store.put_series(rid, "waits", [1.0])
+    store.put_many_series(
+        rid,
+        [
+            SeriesRow("tps", [5.0, 6.0], "tps", 2.0),
+            SeriesRow("latency_ms", [1.5], "ms"),
+            SeriesRow("latency_ms", [2.5], "ms"),  # a name twice: the last one
+        ],
+    )
+    run = store.get_run(rid)
+    assert run is not None
+    assert run.series["tps"].values == [5.0, 6.0] and run.series["tps"].t0 == 2.0
+    assert run.series["latency_ms"].values == [2.5]
+    assert run.series["waits"].values == [1.0]  # not named: kept

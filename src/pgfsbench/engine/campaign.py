@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from pgfsbench import __version__
-from pgfsbench.analysis.stats import estimate
 from pgfsbench.cleanup import children_dir, cleanup
 from pgfsbench.collect.environment import read_environment
 from pgfsbench.collect.host import host_environment, meminfo
@@ -29,6 +28,7 @@ from pgfsbench.engine.events import Events, QuietEvents
 from pgfsbench.engine.measure import measure_run
 from pgfsbench.engine.preflight import preflight
 from pgfsbench.engine.records import CampaignStatus, RunRecord, RunStatus
+from pgfsbench.engine.warm import WarmImports
 from pgfsbench.plan import Plan, PlannedRun
 from pgfsbench.results.records import StoredCampaign, StoredRun
 from pgfsbench.results.store import Store
@@ -124,6 +124,7 @@ class Campaign:
             self.events.phase,
             campaign_id,
             ready.by_bindir,
+            WarmImports(),
         )
         result = CampaignResult(campaign_id)
         if ready.unsupported:  # "not supported here" is an answer, not a failed run
@@ -446,6 +447,8 @@ class Campaign:
 def auto_stop_reason(rows: Sequence[StoredRun], most: int, target_pct: float) -> str | None:
     """Why a cell needs no more runs (None: it needs one more)."""
     ok = [r.throughput for r in rows if r.ok and r.throughput is not None]
+    from pgfsbench.analysis.stats import estimate  # numpy/scipy: imported during the first run
+
     est = estimate(ok)
     half = est.ci_half_pct if est is not None else None
     if half is not None and half <= target_pct:

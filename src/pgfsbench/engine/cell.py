@@ -20,6 +20,7 @@ from typing import Any
 from pgfsbench import kernel
 from pgfsbench.collect import ceiling
 from pgfsbench.engine.records import Prepared
+from pgfsbench.engine.warm import WarmImports
 from pgfsbench.plan import Plan
 from pgfsbench.postgres import pgbouncer
 from pgfsbench.postgres.binaries import Binaries
@@ -54,6 +55,8 @@ class Engine:
     phase: Callable[[str], None]
     campaign_id: int = 0
     by_bindir: dict[str, Binaries] = field(default_factory=dict)  # configurations' own
+    # the imports a run needs only after its measurement, going on meanwhile (engine/warm.py)
+    imports: WarmImports | None = None
 
     def binaries_for(self, cell: Cell) -> Binaries:
         """The PostgreSQL a cell runs: its configuration's bindir, else the default."""
@@ -307,6 +310,8 @@ def _pooler(eng: Engine, st: CellState) -> None:
 
 
 def _load(eng: Engine, st: CellState) -> None:
+    if eng.imports is not None:
+        eng.imports.wait()  # nothing of ours takes CPU from a timed phase
     eng.phase(f"loading ({st.workload.tool}, scale {st.cell.scale})")
     st.load = st.workload.load(st.context(eng, eng.artifacts_dir(st.run_id)), st.cell)
 

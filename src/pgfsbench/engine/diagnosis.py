@@ -11,8 +11,6 @@ import math
 import re
 from dataclasses import dataclass, field
 
-import psycopg
-
 from pgfsbench.system.errors import PgfsbenchError
 from pgfsbench.units import human_bytes
 
@@ -130,6 +128,8 @@ def root_cause(exc: BaseException, ev: Evidence) -> str:
         return f"PostgreSQL server terminated during the run: {detail}"
     if isinstance(exc, PgfsbenchError):
         return text.splitlines()[0] if text else type(exc).__name__
+    import psycopg  # the run imported it: no cost here
+
     if isinstance(exc, psycopg.Error):
         first = text.splitlines()[0] if text else ""
         return f"lost the connection to PostgreSQL: {first}"

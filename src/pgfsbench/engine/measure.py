@@ -13,7 +13,7 @@ import os
 import resource
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pgfsbench import kernel
 from pgfsbench.collect.environment import read_environment
@@ -23,14 +23,13 @@ from pgfsbench.collect.host import (
     meminfo,
     sample_load,
 )
-from pgfsbench.collect.observation import Observation, ObservationResult
-from pgfsbench.collect.pooler import PoolerSampler
 from pgfsbench.engine.cell import CellState, Engine
 from pgfsbench.engine.events import Events
 from pgfsbench.engine.records import RunRecord, RunStatus
 from pgfsbench.plan import PlannedRun
 from pgfsbench.postgres import pgbouncer
 from pgfsbench.postgres.instance import SUPERUSER, children_of
+from pgfsbench.results.store import SeriesRow
 from pgfsbench.spec import WORKLOAD_TOOLS, Cell
 from pgfsbench.storage import driver_for, sync_volumes
 from pgfsbench.storage.devices import disk_counters, disk_delta
@@ -39,6 +38,9 @@ from pgfsbench.system.errors import PgfsbenchError, Stalled, WorkloadError
 from pgfsbench.units import human_bytes
 from pgfsbench.workloads import unobserved
 from pgfsbench.workloads.base import Measurement, Phase, Progress, Workload, WorkloadContext
+
+if TYPE_CHECKING:  # imported where used: the samplers (and psycopg) load while storage is made
+    from pgfsbench.collect.observation import Observation, ObservationResult
 
 # the samplers' series, and each tool's own (spec/kinds.py)
 SERIES_UNITS = {
@@ -263,6 +265,9 @@ def measure_run(
 
 def _observation(eng: Engine, st: CellState, observed_run: bool) -> Observation:
     """The samplers of a run (off when the run is not watched: samplers = alternate)."""
+    from pgfsbench.collect.observation import Observation
+    from pgfsbench.collect.pooler import PoolerSampler
+
     assert st.instance is not None and st.storage is not None
     d = eng.loaded.spec.defaults
     pooler = None
@@ -514,26 +519,33 @@ def store_observation(
     duration_s: float,
 ) -> None:
     store = eng.store
+    rows: list[SeriesRow] = []
     if m is not None:
-        for name, (t0, values) in m.series.items():
-            store.put_series(run_id, name, values, unit=SERIES_UNITS.get(name, ""), t0=t0)
-    for name, (t0, values) in observed.series.items():
-        store.put_series(run_id, name, values, unit=SERIES_UNITS.get(name, ""), t0=t0)
+        rows += [
+            SeriesRow(name, values, SERIES_UNITS.get(name, ""), t0)
+            for name, (t0, values) in m.series.items()
+        ]
+    rows += [
+        SeriesRow(name, values, SERIES_UNITS.get(name, ""), t0)
+        for name, (t0, values) in observed.series.items()
+    ]
     latency = m.latency if m is not None else None
     if latency is not None and latency.series:
         offset = round(latency.start_epoch - (observed.measured_start or latency.start_epoch))
-        for name, values in latency.series.items():
-            store.put_series(
-                run_id, name, values, unit="ms" if name.endswith("_ms") else "tps", t0=1.0 + offset
-            )
+        rows += [
+            SeriesRow(name, values, "ms" if name.endswith("_ms") else "tps", 1.0 + offset)
+            for name, values in latency.series.items()
+        ]
     if latency is not None and latency.histogram:
-        store.put_series(
-            run_id,
-            "latency_histogram",
-            [[b, n] for b, n in sorted(latency.histogram.items())],
-            unit="[bucket = ln(latency us) * 100, count]",
-            step=0.0,
+        rows.append(
+            SeriesRow(
+                "latency_histogram",
+                [[b, n] for b, n in sorted(latency.histogram.items())],
+                "[bucket = ln(latency us) * 100, count]",
+                step=0.0,
+            )
         )
+    store.put_many_series(run_id, rows)
     window = [
         c
         for c in observed.checkpoints

@@ -15,9 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any
-
-import psycopg
+from typing import TYPE_CHECKING, Any
 
 from pgfsbench.postgres.binaries import Binaries
 from pgfsbench.postgres.ipc import data_dir_identity, postmaster_orphans, release_shared_memory
@@ -26,6 +24,9 @@ from pgfsbench.system.errors import CommandError, InstanceError, TimeoutExpired
 from pgfsbench.system.journal import Journal, Undo, undo_action
 from pgfsbench.system.runner import Runner, process_alive, process_start_time, process_state
 from pgfsbench.system.wait import wait_until
+
+if TYPE_CHECKING:
+    import psycopg  # imported where used: a run imports it while its storage is made
 
 SUPERUSER = "postgres"
 # every connection of a workload says so (libpq's application_name): the samplers tell the
@@ -171,6 +172,8 @@ class Instance:
     ) -> psycopg.Connection[Any]:
         """Our own connections never wait for ever: a server whose storage stopped
         accepting writes must not hold pgfsbench up."""
+        import psycopg
+
         return psycopg.connect(
             self.conninfo(dbname),
             autocommit=True,
@@ -248,6 +251,8 @@ class Instance:
         return pid
 
     def _accepts(self) -> bool:
+        import psycopg
+
         try:
             with self.connect():
                 return True
@@ -298,16 +303,18 @@ class Instance:
                 "SELECT 1 FROM pg_database WHERE datname = %s", (name,)
             ).fetchone()
             if not exists:
-                conn.execute(
-                    psycopg.sql.SQL("CREATE DATABASE {}").format(psycopg.sql.Identifier(name))
-                )
+                from psycopg import sql as psql
+
+                conn.execute(psql.SQL("CREATE DATABASE {}").format(psql.Identifier(name)))
 
     def checkpoint(self) -> None:
         with self.connect() as conn:
             conn.execute("CHECKPOINT")
 
     def changed_settings(self) -> list[dict[str, Any]]:
-        with self.connect() as conn, conn.cursor(row_factory=psycopg.rows.dict_row) as cur:
+        from psycopg.rows import dict_row
+
+        with self.connect() as conn, conn.cursor(row_factory=dict_row) as cur:
             return list(cur.execute(sql("changed_settings")).fetchall())
 
 

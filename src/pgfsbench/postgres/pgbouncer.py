@@ -16,8 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import psycopg
-
 from pgfsbench.spec import Cell, Pooler, Scalar
 from pgfsbench.system.actions import make_dir, watch_process_group
 from pgfsbench.system.errors import CapabilityError, InstanceError
@@ -175,6 +173,8 @@ def start(
     watch_process_group(journal, child.pid, child.start_time, f"pgbouncer pid {child.pid}")
     bouncer = Bouncer(child, directory, socket_dir, ver)
 
+    import psycopg
+
     def answers() -> bool:
         if child.poll() is not None:
             raise InstanceError(f"pgbouncer exited {child.poll()}: {log_tail(directory)}")
@@ -198,6 +198,8 @@ def log_tail(directory: Path, lines: int = 3) -> str:
 
 def console(bouncer: Bouncer, user: str, command: str) -> list[dict[str, Any]]:
     """A command of pgbouncer's admin console (simple query protocol only)."""
+    import psycopg
+
     with psycopg.connect(bouncer.conninfo(user), autocommit=True, connect_timeout=5) as conn:
         cur = psycopg.ClientCursor(conn)
         cur.execute(command)

@@ -8,7 +8,7 @@ import os
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import create_engine, delete, insert, inspect, select, text, update
 from sqlalchemy.engine import Connection, Engine
@@ -171,6 +171,16 @@ def create_at_head(conn: Connection) -> None:
     conn.execute(insert(schema.meta).values(key="schema_version", value=str(schema.SCHEMA_VERSION)))
 
 
+class SeriesRow(NamedTuple):
+    """One series of a run as stored: its values every ``step`` seconds from ``t0``."""
+
+    name: str
+    data: Sequence[Any]
+    unit: str = ""
+    t0: float = 0.0
+    step: float = 1.0
+
+
 class Store:
     def __init__(self, target: str, artifacts_root: Path | None = None):
         self.target = target
@@ -311,16 +321,34 @@ class Store:
         t0: float = 0.0,
         step: float = 1.0,
     ) -> None:
+        self.put_many_series(run_id, [SeriesRow(name, data, unit, t0, step)])
+
+    def put_many_series(self, run_id: int, rows: Sequence[SeriesRow]) -> None:
+        """Every series of a run in one transaction (one commit: a run has about a hundred,
+        and each commit of SQLite's waits for the disk)."""
+        rows = list({r.name: r for r in rows}.values())  # a name given twice: the last
+        if not rows:
+            return
         with self.engine.begin() as conn:
             conn.execute(
                 delete(schema.series).where(
-                    schema.series.c.run_id == run_id, schema.series.c.name == name
+                    schema.series.c.run_id == run_id,
+                    schema.series.c.name.in_([r.name for r in rows]),
                 )
             )
             conn.execute(
-                insert(schema.series).values(
-                    run_id=run_id, name=name, unit=unit, t0=t0, step=step, data=list(data)
-                )
+                insert(schema.series),
+                [
+                    {
+                        "run_id": run_id,
+                        "name": r.name,
+                        "unit": r.unit,
+                        "t0": r.t0,
+                        "step": r.step,
+                        "data": list(r.data),
+                    }
+                    for r in rows
+                ],
             )
 
     def put_checkpoints(self, run_id: int, rows: Sequence[dict[str, Any]]) -> None:
