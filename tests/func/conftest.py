@@ -118,6 +118,31 @@ def runs_of(results: Path | str) -> list[dict[str, Any]]:
     return json.loads(out)  # type: ignore[no-any-return]
 
 
+def run_in(
+    base: Path, spec: Path, *args: str, check: bool = True
+) -> subprocess.CompletedProcess[str]:
+    """`pgfsbench run SPEC` with its results (r.sqlite) and work directory (work) in ``base``."""
+    return pgfsbench(
+        "run",
+        str(spec),
+        "--results",
+        str(base / "r.sqlite"),
+        "--workdir",
+        str(base / "work"),
+        *args,
+        check=check,
+    )
+
+
+def refused(base: Path, spec: Path, status: int = 5) -> str:
+    """A run refused before it made anything: its stderr (no run stored, no traceback)."""
+    proc = run_in(base, spec, check=False)
+    assert proc.returncode == status, proc.stdout + proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert not (base / "r.sqlite").exists() or runs_of(base / "r.sqlite") == []
+    return proc.stderr
+
+
 def show(results: Path | str, run_id: int) -> dict[str, Any]:
     out = pgfsbench("results", "show", str(run_id), "--results", str(results), "--json").stdout
     return json.loads(out)  # type: ignore[no-any-return]

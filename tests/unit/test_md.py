@@ -4,6 +4,7 @@ made in the test VM, tests/vm/test_md.py)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -89,7 +90,7 @@ def test_mdstat_and_detail_are_read() -> None:
 
 
 def test_no_md_in_the_kernel_is_said(tmp_path: Path) -> None:
-    if md.shutil.which("mdadm") is None:
+    if shutil.which("mdadm") is None:
         assert "mdadm is not installed" in (md.unavailable(Runner(), "raid1") or "")
         return
     missing = tmp_path / "mdstat"

@@ -21,6 +21,7 @@ from tests.func.conftest import (
     signal_mid_measurement,
     write_spec,
 )
+from tests.vm.conftest import SPEC
 
 pytestmark = [
     pytest.mark.skipif(
@@ -29,19 +30,6 @@ pytestmark = [
     ),
     pytest.mark.skipif(os.geteuid() != 0, reason="needs root"),
 ]
-
-SPEC = """
-[defaults]
-scale = 1
-clients = 2
-threads = 1
-duration = "{duration}"
-warmup = "0s"
-repetitions = 1
-{storage}
-[workload.rw]
-builtin = "tpcb-like"
-"""
 
 
 def groups() -> list[str]:
