@@ -409,12 +409,10 @@ def run_spec(
     metrics_port: int | None = None,
     metrics_address: str = "127.0.0.1",
 ) -> tuple[Store, CampaignResult]:
-    from pgfsbench.cli.results import print_summary
     from pgfsbench.collect.host import host_name
     from pgfsbench.engine.campaign import Campaign, signals_raise_interrupted
     from pgfsbench.engine.preflight import require_root
     from pgfsbench.plan import make_plan
-    from pgfsbench.report.loading import analyse
     from pgfsbench.results.store import Store, check_writable
     from pgfsbench.storage.devices import DevicePolicy
     from pgfsbench.system.hostlock import host_lock
@@ -463,6 +461,10 @@ def run_spec(
         finally:
             if live is not None:
                 live.close()
+    # imported during the first run's preparation (engine/warm.py), not before it
+    from pgfsbench.cli.results import print_summary
+    from pgfsbench.report.loading import analyse
+
     console.print()
     print_summary(
         console,
