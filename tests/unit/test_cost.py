@@ -126,3 +126,9 @@ def test_ones_own_prices_win_and_a_bad_file_is_refused(tmp_path: Path) -> None:
     bad.write_text("[gp3]\nper_gb = 1\n")
     with pytest.raises(ValueError, match="unknown key"):
         load_price_file(bad)
+
+
+def test_an_unknown_price_is_explained_once() -> None:
+    runs = [capped("essd-pl1", 300, 16800, 270, rep, 1000.0) for rep in (1, 2)]
+    lines = cost_lines(summarise(runs))
+    assert lines[0].count("no price") == 1 and lines[0].endswith(": cost unknown"), lines[0]

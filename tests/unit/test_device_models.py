@@ -76,3 +76,15 @@ def test_a_cloud_volume_takes_its_providers_formula_at_its_size() -> None:
     essd = resolve_model("essd-pl1", 300 << 30)
     assert essd.params["iops"] == 16_800 and essd.params["io_unit_bytes"] == 16384
     assert resolve_model("gp3", 4 << 30).params["io_unit_bytes"] == 256 * 1024
+
+
+def test_an_nvme_ssd_has_its_guides_figures_and_a_protected_cache() -> None:
+    def figures(name: str) -> dict[str, float]:
+        params = resolve_model(name, 4 << 30).params
+        return {k: float(v) for k, v in params.items() if isinstance(v, int | float)}
+
+    nvme, sata = figures("nvme-ssd"), figures("sata-ssd")
+    assert (nvme["read_us"], nvme["write_us"]) == (85.0, 20.0)
+    assert nvme["channels"] == pytest.approx(490_000 * nvme["read_us"] / 1e6, abs=0.5)
+    assert nvme["flush_us"] == 0.0 < sata["flush_us"]
+    assert nvme["read_mbps"] > sata["read_mbps"] and nvme["write_mbps"] > sata["write_mbps"]

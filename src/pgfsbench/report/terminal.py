@@ -58,8 +58,8 @@ def cost_lines(cells: Sequence[CellSummary]) -> list[str]:
             continue
         per = c.usd_per_1000_tps
         tail = f": ${per:,.2f} a month per 1,000 TPS sustained" if per is not None else ""
-        if c.cost.usd_month is None:
-            tail = f": cost unknown ({c.cost.why})"
+        if c.cost.usd_month is None:  # each volume's text says why its price is unknown
+            tail = ": cost unknown"
         out.append(f"{cell_name(c)}: {c.cost.text()}{tail}")
     if out:
         out.append(f"({INSTANCE_NOTE})")
