@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pgfsbench.postgres import sessions
 from pgfsbench.spec import Cell, Defaults, LoadedSpec, expand, workload_tool
 from pgfsbench.spec.models import loop_bytes as created_bytes
 from pgfsbench.storage import needs_root
@@ -227,6 +228,7 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None, only: Sequence[st
                 "storage/postgres/kernel/workload)"
             )
     reps = d.first_repetitions
+    raise_to = 0  # the most sessions a cell that leaves max_connections to us opens
     runs = order_runs(cells, reps, d.order, d.load_per)
 
     loop_bytes: dict[str, int] = {}
@@ -236,6 +238,10 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None, only: Sequence[st
     described: dict[str, list[str]] = {}
     for cell in cells:
         check_devices(cell)
+        if (few := sessions.too_few(cell)) is not None:
+            raise UsageError(few)
+        if sessions.spec_max_connections(cell) is None:
+            raise_to = max(raise_to, sessions.server_sessions(cell))
         if cell.storage_name not in described:
             described[cell.storage_name] = describe_limits(cell)
         devs = [dev for _, dev in cell.storage.devices()]
@@ -269,6 +275,13 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None, only: Sequence[st
     auto = (d.repetitions_min, d.repetitions_max, d.ci_target_pct) if d.auto_repetitions else None
     est_max = est * d.repetitions_max / d.repetitions_min if auto else None
     warnings += dirty_cannot_matter(cells, d)
+    if raise_to > sessions.INITDB_DEFAULT:
+        warnings.append(
+            f"max_connections: where the spec leaves it, pgfsbench raises the server's "
+            f"(initdb's, usually {sessions.INITDB_DEFAULT}) to what a run opens, up to "
+            f"{raise_to} here (its clients and {sessions.OWN_SESSIONS} sessions of "
+            "pgfsbench's), and records it; set it in the spec to choose"
+        )
     warnings = list(dict.fromkeys(warnings))
     if workdir is not None:
         warnings += space_warnings(workdir, loop_bytes, needed)

@@ -232,3 +232,20 @@ settings = { huge_pages = "on", shared_buffers = "64MB" }
     at_end = hp["at_end"]
     in_use = at_end["HugePages_Total"] - at_end["HugePages_Free"] + at_end["HugePages_Rsvd"]
     assert in_use >= hp["asked"] * 0.9  # the server really mapped them
+
+
+def test_a_hundred_clients_on_a_server_left_as_initdb_made_it(base: Path) -> None:
+    """The seeds' runs: 100 clients, postgresql.conf unchanged. initdb's max_connections
+    (100) cannot admit them and the sampler: pgfsbench raises it, and says so."""
+    text = TINY.format(duration="2s").replace("clients = 2", "clients = 100")
+    spec = write_spec(base / "s.toml", text + "[workload.rw]\nbuiltin = \"tpcb-like\"\n")
+    results = base / "r.sqlite"
+    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
+    (run,) = runs_of(results)
+    assert run["status"] == "ok" and run["clients"] == 100 and run["throughput"] > 0
+    detail = show(results, run["run_id"])
+    (change,) = detail["metrics"]["settings_set_by_pgfsbench"]
+    assert change["setting"] == "max_connections" and change["to"] == 103
+    assert any("max_connections raised from" in w for w in detail["warnings"])
+    changed = {s["name"]: s["setting"] for s in detail["environment"]["pg_settings_changed"]}
+    assert changed["max_connections"] == "103"

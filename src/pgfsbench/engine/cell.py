@@ -22,7 +22,7 @@ from pgfsbench.collect import ceiling
 from pgfsbench.engine.records import Prepared
 from pgfsbench.engine.warm import WarmImports
 from pgfsbench.plan import Plan
-from pgfsbench.postgres import pgbouncer
+from pgfsbench.postgres import pgbouncer, sessions
 from pgfsbench.postgres.binaries import Binaries
 from pgfsbench.postgres.instance import SUPERUSER, Instance, children_of
 from pgfsbench.results.store import Store
@@ -90,6 +90,7 @@ class CellState:
     bouncer: pgbouncer.Bouncer | None = None
     huge_pages: dict[str, Any] | None = None
     memory_limit: dict[str, Any] | None = None
+    max_connections: sessions.Raised | None = None  # set by pgfsbench (the spec left it)
 
     def prepared(self) -> Prepared:
         assert self.storage is not None
@@ -239,7 +240,13 @@ def _initdb(eng: Engine, st: CellState) -> None:
 
 def _configure(eng: Engine, st: CellState) -> None:
     assert st.instance is not None
-    st.instance.configure(st.cell.postgres.settings)
+    settings = dict(st.cell.postgres.settings)
+    st.max_connections = sessions.raised(
+        st.cell, sessions.initdb_max_connections(st.instance.pgdata)
+    )
+    if st.max_connections is not None:
+        settings["max_connections"] = st.max_connections.after
+    st.instance.configure(settings)
 
 
 def _huge_pages(eng: Engine, st: CellState) -> None:

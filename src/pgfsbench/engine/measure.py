@@ -408,6 +408,9 @@ def _metrics(
     if ph.snapper is not None:
         metrics["snapshots"] = {"taken": ph.snapper.taken, "errors": ph.snapper.errors}
         metrics["events"] = ph.timeline
+    if st.max_connections is not None:
+        metrics["settings_set_by_pgfsbench"] = [st.max_connections.as_dict()]
+        ph.warnings.append(st.max_connections.text())
     if st.huge_pages is not None:
         metrics["huge_pages"] = {**st.huge_pages, "at_end": kernel.huge_page_facts()}
     if st.memory_limit is not None:

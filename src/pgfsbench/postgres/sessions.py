@@ -1,0 +1,109 @@
+"""How many server sessions a run opens, so that ``max_connections`` admits them all.
+
+A run opens the workload's clients (through a pooler: at most its server pool), and
+sessions of pgfsbench's own: the sampler's, a control session (checkpoints, settings,
+space) and one a workload may open beside its clients (pgbench's vacuum, COPY's
+checks). The server admits ``max_connections`` sessions in all; pgfsbench connects as the
+superuser, so the reserved slots are open to it. Where the spec leaves
+``max_connections``, pgfsbench raises the server's (initdb's choice, 100 on most hosts)
+to what the run needs and says so; a spec that sets it lower is refused before anything
+is made. The seeds' runs (100 clients, postgresql.conf unchanged) need this: 100 clients
+and a sampler do not fit in 100 sessions.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from pgfsbench.spec import Cell
+
+OWN_SESSIONS = 3
+INITDB_DEFAULT = 100  # what initdb writes unless the host's shared memory is too small
+
+
+def _int(value: object) -> int | None:
+    text = str(value).strip()
+    return int(text) if re.fullmatch(r"\d+", text) else None
+
+
+def server_sessions(cell: Cell) -> int:
+    """The sessions the cell's runs open at once at most."""
+    clients = max(1, cell.workload.clients)
+    pooler = cell.postgres.pooler
+    if pooler is not None:
+        reserve = _int(pooler.settings.get("reserve_pool_size", 0)) or 0
+        clients = min(clients, pooler.default_pool_size + reserve)
+    return clients + OWN_SESSIONS
+
+
+def spec_max_connections(cell: Cell) -> int | None:
+    """``max_connections`` as the cell's configuration sets it (None: left to the server)."""
+    for name, value in cell.postgres.settings.items():
+        if name.lower() == "max_connections":
+            return _int(value)
+    return None
+
+
+def too_few(cell: Cell) -> str | None:
+    """Why the configuration's own ``max_connections`` cannot admit the run (None: it can,
+    or the configuration leaves it to pgfsbench)."""
+    own = spec_max_connections(cell)
+    need = server_sessions(cell)
+    if own is None or own >= need:
+        return None
+    return (
+        f"postgres {cell.postgres_name}: max_connections = {own} admits fewer sessions than "
+        f"cell {cell.id} opens ({need}: "
+        + (
+            f"the pooler's server pool of {need - OWN_SESSIONS}"
+            if cell.postgres.pooler
+            else f"{need - OWN_SESSIONS} clients"
+        )
+        + f" and {OWN_SESSIONS} of pgfsbench's); raise it to {need} or leave it out"
+    )
+
+
+def initdb_max_connections(pgdata: Path) -> int:
+    """The ``max_connections`` initdb chose for this host (written in postgresql.conf)."""
+    try:
+        text = (pgdata / "postgresql.conf").read_text()
+    except OSError:
+        return INITDB_DEFAULT
+    found = re.findall(r"(?m)^\s*max_connections\s*=\s*(\d+)", text)
+    return int(found[-1]) if found else INITDB_DEFAULT
+
+
+@dataclass(frozen=True)
+class Raised:
+    """max_connections as pgfsbench set it, and why (recorded with the run)."""
+
+    before: int
+    after: int
+    why: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "setting": "max_connections",
+            "from": self.before,
+            "to": self.after,
+            "why": self.why,
+        }
+
+    def text(self) -> str:
+        return (
+            f"max_connections raised from {self.before} to {self.after} by pgfsbench "
+            f"({self.why}; the spec left it to the server)"
+        )
+
+
+def raised(cell: Cell, server_value: int) -> Raised | None:
+    """The ``max_connections`` pgfsbench sets when the spec leaves it and the server's
+    value would refuse some of the run's sessions (None: nothing to change)."""
+    need = server_sessions(cell)
+    if spec_max_connections(cell) is not None or need <= server_value:
+        return None
+    clients = need - OWN_SESSIONS
+    who = f"the pooler's server pool of {clients}" if cell.postgres.pooler else f"{clients} clients"
+    return Raised(server_value, need, f"{who} and {OWN_SESSIONS} sessions of pgfsbench's")
