@@ -238,7 +238,7 @@ def test_a_hundred_clients_on_a_server_left_as_initdb_made_it(base: Path) -> Non
     """The seeds' runs: 100 clients, postgresql.conf unchanged. initdb's max_connections
     (100) cannot admit them and the sampler: pgfsbench raises it, and says so."""
     text = TINY.format(duration="2s").replace("clients = 2", "clients = 100")
-    spec = write_spec(base / "s.toml", text + "[workload.rw]\nbuiltin = \"tpcb-like\"\n")
+    spec = write_spec(base / "s.toml", text + '[workload.rw]\nbuiltin = "tpcb-like"\n')
     results = base / "r.sqlite"
     pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
     (run,) = runs_of(results)
