@@ -14,6 +14,7 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"flag"
@@ -45,6 +46,34 @@ type disk struct {
 	model Model
 	start time.Time
 	c     counters
+	trace *traceLog // every request, when PGFSBENCH_DISK_TRACE names a file (diagnosis)
+}
+
+// traceLog: one line a request (arrival s, op, offset, bytes, the model's completion s),
+// for studying what a filesystem asks of the device; off unless asked for.
+type traceLog struct {
+	mu sync.Mutex
+	w  *bufio.Writer
+	f  *os.File
+}
+
+func (t *traceLog) add(op Op, off, n int64, arrived, due float64) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	fmt.Fprintf(t.w, "%.6f %d %d %d %.6f\n", arrived, op, off, n, due)
+	t.mu.Unlock()
+}
+
+func (t *traceLog) close() {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	_ = t.w.Flush()
+	_ = t.f.Close()
 }
 
 func (d *disk) now() float64 { return time.Since(d.start).Seconds() }
@@ -52,6 +81,7 @@ func (d *disk) now() float64 { return time.Since(d.start).Seconds() }
 // wait: sleep until the model's completion time; count what it added.
 func (d *disk) serve(op Op, off, n int64, arrived float64) {
 	due := d.model.Complete(op, off, n, arrived)
+	d.trace.add(op, off, n, arrived, due)
 	if due > arrived {
 		d.c.waitNs.Add(int64((due - arrived) * 1e9))
 		sleepUntil(d, due)
@@ -233,6 +263,14 @@ func main() {
 		os.Exit(1)
 	}
 	d := &disk{image: f, size: *size, model: model, start: time.Now()}
+	if path := os.Getenv("PGFSBENCH_DISK_TRACE"); path != "" {
+		tf, err := os.OpenFile(fmt.Sprintf("%s.%d", path, os.Getpid()), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "pgfsbench-disk: trace:", err)
+			os.Exit(1)
+		}
+		d.trace = &traceLog{w: bufio.NewWriterSize(tf, 1<<20), f: tf}
+	}
 	root := &fs.Inode{}
 	node := &diskNode{d: d}
 	long := time.Hour
@@ -301,10 +339,12 @@ func main() {
 			}
 			<-done
 			write(true)
+			d.trace.close()
 			_ = f.Close()
 			return
 		case <-done: // unmounted from outside (umount, fusermount -u)
 			write(true)
+			d.trace.close()
 			_ = f.Close()
 			return
 		}

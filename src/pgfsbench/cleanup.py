@@ -60,8 +60,8 @@ def _mark_runs_aborted(journal: LeftoverJournal) -> int:
     """Runs and the campaign the dead process left as 'running' in its results store
     become 'aborted'."""
     target = journal.meta.get("results")
-    run_ids = [int(n["run_id"]) for n in journal.notes if "run_id" in n]
-    campaigns = [int(n["campaign_id"]) for n in journal.notes if "campaign_id" in n]
+    run_ids = [int(str(n["run_id"])) for n in journal.notes if "run_id" in n]
+    campaigns = [int(str(n["campaign_id"])) for n in journal.notes if "campaign_id" in n]
     if not target or not (run_ids or campaigns):
         return 0
     from pgfsbench.results.store import Store

@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pgfsbench.spec import KernelConfig
 from pgfsbench.system.actions import write_value
@@ -112,7 +111,7 @@ def selected(choice_line: str) -> str:
 
 
 @undo_action("restore_dirty_pair")
-def _restore_dirty_pair(runner: Runner, args: dict[str, Any]) -> None:
+def _restore_dirty_pair(runner: Runner, args: dict[str, object]) -> None:
     values = {k: str(v) for k, v in args.items()}
     bytes_key = next(k for k in values if k.endswith("_bytes"))
     ratio_key = next(k for k in values if k.endswith("_ratio"))
@@ -144,7 +143,7 @@ def huge_page_facts(meminfo: str | None = None) -> dict[str, int]:
     return out
 
 
-def reserve_huge_pages(journal: Journal, need: int) -> dict[str, Any]:
+def reserve_huge_pages(journal: Journal, need: int) -> dict[str, int]:
     """vm.nr_hugepages raised by ``need`` (journaled); what the kernel really gave."""
     before = int(read_sysctl("vm.nr_hugepages"))
     target = before + need
@@ -156,7 +155,7 @@ def reserve_huge_pages(journal: Journal, need: int) -> dict[str, Any]:
         "obtained": max(0, after - before),
         "before": before,
         "after": after,
-        "page_kb": facts.get("Hugepagesize", 0),
+        "page_kb": int(facts.get("Hugepagesize", 0)),
     }
 
 
@@ -200,7 +199,7 @@ def memory_cgroup_available(root: Path = MEMORY_CGROUP_ROOT) -> str | None:
 
 def limit_memory(
     journal: Journal, name: str, limit: int, pids: list[int], root: Path = MEMORY_CGROUP_ROOT
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """A memory cgroup of ``limit`` bytes holding ``pids`` (the postmaster and its server
     processes; backends forked later inherit it): their private memory and the page cache
     they fill from now on are charged to it. Journaled: undo moves whatever is left back
@@ -252,8 +251,8 @@ def memory_cgroup_usage(group: Path) -> dict[str, int]:
 
 
 @undo_action("remove_memory_cgroup")
-def _remove_memory_cgroup(runner: Runner, args: dict[str, Any]) -> None:
-    group, root = Path(args["path"]), Path(args["root"])
+def _remove_memory_cgroup(runner: Runner, args: dict[str, object]) -> None:
+    group, root = Path(str(args["path"])), Path(str(args["root"]))
     if not group.exists():
         return
     for pid in (group / "cgroup.procs").read_text().split():

@@ -11,10 +11,9 @@ from __future__ import annotations
 import fnmatch
 import os
 import shutil
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pgfsbench.postgres import sessions
 from pgfsbench.spec import Cell, Defaults, LoadedSpec, expand, workload_tool
@@ -64,7 +63,7 @@ class Plan:
     def scales(self) -> list[int]:
         return sorted({c.scale for c in self.cells})
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "cells": [c.id for c in self.cells],
             "runs": len(self.runs),
@@ -128,7 +127,7 @@ def machine_ram_bytes() -> int:
     return int(meminfo().get("MemTotal", 0)) * 1024
 
 
-def checkpoint_timeout_s(settings: dict[str, Any]) -> float:
+def checkpoint_timeout_s(settings: Mapping[str, object]) -> float:
     """checkpoint_timeout of a configuration (a bare number is seconds); 5 min default."""
     value = next((v for k, v in settings.items() if k.lower() == "checkpoint_timeout"), 300)
     text = str(value).strip().lower().replace("min", "m")
@@ -169,7 +168,7 @@ def dirty_cannot_matter(cells: Sequence[Cell], d: Defaults) -> list[str]:
     return out[:1] + ([f"... and {len(out) - 1} more cell(s) like it"] if len(out) > 1 else [])
 
 
-def shared_buffers_bytes(settings: dict[str, Any]) -> int:
+def shared_buffers_bytes(settings: Mapping[str, object]) -> int:
     """shared_buffers of a configuration (a bare number counts 8 kB pages); 128MB default."""
     value = next((v for k, v in settings.items() if k.lower() == "shared_buffers"), "128MB")
     text = str(value).strip()
@@ -180,7 +179,7 @@ def shared_buffers_bytes(settings: dict[str, Any]) -> int:
 
 def scale_resolver(
     loaded: LoadedSpec, ram_bytes: int | None = None
-) -> Callable[[Cell, str], tuple[int, dict[str, Any]]]:
+) -> Callable[[Cell, str], tuple[int, dict[str, object]]]:
     """Makes "fits_ram", "exceeds_ram", "0.5x_ram", "2x_shared_buffers"... a scale for a
     cell: the data size it aims at (from the machine's memory, or defaults.memory_limit
     when set, and the cell's shared_buffers) over what one scale unit of its workload
@@ -189,7 +188,7 @@ def scale_resolver(
     limit = parse_size(d.memory_limit) if d.memory_limit else None
     ram = limit or ram_bytes or machine_ram_bytes()
 
-    def resolve(cell: Cell, text: str) -> tuple[int, dict[str, Any]]:
+    def resolve(cell: Cell, text: str) -> tuple[int, dict[str, object]]:
         sb = shared_buffers_bytes(dict(cell.postgres.settings))
         if text in SCALE_TARGETS:
             basis, share = SCALE_TARGETS[text]

@@ -60,7 +60,7 @@ def _fired(doctor: dict[str, Any]) -> Fired:
     return out
 
 
-def _data_path(doctor: dict[str, Any]) -> dict[str, Any] | None:
+def _data_path(doctor: dict[str, Any]) -> dict[str, object] | None:
     paths = (doctor.get("facts") or {}).get("paths") or []
     for p in paths:
         if p.get("role") == "data directory":
@@ -92,7 +92,7 @@ def _size_text(n: int) -> str:
 
 def _storage_from_path(
     fs: str, path: dict[str, Any] | None, size: str, zfs_kind: str
-) -> dict[str, Any]:
+) -> dict[str, object]:
     if fs == "tmpfs":
         return {"fs": "tmpfs", "size": size}
     if fs == "zfs":
@@ -127,7 +127,7 @@ def advise(
     facts = doctor.get("facts") or {}
     fired = _fired(doctor)
     path = _data_path(doctor)
-    fs = fs or (path or {}).get("fstype") or "ext4"
+    fs = fs or str((path or {}).get("fstype") or "ext4")
     if fs not in host_fstypes():
         fs = "ext4"  # a filesystem we cannot make (nfs, overlay): compare on the default
     zfs_kind = str((facts.get("zfs") or {}).get("kind") or "any")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from pgfsbench.advisor.facts import Facts
 from pgfsbench.advisor.rules import BY_ID, RULES, Rule, Severity
@@ -29,7 +28,7 @@ class Finding:
     remedy: str
     source: str
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "rule": self.rule,
             "layer": self.layer,
@@ -115,7 +114,7 @@ def exit_status(findings: Sequence[Finding], inspected: bool) -> int:
 
 def report_json(
     facts: Facts, findings: Sequence[Finding], skipped: Sequence[str], status: int
-) -> dict[str, Any]:
+) -> dict[str, object]:
     counts = {s.name: sum(1 for f in findings if f.severity == s) for s in Severity}
     return {
         "status": status,

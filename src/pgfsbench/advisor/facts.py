@@ -113,7 +113,7 @@ class PathFacts:
         src = self.zfs_dataset or (self.mount.source if self.mount else "?")
         return f"{self.role} {self.path} ({self.fstype} {src} on {where})"
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "role": self.role,
             "path": self.path,
@@ -187,7 +187,7 @@ class Facts:
     unread: list[str] = field(default_factory=list)  # what could not be read, and why
     root: bool = False
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "host": self.host,
             "memory_kb": self.memory,
@@ -251,7 +251,7 @@ def block_stack(mount: MountInfo) -> list[str]:
     return list(dict.fromkeys(full))
 
 
-def zfs_pool_layout(pool: str) -> dict[str, Any]:
+def zfs_pool_layout(pool: str) -> dict[str, object]:
     """Vdev classes of a pool from `zpool status`: data members, log, cache, special."""
     done = _run(["zpool", "status", "-P", pool])
     if done is None or done.returncode != 0:
@@ -500,7 +500,8 @@ def gather(
     storage under each of its directories."""
     facts = Facts(root=os.geteuid() == 0)
     facts.host = read_environment()
-    facts.vm = facts.host.pop("vm")
+    vm = facts.host.pop("vm")
+    facts.vm = {str(k): str(v) for k, v in vm.items()} if isinstance(vm, dict) else {}
     facts.memory = meminfo()
     facts.huge_pages = huge_page_facts()
     for name in ("kernel.io_uring_disabled", "kernel.numa_balancing"):

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -251,7 +251,7 @@ class StallEpisode:
         """The evidence, in one phrase."""
         return "; ".join(self.evidence[:most])
 
-    def as_dict(self) -> dict[str, Any]:
+    def as_dict(self) -> dict[str, object]:
         return {
             "kind": self.kind,
             "start_s": self.start_s,
@@ -402,7 +402,19 @@ def _episode(al: Aligned, a: int, b: int, kind: str, inside: np.ndarray) -> Stal
 # ---------------------------------------------------------------- weighing
 
 
-def weigh(findings: list[Finding], ctx: Context) -> dict[str, Any]:
+class Verdict(TypedDict):
+    """What weighing the findings of an episode concluded (a StallEpisode's cause fields)."""
+
+    cause: str
+    confidence: str
+    evidence: tuple[str, ...]
+    alternatives: tuple[tuple[str, float, str], ...]
+    missing: tuple[str, ...]
+    contributing: tuple[str, ...]
+    blockers: tuple[dict[str, Any], ...]
+
+
+def weigh(findings: list[Finding], ctx: Context) -> Verdict:
     """The cause, its confidence, evidence, the alternatives it beat and what is missing."""
     missing = tuple(ctx.missing())
     supported = sorted((f for f in findings if f.support and f.score > 0), key=lambda f: -f.score)
@@ -804,7 +816,7 @@ def _device_stalled(c: Context) -> Finding | None:
     return f
 
 
-def _lock_holders(c: Context) -> list[dict[str, Any]]:
+def _lock_holders(c: Context) -> list[dict[str, object]]:
     """The sessions at the root of the lock waits of the episode that were not slowed by
     I/O themselves: idle in a transaction, outside the workload, or busy with something
     else than I/O for a while. Aggregated over the episode's seconds, by pid."""

@@ -28,8 +28,8 @@ if TYPE_CHECKING:
 STYLE = {"better": "green", "worse": "red", "no significant difference": "", "no verdict": "dim"}
 
 
-def pair_json(p: Pair) -> dict[str, Any]:
-    def side(c: Any, source: str) -> dict[str, Any]:
+def pair_json(p: Pair) -> dict[str, object]:
+    def side(c: Any, source: str) -> dict[str, object]:
         t = c.tps
         return {
             "cell": c.cell,

@@ -250,7 +250,7 @@ def advise_cmd(
         raise UsageError(f"--fs {fs}: one of {', '.join(host_fstypes())}")
     if workload not in ("tpcb-like", "simple-update", "select-only"):
         raise UsageError(f"--workload {workload}: one of tpcb-like, simple-update, select-only")
-    doctor: dict[str, Any] | None = None
+    doctor: dict[str, object] | None = None
     if findings is not None:
         try:
             doctor = json.loads(findings.read_text())

@@ -12,7 +12,6 @@ import json
 import os
 import re
 from pathlib import Path
-from typing import Any
 
 from pgfsbench.system.errors import CommandError
 from pgfsbench.system.runner import Runner
@@ -21,7 +20,7 @@ _FSYNC_RE = re.compile(r"^\s+(.+?)\s{2,}([\d.]+) ops/sec\s+(\d+) usecs/op")
 _SECTION_RE = re.compile(r"^(?:Compare )?(\S.*?):$")
 
 
-def identity(storage_config: dict[str, Any]) -> str:
+def identity(storage_config: dict[str, object]) -> str:
     """Same configuration on the same host and kernel = same ceiling."""
     uname = os.uname()
     key = json.dumps(
@@ -86,9 +85,9 @@ def parse_fio(output: str) -> dict[str, float]:
 
 def measure(
     runner: Runner, pg_test_fsync: str, directory: Path, seconds: int = 2
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Both measurements in ``directory`` (an empty filesystem of the storage under test)."""
-    result: dict[str, Any] = {}
+    result: dict[str, object] = {}
     test_file = directory / "pgfsbench_fsync.tmp"
     try:
         done = runner.run(

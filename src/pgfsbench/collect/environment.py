@@ -5,7 +5,6 @@ in effect now, the PostgreSQL build, and the filesystems under test as mounted."
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from pgfsbench.collect.host import host_environment
 from pgfsbench.kernel import snapshot_vm
@@ -14,7 +13,7 @@ from pgfsbench.storage.base import Volume
 
 def read_environment(
     *, vm: bool = True, postgresql: str | None = None, volumes: Iterable[Volume] = ()
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The environment record: ``vm`` adds the vm.* settings (read before a run's are
     restored), ``postgresql`` the server's version line, ``volumes`` each mount's source,
     type and options by role."""

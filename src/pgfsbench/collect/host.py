@@ -9,7 +9,6 @@ import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pgfsbench import __version__
 from pgfsbench.collect.procfs import CpuTimes, cpu_percentages, parse_meminfo, parse_stat
@@ -27,10 +26,10 @@ def meminfo(proc: Path = Path("/proc")) -> dict[str, int]:
         return {}
 
 
-def host_environment(proc: Path = Path("/proc"), etc: Path = Path("/etc")) -> dict[str, Any]:
+def host_environment(proc: Path = Path("/proc"), etc: Path = Path("/etc")) -> dict[str, object]:
     """Kernel, distribution, CPU model and count, memory."""
     uname = os.uname()
-    env: dict[str, Any] = {
+    env: dict[str, object] = {
         "hostname": uname.nodename,
         "kernel": uname.release,
         "machine": uname.machine,

@@ -9,11 +9,10 @@ import itertools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from pgfsbench.collect.samplers import Job, Series, Ticker, _aligned, _place
 
-Console = Callable[[str], list[dict[str, Any]]]
+Console = Callable[[str], list[dict[str, object]]]
 
 
 @dataclass
@@ -23,7 +22,7 @@ class PoolerSample:
     pools: dict[str, float]  # SHOW POOLS, now, summed over the database's pools
 
 
-def stats_row(rows: list[dict[str, Any]], database: str) -> dict[str, float]:
+def stats_row(rows: list[dict[str, object]], database: str) -> dict[str, float]:
     """The database's SHOW STATS counters as floats (pgbouncer sends numerics)."""
     for row in rows:
         if row.get("database") == database:
@@ -32,14 +31,14 @@ def stats_row(rows: list[dict[str, Any]], database: str) -> dict[str, float]:
                 if k == "database" or v is None or isinstance(v, bool):
                     continue
                 try:
-                    out[k] = float(v)
+                    out[k] = float(str(v))
                 except (TypeError, ValueError):
                     continue
             return out
     return {}
 
 
-def pools_sum(rows: list[dict[str, Any]], database: str) -> dict[str, float]:
+def pools_sum(rows: list[dict[str, object]], database: str) -> dict[str, float]:
     out: dict[str, float] = {}
     for row in rows:
         if row.get("database") != database:
@@ -54,7 +53,7 @@ def pools_sum(rows: list[dict[str, Any]], database: str) -> dict[str, float]:
             "maxwait_us",
         ):
             if k in row and row[k] is not None:
-                out[k] = out.get(k, 0.0) + float(row[k])
+                out[k] = out.get(k, 0.0) + float(str(row[k]))
     return out
 
 

@@ -339,7 +339,7 @@ class Statements:
         return got
 
 
-def first_row(got: dict[str, Rows], name: str) -> dict[str, Any] | None:
+def first_row(got: dict[str, Rows], name: str) -> dict[str, object] | None:
     """The first row of one statement's rows, by column name."""
     names, rows = got.get(name, ([], []))
     return dict(zip(names, rows[0], strict=True)) if rows else None
@@ -477,12 +477,12 @@ class PgSampler:
             self.own_commits += 1
             return got
 
-    def snapshot(self) -> dict[str, Any] | None:
+    def snapshot(self) -> dict[str, object] | None:
         """The counters now (called at the measured phase's start and end)."""
         row = first_row(self._now(("counters",)), "counters")
         return {k: _num(v) for k, v in row.items()} if row else None
 
-    def stat_io(self) -> list[dict[str, Any]]:
+    def stat_io(self) -> list[dict[str, object]]:
         if self.major < 16:
             return []
         names, rows = self._now(("stat_io",))["stat_io"]
@@ -852,7 +852,7 @@ def blocker_origin(row: dict[str, Any]) -> str:
     return "outside" if kind == "client backend" else kind
 
 
-def parse_blockers(raw: str | None) -> list[dict[str, Any]]:
+def parse_blockers(raw: str | None) -> list[dict[str, object]]:
     """The blockers (or outside sessions) query's value: an object per session, with its
     origin."""
     if not raw:

@@ -84,7 +84,7 @@ class Campaign:
         if self.runner.registry is None:
             self.runner.registry = ChildRegistry(children_dir(self.workdir))
         self.resume = resume
-        self.host = host or host_environment()["hostname"]
+        self.host = host or str(host_environment()["hostname"])
 
     # ------------------------------------------------------------ the whole matrix
 
@@ -355,7 +355,9 @@ class Campaign:
     def _finish(
         self, planned: PlannedRun, run_id: int, record: RunRecord, result: CampaignResult
     ) -> None:
-        self.store.finish_run(run_id, **record.columns())
+        columns = record.columns()
+        columns.pop("status", None)
+        self.store.finish_run(run_id, str(record.status), **columns)
         result.counts[record.status] = result.counts.get(record.status, 0) + 1
         self.events.run_finished(planned, run_id, record)
 
@@ -366,7 +368,7 @@ class Campaign:
     ) -> RunRecord:
         """A failed (or aborted) run with what was known: the kernel settings in effect now
         (before they are undone), the host, the server log's last lines."""
-        env: dict[str, Any] = {}
+        env: dict[str, object] = {}
         with contextlib.suppress(Exception):
             env = read_environment(
                 postgresql=(
@@ -374,7 +376,7 @@ class Campaign:
                 ).version_line,
                 volumes=state.storage.volumes if state is not None and state.storage else (),
             )
-        evidence: dict[str, Any] = {}
+        evidence: dict[str, object] = {}
         if state is not None and state.instance is not None:
             evidence["server_log_tail"] = _tail(state.instance.log_path, 30)
         return RunRecord(
@@ -471,7 +473,7 @@ def _tail(path: Path, lines: int) -> list[str]:
     return [ln for ln in text.splitlines() if ln.strip()][-lines:]
 
 
-def cell_params(cell: Any) -> dict[str, Any]:
+def cell_params(cell: Any) -> dict[str, object]:
     """The cell's whole configuration, as stored with each run (JSON)."""
     workload = {k: v for k, v in vars(cell.workload).items() if k != "config"}
     if cell.workload.config is not None:

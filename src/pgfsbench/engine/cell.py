@@ -88,7 +88,7 @@ class CellState:
     load: LoadResult | None = None
     space_after_load: dict[str, Any] = field(default_factory=dict)
     bouncer: pgbouncer.Bouncer | None = None
-    huge_pages: dict[str, Any] | None = None
+    huge_pages: dict[str, int] | None = None
     memory_limit: dict[str, Any] | None = None
     max_connections: sessions.Raised | None = None  # set by pgfsbench (the spec left it)
 
@@ -369,8 +369,8 @@ def socket_dir(journal: Journal, celldir: Path, owner: str | None) -> Path:
     return make_dir(journal, candidate, owner=owner, mode=0o700)
 
 
-def storage_details(runner: Runner, storage: ProvisionedStorage) -> dict[str, Any]:
-    def volume(v: Volume) -> dict[str, Any]:
+def storage_details(runner: Runner, storage: ProvisionedStorage) -> dict[str, object]:
+    def volume(v: Volume) -> dict[str, object]:
         return {
             "fs": v.fs,
             "source": v.source,

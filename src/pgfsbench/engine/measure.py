@@ -109,7 +109,7 @@ def reference_max(eng: Engine, cell: Cell) -> tuple[float, str] | None:
 
 def paced(
     eng: Engine, cell: Cell, st: CellState, ctx: WorkloadContext, dog: Watchdog
-) -> tuple[Cell, dict[str, Any] | None]:
+) -> tuple[Cell, dict[str, object] | None]:
     """A rate given as a share of the cell's maximum, made absolute: the maximum is the same
     cell's unthrottled result in this campaign, else measured now (not counted)."""
     w = cell.workload
@@ -191,14 +191,14 @@ class _Phases:
     warm: Measurement | None = None
     m: Measurement | None = None
     snapper: Snapshotter | None = None
-    timeline: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    pacing: dict[str, Any] | None = None
+    timeline: list[dict[str, object]] = dataclasses.field(default_factory=list)
+    pacing: dict[str, object] | None = None
     left_out: str | None = None  # why pgbench's log is not in this run (txlog = auto)
     children_cpu: float = 0.0
-    cache: dict[str, Any] | None = None
+    cache: dict[str, object] | None = None
     # the emulated disks' counters when the measured phase began, by loop device
     disks_before: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
-    disks: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+    disks: dict[str, dict[str, object]] = dataclasses.field(default_factory=dict)
 
 
 def measure_run(
@@ -257,7 +257,8 @@ def measure_run(
     st.instance.checkpoint()
     sync_volumes(eng.runner, st.storage)
     space_after = driver_for(ph.cell.fs).space(st.storage, eng.runner)
-    record.space_after_run_bytes = space_after.get("space_bytes")
+    used = space_after.get("space_bytes")
+    record.space_after_run_bytes = used if isinstance(used, int) else None
     record.space = {"after_load": st.space_after_load, "after_run": space_after}
     record.environment = run_environment(eng, st, observed)
     return record
@@ -374,10 +375,10 @@ def _measured(
 
 def _metrics(
     eng: Engine, st: CellState, ph: _Phases, m: Measurement, observed: ObservationResult, art: Path
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """A run's metrics: the samplers', the tool's, and how the run was watched."""
     d = eng.loaded.spec.defaults
-    metrics: dict[str, Any] = {
+    metrics: dict[str, object] = {
         **observed.metrics,
         "wal_records": observed.wal_records,
         "host_load": ph.load.as_dict() if ph.load is not None else None,
@@ -385,8 +386,9 @@ def _metrics(
         "tool": {"name": st.workload.tool, **m.extra},
         "ceiling": {k: v for k, v in (st.ceiling or {}).items() if not k.endswith("_raw")} or None,
     }
+    before = metrics.get("observer")
     metrics["observer"] = {
-        **metrics.get("observer", {}),
+        **(before if isinstance(before, dict) else {}),
         "on": ph.observed_run,
         "alternating": d.samplers == "alternate",
         "benchmark_cpu_s": round(ph.children_cpu, 3),
@@ -426,7 +428,7 @@ def _metrics(
 
 
 def _record(
-    ph: _Phases, m: Measurement, observed: ObservationResult, metrics: dict[str, Any], art: Path
+    ph: _Phases, m: Measurement, observed: ObservationResult, metrics: dict[str, object], art: Path
 ) -> RunRecord:
     return RunRecord(
         status=RunStatus.OK,
@@ -472,7 +474,7 @@ def snapshotter_for(eng: Engine, st: CellState) -> Snapshotter | None:
     return driver_for(st.cell.fs).snapshotter(st.cell.storage, st.storage, eng.journal, eng.runner)
 
 
-def cold_cache(eng: Engine, st: CellState) -> dict[str, Any]:
+def cold_cache(eng: Engine, st: CellState) -> dict[str, object]:
     """Empty every cache between the data and the workload, and say what was done:
     PostgreSQL restarted (shared_buffers emptied), the OS page cache dropped (Cached in
     /proc/meminfo before and after), and on ZFS the pool exported and imported again (the
@@ -487,7 +489,7 @@ def cold_cache(eng: Engine, st: CellState) -> dict[str, Any]:
     st.instance.checkpoint()
     st.instance.stop(eng.runner)
     sync_volumes(eng.runner, st.storage)
-    done: dict[str, Any] = {}
+    done: dict[str, object] = {}
     done.update(driver.evict_cache(eng.journal, eng.runner, st.storage, st.celldir))
     kernel.drop_caches()
     after = meminfo().get("Cached")
@@ -560,7 +562,7 @@ def store_observation(
 
 def run_environment(
     eng: Engine, st: CellState, observed: ObservationResult | None
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """The host, the kernel settings in effect now (read before anything is undone), the
     devices, mounts and PostgreSQL's changed settings."""
     binaries = eng.binaries_for(st.cell)

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
 
 
 class RunStatus(StrEnum):
@@ -31,12 +30,12 @@ class Prepared:
     load_seconds: float | None
     load_phases: dict[str, float]
     space_bytes: int | None
-    storage_details: dict[str, Any]
+    storage_details: dict[str, object]
     kernel_applied: list[dict[str, str]]
     implementation: str | None
     fuse: bool
 
-    def columns(self) -> dict[str, Any]:
+    def columns(self) -> dict[str, object]:
         return dataclasses.asdict(self)
 
 
@@ -59,13 +58,13 @@ class RunRecord:
     wal_bytes: int | None = None
     wal_fpi: int | None = None
     space_after_run_bytes: int | None = None
-    space: dict[str, Any] | None = None
-    environment: dict[str, Any] | None = None
-    metrics: dict[str, Any] = field(default_factory=dict)
+    space: dict[str, object] | None = None
+    environment: dict[str, object] | None = None
+    metrics: dict[str, object] = field(default_factory=dict)
     warnings: list[str] = field(default_factory=list)
     artifacts_dir: str | None = None
 
-    def columns(self) -> dict[str, Any]:
+    def columns(self) -> dict[str, object]:
         """The columns to write; unknown (None) values are left as they are."""
         out = {k: v for k, v in dataclasses.asdict(self).items() if v is not None}
         out["status"] = str(self.status)

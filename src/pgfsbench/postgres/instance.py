@@ -311,7 +311,7 @@ class Instance:
         with self.connect() as conn:
             conn.execute("CHECKPOINT")
 
-    def changed_settings(self) -> list[dict[str, Any]]:
+    def changed_settings(self) -> list[dict[str, object]]:
         from psycopg.rows import dict_row
 
         with self.connect() as conn, conn.cursor(row_factory=dict_row) as cur:

@@ -14,7 +14,6 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pgfsbench.spec import Cell, Pooler, Scalar
 from pgfsbench.system.actions import make_dir, watch_process_group
@@ -196,7 +195,7 @@ def log_tail(directory: Path, lines: int = 3) -> str:
     return " | ".join(text.strip().splitlines()[-lines:])
 
 
-def console(bouncer: Bouncer, user: str, command: str) -> list[dict[str, Any]]:
+def console(bouncer: Bouncer, user: str, command: str) -> list[dict[str, object]]:
     """A command of pgbouncer's admin console (simple query protocol only)."""
     import psycopg
 

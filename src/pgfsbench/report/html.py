@@ -97,10 +97,10 @@ def wait_colours(runs: Sequence[StoredRun]) -> dict[str, str]:
 
 def run_data(
     run: StoredRun, label: str, stalls: Sequence[StallEpisode], top_waits: int = 8
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """What one run's timeline needs, aligned on the measured seconds."""
     al = align(run)
-    data: dict[str, Any] = {
+    data: dict[str, object] = {
         "id": run.run_id,
         "label": f"{label} #{run.repetition}",
         "status": run.status,
@@ -161,7 +161,7 @@ def run_data(
     return data
 
 
-def _beneath(al: Aligned) -> dict[str, Any] | None:
+def _beneath(al: Aligned) -> dict[str, object] | None:
     """The disks that hold the devices under test (a loop device's file): what they did,
     and how much of it the storage under test does not explain."""
     beneath = [d for d in al.beneath if al.has(f"disk.{d}.write_mbps")]
@@ -187,7 +187,7 @@ def _beneath(al: Aligned) -> dict[str, Any] | None:
     return None
 
 
-def episode_data(e: StallEpisode) -> dict[str, Any]:
+def episode_data(e: StallEpisode) -> dict[str, object]:
     """An episode as the report shows it: on the timeline and in the stalls table."""
     return {
         "s": e.start_s,
@@ -203,10 +203,10 @@ def episode_data(e: StallEpisode) -> dict[str, Any]:
     }
 
 
-def _bar_group(cells: Sequence[CellSummary]) -> dict[str, Any]:
+def _bar_group(cells: Sequence[CellSummary]) -> dict[str, object]:
     """One comparable group's bars: mean with its 95% CI, the median in the hover."""
 
-    def bars(attr: str, scale: float = 1.0) -> dict[str, Any]:
+    def bars(attr: str, scale: float = 1.0) -> dict[str, object]:
         names, mean, lo, hi, med = [], [], [], [], []
         refs = []  # references: a line across the chart (a ceiling), not a bar
         for c in cells:
@@ -252,9 +252,9 @@ def _bar_group(cells: Sequence[CellSummary]) -> dict[str, Any]:
     }
 
 
-def _sweeps(cells: Sequence[CellSummary]) -> list[dict[str, Any]]:
+def _sweeps(cells: Sequence[CellSummary]) -> list[dict[str, object]]:
     """Throughput and p99 against clients, and against scale, where the campaign swept them."""
-    out = []
+    out: list[dict[str, object]] = []
     for dim in ("clients", "scale", "rate"):
         lines: dict[str, list[tuple[float, CellSummary]]] = {}
         for c in cells:
@@ -308,7 +308,7 @@ def _sweeps(cells: Sequence[CellSummary]) -> list[dict[str, Any]]:
     return out
 
 
-def table_rows(cells: Sequence[CellSummary]) -> list[dict[str, Any]]:
+def table_rows(cells: Sequence[CellSummary]) -> list[dict[str, object]]:
     """The summary table's rows, group by group (the template heads each group)."""
     best: dict[GroupKey, dict[str, str]] = {}
     for members in by_group(cells):
@@ -355,12 +355,12 @@ def table_rows(cells: Sequence[CellSummary]) -> list[dict[str, Any]]:
     return rows
 
 
-def host_matrix(cells: Sequence[CellSummary], hosts: Sequence[str]) -> list[dict[str, Any]]:
+def host_matrix(cells: Sequence[CellSummary], hosts: Sequence[str]) -> list[dict[str, object]]:
     """Configuration x host: each cell's median throughput on each host, and the
     host-to-host spread."""
     from pgfsbench.analysis.pairs import host_spread
 
-    out = []
+    out: list[dict[str, object]] = []
     for s in host_spread(cells):
         medians = dict(s.medians)
         out.append(
@@ -374,7 +374,7 @@ def host_matrix(cells: Sequence[CellSummary], hosts: Sequence[str]) -> list[dict
     return out
 
 
-def _across(cells: Sequence[CellSummary]) -> list[dict[str, Any]]:
+def _across(cells: Sequence[CellSummary]) -> list[dict[str, object]]:
     from pgfsbench.analysis.pairs import across_hosts, make_pair
 
     by_label = {(c.label, c.group): c for c in cells}
@@ -383,7 +383,7 @@ def _across(cells: Sequence[CellSummary]) -> list[dict[str, Any]]:
         for c in cells
         if c.baseline is not None and (c.baseline, c.group) in by_label
     ]
-    out = []
+    out: list[dict[str, object]] = []
     for a in across_hosts(pairs):
         ratio = (
             "-"
@@ -410,7 +410,7 @@ def _across(cells: Sequence[CellSummary]) -> list[dict[str, Any]]:
     return out
 
 
-def history_data(h: SeriesHistory) -> dict[str, Any]:
+def history_data(h: SeriesHistory) -> dict[str, object]:
     """One series over time for the history section: each figure's points (x: when the run
     started) and its change points (a dashed line at the first run after each)."""
     metrics = []

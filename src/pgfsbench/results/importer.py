@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from sqlalchemy import insert, select, update
 from sqlalchemy.engine import Connection
@@ -49,7 +48,7 @@ def sha256_of(path: Path) -> str | None:
         return None
 
 
-def _campaign_key(row: dict[str, Any]) -> str:
+def _campaign_key(row: dict[str, object]) -> str:
     """The uuid; a file from before uuids existed falls back to name + host + start."""
     return str(row.get("uuid") or f"{row.get('name')}|{row.get('host')}|{row.get('started_at')}")
 
@@ -141,7 +140,7 @@ def _copy_children(src: Connection, dst: Connection, old: int, new: int) -> None
                 **{k: v for k, v in dict(c).items() if k not in ("id", "run_id")}, run_id=new
             )
         )
-    checksums: dict[str, Any] = {}
+    checksums: dict[str, object] = {}
     for a in src.execute(select(schema.artifact).where(schema.artifact.c.run_id == old)).mappings():
         dst.execute(insert(schema.artifact).values(**{**dict(a), "run_id": new}))
         checksums[str(a["kind"])] = {"path": a["path"], "sha256": sha256_of(Path(a["path"]))}

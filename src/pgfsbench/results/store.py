@@ -351,7 +351,7 @@ class Store:
                 ],
             )
 
-    def put_checkpoints(self, run_id: int, rows: Sequence[dict[str, Any]]) -> None:
+    def put_checkpoints(self, run_id: int, rows: Sequence[dict[str, object]]) -> None:
         if not rows:
             return
         with self.engine.begin() as conn:
@@ -369,7 +369,7 @@ class Store:
                 insert(schema.artifact).values(run_id=run_id, kind=kind, path=str(path), bytes=size)
             )
 
-    def put_ceiling(self, identity: str, storage: str, figures: dict[str, Any]) -> None:
+    def put_ceiling(self, identity: str, storage: str, figures: dict[str, object]) -> None:
         with self.engine.begin() as conn:
             conn.execute(delete(schema.ceiling).where(schema.ceiling.c.identity == identity))
             conn.execute(

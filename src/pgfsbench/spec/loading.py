@@ -47,7 +47,7 @@ def _parse_override_value(raw: str) -> Any:
         return raw
 
 
-def apply_overrides(data: dict[str, Any], sets: Sequence[str]) -> dict[tuple[str, ...], str]:
+def apply_overrides(data: dict[str, object], sets: Sequence[str]) -> dict[tuple[str, ...], str]:
     """Apply --set KEY=VALUE. A bare key is a default, and the command line wins over
     the same key set inside any workload, so any example can be run small. Returns the
     key paths set, each with the option that set it (an error there is the option's)."""
@@ -124,7 +124,7 @@ def load_spec(path: Path, sets: Sequence[str] = ()) -> LoadedSpec:
 
 
 def validate_spec(
-    path: Path, text: str, data: dict[str, Any], sets: Sequence[str] = ()
+    path: Path, text: str, data: dict[str, object], sets: Sequence[str] = ()
 ) -> LoadedSpec:
     """Overrides applied to parsed TOML, then validated (the spec's ``text`` is kept)."""
     origin = apply_overrides(data, sets)

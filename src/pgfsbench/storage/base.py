@@ -81,7 +81,7 @@ class StorageDriver(Generic[C]):
         """Create and mount; every step journaled before it is done."""
         raise NotImplementedError
 
-    def space(self, storage: ProvisionedStorage, runner: Runner) -> dict[str, Any]:
+    def space(self, storage: ProvisionedStorage, runner: Runner) -> dict[str, object]:
         """The data directory's and the filesystems' space figures (ZFS: used,
         logicalused, compressratio)."""
         return dict(space_figures(storage))
@@ -98,7 +98,7 @@ class StorageDriver(Generic[C]):
 
     def evict_cache(
         self, journal: Journal, runner: Runner, storage: ProvisionedStorage, celldir: Path
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         """Empty a cache of its own that dropping the page cache does not reach (ZFS's ARC),
         and say what was done; called with PostgreSQL stopped."""
         return {}

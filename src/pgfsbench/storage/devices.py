@@ -187,7 +187,7 @@ def disk_counters(stats: str | Path) -> dict[str, float]:
     return {}
 
 
-def disk_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, Any]:
+def disk_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, object]:
     """What an emulated disk served between two readings (about a second each): requests,
     bytes, the wait its model added, and how late the host made its replies."""
     keys = ("reads", "writes", "flushes", "read_bytes", "write_bytes", "model_wait_s", "late_s")

@@ -11,7 +11,6 @@ import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pgfsbench.spec import ExistingStorage
 from pgfsbench.storage.base import (
@@ -57,8 +56,8 @@ class ExistingDriver(StorageDriver[ExistingStorage]):
             name, info.fstype, volume, own / "pgdata", details={"existing_path": str(base)}
         )
 
-    def space(self, storage: ProvisionedStorage, runner: Runner) -> dict[str, Any]:
-        figures: dict[str, Any] = dict(space_figures(storage))
+    def space(self, storage: ProvisionedStorage, runner: Runner) -> dict[str, object]:
+        figures: dict[str, object] = dict(space_figures(storage))
         # the filesystem is shared with whatever else lives there: its use says little
         figures.pop("fs_used_bytes", None)
         return figures

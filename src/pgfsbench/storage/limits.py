@@ -162,7 +162,7 @@ def dev_numbers(device: str) -> str:
     return f"{os.major(st.st_rdev)}:{os.minor(st.st_rdev)}"
 
 
-def apply(journal: Journal, mech: Mechanism, device: str, figures: Figures) -> dict[str, Any]:
+def apply(journal: Journal, mech: Mechanism, device: str, figures: Figures) -> dict[str, object]:
     """Cap one device under test; journaled, undone after the cell."""
     dev = dev_numbers(device)
     rates = byte_rates(figures)

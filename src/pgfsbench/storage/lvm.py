@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 import shutil
 from pathlib import Path
-from typing import Any
 
 from pgfsbench.system.journal import Journal, Undo, undo_action
 from pgfsbench.system.runner import Runner
@@ -48,7 +47,7 @@ def group_name(directory: Path, role: str) -> str:
 
 def make_volume(
     journal: Journal, runner: Runner, device: str, group: str, snapshot_pct: int
-) -> tuple[str, dict[str, Any]]:
+) -> tuple[str, dict[str, object]]:
     """PV on ``device``, VG ``group``, LV 'data' on (100 - snapshot_pct)% of it: the LV's
     path and what was made."""
     journal.record(f"pvcreate {device}", Undo("lvm_pvremove", {"device": device}))
@@ -99,21 +98,21 @@ def _exists(runner: Runner, argv: list[str]) -> bool:
 
 
 @undo_action("lvm_lvremove")
-def _undo_lv(runner: Runner, args: dict[str, Any]) -> None:
+def _undo_lv(runner: Runner, args: dict[str, object]) -> None:
     lv = str(args["lv"])
     if _exists(runner, ["lvs", lv]):
         runner.run(["lvremove", "-f", "-y", lv], timeout=300)
 
 
 @undo_action("lvm_vgremove")
-def _undo_vg(runner: Runner, args: dict[str, Any]) -> None:
+def _undo_vg(runner: Runner, args: dict[str, object]) -> None:
     group = str(args["group"])
     if _exists(runner, ["vgs", group]):
         runner.run(["vgremove", "-f", "-y", group], timeout=300)
 
 
 @undo_action("lvm_pvremove")
-def _undo_pv(runner: Runner, args: dict[str, Any]) -> None:
+def _undo_pv(runner: Runner, args: dict[str, object]) -> None:
     device = str(args["device"])
     if Path(device).exists() and _exists(runner, ["pvs", device]):
         runner.run(["pvremove", "-ff", "-y", device], timeout=300)

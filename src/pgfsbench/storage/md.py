@@ -19,7 +19,6 @@ import hashlib
 import re
 import shutil
 from pathlib import Path
-from typing import Any
 
 from pgfsbench.system.journal import Journal, Undo, undo_action
 from pgfsbench.system.runner import Runner
@@ -86,7 +85,7 @@ def make_array(
     members: list[str],
     chunk_kib: int | None,
     assume_clean: bool,
-) -> tuple[str, dict[str, Any]]:
+) -> tuple[str, dict[str, object]]:
     """The array made of ``members`` (its /dev/md/NAME path) and what was made."""
     path = f"/dev/md/{name}"
     argv = create_argv(path, level, members, chunk_kib, assume_clean)
@@ -117,10 +116,11 @@ def array_bytes(detail: str) -> int | None:
 
 
 @undo_action("md_stop")
-def _undo_md(runner: Runner, args: dict[str, Any]) -> None:
+def _undo_md(runner: Runner, args: dict[str, object]) -> None:
     path = str(args["path"])
     if Path(path).exists():
         runner.run(["mdadm", "--stop", path], timeout=300)
-    for member in args.get("members", []):
+    members = args.get("members")
+    for member in members if isinstance(members, list) else []:
         if Path(str(member)).exists():
             runner.run(["mdadm", "--zero-superblock", str(member)], timeout=120, check=False)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
 
 from pgfsbench.system.errors import CommandError, ProvisionError, TimeoutExpired
 from pgfsbench.system.journal import Journal, Undo, undo_action
@@ -65,11 +64,11 @@ def frozen(runner: Runner, target: Path) -> bool:
 
 
 @undo_action("umount")
-def _umount(runner: Runner, args: dict[str, Any]) -> None:
+def _umount(runner: Runner, args: dict[str, object]) -> None:
     """Unmount, waiting while the last users leave. Never a frozen filesystem, and never
     lazily while someone still uses it: either would strand it (an unmounted frozen
     filesystem keeps its device busy, with no path left to thaw it through)."""
-    target = Path(args["target"])
+    target = Path(str(args["target"]))
 
     def unused() -> bool:
         return mount_at(target) is None or not holders(target)

@@ -15,7 +15,6 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from pgfsbench.system.errors import HostBusy, UsageError
 
@@ -31,7 +30,7 @@ def lock_path() -> Path:
     return Path(runtime) / f"pgfsbench-{os.geteuid()}.lock"
 
 
-def holder_of(path: Path) -> dict[str, Any] | None:
+def holder_of(path: Path) -> dict[str, object] | None:
     """Who holds the lock now (None if nobody does)."""
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -48,7 +47,7 @@ def holder_of(path: Path) -> dict[str, Any] | None:
         os.close(fd)
 
 
-def _read(path: Path) -> dict[str, Any]:
+def _read(path: Path) -> dict[str, object]:
     with contextlib.suppress(OSError, ValueError):
         data = json.loads(path.read_text() or "{}")
         if isinstance(data, dict):
@@ -56,9 +55,11 @@ def _read(path: Path) -> dict[str, Any]:
     return {}
 
 
-def describe(holder: dict[str, Any]) -> str:
+def describe(holder: dict[str, object]) -> str:
     started = holder.get("started")
-    when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(started)) if started else "?"
+    when = (
+        time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(str(started)))) if started else "?"
+    )
     return (
         f"pid {holder.get('pid', '?')}, {holder.get('what', 'a campaign')}, workdir "
         f"{holder.get('workdir', '?')}, started {when}"

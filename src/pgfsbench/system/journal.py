@@ -29,7 +29,7 @@ from typing import Any
 from pgfsbench.system.errors import PgfsbenchError
 from pgfsbench.system.runner import Runner
 
-UndoAction = Callable[[Runner, dict[str, Any]], None]
+UndoAction = Callable[[Runner, dict[str, object]], None]
 _UNDO_ACTIONS: dict[str, UndoAction] = {}
 
 
@@ -48,7 +48,7 @@ class Undo:
     """How to undo one step: a registered action name and its JSON-serialisable arguments."""
 
     kind: str
-    args: dict[str, Any] = field(default_factory=dict)
+    args: dict[str, object] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class UndoFailure:
 class Journal:
     """An append-only JSON-lines journal owned (flock) by one pgfsbench process."""
 
-    def __init__(self, path: Path, runner: Runner, meta: dict[str, Any] | None = None):
+    def __init__(self, path: Path, runner: Runner, meta: dict[str, object] | None = None):
         self.path = path
         self.runner = runner
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -88,11 +88,13 @@ class Journal:
         self._write(header)
 
     @classmethod
-    def create(cls, workdir: Path, runner: Runner, meta: dict[str, Any] | None = None) -> Journal:
+    def create(
+        cls, workdir: Path, runner: Runner, meta: dict[str, object] | None = None
+    ) -> Journal:
         name = f"{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.jsonl"
         return cls(workdir / "journal" / name, runner, meta)
 
-    def _write(self, record: dict[str, Any]) -> None:
+    def _write(self, record: dict[str, object]) -> None:
         os.write(self._fd, (json.dumps(record, sort_keys=True) + "\n").encode())
         os.fsync(self._fd)
 
@@ -191,18 +193,18 @@ def run_undo(runner: Runner, step: Step) -> str | None:
 @dataclass(frozen=True)
 class LeftoverJournal:
     path: Path
-    meta: dict[str, Any]
+    meta: dict[str, object]
     steps: list[Step]
-    notes: list[dict[str, Any]]
+    notes: list[dict[str, object]]
     locked: bool
 
 
 def read_journal(path: Path) -> LeftoverJournal:
     """Parse a journal file; a torn last line (killed mid-write) is ignored."""
-    meta: dict[str, Any] = {}
+    meta: dict[str, object] = {}
     steps: dict[int, Step] = {}
     undone: set[int] = set()
-    notes: list[dict[str, Any]] = []
+    notes: list[dict[str, object]] = []
     for line in path.read_text().splitlines():
         try:
             rec = json.loads(line)

@@ -109,7 +109,7 @@ class Measurement:
     errors: tuple[str, ...] = ()  # what the tool said went wrong (empty when all went well)
     returncode: int = 0
     stalled: str | None = None  # why the engine's watchdog ended it (no progress)
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: dict[str, object] = field(default_factory=dict)
     artifacts: dict[str, Path] = field(default_factory=dict)  # kind -> file, kept with the run
 
     @property

@@ -149,7 +149,7 @@ class Copy:
             ).fetchone()
         wal = int(lsn1[0]) if lsn1 else 0
         mb = total_bytes / 1e6
-        extra: dict[str, Any] = {
+        extra: dict[str, object] = {
             "rows": rows,
             "streams": len(files),
             "indexes": indexes,

@@ -7,7 +7,6 @@ from __future__ import annotations
 import secrets
 import shutil
 from pathlib import Path
-from typing import Any
 
 from pgfsbench.spec import ZfsValue
 from pgfsbench.storage.base import (
@@ -29,7 +28,7 @@ def existing_pools(runner: Runner) -> set[str]:
 
 
 @undo_action("zpool_destroy")
-def _zpool_destroy(runner: Runner, args: dict[str, Any]) -> None:
+def _zpool_destroy(runner: Runner, args: dict[str, object]) -> None:
     name = str(args["name"])
     if not name.startswith(POOL_PREFIX):
         raise ProvisionError(f"refusing to destroy {name}: not a pgfsbench pool")
@@ -113,7 +112,7 @@ def arc_bytes() -> int | None:
 
 def evict_pool_cache(
     journal: Journal, runner: Runner, storage: ProvisionedStorage, workdir: Path
-) -> dict[str, Any]:
+) -> dict[str, object]:
     """Empty what the ARC holds of a pool's data the one way ZFS offers for a single pool:
     export it (every dataset unmounted, its buffers evicted) and import it again from the
     very devices it was created on (a private directory of links to them, so no other
@@ -147,7 +146,7 @@ def evict_pool_cache(
     if missing:
         raise ProvisionError(f"zpool import {pool} did not mount {', '.join(missing)}")
     after = arc_bytes()
-    done: dict[str, Any] = {
+    done: dict[str, object] = {
         "zfs_arc": f"pool {pool} exported and imported (its ARC buffers evicted)"
     }
     if before is not None and after is not None:
@@ -164,12 +163,12 @@ def _import(runner: Runner, pool: str, links: Path) -> None:
 
 
 @undo_action("zpool_import")
-def _zpool_import(runner: Runner, args: dict[str, Any]) -> None:
+def _zpool_import(runner: Runner, args: dict[str, object]) -> None:
     """Bring an exported pool back, so that the older step can destroy it."""
     name = str(args["name"])
     if not name.startswith(POOL_PREFIX):
         raise ProvisionError(f"refusing to import {name}: not a pgfsbench pool")
-    links = Path(args["dir"])
+    links = Path(str(args["dir"]))
     if shutil.which("zpool") is None or name in existing_pools(runner) or not links.is_dir():
         return
     _import(runner, name, links)

@@ -265,7 +265,7 @@ class ZfsDriver(StorageDriver[ZfsStorage]):
             details={"dataset": dataset, "requested_properties": props, "properties": effective},
         )
 
-    def space(self, storage: ProvisionedStorage, runner: Runner) -> dict[str, Any]:
+    def space(self, storage: ProvisionedStorage, runner: Runner) -> dict[str, object]:
         impl = detect(runner)
         if impl is None:
             return dict(space_figures(storage))
@@ -312,7 +312,7 @@ class ZfsDriver(StorageDriver[ZfsStorage]):
 
     def evict_cache(
         self, journal: Journal, runner: Runner, storage: ProvisionedStorage, celldir: Path
-    ) -> dict[str, Any]:
+    ) -> dict[str, object]:
         if "pool" not in storage.details:
             return {}
         return evict_pool_cache(journal, runner, storage, celldir)
@@ -322,7 +322,7 @@ class ZfsDriver(StorageDriver[ZfsStorage]):
         return "exporting and importing the pool"
 
 
-def _service_details(config: ZfsStorage, daemon: FuseDaemon | None) -> dict[str, Any]:
+def _service_details(config: ZfsStorage, daemon: FuseDaemon | None) -> dict[str, object]:
     """What serves the pool: the zfs-fuse daemon as started, or the kernel module's
     parameters as they are now."""
     if daemon is not None:

@@ -11,7 +11,6 @@ import os
 import signal
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pgfsbench.spec import ZfsValue
 from pgfsbench.storage.mounts import mount_at
@@ -104,8 +103,8 @@ class FuseDaemon:
 
 
 @undo_action("stop_zfs_fuse")
-def _stop_zfs_fuse(runner: Runner, args: dict[str, Any]) -> None:
-    pidfile = Path(args["pidfile"])
+def _stop_zfs_fuse(runner: Runner, args: dict[str, object]) -> None:
+    pidfile = Path(str(args["pidfile"]))
     try:
         pid = int(pidfile.read_text().split()[0])
     except (OSError, ValueError, IndexError):
@@ -128,10 +127,10 @@ def _stop_zfs_fuse(runner: Runner, args: dict[str, Any]) -> None:
 
 
 @undo_action("umount_dangling_fuse")
-def _umount_dangling_fuse(runner: Runner, args: dict[str, Any]) -> None:
+def _umount_dangling_fuse(runner: Runner, args: dict[str, object]) -> None:
     """A FUSE mount whose daemon died answers ENOTCONN; only then is it unmounted here
     (a live one goes away with `zpool destroy`)."""
-    target = Path(args["target"])
+    target = Path(str(args["target"]))
     if mount_at(target) is None:
         return
     try:
