@@ -243,7 +243,8 @@ def test_pg_sampler_pipelined_sees_a_lock_wait_and_typed_counters(results_server
     assert isinstance(first["wal_lsn"], float) and first["wal_lsn"] > 0
     # one transaction per batch: ten ticks between two counter rows are ten commits
     assert last["own_commits"] - first["own_commits"] >= 10
-    assert snapshot is not None and snapshot["wal_lsn"] >= first["wal_lsn"]
+    assert snapshot is not None and isinstance(snapshot["wal_lsn"], float)
+    assert snapshot["wal_lsn"] >= first["wal_lsn"]
     assert ticker.cpu_seconds > 0 and backend_cpu is not None
 
     # a statement that fails raises psycopg's class with the server's message once its

@@ -281,7 +281,7 @@ def test_exit_status_and_selection() -> None:
     assert {x.rule for x in only} == {"thp-always"} and exit_status(only, True) == 0
     rest, _ = examine(f, select_rules(ignore=["fpw-*", "*overcommit*", "swappiness"]))
     assert max(x.severity for x in rest) < Severity.BAD
-    doc = report_json(f, found, skipped, 2)
+    doc: Any = report_json(f, found, skipped, 2)
     assert doc["counts"]["BAD"] >= 1 and doc["facts"]["postgresql"]["source"] == "server"
 
 
@@ -315,7 +315,7 @@ def test_advice_for_unsafe_ext4_and_for_zfs_validates_as_a_spec(tmp_path: Any) -
     f = facts([path(options="rw,nobarrier,data=writeback")], pg={"full_page_writes": "off"})
     found, skipped = examine(f, select_rules())
     advice = advise(report_json(f, found, skipped, 2), None, 40 * GiB, scale=2)
-    spec = advice.spec
+    spec: Any = advice.spec
     assert spec["storage"]["as-found"]["mount_options"] == ["nobarrier", "data=writeback"]
     assert "mount_options" not in spec["storage"]["safe-options"]
     assert spec["postgres"]["fpw-on"]["settings"]["full_page_writes"] == "on"
@@ -332,10 +332,11 @@ def test_advice_for_unsafe_ext4_and_for_zfs_validates_as_a_spec(tmp_path: Any) -
     )
     zf, zs = examine(z, select_rules())
     zadvice = advise(report_json(z, zf, zs, 1), None, 8 * GiB)
-    props = zadvice.spec["storage"]["rs16k-compressed"]["data"]["properties"]
+    zspec: Any = zadvice.spec
+    props = zspec["storage"]["rs16k-compressed"]["data"]["properties"]
     assert props["primarycache"] == "all" and props["compression"] == "lzjb"
-    assert zadvice.spec["storage"]["as-found"]["data"]["properties"]["recordsize"] == "128K"
-    assert "fpw-off" in zadvice.spec["postgres"]
+    assert zspec["storage"]["as-found"]["data"]["properties"]["recordsize"] == "128K"
+    assert "fpw-off" in zspec["postgres"]
     target.write_text(to_toml(zadvice))
     assert "rs8k-compressed" in load_spec(target).spec.storage
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 from pgfsbench.collect.processes import (
     ProcessSampler,
@@ -231,5 +232,7 @@ def test_the_sampler_tells_the_benchmark_from_the_rest_and_who_is_stuck(tmp_path
     assert [(p.pid, p.comm) for p in second.top] == [(301, "dd")]
     series = process_series([first, second], 999.0)
     assert series["outside_write_mbps"] == (2.0, [200.0, 50.0])
-    assert series["blocked"][1][0] == {"benchmark|percpu_rwsem_wait|data|postgres": 1}
-    assert series["outside_top"][1][0][0][:2] == [301, "dd"]
+    blocked: Any = series["blocked"][1]
+    top: Any = series["outside_top"][1]
+    assert blocked[0] == {"benchmark|percpu_rwsem_wait|data|postgres": 1}
+    assert top[0][0][:2] == [301, "dd"]

@@ -8,6 +8,8 @@ writes in bursts is not a filesystem refusing them.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from pgfsbench.analysis.series import Aligned, CheckpointSpan, Event
@@ -185,7 +187,8 @@ def test_a_lock_holder_is_never_a_frozen_filesystem() -> None:
     assert ep.blockers and ep.blockers[0]["pid"] == 4242
     frozen = [a for a in ep.alternatives if a[0] == "fs_frozen"]
     assert frozen and "no benchmark process was asleep" in frozen[0][2]
-    assert "pid 4242" in ep.as_dict()["evidence"][0]
+    evidence: Any = ep.as_dict()["evidence"]
+    assert "pid 4242" in evidence[0]
 
 
 def test_an_active_lock_holder_outside_the_workload_is_named_too() -> None:

@@ -10,8 +10,8 @@ spec.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from pgfsbench.jsonish import Table, arr, obj, objs, text, whole
 from pgfsbench.spec.kinds import host_fstypes, storage_kind
 from pgfsbench.units import human_bytes
 
@@ -45,27 +45,27 @@ COMPRESSION = {"kernel": "lz4", "fuse": "lzjb"}  # what each ZFS has that is che
 
 @dataclass(frozen=True)
 class Advice:
-    spec: dict[str, Any]
+    spec: Table
     reasons: list[str]  # why each alternative is in the matrix
 
 
-Fired = dict[str, list[dict[str, Any]]]  # the doctor's findings by rule id
+Fired = dict[str, list[Table]]  # the doctor's findings by rule id
 
 
-def _fired(doctor: dict[str, Any]) -> Fired:
-    out: dict[str, list[dict[str, Any]]] = {}
-    for f in doctor.get("findings", []):
+def _fired(doctor: Table) -> Fired:
+    out: Fired = {}
+    for f in objs(doctor.get("findings")):
         if f.get("severity") in ("WARN", "BAD"):
-            out.setdefault(str(f["rule"]), []).append(f)
+            out.setdefault(text(f.get("rule")), []).append(f)
     return out
 
 
-def _data_path(doctor: dict[str, Any]) -> dict[str, object] | None:
-    paths = (doctor.get("facts") or {}).get("paths") or []
+def _data_path(doctor: Table) -> Table | None:
+    paths = objs(obj(doctor.get("facts")).get("paths"))
     for p in paths:
         if p.get("role") == "data directory":
-            return dict(p)
-    return dict(paths[0]) if paths else None
+            return p
+    return paths[0] if paths else None
 
 
 def device_size(free_bytes: int | None, devices: int = 1) -> int:
@@ -90,30 +90,29 @@ def _size_text(n: int) -> str:
     return f"{n // GiB}G" if n % GiB == 0 else f"{n // (1 << 20)}M"
 
 
-def _storage_from_path(
-    fs: str, path: dict[str, Any] | None, size: str, zfs_kind: str
-) -> dict[str, object]:
+def _storage_from_path(fs: str, path: Table | None, size: str, zfs_kind: str) -> Table:
     if fs == "tmpfs":
         return {"fs": "tmpfs", "size": size}
     if fs == "zfs":
-        props = {k: v for k, v in ((path or {}).get("zfs") or {}).items() if k in CARRIED_ZFS}
+        props = {k: v for k, v in obj((path or {}).get("zfs")).items() if k in CARRIED_ZFS}
         if "recordsize" in props and str(props["recordsize"]).isdigit():
-            props["recordsize"] = f"{int(props['recordsize']) // 1024}K"
+            props["recordsize"] = f"{int(str(props['recordsize'])) // 1024}K"
         return {
             "fs": "zfs",
             "implementation": zfs_kind if zfs_kind in ("kernel", "fuse") else "any",
             "pool": {"devices": [f"loop:{size}"]},
             "data": {"properties": props},
         }
-    opts = [o for o in ((path or {}).get("mount") or {}).get("options", []) if o in CARRIED_OPTIONS]
-    storage: dict[str, Any] = {"fs": fs, "device": f"loop:{size}"}
+    found = arr(obj((path or {}).get("mount")).get("options"))
+    opts = [o for o in found if isinstance(o, str) and o in CARRIED_OPTIONS]
+    storage: Table = {"fs": fs, "device": f"loop:{size}"}
     if opts:
         storage["mount_options"] = opts
     return storage
 
 
 def advise(
-    doctor: dict[str, Any] | None,
+    doctor: Table | None,
     fs: str | None,
     free_bytes: int | None,
     scale: int | None = None,
@@ -124,20 +123,20 @@ def advise(
     """A spec comparing what the doctor found (or the named filesystem's defaults) with the
     recommended alternatives."""
     doctor = doctor or {}
-    facts = doctor.get("facts") or {}
+    facts = obj(doctor.get("facts"))
     fired = _fired(doctor)
     path = _data_path(doctor)
-    fs = fs or str((path or {}).get("fstype") or "ext4")
+    fs = fs or text((path or {}).get("fstype")) or "ext4"
     if fs not in host_fstypes():
         fs = "ext4"  # a filesystem we cannot make (nfs, overlay): compare on the default
-    zfs_kind = str((facts.get("zfs") or {}).get("kind") or "any")
-    ram = (facts.get("host") or {}).get("memory_bytes")
+    zfs_kind = text(obj(facts.get("zfs")).get("kind")) or "any"
+    ram = whole(obj(facts.get("host")).get("memory_bytes"))
     size_bytes = device_size(free_bytes)
     size = _size_text(size_bytes)
     reasons: list[str] = []
-    storage: dict[str, dict[str, Any]] = {}
+    storage: dict[str, Table] = {}
     # tmpfs takes RAM, not disk: at most a quarter of the machine's memory
-    ram_quarter = int(ram) // 4 // GiB * GiB if ram else 4 * GiB
+    ram_quarter = ram // 4 // GiB * GiB if ram else 4 * GiB
     current = _storage_from_path(
         fs,
         path,
@@ -149,8 +148,8 @@ def advise(
     storage.update(_storage_alternatives(fs, current, zfs_kind, size, reasons))
     postgres = _postgres_alternatives(facts, fired, fs, ram, reasons)
     kernel = _kernel_alternatives(facts, fired, reasons)
-    chosen_scale = scale or fitting_scale(size_bytes, int(ram) if ram else None)
-    spec: dict[str, Any] = {
+    chosen_scale = scale or fitting_scale(size_bytes, ram)
+    spec: Table = {
         "name": f"advise-{fs}",
         "description": (
             f"pgfsbench advise: {fs} as found against the recommended "
@@ -179,17 +178,17 @@ def advise(
 
 
 def _storage_alternatives(
-    fs: str, current: dict[str, Any], zfs_kind: str, size: str, reasons: list[str]
-) -> dict[str, dict[str, Any]]:
+    fs: str, current: Table, zfs_kind: str, size: str, reasons: list[str]
+) -> dict[str, Table]:
     """The storage configurations to run against the one found."""
-    storage: dict[str, dict[str, Any]] = {}
+    storage: dict[str, Table] = {}
     if fs == "tmpfs":
         for alt in ("ext4", "xfs"):
             storage[alt] = {"fs": alt, "device": f"loop:{size}"}
         reasons.append("tmpfs is not durable: ext4 and xfs on a disk, against tmpfs as the ceiling")
     elif fs == "zfs":
-        comp: Any = COMPRESSION.get(zfs_kind, COMPRESSION)
-        base = dict(current["data"]["properties"])
+        comp: object = COMPRESSION.get(zfs_kind, COMPRESSION)
+        base = obj(obj(current.get("data")).get("properties"))
         for rs in ("8K", "16K", "32K"):
             props = {**base, "recordsize": rs, "compression": comp}
             if props.get("primarycache") in ("metadata", "none"):
@@ -202,7 +201,7 @@ def _storage_alternatives(
             "sync=standard) against the dataset as found"
         )
     else:
-        opts = list(current.get("mount_options", []))
+        opts = [text(o) for o in arr(current.get("mount_options"))]
         safe = [o for o in opts if o not in UNSAFE_OPTIONS]
         if safe != opts:
             storage["safe-options"] = (
@@ -221,11 +220,11 @@ def _storage_alternatives(
 
 
 def _postgres_alternatives(
-    facts: dict[str, Any], fired: Fired, fs: str, ram: int | None, reasons: list[str]
-) -> dict[str, dict[str, Any]]:
+    facts: Table, fired: Fired, fs: str, ram: int | None, reasons: list[str]
+) -> dict[str, Table]:
     """PostgreSQL's settings as found, and the alternatives the findings call for."""
-    settings = (facts.get("postgresql") or {}).get("settings") or {}
-    kept = {
+    settings = obj(obj(facts.get("postgresql")).get("settings"))
+    kept: Table = {
         k: settings[k]
         for k in (
             "full_page_writes",
@@ -239,8 +238,8 @@ def _postgres_alternatives(
         if k in settings
     }
     sb = settings.get("shared_buffers")
-    kept["shared_buffers"] = sb if sb and _fits(sb, ram) else "128MB"
-    postgres: dict[str, dict[str, Any]] = {"as-found": {"settings": dict(kept)}}
+    kept["shared_buffers"] = sb if sb and _fits(text(sb), ram) else "128MB"
+    postgres: dict[str, Table] = {"as-found": {"settings": dict(kept)}}
     if "fpw-off-torn-pages" in fired or "btrfs-nodatacow" in fired:
         postgres["fpw-on"] = {"settings": {**kept, "full_page_writes": "on"}}
         reasons.append("full_page_writes = on: what safety costs on this filesystem")
@@ -261,22 +260,20 @@ def _postgres_alternatives(
     return postgres
 
 
-def _kernel_alternatives(
-    facts: dict[str, Any], fired: Fired, reasons: list[str]
-) -> dict[str, dict[str, Any]]:
+def _kernel_alternatives(facts: Table, fired: Fired, reasons: list[str]) -> dict[str, Table]:
     """The kernel's dirty limits and huge pages as found against the recommended ones."""
-    vm = facts.get("vm") or {}
-    kernel: dict[str, dict[str, Any]] = {}
+    vm = obj(facts.get("vm"))
+    kernel: dict[str, Table] = {}
     if "dirty-gigabytes" in fired or "thp-always" in fired:
-        now: dict[str, Any] = {}
-        rec: dict[str, Any] = {}
+        now: Table = {}
+        rec: Table = {}
         if "dirty-gigabytes" in fired:
             for k in ("vm.dirty_background_bytes", "vm.dirty_bytes"):
-                if str(vm.get(k, "0")) != "0":
-                    now[k] = int(vm[k])
+                if (n := whole(vm.get(k))) is not None and n != 0:
+                    now[k] = n
             for k in ("vm.dirty_background_ratio", "vm.dirty_ratio"):
-                if k.replace("ratio", "bytes") not in now and k in vm:
-                    now[k] = int(vm[k])
+                if k.replace("ratio", "bytes") not in now and (n := whole(vm.get(k))) is not None:
+                    now[k] = n
             rec = {"vm.dirty_background_bytes": 64 << 20, "vm.dirty_bytes": 512 << 20}
             reasons.append(
                 "vm.dirty_background_bytes 64MB / vm.dirty_bytes 512MB against "
@@ -298,7 +295,7 @@ def _fits(value: str, ram: int | None) -> bool:
         n = parse_size(value.replace("kB", "K"))
     except ValueError:
         return False
-    return not ram or n < int(ram) * 0.25
+    return not ram or n < ram * 0.25
 
 
 def to_toml(advice: Advice) -> str:

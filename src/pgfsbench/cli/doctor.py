@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from pgfsbench.cli import app
+from pgfsbench.jsonish import obj
 
 if TYPE_CHECKING:
     from pgfsbench.advisor.doctor import Finding
@@ -278,10 +279,10 @@ def advise_cmd(
     output.write_text(to_toml(advice))
     console = Console()
     console.print(
-        f"wrote {output}: {len(advice.spec['storage'])} storage(s) x "
-        f"{len(advice.spec['postgres'])} PostgreSQL configuration(s)"
+        f"wrote {output}: {len(obj(advice.spec['storage']))} storage(s) x "
+        f"{len(obj(advice.spec['postgres']))} PostgreSQL configuration(s)"
         + (
-            f" x {len(advice.spec['kernel'])} kernel configuration(s)"
+            f" x {len(obj(advice.spec['kernel']))} kernel configuration(s)"
             if "kernel" in advice.spec
             else ""
         ),

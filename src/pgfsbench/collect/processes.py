@@ -25,10 +25,9 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 PF_KTHREAD = 0x00200000  # a kernel thread (flags, field 9 of /proc/PID/stat)
 TOP = 3  # outside processes kept per second, by CPU and by I/O
@@ -177,7 +176,7 @@ class TopProcess:
     read_mbps: float
     write_mbps: float
 
-    def as_list(self) -> list[Any]:
+    def as_list(self) -> list[object]:
         return [self.pid, self.comm, self.cmdline, self.cpu_pct, self.read_mbps, self.write_mbps]
 
 
@@ -430,7 +429,7 @@ class ProcessSampler:
 
 def process_series(
     seconds: list[ProcessSecond], start: float
-) -> dict[str, tuple[float, list[Any]]]:
+) -> dict[str, tuple[float, list[object]]]:
     """Per-second series aligned on the measured phase's start: the benchmark's and the
     outside processes' CPU, the outside processes' I/O, the top outside processes and the
     processes in uninterruptible sleep (counted by who, wait channel and volume)."""
@@ -440,8 +439,8 @@ def process_series(
     first, last = min(offsets), max(offsets)
     n = last - first + 1
 
-    def dense(values: list[Any]) -> tuple[float, list[Any]]:
-        out: list[Any] = [None] * n
+    def dense(values: Sequence[object]) -> tuple[float, list[object]]:
+        out: list[object] = [None] * n
         for off, v in zip(offsets, values, strict=True):
             out[off - first] = v
         return float(first), out

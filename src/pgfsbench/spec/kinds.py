@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias, Union
+from typing import TYPE_CHECKING, Annotated, Literal, TypeAlias, Union
 
 from pydantic import Discriminator, Field, Tag, create_model
 
@@ -225,13 +225,13 @@ def syncs_before_measure(fstype: str) -> bool:
     return kind.sync_before_measure if kind is not None else True
 
 
-def resolve(path: str) -> Any:
+def resolve(path: str) -> object:
     """The object a row names by "module:attribute"."""
     module, _, attribute = path.partition(":")
     return getattr(importlib.import_module(module), attribute)
 
 
-def _workload_tag(v: Any) -> str:
+def _workload_tag(v: object) -> str:
     if isinstance(v, dict):
         return str(v.get("tool", "pgbench"))
     return str(getattr(v, "tool", "pgbench"))

@@ -16,10 +16,11 @@ import types
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import Annotated, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
 
+from pgfsbench.jsonish import obj
 from pgfsbench.spec.document import Spec
 from pgfsbench.spec.kinds import STORAGE_KINDS, WORKLOAD_TOOLS, tool_choices
 from pgfsbench.spec.models import Defaults
@@ -40,7 +41,7 @@ class LoadedSpec:
         return self.path.parent
 
 
-def _parse_override_value(raw: str) -> Any:
+def _parse_override_value(raw: str) -> object:
     try:
         return tomllib.loads(f"v = {raw}")["v"]
     except tomllib.TOMLDecodeError:
@@ -145,7 +146,7 @@ _TAGS = set(_STORAGE_MODELS)
 def format_validation_error(
     path: Path,
     exc: ValidationError,
-    data: Mapping[str, Any],
+    data: Mapping[str, object],
     text: str = "",
     origin: Mapping[tuple[str, ...], str] | None = None,
 ) -> str:
@@ -208,8 +209,8 @@ def format_validation_error(
 _MISSING = object()
 
 
-def _value_at(data: Mapping[str, Any], loc: Sequence[str]) -> Any:
-    node: Any = data
+def _value_at(data: Mapping[str, object], loc: Sequence[str]) -> object:
+    node: object = data
     for part in loc:
         if isinstance(node, Mapping) and part in node:
             node = node[part]
@@ -287,9 +288,9 @@ def _drop_union_tags(loc: list[str]) -> list[str]:
     return out
 
 
-def allowed_keys(loc: Sequence[str], data: Mapping[str, Any]) -> list[str]:
+def allowed_keys(loc: Sequence[str], data: Mapping[str, object]) -> list[str]:
     """The keys the model at ``loc`` accepts, found by walking the Spec's annotations."""
-    tp: Any = Spec
+    tp: object = Spec
     for i, part in enumerate(loc):
         tp = _unwrap(tp)
         if isinstance(tp, type) and issubclass(tp, BaseModel):
@@ -300,14 +301,14 @@ def allowed_keys(loc: Sequence[str], data: Mapping[str, Any]) -> list[str]:
         elif get_origin(tp) is dict:
             tp = get_args(tp)[1]
             if i == 1 and loc[0] == "storage":  # the storage union: pick the model by its fs
-                entry = (data.get("storage") or {}).get(part) or {}
+                entry = obj(data.get("storage")).get(part) or {}
                 fs = entry.get("fs") if isinstance(entry, dict) else None
                 model = _STORAGE_MODELS.get(str(fs))
                 if model is None:
                     return []
                 tp = model
             elif i == 1 and loc[0] == "workload":  # the workload union: by its tool
-                entry = (data.get("workload") or {}).get(part) or {}
+                entry = obj(data.get("workload")).get(part) or {}
                 tool = entry.get("tool", "pgbench") if isinstance(entry, dict) else None
                 picked = _TOOLS.get(str(tool))
                 if picked is None:
@@ -323,7 +324,7 @@ def allowed_keys(loc: Sequence[str], data: Mapping[str, Any]) -> list[str]:
     return []
 
 
-def _unwrap(tp: Any) -> Any:
+def _unwrap(tp: object) -> object:
     while True:
         origin = get_origin(tp)
         if origin is Annotated:

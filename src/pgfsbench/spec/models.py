@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     AfterValidator,
@@ -33,7 +33,7 @@ class Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-def _seconds(value: Any) -> float:
+def _seconds(value: object) -> float:
     """A duration as seconds: '30s', '2m', '1h', '500ms', or a number of seconds."""
     if isinstance(value, bool):
         raise ValueError("a duration is a number of seconds or a text such as 30s, 2m, 1h")
@@ -100,7 +100,7 @@ class EmulatedDevice(BaseModel):
         return f"{self.size} emulated ({self.model})"
 
 
-def _device_value(value: Any) -> Any:
+def _device_value(value: object) -> object:
     if isinstance(value, str):
         return _check_device(value)
     return value
@@ -693,7 +693,7 @@ class KernelConfig(Model):
 
     @field_validator("sysctl", mode="before")
     @classmethod
-    def _sysctl(cls, v: Any) -> Any:
+    def _sysctl(cls, v: object) -> object:
         if not isinstance(v, dict):
             return v
         out: dict[str, int | str] = {}
@@ -742,7 +742,7 @@ def _scale_text(v: str) -> str:
 Scale = Annotated[int, Field(ge=1, le=1_000_000)] | Annotated[str, AfterValidator(_scale_text)]
 
 
-def _rate(v: Any) -> Any:
+def _rate(v: object) -> object:
     """A rate is transactions per second, or a share of the cell's own maximum: "75%"."""
     if isinstance(v, str):
         text = v.strip()
@@ -763,7 +763,7 @@ def _rate(v: Any) -> Any:
 Rate = Annotated[float | str, BeforeValidator(_rate)]
 
 
-def _one_or_many(v: Any) -> Any:
+def _one_or_many(v: object) -> object:
     """A sweep value may be written as one value or a list of values."""
     if isinstance(v, list):
         if not v:
@@ -773,7 +773,7 @@ def _one_or_many(v: Any) -> Any:
     return v
 
 
-def _check_rate(v: Any) -> Any:
+def _check_rate(v: object) -> object:
     for r in v if isinstance(v, list) else [v]:
         if isinstance(r, int | float) and not isinstance(r, bool) and not 0 < r <= 1e9:
             raise ValueError("a rate is above 0 and at most 1e9 transactions per second")

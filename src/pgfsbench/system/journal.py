@@ -24,7 +24,6 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pgfsbench.system.errors import PgfsbenchError
 from pgfsbench.system.runner import Runner
@@ -98,7 +97,7 @@ class Journal:
         os.write(self._fd, (json.dumps(record, sort_keys=True) + "\n").encode())
         os.fsync(self._fd)
 
-    def note(self, **fields: Any) -> None:
+    def note(self, **fields: object) -> None:
         """Add information for cleanup (e.g. which results rows belong to this run)."""
         self._write({"t": "note", **fields})
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable
+from typing import cast
 
 from pgfsbench.spec import Cell, Defaults
 from pgfsbench.spec.kinds import resolve, workload_tool
@@ -14,8 +15,8 @@ from pgfsbench.workloads.pgbench import Pgbench
 
 def workload_for(cell: Cell, defaults: Defaults) -> Workload:
     """The driver for a cell's workload tool (spec/kinds.py names each tool's factory)."""
-    factory: Callable[[Cell, Defaults], Workload] = resolve(
-        workload_tool(cell.workload.tool).workload
+    factory = cast(
+        "Callable[[Cell, Defaults], Workload]", resolve(workload_tool(cell.workload.tool).workload)
     )
     return factory(cell, defaults)
 
