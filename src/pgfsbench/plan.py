@@ -239,7 +239,7 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None, only: Sequence[st
         check_devices(cell)
         if (few := sessions.too_few(cell)) is not None:
             raise UsageError(few)
-        if sessions.spec_max_connections(cell) is None:
+        if not sessions.spec_sets_max_connections(cell):
             raise_to = max(raise_to, sessions.server_sessions(cell))
         if cell.storage_name not in described:
             described[cell.storage_name] = describe_limits(cell)

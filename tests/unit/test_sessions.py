@@ -72,6 +72,18 @@ def test_plan_says_it_raises_max_connections(tmp_path: Path) -> None:
     assert not [w for w in make_plan(load_spec(spec)).warnings if "max_connections" in w]
 
 
+def test_a_spec_value_pgfsbench_cannot_read_is_never_overridden(tmp_path: Path) -> None:
+    spec = tmp_path / "s.toml"
+    spec.write_text(SPEC.format(clients=100, max_connections='"150.4"'))
+    cell = {c.postgres_name: c for c in expand(load_spec(spec).spec)}["set"]
+    assert sessions.spec_max_connections(cell) == 150  # PostgreSQL rounds it too
+    assert sessions.too_few(cell) is None and sessions.raised(cell, 100) is None
+    spec.write_text(SPEC.format(clients=100, max_connections='"lots"'))
+    cell = {c.postgres_name: c for c in expand(load_spec(spec).spec)}["set"]
+    assert sessions.spec_max_connections(cell) is None  # the preflight refuses it
+    assert sessions.raised(cell, 100) is None  # and pgfsbench does not replace it
+
+
 def test_initdb_s_choice_is_read_from_postgresql_conf(tmp_path: Path) -> None:
     (tmp_path / "postgresql.conf").write_text(
         "#max_connections = 500\nmax_connections = 40\t\t# (change requires restart)\n"

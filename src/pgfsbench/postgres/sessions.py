@@ -24,8 +24,11 @@ INITDB_DEFAULT = 100  # what initdb writes unless the host's shared memory is to
 
 
 def _int(value: object) -> int | None:
+    """A whole number as PostgreSQL reads one (it rounds a decimal fraction)."""
     text = str(value).strip()
-    return int(text) if re.fullmatch(r"\d+", text) else None
+    if not re.fullmatch(r"\d+(\.\d*)?", text):
+        return None
+    return round(float(text))
 
 
 def server_sessions(cell: Cell) -> int:
@@ -38,8 +41,13 @@ def server_sessions(cell: Cell) -> int:
     return clients + OWN_SESSIONS
 
 
+def spec_sets_max_connections(cell: Cell) -> bool:
+    return any(name.lower() == "max_connections" for name in cell.postgres.settings)
+
+
 def spec_max_connections(cell: Cell) -> int | None:
-    """``max_connections`` as the cell's configuration sets it (None: left to the server)."""
+    """``max_connections`` as the cell's configuration sets it (None: left to the server,
+    or a value that is not a number, which the preflight refuses with its reason)."""
     for name, value in cell.postgres.settings.items():
         if name.lower() == "max_connections":
             return _int(value)
@@ -102,7 +110,7 @@ def raised(cell: Cell, server_value: int) -> Raised | None:
     """The ``max_connections`` pgfsbench sets when the spec leaves it and the server's
     value would refuse some of the run's sessions (None: nothing to change)."""
     need = server_sessions(cell)
-    if spec_max_connections(cell) is not None or need <= server_value:
+    if spec_sets_max_connections(cell) or need <= server_value:
         return None
     clients = need - OWN_SESSIONS
     who = f"the pooler's server pool of {clients}" if cell.postgres.pooler else f"{clients} clients"
