@@ -227,7 +227,6 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None, only: Sequence[st
                 "storage/postgres/kernel/workload)"
             )
     reps = d.first_repetitions
-    raise_to = 0  # the most sessions a cell that leaves max_connections to us opens
     runs = order_runs(cells, reps, d.order, d.load_per)
 
     loop_bytes: dict[str, int] = {}
@@ -237,10 +236,6 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None, only: Sequence[st
     described: dict[str, list[str]] = {}
     for cell in cells:
         check_devices(cell)
-        if (few := sessions.too_few(cell)) is not None:
-            raise UsageError(few)
-        if not sessions.spec_sets_max_connections(cell):
-            raise_to = max(raise_to, sessions.server_sessions(cell))
         if cell.storage_name not in described:
             described[cell.storage_name] = describe_limits(cell)
         devs = [dev for _, dev in cell.storage.devices()]
@@ -274,13 +269,7 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None, only: Sequence[st
     auto = (d.repetitions_min, d.repetitions_max, d.ci_target_pct) if d.auto_repetitions else None
     est_max = est * d.repetitions_max / d.repetitions_min if auto else None
     warnings += dirty_cannot_matter(cells, d)
-    if raise_to > sessions.INITDB_DEFAULT:
-        warnings.append(
-            f"max_connections: where the spec leaves it, pgfsbench raises the server's "
-            f"(initdb's, usually {sessions.INITDB_DEFAULT}) to what a run opens, up to "
-            f"{raise_to} here (its clients and {sessions.OWN_SESSIONS} sessions of "
-            "pgfsbench's), and records it; set it in the spec to choose"
-        )
+    warnings += sessions.plan_warnings(cells)
     warnings = list(dict.fromkeys(warnings))
     if workdir is not None:
         warnings += space_warnings(workdir, loop_bytes, needed)

@@ -461,6 +461,14 @@ def run_spec(
         finally:
             if live is not None:
                 live.close()
+    _print_outcome(console, store, result, f"{loaded.spec.name or loaded.path.stem}", results)
+    return store, result
+
+
+def _print_outcome(
+    console: Console, store: Store, result: CampaignResult, name: str, results: str
+) -> None:
+    """The campaign's summary, its runs' statuses and the cells this host cannot run."""
     # imported during the first run's preparation (engine/warm.py), not before it
     from pgfsbench.cli.results import print_summary
     from pgfsbench.report.loading import analyse
@@ -469,8 +477,7 @@ def run_spec(
     print_summary(
         console,
         analyse(store, [result.campaign_id]),
-        f"{loaded.spec.name or loaded.path.stem}: campaign {result.campaign_id}, "
-        f"results in {results}",
+        f"{name}: campaign {result.campaign_id}, results in {results}",
     )
     counts = ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()))
     console.print(
@@ -478,7 +485,6 @@ def run_spec(
     )
     for cell_id, why in result.unsupported.items():
         console.print(f"not supported here: {cell_id}: {why}", markup=False, highlight=False)
-    return store, result
 
 
 def _exit_status(result: CampaignResult) -> None:

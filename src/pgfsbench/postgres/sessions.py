@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pgfsbench.spec import Cell
+from pgfsbench.system.errors import UsageError
 
 OWN_SESSIONS = 3
 INITDB_DEFAULT = 100  # what initdb writes unless the host's shared memory is too small
@@ -115,3 +116,22 @@ def raised(cell: Cell, server_value: int) -> Raised | None:
     clients = need - OWN_SESSIONS
     who = f"the pooler's server pool of {clients}" if cell.postgres.pooler else f"{clients} clients"
     return Raised(server_value, need, f"{who} and {OWN_SESSIONS} sessions of pgfsbench's")
+
+
+def plan_warnings(cells: list[Cell]) -> list[str]:
+    """What `plan` says of the cells' sessions; a configuration that sets too few is
+    refused (UsageError) before anything is made."""
+    raise_to = 0  # the most sessions a cell that leaves max_connections to us opens
+    for cell in cells:
+        if (few := too_few(cell)) is not None:
+            raise UsageError(few)
+        if not spec_sets_max_connections(cell):
+            raise_to = max(raise_to, server_sessions(cell))
+    if raise_to <= INITDB_DEFAULT:
+        return []
+    return [
+        f"max_connections: where the spec leaves it, pgfsbench raises the server's "
+        f"(initdb's, usually {INITDB_DEFAULT}) to what a run opens, up to {raise_to} here "
+        f"(its clients and {OWN_SESSIONS} sessions of pgfsbench's), and records it; set it "
+        "in the spec to choose"
+    ]
