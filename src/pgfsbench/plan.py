@@ -17,6 +17,7 @@ from pathlib import Path
 
 from pgfsbench.postgres import sessions
 from pgfsbench.spec import Cell, Defaults, LoadedSpec, expand, workload_tool
+from pgfsbench.spec.kinds import storage_kind
 from pgfsbench.spec.models import loop_bytes as created_bytes
 from pgfsbench.storage import needs_root
 from pgfsbench.system.errors import UsageError
@@ -242,7 +243,8 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None, only: Sequence[st
         loop_bytes[cell.id] = sum(n for x in devs if (n := created_bytes(x)) is not None)
         real += [x for x in devs if isinstance(x, str) and x.startswith("/dev/") and x not in real]
         data = workload_for(cell, d).estimated_bytes(cell)
-        needed[cell.id] = int(BASE_BYTES + data * LOAD_HEADROOM)
+        extra = storage_kind(cell.fs).space_headroom  # its own, on top (btrfs)
+        needed[cell.id] = int(BASE_BYTES + data * LOAD_HEADROOM * extra)
         cap = cell.storage.data_capacity()
         if cap is not None and cap < BASE_BYTES + data * MIN_HEADROOM:
             raise UsageError(
@@ -254,7 +256,8 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None, only: Sequence[st
         if cap is not None and cap < needed[cell.id]:
             warnings.append(
                 f"{cell.storage_name}: {human_bytes(cap)} may be too small for "
-                f"scale {cell.scale} (about {human_bytes(needed[cell.id])} needed)"
+                f"scale {cell.scale} (about {human_bytes(needed[cell.id])} needed"
+                + (f", {cell.fs} needs {extra:g}x the room of ext4)" if extra > 1 else ")")
             )
     # each preparation (set-up and load), at the pace of the cell's device limits
     prepared = (
