@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from pgfsbench.spec import Workload
-from pgfsbench.workloads.base import Endpoint
+from pgfsbench.workloads.base import Endpoint, failure_text
 from pgfsbench.workloads.pgbench import (
     init_argv,
     parse_init,
@@ -242,3 +242,22 @@ def test_a_report_for_several_seconds_fills_each_of_them() -> None:
     t0, tps = series["tps"]
     assert t0 == 4.0 and tps == [2000.0, 2100.0, 0.0, 0.0, 0.0, 0.0, 1900.0]
     assert series["progress_gap"] == (4.0, [0, 0, 1, 1, 1, 1, 0])
+
+
+def test_a_failed_connection_says_why_the_server_refused_it() -> None:
+    """pgbench's last line names the client, the line before it the server's reason."""
+    stderr = (
+        'pgbench: error: connection to server on socket "/var/tmp/w/sock/.s.PGSQL.5432" '
+        "failed: FATAL:  sorry, too many clients already\n"
+        "pgbench: error: could not create connection for client 13\n"
+    )
+    summary = parse_run("", stderr)
+    said = failure_text(summary.errors, "pgbench exited 1")
+    assert said == (
+        "pgbench: error: could not create connection for client 13 "
+        "(FATAL: sorry, too many clients already)"
+    )
+    # a last line with the server's words keeps them; no error at all: the exit status
+    assert failure_text(("x", "ERROR:  deadlock detected"), "-") == "ERROR:  deadlock detected"
+    assert failure_text((), "pgbench exited 2") == "pgbench exited 2"
+    assert failure_text(("pgbench: error: client 3 aborted",), "-").endswith("aborted")

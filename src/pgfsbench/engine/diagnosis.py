@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from pgfsbench.system.errors import PgfsbenchError
 from pgfsbench.units import human_bytes
+from pgfsbench.workloads.base import failure_text
 
 _PREFIX = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \S+ \[\d+\] ")
 _ENOSPC = "No space left on device"
@@ -134,6 +135,6 @@ def root_cause(exc: BaseException, ev: Evidence) -> str:
         first = text.splitlines()[0] if text else ""
         return f"lost the connection to PostgreSQL: {first}"
     if ev.tool_errors:
-        return ev.tool_errors[-1]
+        return failure_text(ev.tool_errors, ev.tool_errors[-1])
     first = text.splitlines()[0] if text else ""
     return f"{type(exc).__name__}: {first}"[:500]

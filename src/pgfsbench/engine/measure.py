@@ -251,9 +251,7 @@ def measure_run(
         )
         if ph.m.stalled:
             raise Stalled(ph.m.stalled)
-        raise WorkloadError(
-            ph.m.errors[-1] if ph.m.errors else f"{st.workload.tool} exited {ph.m.returncode}"
-        )
+        raise WorkloadError(ph.m.failure(st.workload.tool))
     st.instance.checkpoint()
     sync_volumes(eng.runner, st.storage)
     space_after = driver_for(ph.cell.fs).space(st.storage, eng.runner)

@@ -7,7 +7,8 @@ that user owns; its raw outputs are kept as artifacts of the run.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -120,6 +121,28 @@ class Measurement:
             and not self.errors
             and self.stalled is None
         )
+
+    def failure(self, tool: str) -> str:
+        """Why the phase failed, in one line: the tool's last error, with the server's own
+        words when an earlier line carried them ("could not create connection for client
+        13" says nothing without "FATAL:  sorry, too many clients already")."""
+        return failure_text(self.errors, f"{tool} exited {self.returncode}")
+
+
+_SERVER_WORDS = re.compile(r"\b(FATAL|PANIC|ERROR):\s+(.*)$")
+
+
+def failure_text(errors: Sequence[str], otherwise: str) -> str:
+    """The last error of a tool, with the last server message before it if it has none."""
+    if not errors:
+        return otherwise
+    last = errors[-1]
+    if _SERVER_WORDS.search(last):
+        return last
+    for earlier in reversed(errors[:-1]):
+        if m := _SERVER_WORDS.search(earlier):
+            return f"{last} ({m.group(1)}: {' '.join(m.group(2).split())})"
+    return last
 
 
 ProgressCallback = Callable[[Progress], None]
