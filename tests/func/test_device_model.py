@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pgfsbench.spec.models import EmulatedDevice
 from pgfsbench.storage.devices import DeviceFactory
 from pgfsbench.storage.mounts import mount
@@ -60,6 +62,24 @@ def fio(path: Path, seconds: int, *args: str) -> dict[str, Any]:
     ).stdout
     write: dict[str, Any] = json.loads(out)["jobs"][0]["write"]
     return write
+
+
+def test_a_traced_disk_writes_each_request_it_served(
+    base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PGFSBENCH_DISK_TRACE: one line a request (arrival, op, offset, bytes, completion)."""
+    monkeypatch.setenv("PGFSBENCH_DISK_TRACE", str(base / "trace"))
+    with ext4_on(base, "traced", EmulatedDevice(size="256M", model="hdd-7200")) as (mnt, _):
+        fio(mnt / "f", 1, "--size=8M", "--rw=randwrite", "--bs=8k", "--fsync=1")
+    (trace,) = base.glob("trace.*")  # named by the daemon's pid, closed when it ended
+    rows = [tuple(float(x) for x in line.split()) for line in trace.read_text().splitlines()]
+    assert rows and all(len(r) == 5 and r[4] >= r[0] for r in rows)
+    ops = {int(r[1]) for r in rows}
+    assert {1, 2} <= ops  # writes and the flushes of the fsyncs
+    assert all(r[2] >= 0 and r[2] + r[3] <= 256 << 20 for r in rows)
+    # the model made the flushes wait for the platter: not free, as with caps only
+    flushes = [r[4] - r[0] for r in rows if int(r[1]) == 2]
+    assert sorted(flushes)[len(flushes) // 2] > 0.001
 
 
 def test_the_platter_is_paid_for_random_fsyncs_and_streams_at_the_media_rate(
