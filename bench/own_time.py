@@ -11,8 +11,13 @@ Three figures, for each scale:
   - the ratio of its wall time to the bare script's.
 With --profile, one more pgfsbench run under cProfile: where its own seconds go.
 
+The pgfsbench runs share one work directory, as a DBA's runs share the default one: the
+first makes the initdb template the later ones copy (postgres/template.py), unless
+--fresh-workdir (each run a new work directory, so each runs initdb). A first run at scale 1
+makes the template before anything is timed (--no-prime: the first timed run makes it).
+
     .venv/bin/python bench/own_time.py --scale 2 --reps 4 [--warmup 2] [--duration 5]
-        [--profile] [--save F.json]
+        [--fresh-workdir] [--no-prime] [--profile] [--save F.json]
 Needs root; works in a directory of its own under /var/tmp and removes it.
 """
 
@@ -55,10 +60,16 @@ builtin = "tpcb-like"
 
 
 def pgfsbench_run(
-    work: Path, args: argparse.Namespace, profile: Path | None = None
+    work: Path,
+    workdir: Path,
+    args: argparse.Namespace,
+    profile: Path | None = None,
+    scale: int | None = None,
 ) -> dict[str, float]:
     spec = work / "s.toml"
-    spec.write_text(SPEC.format(scale=args.scale, duration=args.duration, warmup=args.warmup))
+    spec.write_text(
+        SPEC.format(scale=scale or args.scale, duration=args.duration, warmup=args.warmup)
+    )
     results = work / "r.sqlite"
     argv = [
         sys.executable,
@@ -70,7 +81,7 @@ def pgfsbench_run(
         "--results",
         str(results),
         "--workdir",
-        str(work / "w"),
+        str(workdir),
     ]
     started = time.monotonic()
     subprocess.run(
@@ -125,20 +136,31 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--duration", type=int, default=5)
     ap.add_argument("--profile", action="store_true", help="one more run under cProfile")
+    ap.add_argument(
+        "--fresh-workdir", action="store_true", help="a new work directory for each run"
+    )
+    ap.add_argument("--no-prime", action="store_true", help="no untimed first run")
     ap.add_argument("--save", type=Path)
     args = ap.parse_args()
     runs: dict[str, list[dict[str, float]]] = {"pgfsbench": [], "bare": []}
     with signals_unwind():
         base = Path(tempfile.mkdtemp(prefix="pgfsb-own-", dir="/var/tmp"))
         base.chmod(0o755)
+        shared = base / "w"
         try:
+            if not (args.fresh_workdir or args.no_prime):
+                (base / "prime").mkdir()
+                pgfsbench_run(base / "prime", shared, args, scale=1)
             for i in range(args.reps):
                 order = ("pgfsbench", "bare") if i % 2 == 0 else ("bare", "pgfsbench")
                 for arm in order:
                     work = base / f"{arm}-{i}"
                     work.mkdir()
+                    workdir = work / "w" if args.fresh_workdir else shared
                     figures = (
-                        pgfsbench_run(work, args) if arm == "pgfsbench" else bare_run(work, args)
+                        pgfsbench_run(work, workdir, args)
+                        if arm == "pgfsbench"
+                        else bare_run(work, args)
                     )
                     runs[arm].append(figures)
                     print(
@@ -150,7 +172,8 @@ def main() -> None:
             if args.profile:
                 work = base / "profile"
                 work.mkdir()
-                pgfsbench_run(work, args, profile=base / "run.prof")
+                workdir = work / "w" if args.fresh_workdir else shared
+                pgfsbench_run(work, workdir, args, profile=base / "run.prof")
                 stats = pstats.Stats(str(base / "run.prof"))
                 # pgfsbench's own functions, by the time spent in them and what they called
                 stats.sort_stats("cumulative").print_stats(
@@ -159,7 +182,7 @@ def main() -> None:
                     45,
                 )
         finally:
-            for w in base.glob("*/w"):
+            for w in [*base.glob("*/w"), shared]:
                 subprocess.run(
                     [sys.executable, "-m", "pgfsbench", "cleanup", "--workdir", str(w)],
                     cwd=ROOT,

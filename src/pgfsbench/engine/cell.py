@@ -25,6 +25,7 @@ from pgfsbench.plan import Plan
 from pgfsbench.postgres import pgbouncer, sessions
 from pgfsbench.postgres.binaries import Binaries
 from pgfsbench.postgres.instance import SUPERUSER, Instance, children_of
+from pgfsbench.postgres.template import Templates
 from pgfsbench.results.store import Store
 from pgfsbench.spec import Cell, LoadedSpec
 from pgfsbench.storage import driver_for, limits, sync_volumes, volume_info
@@ -37,6 +38,8 @@ from pgfsbench.system.runner import Runner
 from pgfsbench.units import parse_size
 from pgfsbench.workloads import workload_for
 from pgfsbench.workloads.base import Endpoint, LoadResult, Workload, WorkloadContext
+
+TEMPLATES = "initdb-templates"  # in the work directory: see postgres/template.py
 
 
 @dataclass
@@ -235,7 +238,9 @@ def _initdb(eng: Engine, st: CellState) -> None:
         eng.os_user,
     )
     eng.phase("initdb")
-    st.initdb_output = st.instance.init(eng.journal, eng.runner, st.cell.postgres.initdb)
+    st.initdb_output = st.instance.init(
+        eng.journal, eng.runner, st.cell.postgres.initdb, Templates(eng.workdir / TEMPLATES)
+    )
 
 
 def _configure(eng: Engine, st: CellState) -> None:

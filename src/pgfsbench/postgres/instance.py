@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pgfsbench.postgres.binaries import Binaries
 from pgfsbench.postgres.ipc import data_dir_identity, postmaster_orphans, release_shared_memory
+from pgfsbench.postgres.template import Templates, template_key
 from pgfsbench.spec import InitdbOptions, Scalar
 from pgfsbench.system.errors import CommandError, InstanceError, TimeoutExpired
 from pgfsbench.system.journal import Journal, Undo, undo_action
@@ -73,6 +74,9 @@ def initdb_argv(
         "--locale",
         options.locale,
         "--no-instructions",
+        # no fsync of each file: the cluster is flushed with its filesystem before anything
+        # is measured (the settle after the load), and a run that fails before is discarded
+        "--no-sync",
     ]
     if waldir is not None:
         argv += ["--waldir", str(waldir)]
@@ -182,7 +186,15 @@ class Instance:
             application_name="pgfsbench",
         )
 
-    def init(self, journal: Journal, runner: Runner, options: InitdbOptions) -> str:
+    def init(
+        self,
+        journal: Journal,
+        runner: Runner,
+        options: InitdbOptions,
+        templates: Templates | None = None,
+    ) -> str:
+        """Make the cluster: a copy of the template of the same binaries, options and host
+        when ``templates`` has one, else initdb (kept as the template for the next)."""
         # initdb's own server (postgres --boot, then --single) makes shared memory too, and
         # a run killed during initdb leaves it. It is found by the data directory's device
         # and inode, so the directory is made here (initdb takes an empty one, and then
@@ -202,11 +214,21 @@ class Instance:
             ),
         )
         argv = initdb_argv(self.binaries, self.pgdata, self.waldir, options)
+        key = template_key(self.binaries, argv, self.pgdata, self.waldir, self.os_user)
+        if templates is not None and (found := templates.find(key)) is not None:
+            try:
+                return templates.copy_into(found, self.pgdata, self.waldir, runner)
+            except (CommandError, OSError) as exc:
+                raise InstanceError(f"copying the initdb template {found} failed: {exc}") from None
         try:
             done = runner.run(argv, timeout=600, user=self.os_user)
         except CommandError as exc:
             raise InstanceError(f"initdb failed: {exc}") from None
-        return done.stdout + done.stderr
+        output = done.stdout + done.stderr
+        if templates is not None:
+            with contextlib.suppress(CommandError, OSError):  # the next cell runs initdb
+                templates.save(key, self.pgdata, self.waldir, output, runner)
+        return output
 
     def configure(self, settings: Mapping[str, Scalar]) -> Path:
         conf = self.pgdata / CONF_NAME

@@ -1,0 +1,151 @@
+"""initdb once per server build, options and host: later clusters are copies of the first.
+
+initdb spends about half a second of CPU (the bootstrap, then a single-user server that
+loads the catalogs) making the same files for every cell of a campaign that uses the same
+binaries and initdb options. PostgreSQL's own test suites do what this module does since
+PostgreSQL 17 (an initdb template copied for each test cluster, ``cp -RPp``): the first
+cluster is made by initdb, copied aside, and each later one is a copy of it.
+
+The copy is what initdb would write, not an approximation of it: initdb's output depends on
+its binaries, its arguments, its environment (locale, time zone) and the host's limits it
+probes (shared memory and semaphores, for ``max_connections`` and ``shared_buffers``), and
+all of these are in the template's key, with the boot's id (a reboot makes new templates).
+Files are copied whole (``--sparse=never``: a WAL segment initdb zero-filled must not come
+back with holes, which would make its first writes allocate blocks). The one difference is
+the system identifier in ``pg_control``, the same for every copy; no benchmark reads it.
+
+Templates live in the work directory (``initdb-templates/``); a template is written under a
+name of its own and renamed into place once complete, so a killed run leaves no half one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from pgfsbench.postgres.binaries import Binaries
+from pgfsbench.system.runner import Runner
+
+FORMAT = 1
+OUTPUT = "initdb-output.txt"
+# what initdb reads from its environment
+_ENV = ("TZ", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_COLLATE", "LC_MESSAGES", "PGTZ")
+# what initdb's probe of max_connections and shared_buffers depends on, and the boot
+_HOST_FILES = (
+    "/proc/sys/kernel/random/boot_id",
+    "/proc/sys/kernel/shmmax",
+    "/proc/sys/kernel/shmall",
+    "/proc/sys/kernel/sem",
+    "/etc/timezone",
+)
+
+
+def _file_identity(path: Path) -> list[object]:
+    real = path.resolve()
+    st = real.stat()
+    return [str(real), st.st_size, st.st_mtime_ns]
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return ""
+
+
+def template_key(
+    binaries: Binaries, argv: list[str], pgdata: Path, waldir: Path | None, os_user: str | None
+) -> str:
+    """What initdb's output depends on, as a name: the same key, the same files."""
+    generic = [
+        "<pgdata>" if a == str(pgdata) else "<waldir>" if waldir and a == str(waldir) else a
+        for a in argv
+    ]
+    try:
+        localtime = str(Path("/etc/localtime").resolve())
+    except OSError:
+        localtime = ""
+    material = {
+        "format": FORMAT,
+        "version": binaries.version_line,
+        "programs": [_file_identity(binaries.bindir / p) for p in ("initdb", "postgres")],
+        "argv": generic,
+        "user": os_user,
+        "env": {k: os.environ.get(k) for k in _ENV},
+        "host": {p: _read(p) for p in _HOST_FILES},
+        "localtime": localtime,
+    }
+    blob = json.dumps(material, sort_keys=True).encode()
+    return f"pg{binaries.version}-{hashlib.sha256(blob).hexdigest()[:20]}"
+
+
+@dataclass(frozen=True)
+class Templates:
+    """The initdb templates of a work directory."""
+
+    root: Path
+
+    def find(self, key: str) -> Path | None:
+        """The template of this key, when one is complete."""
+        path = self.root / key
+        return path if (path / "pgdata" / "PG_VERSION").is_file() else None
+
+    def save(
+        self, key: str, pgdata: Path, waldir: Path | None, output: str, runner: Runner
+    ) -> None:
+        """Copy a cluster initdb has just made (nothing has started it) as the template of
+        ``key``. The WAL directory, when it is elsewhere, is copied in as pg_wal."""
+        if self.find(key) is not None:
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        partial = self.root / f".{key}.{os.getpid()}"
+        shutil.rmtree(partial, ignore_errors=True)
+        partial.mkdir(mode=0o700)
+        try:
+            copy = partial / "pgdata"
+            copy.mkdir(mode=0o700)
+            _copy_entries(runner, pgdata, copy, skip_wal=waldir is not None)
+            if waldir is not None:
+                (copy / "pg_wal").mkdir(mode=0o700)
+                _copy_entries(runner, waldir, copy / "pg_wal", skip_wal=False)
+            shutil.copystat(pgdata, copy)
+            os.chown(copy, pgdata.stat().st_uid, pgdata.stat().st_gid)
+            if waldir is not None:
+                os.chown(copy / "pg_wal", waldir.stat().st_uid, waldir.stat().st_gid)
+            (partial / OUTPUT).write_text(output)
+            runner.run(["sync", "--file-system", str(partial)], timeout=120)
+            partial.rename(self.root / key)
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
+
+    def copy_into(self, template: Path, pgdata: Path, waldir: Path | None, runner: Runner) -> str:
+        """Make the cluster at ``pgdata`` (an empty directory of the server's user) a copy
+        of the template, with its WAL in ``waldir`` (pg_wal a link to it) when one is
+        given, as initdb --waldir makes it; initdb's output as the template kept it."""
+        source = template / "pgdata"
+        _copy_entries(runner, source, pgdata, skip_wal=waldir is not None)
+        if waldir is not None:
+            waldir.mkdir(mode=0o700, exist_ok=True)
+            owner = source / "pg_wal"
+            os.chown(waldir, owner.stat().st_uid, owner.stat().st_gid)
+            _copy_entries(runner, owner, waldir, skip_wal=False)
+            link = pgdata / "pg_wal"
+            link.symlink_to(waldir)
+            os.lchown(link, owner.stat().st_uid, owner.stat().st_gid)
+        try:
+            output = (template / OUTPUT).read_text()
+        except OSError:
+            output = ""
+        return f"(a copy of the initdb template {template.name})\n{output}"
+
+
+def _copy_entries(runner: Runner, source: Path, target: Path, *, skip_wal: bool) -> None:
+    """Copy what is in ``source`` into ``target`` as it is (owners, modes, links), every
+    block written (no holes), pg_wal left out when ``skip_wal``."""
+    entries = sorted(str(e) for e in source.iterdir() if not (skip_wal and e.name == "pg_wal"))
+    if entries:
+        runner.run(["cp", "-a", "--sparse=never", *entries, str(target) + "/"], timeout=600)
