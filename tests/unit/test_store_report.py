@@ -242,3 +242,39 @@ def test_a_runs_series_are_stored_in_one_go_and_replace_their_names_only(tmp_pat
     assert run.series["tps"].values == [5.0, 6.0] and run.series["tps"].t0 == 2.0
     assert run.series["latency_ms"].values == [2.5]
     assert run.series["waits"].values == [1.0]  # not named: kept
+
+
+def _kinds(hint: object) -> set[object]:
+    """The kinds of value a type admits, None left out: `float | None` -> {float}."""
+    import types
+    import typing
+
+    args = (
+        typing.get_args(hint)
+        if typing.get_origin(hint) in (typing.Union, types.UnionType)
+        else (hint,)
+    )
+    return {typing.get_origin(a) or a for a in args if a is not type(None)}
+
+
+def test_the_run_table_the_stored_run_and_the_engines_records_name_the_same_columns() -> None:
+    """One run row is spelled in three places (the table, the record read back, what the
+    engine writes): a column added to one and forgotten in another fails here, and so
+    does a column the engine writes as one kind of value and the store reads as another."""
+    import dataclasses
+    import typing
+
+    from pgfsbench.engine.records import Prepared, RunRecord
+    from pgfsbench.results import schema
+    from pgfsbench.results.records import StoredRun
+
+    table = {"run_id" if c.name == "id" else c.name for c in schema.run.columns}
+    stored = typing.get_type_hints(StoredRun)
+    assert table == set(stored) - {"series", "checkpoints", "artifacts"}
+    assert {f.name for f in dataclasses.fields(StoredRun)} == set(stored)
+    for record in (RunRecord, Prepared):
+        written = typing.get_type_hints(record)
+        assert set(written) <= set(stored), set(written) - set(stored)
+        for name, hint in written.items():
+            if name != "status":  # a RunStatus, written as its text
+                assert _kinds(hint) == _kinds(stored[name]), (name, hint, stored[name])

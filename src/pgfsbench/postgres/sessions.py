@@ -42,17 +42,23 @@ def server_sessions(cell: Cell) -> int:
     return clients + OWN_SESSIONS
 
 
+def _spec_value(cell: Cell) -> tuple[bool, object]:
+    """Whether the cell's configuration sets ``max_connections``, and to what."""
+    for name, value in cell.postgres.settings.items():
+        if name.lower() == "max_connections":
+            return True, value
+    return False, None
+
+
 def spec_sets_max_connections(cell: Cell) -> bool:
-    return any(name.lower() == "max_connections" for name in cell.postgres.settings)
+    return _spec_value(cell)[0]
 
 
 def spec_max_connections(cell: Cell) -> int | None:
     """``max_connections`` as the cell's configuration sets it (None: left to the server,
     or a value that is not a number, which the preflight refuses with its reason)."""
-    for name, value in cell.postgres.settings.items():
-        if name.lower() == "max_connections":
-            return _int(value)
-    return None
+    sets, value = _spec_value(cell)
+    return _int(value) if sets else None
 
 
 def too_few(cell: Cell) -> str | None:
@@ -64,14 +70,15 @@ def too_few(cell: Cell) -> str | None:
         return None
     return (
         f"postgres {cell.postgres_name}: max_connections = {own} admits fewer sessions than "
-        f"cell {cell.id} opens ({need}: "
-        + (
-            f"the pooler's server pool of {need - OWN_SESSIONS}"
-            if cell.postgres.pooler
-            else f"{need - OWN_SESSIONS} clients"
-        )
-        + f" and {OWN_SESSIONS} of pgfsbench's); raise it to {need} or leave it out"
+        f"cell {cell.id} opens ({need}: {_who(cell, need)}); raise it to {need} or leave it out"
     )
+
+
+def _who(cell: Cell, need: int) -> str:
+    """Whose sessions ``need`` counts, as the messages say it."""
+    clients = need - OWN_SESSIONS
+    who = f"the pooler's server pool of {clients}" if cell.postgres.pooler else f"{clients} clients"
+    return f"{who} and {OWN_SESSIONS} sessions of pgfsbench's"
 
 
 def initdb_max_connections(pgdata: Path) -> int:
@@ -113,9 +120,7 @@ def raised(cell: Cell, server_value: int) -> Raised | None:
     need = server_sessions(cell)
     if spec_sets_max_connections(cell) or need <= server_value:
         return None
-    clients = need - OWN_SESSIONS
-    who = f"the pooler's server pool of {clients}" if cell.postgres.pooler else f"{clients} clients"
-    return Raised(server_value, need, f"{who} and {OWN_SESSIONS} sessions of pgfsbench's")
+    return Raised(server_value, need, _who(cell, need))
 
 
 def plan_warnings(cells: list[Cell]) -> list[str]:

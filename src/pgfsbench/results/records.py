@@ -16,6 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
+from pgfsbench.jsonish import obj
+
 JsonObject: TypeAlias = dict[str, Any]
 """A JSON column as stored: keys are optional, values are JSON."""
 
@@ -39,10 +41,6 @@ def iso(value: object) -> str | None:
             value = value.replace(tzinfo=dt.UTC)
         return value.isoformat()
     return str(value)
-
-
-def _obj(value: object) -> JsonObject:
-    return dict(value) if isinstance(value, Mapping) else {}
 
 
 def _opt_float(value: object) -> float | None:
@@ -206,7 +204,7 @@ class StoredRun:
     def param(self, dimension: str) -> JsonObject:
         """The configuration of one dimension of the run's cell (storage, postgres,
         kernel, workload) as the spec resolved it."""
-        return _obj(self.params.get(dimension))
+        return obj(self.params.get(dimension))
 
     def as_dict(self) -> JsonObject:
         """The JSON shape of `results show --json` and of exports."""
@@ -238,11 +236,11 @@ class StoredRun:
         for name in ("started_at", "ended_at"):
             values[name] = iso(values.get(name))
         for name in ("load_phases", "space", "params", "storage_details", "environment"):
-            values[name] = _obj(values.get(name))
+            values[name] = obj(values.get(name))
         for name in ("metrics", "latency_ms"):
-            values[name] = _obj(values.get(name))
+            values[name] = obj(values.get(name))
         values["warnings"] = [str(w) for w in values.get("warnings") or []]
-        values["kernel_applied"] = [_obj(k) for k in values.get("kernel_applied") or []]
+        values["kernel_applied"] = [obj(k) for k in values.get("kernel_applied") or []]
         values["fuse"] = bool(values.get("fuse"))
         for name in ("cell", "storage", "fs", "postgres", "kernel", "workload", "status"):
             if values.get(name) is None:
@@ -303,7 +301,7 @@ class StoredCampaign:
             started_at=iso(row.get("started_at")),
             ended_at=iso(row.get("ended_at")),
             status=_opt_str(row.get("status")),
-            environment=_obj(row.get("environment")),
+            environment=obj(row.get("environment")),
             uuid=_opt_str(row.get("uuid")),
-            notes=_obj(row.get("notes")),
+            notes=obj(row.get("notes")),
         )
