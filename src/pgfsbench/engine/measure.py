@@ -229,8 +229,9 @@ def measure_run(
         _busy(ph.load, "before the run", d, ph.warnings, events, ph.cell.id, planned.repetition)
     observed: ObservationResult | None = None
     try:
-        _warm_up(eng, st, ctx, ph, observation, events, planned.repetition)
-        _measured(eng, st, ctx, ph, observation, events)
+        watch = _Watch(ctx, observation, events, planned.repetition)
+        _warm_up(eng, st, ph, watch)
+        _measured(eng, st, ph, watch)
     finally:
         events.observing(None)
         if ph.snapper is not None:
@@ -293,40 +294,44 @@ def _observation(eng: Engine, st: CellState, observed_run: bool) -> Observation:
     )
 
 
-def _warm_up(
-    eng: Engine,
-    st: CellState,
-    ctx: WorkloadContext,
-    ph: _Phases,
-    observation: Observation,
-    events: Events,
-    repetition: int,
-) -> None:
+@dataclasses.dataclass(frozen=True)
+class _Watch:
+    """What a run's phases report to: the workload's context, the samplers, the events."""
+
+    ctx: WorkloadContext
+    observation: Observation
+    events: Events
+    repetition: int
+
+
+def _warm_up(eng: Engine, st: CellState, ph: _Phases, watch: _Watch) -> None:
     """Run the workload for the warm-up (not counted); judge the host's load from it."""
     d = eng.loaded.spec.defaults
     warm_from = time.time()
     if ph.warmup_s > 0:
         eng.phase(f"warm-up {ph.warmup_s:g} s")
         dog = Watchdog(d.stall_timeout)
-        ph.warm = st.workload.run(ctx, ph.cell, dog.unmeasured(ph.warmup_s))
+        ph.warm = st.workload.run(watch.ctx, ph.cell, dog.unmeasured(ph.warmup_s))
         if ph.warm.stalled:
             raise Stalled(f"during the warm-up: {ph.warm.stalled}")
     if ph.load is None:
-        ph.load = observation.outside_load(warm_from) or sample_load(1.0)
-        _busy(ph.load, "during the warm-up", d, ph.warnings, events, ph.cell.id, repetition)
+        ph.load = watch.observation.outside_load(warm_from) or sample_load(1.0)
+        _busy(
+            ph.load,
+            "during the warm-up",
+            d,
+            ph.warnings,
+            watch.events,
+            ph.cell.id,
+            watch.repetition,
+        )
 
 
-def _measured(
-    eng: Engine,
-    st: CellState,
-    ctx: WorkloadContext,
-    ph: _Phases,
-    observation: Observation,
-    events: Events,
-) -> None:
+def _measured(eng: Engine, st: CellState, ph: _Phases, watch: _Watch) -> None:
     """The measured phase: paced if asked, pgbench's log kept or left out by its expected
     rate, snapshots taken if asked, under the stall watchdog."""
     d = eng.loaded.spec.defaults
+    ctx, observation, events = watch.ctx, watch.observation, watch.events
     w = ph.cell.workload
     ph.cell, ph.pacing = paced(eng, ph.cell, st, ctx, Watchdog(d.stall_timeout))
     # the rate the log will see: the pacing, else the warm-up's, else (no warm-up) the
