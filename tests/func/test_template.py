@@ -51,3 +51,6 @@ def test_cells_of_the_same_initdb_copy_the_first_cluster(base: Path) -> None:
     copy = "a" if copied["a"] else "b"
     detail = show(results, runs[copy]["run_id"])
     assert detail["space"]["after_load"]["wal_dir_bytes"] > 0 and detail["tps"] > 0
+    # its commands.sh says what the copy stands for
+    commands = (Path(detail["artifacts_dir"]) / "commands.sh").read_text()
+    assert "# a copy of the initdb template" in commands and "initdb --pgdata" in commands

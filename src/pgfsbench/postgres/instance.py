@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import shlex
 import signal
 import time
 from collections.abc import Mapping
@@ -216,6 +217,13 @@ class Instance:
         argv = initdb_argv(self.binaries, self.pgdata, self.waldir, options)
         key = template_key(self.binaries, argv, self.pgdata, self.waldir, self.os_user)
         if templates is not None and (found := templates.find(key)) is not None:
+            # commands.sh says what the copy stands for, and how to make it without one
+            runner.transcript.append(
+                f"# a copy of the initdb template {found.name}, made by: "
+                + shlex.join(
+                    argv if self.os_user is None else ["runuser", "-u", self.os_user, "--", *argv]
+                )
+            )
             try:
                 return templates.copy_into(found, self.pgdata, self.waldir, runner)
             except (CommandError, OSError) as exc:
