@@ -46,7 +46,7 @@ def test_cells_of_the_same_initdb_copy_the_first_cluster(base: Path) -> None:
     # a and b share binaries and options (a WAL directory of their own): one ran initdb,
     # the other is its copy; c (WAL inside the data directory) is another template's
     assert sorted([copied["a"], copied["b"]]) == [False, True] and not copied["c"]
-    assert len([t for t in (work / "initdb-templates").iterdir()]) == 2
+    assert len(list((work / "initdb-templates").iterdir())) == 2
     # the copy is a cluster that ran: its WAL in its own volume, written by the benchmark
     copy = "a" if copied["a"] else "b"
     detail = show(results, runs[copy]["run_id"])
