@@ -2,8 +2,18 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
+import pytest
+
+from pgfsbench.postgres.binaries import find_binaries
+from pgfsbench.postgres.instance import Instance
+from pgfsbench.postgres.template import Templates
+from pgfsbench.spec import InitdbOptions
+from pgfsbench.system.errors import CommandError
+from pgfsbench.system.journal import Journal
+from pgfsbench.system.runner import Runner
 from tests.func.conftest import pgfsbench, runs_of, show, write_spec
 
 SPEC = """
@@ -54,3 +64,48 @@ def test_cells_of_the_same_initdb_copy_the_first_cluster(base: Path) -> None:
     # its commands.sh says what the copy stands for
     commands = (Path(detail["artifacts_dir"]) / "commands.sh").read_text()
     assert "# a copy of the initdb template" in commands and "initdb --pgdata" in commands
+
+
+def test_a_copy_that_fails_leaves_nothing_of_it_and_initdb_runs(
+    base: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filesystem that refuses the copy half-way (owners, modes): what was copied goes,
+    initdb makes the cluster, and its output says why."""
+    runner = Runner()
+    journal = Journal.create(base / "work", runner)
+    binaries = find_binaries()
+    templates = Templates(base / "templates")
+    try:
+        with journal.scope():
+            made = []
+            for name in ("first", "second"):
+                pgdata = base / name / "pgdata"
+                pgdata.parent.mkdir()
+                shutil.chown(pgdata.parent, "postgres", "postgres")
+                instance = Instance(
+                    binaries, pgdata, None, base / "sock", base / f"{name}.log", "postgres"
+                )
+                made.append((pgdata, instance))
+            first, second = made
+            first[1].init(journal, runner, InitdbOptions(), templates)
+            (template,) = (t for t in templates.root.iterdir() if not t.name.startswith("."))
+            real_copy = Templates.copy_into
+
+            def half_copy(
+                self: Templates, t: Path, pgdata: Path, wal: Path | None, r: Runner
+            ) -> str:
+                real_copy(self, t, pgdata, wal, r)
+                (pgdata / "global").chmod(0o700)
+                raise CommandError(["cp"], 1, "cp: failed to preserve ownership")
+
+            monkeypatch.setattr(Templates, "copy_into", half_copy)
+            output = second[1].init(journal, runner, InitdbOptions(), templates)
+            assert output.startswith(f"copying the initdb template {template.name} failed")
+            assert "failed to preserve ownership" in output and "ran initdb" in output
+            # the cluster is initdb's, complete: its own system identifier (pg_control's
+            # first 8 bytes), where a copy has the template's
+            assert (second[0] / "PG_VERSION").read_text() == (first[0] / "PG_VERSION").read_text()
+            control = (second[0] / "global" / "pg_control").read_bytes()[:8]
+            assert control != (template / "pgdata" / "global" / "pg_control").read_bytes()[:8]
+    finally:
+        journal.close()

@@ -89,3 +89,15 @@ def test_an_incomplete_template_is_not_found(tmp_path: Path) -> None:
     templates = Templates(tmp_path)
     (tmp_path / "k" / "pgdata").mkdir(parents=True)
     assert templates.find("k") is None
+
+
+def test_a_work_directory_keeps_the_templates_used_last(tmp_path: Path) -> None:
+    templates = Templates(tmp_path / "t", keep=2)
+    runner = Runner()
+    for i, key in enumerate(("a", "b", "c")):
+        pgdata, _ = _cluster(tmp_path / f"made-{key}", wal_elsewhere=False)
+        templates.save(key, pgdata, None, "", runner)
+        os.utime(templates.root / key, (1000 + i, 1000 + i))  # saved one after the other
+        if key == "b":
+            assert templates.find("a") is not None  # a used again: now the newest
+    assert sorted(p.name for p in templates.root.iterdir()) == ["a", "c"]

@@ -227,12 +227,18 @@ class Instance:
             try:
                 return templates.copy_into(found, self.pgdata, self.waldir, runner)
             except (CommandError, OSError) as exc:
-                raise InstanceError(f"copying the initdb template {found} failed: {exc}") from None
+                # a filesystem that refuses the copy (owners, modes) may still take initdb's
+                # own files: what the copy made goes, and initdb runs
+                templates.uncopy(found, self.pgdata, self.waldir)
+                note = f"copying the initdb template {found.name} failed ({exc}); ran initdb\n"
+                runner.transcript.append("# " + note.strip())
+        else:
+            note = ""
         try:
             done = runner.run(argv, timeout=600, user=self.os_user)
         except CommandError as exc:
             raise InstanceError(f"initdb failed: {exc}") from None
-        output = done.stdout + done.stderr
+        output = note + done.stdout + done.stderr
         if templates is not None:
             with contextlib.suppress(CommandError, OSError):  # the next cell runs initdb
                 templates.save(key, self.pgdata, self.waldir, output, runner)

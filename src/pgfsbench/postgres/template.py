@@ -14,8 +14,9 @@ Files are copied whole (``--sparse=never``: a WAL segment initdb zero-filled mus
 back with holes, which would make its first writes allocate blocks). The one difference is
 the system identifier in ``pg_control``, the same for every copy; no benchmark reads it.
 
-Templates live in the work directory (``initdb-templates/``); a template is written under a
-name of its own and renamed into place once complete, so a killed run leaves no half one.
+Templates live in the work directory (``initdb-templates/``), the 8 used last; a template
+is written under a name of its own and renamed into place once complete, so a killed run
+leaves no half one.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from pgfsbench.postgres.binaries import Binaries
 from pgfsbench.system.runner import Runner
 
 FORMAT = 1
+KEEP = 8  # templates a work directory keeps (the ones used last)
 OUTPUT = "initdb-output.txt"
 # what initdb reads from its environment
 _ENV = ("TZ", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_COLLATE", "LC_MESSAGES", "PGTZ")
@@ -88,11 +90,23 @@ class Templates:
     """The initdb templates of a work directory."""
 
     root: Path
+    keep: int = KEEP
 
     def find(self, key: str) -> Path | None:
-        """The template of this key, when one is complete."""
+        """The template of this key, when one is complete (marked as used now)."""
         path = self.root / key
-        return path if (path / "pgdata" / "PG_VERSION").is_file() else None
+        if not (path / "pgdata" / "PG_VERSION").is_file():
+            return None
+        os.utime(path)
+        return path
+
+    def _evict(self) -> None:
+        """Keep the ``keep`` templates used last: a new boot, build or set of options
+        makes new ones, and the old would otherwise stay for good."""
+        done = [p for p in self.root.iterdir() if not p.name.startswith(".") and p.is_dir()]
+        done.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in done[self.keep :]:
+            shutil.rmtree(old, ignore_errors=True)
 
     def save(
         self, key: str, pgdata: Path, waldir: Path | None, output: str, runner: Runner
@@ -102,8 +116,9 @@ class Templates:
         if self.find(key) is not None:
             return
         self.root.mkdir(parents=True, exist_ok=True)
+        for stale in self.root.glob(f".{key}.*"):  # a killed run's (one campaign a host)
+            shutil.rmtree(stale, ignore_errors=True)
         partial = self.root / f".{key}.{os.getpid()}"
-        shutil.rmtree(partial, ignore_errors=True)
         partial.mkdir(mode=0o700)
         try:
             copy = partial / "pgdata"
@@ -119,6 +134,7 @@ class Templates:
             (partial / OUTPUT).write_text(output)
             runner.run(["sync", "--file-system", str(partial)], timeout=120)
             partial.rename(self.root / key)
+            self._evict()
         finally:
             shutil.rmtree(partial, ignore_errors=True)
 
@@ -141,6 +157,19 @@ class Templates:
         except OSError:
             output = ""
         return f"(a copy of the initdb template {template.name})\n{output}"
+
+    def uncopy(self, template: Path, pgdata: Path, waldir: Path | None) -> None:
+        """Remove what a failed ``copy_into`` may have made: the template's entries by
+        name, in ``pgdata`` and ``waldir``, and nothing else that is there."""
+        source = template / "pgdata"
+        places = [(source, pgdata)] + ([(source / "pg_wal", waldir)] if waldir else [])
+        for origin, place in places:
+            for entry in origin.iterdir():
+                made = place / entry.name
+                if made.is_symlink() or made.is_file():
+                    made.unlink()
+                elif made.is_dir():
+                    shutil.rmtree(made)
 
 
 def _copy_entries(runner: Runner, source: Path, target: Path, *, skip_wal: bool) -> None:
