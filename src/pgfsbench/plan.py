@@ -215,18 +215,24 @@ def scale_resolver(
     return resolve
 
 
+def _only(cells: list[Cell], only: Sequence[str]) -> list[Cell]:
+    """The cells whose id matches one of the globs (all of them without any)."""
+    if not only:
+        return cells
+    kept = [c for c in cells if any(fnmatch.fnmatchcase(c.id, p) for p in only)]
+    if not kept:
+        raise UsageError(
+            f"--only {', '.join(only)}: no cell matches (cells are named "
+            "storage/postgres/kernel/workload)"
+        )
+    return kept
+
+
 def make_plan(loaded: LoadedSpec, workdir: Path | None = None, only: Sequence[str] = ()) -> Plan:
     """The runs in execution order; ``only`` keeps the cells whose id matches a glob."""
     spec = loaded.spec
     d = spec.defaults
-    cells = expand(spec, scale_resolver(loaded))
-    if only:
-        cells = [c for c in cells if any(fnmatch.fnmatchcase(c.id, p) for p in only)]
-        if not cells:
-            raise UsageError(
-                f"--only {', '.join(only)}: no cell matches (cells are named "
-                "storage/postgres/kernel/workload)"
-            )
+    cells = _only(expand(spec, scale_resolver(loaded)), only)
     reps = d.first_repetitions
     runs = order_runs(cells, reps, d.order, d.load_per)
 
