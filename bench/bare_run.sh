@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One run by hand, as a DBA would script it without pgfsbench: a loop file, mkfs.ext4,
-# mount, initdb, start, pgbench -i, a warm-up, the measured pgbench, stop, unmount.
+# mount, initdb, start, pgbench -i, a checkpoint and a sync (the load written out), a
+# warm-up, the measured pgbench, stop, unmount.
 # bench/own_time.py times it against `pgfsbench run` of the same cell.
 #   bash bench/bare_run.sh DIR SCALE WARMUP_S DURATION_S [BINDIR]
 # DIR must be a new directory of the caller's (everything is made and removed in it).
@@ -30,6 +31,12 @@ as_pg "$bin/createdb" -h "$dir/sock" -U postgres pgbench
 load_start=$(date +%s.%N)
 as_pg "$bin/pgbench" -h "$dir/sock" -U postgres -i -s "$scale" -q pgbench 2>/dev/null
 echo "load_seconds $(awk -v a="$load_start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')"
+# the load written out before anything is measured, as pgfsbench does (a checkpoint, then
+# syncfs): otherwise the warm-up and the measured phase write it
+out_start=$(date +%s.%N)
+as_pg "$bin/psql" -h "$dir/sock" -U postgres -q -c CHECKPOINT pgbench
+sync -f "$dir/mnt"
+echo "write_out_seconds $(awk -v a="$out_start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')"
 if [ "$warmup" != 0 ]; then
     as_pg "$bin/pgbench" -h "$dir/sock" -U postgres -c 4 -j 2 -T "$warmup" pgbench >/dev/null
 fi

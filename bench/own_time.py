@@ -5,7 +5,9 @@ order (ABBA) so the host's drift hits both.
 
 Three figures, for each scale:
   - pgfsbench's own time: its wall time less the warm-up, the measured phase and the load
-    (pgbench -i's wall clock, as the run recorded it), as a share of its wall time;
+    (pgbench -i's wall clock, as the run recorded it, and the load's write-out: the
+    checkpoint and sync after it, which the bare script does too), as a share of its wall
+    time (and with the write-out counted as own time, as before 2026-11-27);
   - the same for the bare script (its mkfs, mount, initdb, start, stop and unmount: the part
     of "own" time that no tool can avoid);
   - the ratio of its wall time to the bare script's.
@@ -97,9 +99,26 @@ def pgfsbench_run(
         phases = db.execute("SELECT load_phases FROM run ORDER BY id DESC LIMIT 1").fetchone()
     # the load's wall clock (pgbench -i from exec to exit), as the bare script times it;
     # pgbench's own "done in" leaves out its start and its connection
-    load = float(json.loads(phases[0])["wall_clock"])
-    own = wall - args.warmup - args.duration - load
-    return {"wall": wall, "load": load, "own": own}
+    load_phases = json.loads(phases[0])
+    load = float(load_phases["wall_clock"])
+    write_out = float(load_phases.get("write_out", 0.0))
+    return figures(wall, load, write_out, args)
+
+
+def figures(
+    wall: float, load: float, write_out: float, args: argparse.Namespace
+) -> dict[str, float]:
+    """own: everything but the warm-up, the measured phase, the load and its write-out (the
+    checkpoint and sync after pgbench -i, which both arms do); own_with_write_out: the
+    write-out counted as own time, as before 2026-11-27."""
+    own = wall - args.warmup - args.duration - load - write_out
+    return {
+        "wall": wall,
+        "load": load,
+        "write_out": write_out,
+        "own": own,
+        "own_with_write_out": own + write_out,
+    }
 
 
 def bare_run(work: Path, args: argparse.Namespace) -> dict[str, float]:
@@ -118,13 +137,9 @@ def bare_run(work: Path, args: argparse.Namespace) -> dict[str, float]:
         text=True,
     )
     wall = time.monotonic() - started
-    load = float(
-        next(
-            line.split()[1] for line in done.stdout.splitlines() if line.startswith("load_seconds ")
-        )
-    )
+    said = dict(line.split(maxsplit=1) for line in done.stdout.splitlines() if " " in line)
     # the same definition as pgfsbench's: mkfs, mount, initdb, start, stop, unmount
-    return {"wall": wall, "load": load, "own": wall - args.warmup - args.duration - load}
+    return figures(wall, float(said["load_seconds"]), float(said["write_out_seconds"]), args)
 
 
 def main() -> None:
@@ -213,6 +228,8 @@ def summarise(runs: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
     own = statistics.median(r["own"] for r in pg)
     bare_wall = statistics.median(r["wall"] for r in bare)
     bare_own = statistics.median(r["own"] for r in bare)
+    own_w = statistics.median(r["own_with_write_out"] for r in pg)
+    bare_own_w = statistics.median(r["own_with_write_out"] for r in bare)
     ratios = [p["wall"] / b["wall"] for p, b in zip(pg, bare, strict=True)]
     out = {
         "pgfsbench_wall_s": round(wall, 2),
@@ -221,6 +238,11 @@ def summarise(runs: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
         "bare_wall_s": round(bare_wall, 2),
         "bare_own_s": round(bare_own, 2),
         "bare_own_share_pct": round(100 * bare_own / bare_wall, 1),
+        "own_with_write_out_s": round(own_w, 2),
+        "own_with_write_out_share_pct": round(100 * own_w / wall, 1),
+        "bare_own_with_write_out_s": round(bare_own_w, 2),
+        "write_out_s": round(statistics.median(r["write_out"] for r in pg), 2),
+        "bare_write_out_s": round(statistics.median(r["write_out"] for r in bare), 2),
         "excess_over_bare_s": round(wall - bare_wall, 2),
         "wall_ratio_median": round(statistics.median(ratios), 3),
         "wall_ratio_range": [round(min(ratios), 3), round(max(ratios), 3)],
@@ -229,7 +251,10 @@ def summarise(runs: dict[str, list[dict[str, float]]]) -> dict[str, Any]:
         f"\npgfsbench: {wall:.1f} s a run (median of {len(pg)}), of which its own "
         f"{own:.1f} s ({out['own_share_pct']}%); bare script: {bare_wall:.1f} s, of which "
         f"the same steps {bare_own:.1f} s ({out['bare_own_share_pct']}%); "
-        f"pgfsbench / bare: {out['wall_ratio_median']} (pairs {out['wall_ratio_range']})"
+        f"pgfsbench / bare: {out['wall_ratio_median']} (pairs {out['wall_ratio_range']}); "
+        f"the load's write-out {out['write_out_s']} s (bare {out['bare_write_out_s']} s); "
+        f"own time counting it: {own_w:.1f} s ({out['own_with_write_out_share_pct']}%), "
+        f"bare {bare_own_w:.1f} s"
     )
     return out
 

@@ -68,6 +68,9 @@ def test_quick_example_records_five_ok_runs(base: Path) -> None:
     assert detail["storage_details"]["data"]["loop_direct_io"] is True
     assert len(detail["series"]["tps"]["values"]) >= 1
     assert detail["load_phases"]["primary keys"] >= 0
+    # the load written out (checkpoint, then syncfs) is timed as its last phase
+    phases = detail["load_phases"]
+    assert 0 < phases["write_out_checkpoint"] <= phases["write_out"] < 60
     art = detail["artifacts"]
     assert Path(art["server_log"]["path"]).read_text().count("checkpoint") >= 1
     assert "mkfs.ext4" in Path(art["commands"]["path"]).read_text()

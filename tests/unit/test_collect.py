@@ -1,3 +1,4 @@
+import datetime as dt
 import os
 import subprocess
 import sys
@@ -9,7 +10,7 @@ import numpy as np
 import pytest
 
 from pgfsbench.collect import txlog
-from pgfsbench.collect.checkpoints import parse_checkpoints
+from pgfsbench.collect.checkpoints import parse_checkpoints, running_checkpoint
 from pgfsbench.collect.procfs import (
     cpu_percentages,
     disk_rates,
@@ -71,6 +72,18 @@ def test_checkpoints_from_a_pg15_log() -> None:
     assert second.reason == "time" and second.wal_added == 2 and second.distance_kb == 65536
     assert second.started is not None
     assert second.ended - second.started == pytest.approx(27.1, abs=0.01)
+
+
+def test_a_checkpoint_still_running_when_the_log_is_read() -> None:
+    done = (DATA / "pglog" / "pg15_checkpoints.log").read_text()
+    assert running_checkpoint(done) is None
+    log = done + "2026-11-21 22:50:00.100 UTC [77] LOG:  checkpoint starting: wal\n"
+    started = running_checkpoint(log)
+    assert started is not None and started[1] == "wal"
+    assert started[0] == pytest.approx(
+        dt.datetime(2026, 11, 21, 22, 50, 0, 100000, dt.UTC).timestamp()
+    )
+    assert len(parse_checkpoints(log)) == len(parse_checkpoints(done))
 
 
 def test_txlog_percentiles_match_exact_ones_within_a_bucket() -> None:

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from pgfsbench.analysis.series import Aligned, CheckpointSpan, Event
+from pgfsbench.analysis.series import Aligned, CheckpointSpan, Event, StartUp
 from pgfsbench.analysis.stalls import (
     CAUSES,
     episodes_of,
@@ -461,6 +461,72 @@ def test_snapshot_during_the_run() -> None:
     al.events = [Event("snapshot", 9.2, 9.9, "zfs snapshot pool/data@s1")]
     (ep,) = find_stalls(al)
     assert ep.cause == "snapshot" and "pool/data@s1" in ep.evidence[0]
+
+
+def test_the_first_second_is_the_start_not_a_checkpoint_running_all_along() -> None:
+    """The seed's HDD runs: 100 clients connect (190 ms) and send their first transactions
+    at once, in new backends, and none completes in the first second; the warm-up's
+    checkpoint is in its sync phase through the whole measured phase. The sync phase that
+    is always there explains nothing; the start does, with what only fits (medium)."""
+    al = run_of()
+    al.start = StartUp(100, 190.0)
+    dip(al, 0, 1)
+    al.checkpoints = [CheckpointSpan(-40.0, 45.0, 20.0, 50.0, "wal", 40_000)]
+    (ep,) = find_stalls(al)
+    assert (ep.start_s, ep.end_s) == (0, 1)
+    assert ep.cause == "start_up" and ep.confidence == "medium", ep
+    assert "100 clients in 190 ms" in ep.evidence[0] or "100 clients in 190 ms" in ep.evidence[1]
+    cp = next(why for k, _, why in ep.alternatives if k == "checkpoint")
+    assert "does not set these seconds apart" in cp
+    # the same dip in the middle of the run: no start to blame, and the checkpoint still
+    # explains nothing
+    al = run_of()
+    al.start = StartUp(100, 190.0)
+    dip(al, 12, 13)
+    al.checkpoints = [CheckpointSpan(-40.0, 45.0, 20.0, 50.0, "wal", 40_000)]
+    (ep,) = find_stalls(al)
+    assert ep.cause not in ("start_up", "checkpoint"), ep
+
+
+def test_a_checkpoint_still_running_at_the_end_is_weighed_without_a_sync_phase() -> None:
+    """A checkpoint that began 3 s before a dip and had not completed when the run ended
+    (an HDD's checkpoint can outlast the run): named from its start, never "in its sync
+    phase", which nobody saw."""
+    al = run_of()
+    dip(al, 22, 26, 50.0)
+    al.values["checkpoint_buffers_per_s"][21:30] = 900.0
+    al.values["disk_util_pct"][21:30] = 99.0
+    al.values["disk_await_ms"][21:30] = 30.0
+    al.checkpoints = [CheckpointSpan(21.0, float(N), 0.0, 0.0, "wal", 0, 0, True)]
+    (ep,) = find_stalls(al)
+    assert ep.cause == "checkpoint", ep
+    assert "still running when the run ended" in " ".join(ep.evidence)
+    assert not any("sync phase" in e for e in ep.evidence)
+
+
+def test_a_start_that_lasts_is_not_the_start_unless_connecting_took_it() -> None:
+    al = run_of()
+    al.start = StartUp(100, 190.0)
+    dip(al, 0, 4)
+    (ep,) = find_stalls(al)
+    assert ep.cause != "start_up", ep
+    assert any(k == "start_up" and "lasted 4 s" in why for k, _, why in ep.alternatives)
+    al = run_of()
+    al.start = StartUp(2000, 1950.0)  # 2,000 connections took the first two seconds
+    dip(al, 0, 2)
+    (ep,) = find_stalls(al)
+    assert ep.cause == "start_up" and ep.confidence == "high", ep
+
+
+def test_a_freeze_in_the_first_second_is_still_the_freeze_with_high_confidence() -> None:
+    al = run_of()
+    al.start = StartUp(4, 3.0)
+    dip(al, 0, 1)
+    al.values["disk_write_mbps"][0:1] = 0.0
+    seconds(al, "blocked", 0, 1, {"benchmark|percpu_rwsem_wait|data|postgres": 2})
+    (ep,) = find_stalls(al)
+    assert ep.cause == "fs_frozen" and ep.confidence == "high", ep
+    assert any(k == "start_up" for k, _, _ in ep.alternatives)
 
 
 def test_unknown_says_what_was_not_recorded() -> None:

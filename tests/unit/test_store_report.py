@@ -278,3 +278,52 @@ def test_the_run_table_the_stored_run_and_the_engines_records_name_the_same_colu
         for name, hint in written.items():
             if name != "status":  # a RunStatus, written as its text
                 assert _kinds(hint) == _kinds(stored[name]), (name, hint, stored[name])
+
+
+def test_a_checkpoint_still_running_at_the_end_is_stored_and_aligned(tmp_path: Path) -> None:
+    """The observation's rows for a completed and a running checkpoint (no end, no figures)
+    are stored together; the aligned run draws the running one to the run's end."""
+    from pgfsbench.analysis.series import align
+    from pgfsbench.analysis.summary import unstable_reasons
+    from pgfsbench.collect.observation import CHECKPOINT_FIGURES
+
+    store = Store(str(tmp_path / "r.sqlite"))
+    camp = store.start_campaign(StoredCampaign(name="c"))
+    figures = dict.fromkeys(CHECKPOINT_FIGURES, 1)
+    rid = store.start_run(
+        StoredRun(
+            campaign_id=camp,
+            cell="ext4/p/k/w",
+            storage="ext4",
+            fs="ext4",
+            postgres="p",
+            kernel="k",
+            workload="w",
+            duration_s=30,
+        )
+    )
+    store.finish_run(rid, "ok", throughput=1000.0, throughput_unit="tps")
+    store.put_series(rid, "tps", [1000.0] * 30)
+    store.put_checkpoints(
+        rid,
+        [
+            {**figures, "started_s": -50.0, "ended_s": -20.0, "reason": "time"},
+            {
+                **dict.fromkeys(CHECKPOINT_FIGURES),
+                "started_s": 12.5,
+                "ended_s": None,
+                "reason": "wal",
+            },
+        ],
+    )
+    run = store.get_run(rid)
+    al = align(run)
+    running = [c for c in al.checkpoints if c.running]
+    assert [(c.start, c.ended_s, c.reason) for c in running] == [(12.5, 30.0, "wal")]
+    # a checkpoint during the measured phase of one repetition only is a reason it differs
+    other = store.get_run(rid)
+    object.__setattr__(other, "checkpoints", [])
+    est = spread([1000.0, 1300.0])
+    assert est is not None
+    reasons = unstable_reasons([run, other], est, [], 5.0)
+    assert any("checkpoint ran during repetition" in r for r in reasons), reasons

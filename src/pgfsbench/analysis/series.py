@@ -95,6 +95,7 @@ class CheckpointSpan:
     reason: str
     buffers: int
     wal_added: int = 0
+    running: bool = False  # still running when the run ended (ended_s is the run's end)
 
     @property
     def start(self) -> float:
@@ -119,6 +120,15 @@ class Event:
     label: str
 
 
+@dataclass(frozen=True)
+class StartUp:
+    """How the measured phase began: the tool opened its clients' connections (pgbench's
+    "initial connection time"), then every client sent its first transaction at once."""
+
+    clients: int
+    connect_ms: float
+
+
 @dataclass
 class Aligned:
     """One run, second by second (index 0 is second 1)."""
@@ -138,6 +148,7 @@ class Aligned:
     structured: dict[str, list[Any]] = field(default_factory=dict)
     # what the run's spec said an episode is (stall_fraction, slowdown_fraction...)
     thresholds: dict[str, float] = field(default_factory=dict)
+    start: StartUp | None = None  # when the tool said how long its connections took
 
     def has(self, name: str) -> bool:
         arr = self.values.get(name)
@@ -218,6 +229,14 @@ def align(run: StoredRun) -> Aligned:
         for c in run.checkpoints
         if c.ended_s is not None
     ]
+    # one still running when the run ended: in its write phase as far as anyone knows
+    al.checkpoints += [
+        CheckpointSpan(
+            c.started_s, max(duration, c.started_s), 0.0, 0.0, c.reason or "", 0, 0, True
+        )
+        for c in run.checkpoints
+        if c.ended_s is None and c.started_s is not None and c.started_s < duration
+    ]
     for entry in run.storage_details.get("device_limits") or []:
         for key, scale, name in (
             ("write_bps", 1e-6, "write_mbps"),
@@ -227,6 +246,8 @@ def align(run: StoredRun) -> Aligned:
         ):
             if entry.get(key):
                 al.limits[name] = al.limits.get(name, 0.0) + float(entry[key]) * scale
+    if run.initial_connection_ms is not None and run.clients:
+        al.start = StartUp(run.clients, float(run.initial_connection_ms))
     al.events = [
         Event(
             str(e.get("kind")),

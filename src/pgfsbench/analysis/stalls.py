@@ -52,8 +52,12 @@ CAUSES = {
     "snapshot": "a snapshot taken during the run",
     "stopped": "a process of the benchmark was stopped (SIGSTOP or a debugger)",
     "outside_session": "work by sessions from outside the workload",
+    "start_up": "the measured phase's start (the clients connecting, their first transactions)",
     "unknown": "unknown",
 }
+# causes read from the episode's place in the run only: they fit any episode there, so they
+# do not lower the confidence in a decisive cause found for the same seconds
+BY_PLACE_ONLY = frozenset({"start_up"})
 # causes that are parts of one mechanism, named together: more I/O than the device takes;
 # a session that holds locks because it was stopped
 IO_LOAD = frozenset(
@@ -440,7 +444,13 @@ def weigh(findings: list[Finding], ctx: Context) -> Verdict:
             "blockers": (),
         }
     family = family_of(best.key) | best.explains
-    rivals = [f for f in findings if f.key not in family and f is not best]
+    rivals = [
+        f
+        for f in findings
+        if f.key not in family
+        and f is not best
+        and not (f.key in BY_PLACE_ONLY and best.decisive and not best.contested)
+    ]
     runner_up = max((f.score for f in rivals if f.support), default=0.0)
     rival_decisive = any(f.decisive and not f.contested and f.score > 0 for f in rivals)
     if (
@@ -451,7 +461,7 @@ def weigh(findings: list[Finding], ctx: Context) -> Verdict:
         and not rival_decisive
     ):
         confidence = "high"
-    elif best.score >= 0.9 and runner_up <= 0.75 * best.score:
+    elif best.score >= WEAK + GOOD - 1e-9 and runner_up <= 0.75 * best.score:
         confidence = "medium"
     else:
         confidence = "low"
@@ -689,6 +699,14 @@ class Context:
 
     def span(self) -> tuple[float, float]:
         return float(self.a), float(self.b + 1)
+
+    def calm_share(self, lo: float, hi: float) -> float:
+        """The share of the rest of the run's seconds that overlap [lo, hi] (seconds of
+        the measured phase): near 1 for something that was there all along."""
+        idx = np.flatnonzero(self.base)
+        if not idx.size:
+            return math.nan
+        return float(np.mean((idx + 1 > lo) & (idx < hi)))
 
 
 def top(waits: dict[str, float], k: int = 4) -> str:
@@ -936,17 +954,29 @@ def _checkpoint(c: Context) -> Finding | None:
     if not found:
         return None
     cp = max(found, key=lambda x: x.buffers)
-    in_sync = cp.sync_start <= hi + 1 and cp.ended_s >= lo - 0.5
+    in_sync = not cp.running and cp.sync_start <= hi + 1 and cp.ended_s >= lo - 0.5
     f = Finding("checkpoint")
     f.support.append(
         Clue(
-            f"checkpoint ({cp.reason or 'unknown reason'}) from "
+            f"checkpoint ({cp.reason or 'unknown reason'}) from {cp.start:+.1f} s, still "
+            "running when the run ended"
+            if cp.running
+            else f"checkpoint ({cp.reason or 'unknown reason'}) from "
             f"{cp.start:+.1f} s to {cp.ended_s:+.1f} s: write {cp.write_s:g} s,"
             f" sync {cp.sync_s:g} s, {cp.buffers} buffers",
             WEAK,
         )
     )
-    if in_sync:
+    always = c.calm_share(cp.sync_start, cp.ended_s)
+    if in_sync and always >= 0.5:  # what is always there explains nothing
+        f.against.append(
+            Clue(
+                f"its sync phase also covers {always:.0%} of the run's seconds without "
+                "an episode: being in it does not set these seconds apart",
+                WEAK,
+            )
+        )
+    if in_sync and not always >= 0.5:
         f.support.append(Clue("the episode falls in its sync phase", GOOD))
     elif -1 <= lo - cp.start <= 3:
         f.support.append(
@@ -1495,6 +1525,54 @@ def _snapshot(c: Context) -> Finding | None:
     )
 
 
+def _start_up(c: Context) -> Finding | None:
+    """The measured phase's first second: the tool connected its clients (pgbench's first
+    progress interval includes that), then every client sent its first transaction at once,
+    each in a new backend whose caches are cold. What makes that second slow is the start,
+    not the storage, when it is the only second: each client's second transaction already
+    runs warm."""
+    start = c.al.start
+    if start is None or c.a != 0:
+        return None
+    f = Finding("start_up")
+    nxt = c.at(c.throughput_name, c.b + 1)
+    usual = c.usual(c.throughput_name)
+    f.support.append(
+        Clue(
+            f"the measured phase's first second{'s' if c.n > 1 else ''}: the tool "
+            f"connected its {start.clients} clients in {start.connect_ms:,.0f} ms, then "
+            "each sent its first transaction, in a new backend",
+            WEAK,
+        )
+    )
+    if start.connect_ms / 1000 >= 0.9 * c.n:
+        f.support.append(
+            Clue(f"connecting took {start.connect_ms:,.0f} ms of the episode's {c.n} s", STRONG)
+        )
+    elif c.n > 1:
+        f.against.append(
+            Clue(
+                f"it lasted {c.n} s: longer than connecting ({start.connect_ms:,.0f} ms) "
+                "and one transaction of each client",
+                GOOD,
+            )
+        )
+    elif math.isfinite(nxt) and math.isfinite(usual) and usual > 0:
+        if nxt >= 0.5 * usual:
+            f.support.append(
+                Clue(
+                    f"the first second only: the next ran at {nxt:,.0f} "
+                    f"({usual:,.0f} the rest of the run)",
+                    GOOD,
+                )
+            )
+        else:
+            f.against.append(
+                Clue(f"the second after it was slow too ({nxt:,.0f}, usually {usual:,.0f})", WEAK)
+            )
+    return f
+
+
 HYPOTHESES: tuple[Callable[[Context], Finding | None], ...] = (
     _fs_frozen,
     _device_stalled,
@@ -1511,4 +1589,5 @@ HYPOTHESES: tuple[Callable[[Context], Finding | None], ...] = (
     _snapshot,
     _stopped,
     _outside_session,
+    _start_up,
 )

@@ -170,9 +170,12 @@ def _in_measured_window(run: StoredRun) -> int:
     return sum(
         1
         for c in run.checkpoints
-        if c.ended_s is not None
-        and c.ended_s >= 0
-        and (c.started_s if c.started_s is not None else c.ended_s) <= duration
+        if (c.ended_s is None and c.started_s is not None and c.started_s <= duration)  # running
+        or (
+            c.ended_s is not None
+            and c.ended_s >= 0
+            and (c.started_s if c.started_s is not None else c.ended_s) <= duration
+        )
     )
 
 

@@ -66,3 +66,16 @@ def parse_checkpoints(log: str) -> list[Checkpoint]:
             )
             start = None
     return result
+
+
+def running_checkpoint(log: str) -> tuple[float, str] | None:
+    """(when it started, its reason) of a checkpoint the log says started and not yet that
+    it completed: one still running when the log was read."""
+    start: tuple[float, str] | None = None
+    for line in log.splitlines():
+        m = _START_RE.match(line)
+        if m:
+            start = (_epoch(m.group(1), m.group(2)), m.group(3).strip())
+        elif _DONE_RE.match(line):
+            start = None
+    return start

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pgfsbench.collect.checkpoints import parse_checkpoints
+from pgfsbench.collect.checkpoints import parse_checkpoints, running_checkpoint
 from pgfsbench.collect.host import HostLoad, load_between
 from pgfsbench.collect.pooler import PoolerSampler, pooler_series
 from pgfsbench.collect.processes import ProcessSampler, process_series
@@ -26,6 +26,18 @@ from pgfsbench.collect.samplers import (
     counter_delta,
     os_series,
     pg_series,
+)
+
+# what the server log says of a completed checkpoint (a running one has none of them yet)
+CHECKPOINT_FIGURES = (
+    "buffers",
+    "write_s",
+    "sync_s",
+    "total_s",
+    "wal_added",
+    "wal_removed",
+    "wal_recycled",
+    "distance_kb",
 )
 
 
@@ -300,10 +312,12 @@ class Observation:
         }
 
     def _checkpoints(self, start: float) -> list[dict[str, Any]]:
-        """The server log's checkpoints, their times from the measured phase's start."""
+        """The server log's checkpoints, their times from the measured phase's start; one
+        still running when the run ended has no end and no figures (None)."""
         found: list[dict[str, Any]] = []
         with contextlib.suppress(OSError):
-            for cp in parse_checkpoints(self.server_log.read_text(errors="replace")):
+            log = self.server_log.read_text(errors="replace")
+            for cp in parse_checkpoints(log):
                 found.append(
                     {
                         "started_s": None if cp.started is None else round(cp.started - start, 3),
@@ -317,6 +331,16 @@ class Observation:
                         "wal_removed": cp.wal_removed,
                         "wal_recycled": cp.wal_recycled,
                         "distance_kb": cp.distance_kb,
+                    }
+                )
+            running = running_checkpoint(log)
+            if running is not None:
+                found.append(
+                    {
+                        **dict.fromkeys(CHECKPOINT_FIGURES),
+                        "started_s": round(running[0] - start, 3),
+                        "ended_s": None,
+                        "reason": running[1],
                     }
                 )
         return found

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -330,10 +331,17 @@ def _load(eng: Engine, st: CellState) -> None:
 
 def _settle(eng: Engine, st: CellState) -> None:
     """Make the space figures and the first measured second independent of the load's
-    dirty pages: checkpoint, then flush the filesystems under test."""
+    dirty pages: checkpoint, then flush the filesystems under test. Timed, as the load's
+    last phase ("write_out"): a load is on the disk only then, and with RAM to spare
+    pgbench -i's own time is mostly the page cache's."""
     assert st.instance is not None and st.storage is not None
+    started = time.monotonic()
     st.instance.checkpoint()
+    checkpointed = time.monotonic()
     sync_volumes(eng.runner, st.storage)
+    if st.load is not None:
+        st.load.phases["write_out"] = round(time.monotonic() - started, 3)
+        st.load.phases["write_out_checkpoint"] = round(checkpointed - started, 3)
     st.space_after_load = driver_for(st.cell.fs).space(st.storage, eng.runner)
 
 

@@ -557,7 +557,7 @@ def store_observation(
     window = [
         c
         for c in observed.checkpoints
-        if c["ended_s"] >= -warmup_s - 1
+        if (c["ended_s"] is None or c["ended_s"] >= -warmup_s - 1)  # None: still running
         and (c["started_s"] if c["started_s"] is not None else c["ended_s"]) < duration_s + 0.5
     ]
     store.put_checkpoints(run_id, window)

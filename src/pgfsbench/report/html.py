@@ -150,7 +150,7 @@ def run_data(
             "s": _num(c.start, 2),
             "sync": _num(c.sync_start, 2),
             "e": _num(c.ended_s, 2),
-            "reason": c.reason,
+            "reason": c.reason + (", still running when the run ended" if c.running else ""),
             "buffers": c.buffers,
         }
         for c in al.checkpoints
