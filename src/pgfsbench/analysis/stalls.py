@@ -978,7 +978,19 @@ def _checkpoint(c: Context) -> Finding | None:
         )
     if in_sync and not always >= 0.5:
         f.support.append(Clue("the episode falls in its sync phase", GOOD))
-    elif -1 <= lo - cp.start <= 3:
+    surge = write_surge(c)
+    if surge and (in_sync or cp.running):
+        # what sets these seconds apart in a sync phase that lasts: one of its fsyncs
+        # sending a file's dirty pages to the device at once
+        f.support.append(
+            Clue(
+                f"{surge} while it was "
+                + ("running (its phase is not known before it ends)" if cp.running else "syncing")
+                + ": the burst of an fsync",
+                GOOD,
+            )
+        )
+    if -1 <= lo - cp.start <= 3 and not (in_sync and not always >= 0.5):
         f.support.append(
             Clue(f"the episode began {lo - cp.start:+.1f} s after the checkpoint started", GOOD)
         )
@@ -1011,6 +1023,24 @@ def _checkpoint(c: Context) -> Finding | None:
             )
         )
     return f
+
+
+def write_surge(c: Context) -> str | None:
+    """The devices under test writing at least three times their usual rate (in MB/s or
+    in writes a second) during the episode, in words; None when they did not."""
+    mb = c.rose("disk_write_mbps", 3.0, 5.0)
+    ops = c.rose("disk_write_iops", 3.0, 200.0)
+    if not (mb or ops):
+        return None
+    during = [f"{c.mean_in('disk_write_mbps'):,.1f} MB/s"] if c.al.has("disk_write_mbps") else []
+    usual = [f"{c.usual('disk_write_mbps'):,.1f}"] if c.al.has("disk_write_mbps") else []
+    if c.al.has("disk_write_iops"):
+        during.append(f"{c.mean_in('disk_write_iops'):,.0f} writes/s")
+        usual.append(f"{c.usual('disk_write_iops'):,.0f}")
+    return (
+        f"the devices under test wrote {', '.join(during)} in it "
+        f"({', '.join(usual)} the rest of the run)"
+    )
 
 
 def _io_clues(c: Context, f: Finding) -> None:
@@ -1545,6 +1575,9 @@ def _start_up(c: Context) -> Finding | None:
             WEAK,
         )
     )
+    surge = write_surge(c)
+    if surge:
+        f.against.append(Clue(f"{surge}: clients connecting write nothing of the kind", GOOD))
     if start.connect_ms / 1000 >= 0.9 * c.n:
         f.support.append(
             Clue(f"connecting took {start.connect_ms:,.0f} ms of the episode's {c.n} s", STRONG)
