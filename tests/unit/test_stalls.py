@@ -489,15 +489,15 @@ def test_the_first_second_is_the_start_not_a_checkpoint_running_all_along() -> N
 
 
 def test_a_checkpoint_still_running_at_the_end_is_weighed_without_a_sync_phase() -> None:
-    """A checkpoint that began 3 s before a dip and had not completed when the run ended
+    """A checkpoint that began 1 s before a dip and had not completed when the run ended
     (an HDD's checkpoint can outlast the run): named from its start, never "in its sync
     phase", which nobody saw."""
     al = run_of()
-    dip(al, 22, 26, 50.0)
-    al.values["checkpoint_buffers_per_s"][21:30] = 900.0
-    al.values["disk_util_pct"][21:30] = 99.0
-    al.values["disk_await_ms"][21:30] = 30.0
-    al.checkpoints = [CheckpointSpan(21.0, float(N), 0.0, 0.0, "wal", 0, 0, True)]
+    dip(al, 26, 30, 50.0)  # to the end of the run, where a running one "ends"
+    al.values["checkpoint_buffers_per_s"][25:30] = 900.0
+    al.values["disk_util_pct"][25:30] = 99.0
+    al.values["disk_await_ms"][25:30] = 30.0
+    al.checkpoints = [CheckpointSpan(25.0, float(N), 0.0, 0.0, "wal", 0, 0, True)]
     (ep,) = find_stalls(al)
     assert ep.cause == "checkpoint", ep
     assert "still running when the run ended" in " ".join(ep.evidence)
