@@ -523,7 +523,11 @@ def test_a_first_second_with_an_fsync_burst_of_the_checkpoint_is_the_checkpoint(
         ]
         (ep,) = find_stalls(al)
         assert ep.cause == "checkpoint", (running, ep)
-        assert any("the burst of an fsync" in e for e in ep.evidence)
+        # in its known sync phase, an fsync's burst; running, its phase unknown, a burst
+        # that only fits (others write in bursts too): never more than low
+        said = "the burst of an fsync" if not running else "its phase is not known"
+        assert any(said in e for e in ep.evidence)
+        assert not running or ep.confidence == "low", ep
         why = next(why for k, _, why in ep.alternatives if k == "start_up")
         assert "81.0 MB/s" in why and "3,979 writes/s" in why
 

@@ -979,16 +979,15 @@ def _checkpoint(c: Context) -> Finding | None:
     if in_sync and not always >= 0.5:
         f.support.append(Clue("the episode falls in its sync phase", GOOD))
     surge = write_surge(c)
-    if surge and (in_sync or cp.running):
+    if surge and in_sync:
         # what sets these seconds apart in a sync phase that lasts: one of its fsyncs
         # sending a file's dirty pages to the device at once
+        f.support.append(Clue(f"{surge} while it was syncing: the burst of an fsync", GOOD))
+    elif surge and cp.running:
+        # its phase is not known before it ends, and a burst has other writers (the
+        # kernel's writeback, a filesystem's own commit): it only fits
         f.support.append(
-            Clue(
-                f"{surge} while it was "
-                + ("running (its phase is not known before it ends)" if cp.running else "syncing")
-                + ": the burst of an fsync",
-                GOOD,
-            )
+            Clue(f"{surge} while it was running (its phase is not known before it ends)", WEAK)
         )
     if -1 <= lo - cp.start <= 3 and not (in_sync and not always >= 0.5):
         f.support.append(
