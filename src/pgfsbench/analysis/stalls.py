@@ -968,7 +968,9 @@ def _checkpoint(c: Context) -> Finding | None:
         )
     )
     always = c.calm_share(cp.sync_start, cp.ended_s)
-    if in_sync and always >= 0.5:  # what is always there explains nothing
+    # in its sync phase, and the rest of the run mostly not (NaN: no rest to compare)
+    telling = in_sync and not always >= 0.5
+    if in_sync and not telling:  # what is always there explains nothing
         f.against.append(
             Clue(
                 f"its sync phase also covers {always:.0%} of the run's seconds without "
@@ -976,7 +978,7 @@ def _checkpoint(c: Context) -> Finding | None:
                 WEAK,
             )
         )
-    if in_sync and not always >= 0.5:
+    if telling:
         f.support.append(Clue("the episode falls in its sync phase", GOOD))
     surge = write_surge(c)
     if surge and in_sync:
@@ -989,7 +991,7 @@ def _checkpoint(c: Context) -> Finding | None:
         f.support.append(
             Clue(f"{surge} while it was running (its phase is not known before it ends)", WEAK)
         )
-    if -1 <= lo - cp.start <= 3 and not (in_sync and not always >= 0.5):
+    if -1 <= lo - cp.start <= 3 and not telling:
         f.support.append(
             Clue(f"the episode began {lo - cp.start:+.1f} s after the checkpoint started", GOOD)
         )
