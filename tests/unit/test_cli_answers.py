@@ -208,3 +208,26 @@ def test_at_80_columns_figures_and_cell_ids_stay_whole(tmp_path: Path) -> None:
     )
     ids = [ln.split(":")[0].strip() for ln in plan.stdout.splitlines() if "@clients=" in ln]
     assert len(set(ids)) == 2 and all(i.endswith(("@clients=8", "@clients=16")) for i in ids)
+
+
+def test_the_process_ends_with_its_output_and_its_code() -> None:
+    """The CLI leaves without the interpreter's teardown (os._exit): what it printed still
+    reaches a pipe in full, and the code is Python's (None 0, an int itself, else 1 with
+    the value printed)."""
+    for code, status in (("None", 0), ("6", 6), ("'no such run'", 1)):
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys\nfrom pgfsbench.cli import _leave\n"
+                f"sys.stdout.write('x' * 200000)\n_leave({code})\nprint('not reached')",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            check=False,
+            timeout=60,
+        )
+        assert done.returncode == status
+        assert done.stdout == "x" * 200000
+        assert ("no such run" in done.stderr) == (status == 1)
