@@ -345,3 +345,41 @@ def test_without_root_provisioning_is_refused_in_one_line(base: Path) -> None:
     )
     assert proc.returncode == 3, proc.stderr
     assert "needs root" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_write_out_false_measures_right_after_the_load(base: Path) -> None:
+    """`write_out = false`: no checkpoint and no sync between pgbench -i and the warm-up (the
+    server log has the benchmark's checkpoints only), no write-out phase, no space read
+    after the load; the run records it and says it in its conditions."""
+    spec = write_spec(
+        base / "s.toml",
+        """
+[defaults]
+scale = 2
+clients = 2
+duration = "2s"
+warmup = "0s"
+repetitions = 1
+write_out = false
+[storage.ext4]
+fs = "ext4"
+device = "loop:1G"
+[workload.tpcb]
+builtin = "tpcb-like"
+""",
+    )
+    results = base / "r.sqlite"
+    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
+    (run,) = runs_of(results)
+    assert run["status"] == "ok"
+    detail = show(results, run["run_id"])
+    assert "write_out" not in detail["load_phases"] and detail["load_phases"]["wall_clock"] > 0
+    assert detail["params"]["write_out"] is False
+    assert detail["space"]["after_load"] == {} and detail["space"]["after_run"]["space_bytes"] > 0
+    log = Path(detail["artifacts"]["server_log"]["path"]).read_text()
+    # the only forced checkpoint is the one after the run
+    assert log.count("checkpoint starting: immediate force wait") == 1, log
+    md = base / "r.md"
+    pgfsbench("report", "--results", str(results), "--format", "md", "--output", str(md))
+    assert "not written out first" in md.read_text()
+    assert leftovers(base) == []

@@ -134,6 +134,12 @@ def test_the_conditions_of_a_campaign_and_what_differs_by_configuration() -> Non
     )
     one = run_conditions(runs[0])
     assert one["kernel settings"] == "as the host had them"
+    # a run measured with the load still on its way to the disk says so
+    runs[0].params["write_out"] = False
+    assert run_conditions(runs[0])["duration"] == (
+        "5 s measured after 2 s of warm-up, started as soon as the load ended (not written "
+        "out first: write_out = false)"
+    )
 
 
 def test_markdown_states_the_conditions_and_lists_every_cell() -> None:

@@ -339,7 +339,7 @@ class Campaign:
                 threads=w.threads,
                 duration_s=w.duration_s,
                 warmup_s=w.warmup_s,
-                params=cell_params(cell),
+                params=cell_params(cell, write_out=eng.loaded.spec.defaults.write_out),
                 pg_version=eng.binaries_for(cell).version,
                 host=self.host,
                 uuid=str(uuid.uuid4()),
@@ -473,8 +473,9 @@ def _tail(path: Path, lines: int) -> list[str]:
     return [ln for ln in text.splitlines() if ln.strip()][-lines:]
 
 
-def cell_params(cell: Any) -> dict[str, object]:
-    """The cell's whole configuration, as stored with each run (JSON)."""
+def cell_params(cell: Any, *, write_out: bool = True) -> dict[str, object]:
+    """The cell's whole configuration, as stored with each run (JSON), and whether the load
+    was written out before the warm-up (`write_out`)."""
     workload = {k: v for k, v in vars(cell.workload).items() if k != "config"}
     if cell.workload.config is not None:
         workload["config"] = cell.workload.config.model_dump()
@@ -485,6 +486,7 @@ def cell_params(cell: Any) -> dict[str, object]:
         "workload": workload,
         "scale": cell.scale,
         "scale_basis": getattr(cell, "scale_basis", None),
+        "write_out": write_out,
     }
 
 

@@ -85,6 +85,10 @@ def run_conditions(run: StoredRun) -> dict[str, str]:
     if run.duration_s is not None:
         out["duration"] = (
             f"{float(run.duration_s):g} s measured after {float(run.warmup_s or 0):g} s of warm-up"
+        ) + (
+            ", started as soon as the load ended (not written out first: write_out = false)"
+            if p.get("write_out") is False
+            else ""
         )
     if w.get("rate") or w.get("rate_fraction"):
         out["rate"] = (

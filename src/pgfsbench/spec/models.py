@@ -906,6 +906,13 @@ class Defaults(Model):
     generation: Literal["client", "server"] = "client"
     foreign_keys: bool = False
     load_per: Literal["repetition", "cell"] = "repetition"
+    # after the load, a checkpoint and a sync of the filesystems under test, timed as the
+    # load's last phase, so that the warm-up and the measurement start with the load on
+    # the disk. false: the warm-up (or, without one, the measurement) starts as soon as
+    # pgbench -i ends, the load's dirty pages and its checkpoints still on their way to
+    # the disk, as most published pgbench runs were made (the space after the load is
+    # then not read: the filesystem has not allocated it all yet)
+    write_out: bool = True
     order: Literal["interleaved", "sequential"] = "interleaved"
     database: Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_]{0,62}$")] = "pgbench"
     pg_bindir: str | None = None
