@@ -24,7 +24,13 @@ from pgfsbench.postgres.template import Templates, template_key
 from pgfsbench.spec import InitdbOptions, Scalar
 from pgfsbench.system.errors import CommandError, InstanceError, TimeoutExpired
 from pgfsbench.system.journal import Journal, Undo, undo_action
-from pgfsbench.system.runner import Runner, process_alive, process_start_time, process_state
+from pgfsbench.system.runner import (
+    Runner,
+    command_line,
+    process_alive,
+    process_start_time,
+    process_state,
+)
 from pgfsbench.system.wait import wait_until
 
 if TYPE_CHECKING:
@@ -560,9 +566,9 @@ def _shut_down(
     except PermissionError:
         runner.run(argv, timeout=timeout + 30, user=user, check=False)
         return exited()
-    line = shlex.join(argv) if user is None else f"runuser -u {user} -- {shlex.join(argv)}"
     runner.transcript.append(
-        f"{line}  # pgfsbench sent {SHUTDOWN_SIGNALS[mode].name} to pid {pid} itself"
+        f"{command_line(argv, user)}  # pgfsbench sent {SHUTDOWN_SIGNALS[mode].name} to pid "
+        f"{pid} itself"
     )
     with contextlib.suppress(TimeoutExpired):
         wait_until(exited, timeout=timeout, interval=0.01, what="the postmaster to exit")

@@ -47,6 +47,12 @@ def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+def command_line(argv: Sequence[str], user: str | None = None) -> str:
+    """A command as a transcript (a run's commands.sh) shows it, run as ``user``."""
+    line = shlex.join(argv)
+    return f"runuser -u {user} -- {line}" if user else line
+
+
 @dataclass
 class Runner:
     """Runs external commands; keeps a transcript of what it ran (for the run's artifacts)."""
@@ -59,9 +65,7 @@ class Runner:
     registry: ChildRegistry | None = None
 
     def _note(self, argv: Sequence[str], user: str | None) -> None:
-        line = shlex.join(argv)
-        if user:
-            line = f"runuser -u {user} -- {line}"
+        line = command_line(argv, user)
         self.transcript.append(line)
         if self.on_command:
             self.on_command(line)
