@@ -20,7 +20,7 @@ from pgfsbench.spec import Cell, Defaults, LoadedSpec, expand, workload_tool
 from pgfsbench.spec.kinds import storage_kind
 from pgfsbench.spec.models import loop_bytes as created_bytes
 from pgfsbench.storage import needs_root
-from pgfsbench.system.errors import UsageError
+from pgfsbench.system.errors import SpecError, UsageError
 from pgfsbench.units import human_bytes, parse_duration, parse_size
 from pgfsbench.workloads import workload_for
 
@@ -154,9 +154,12 @@ def dirty_cannot_matter(cells: Sequence[Cell], d: Defaults) -> list[str]:
             continue
         settings = dict(c.postgres.settings)
         data = workload_for(c, d).estimated_bytes(c)
-        sb = shared_buffers_bytes(settings)
+        try:
+            sb = shared_buffers_bytes(settings)
+            timeout = checkpoint_timeout_s(settings)
+        except ValueError:
+            continue  # not a size or a duration: PostgreSQL refuses it, and says why
         run_s = c.workload.warmup_s + c.workload.duration_s
-        timeout = checkpoint_timeout_s(settings)
         if data <= sb and run_s < timeout:
             out.append(
                 f"{c.id}: its kernel configurations differ in vm.dirty_* but cannot "
@@ -190,7 +193,10 @@ def scale_resolver(
     ram = limit or ram_bytes or machine_ram_bytes()
 
     def resolve(cell: Cell, text: str) -> tuple[int, dict[str, object]]:
-        sb = shared_buffers_bytes(dict(cell.postgres.settings))
+        try:
+            sb = shared_buffers_bytes(dict(cell.postgres.settings))
+        except ValueError as e:
+            raise SpecError(f"{cell.id}: scale = {text!r} needs shared_buffers: {e}") from e
         if text in SCALE_TARGETS:
             basis, share = SCALE_TARGETS[text]
         else:

@@ -6,6 +6,7 @@ model's media rate; a run records its model; SIGKILL then cleanup leaves nothing
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 from collections.abc import Iterator
@@ -104,8 +105,17 @@ def test_the_platter_is_paid_for_random_fsyncs_and_streams_at_the_media_rate(
         media = float(dev.details["device_model_params"]["outer_mbps"])
         # the device is the outer edge of the drive: the outer zone's rate
         assert 0.8 * media <= stream["bw_bytes"] / 1e6 <= 1.2 * media, (stream["bw_bytes"], media)
-        stats = [json.loads(x) for x in Path(dev.details["device_model_stats"]).read_text().split()]
+        stats_path = Path(dev.details["device_model_stats"])
+        stats = [json.loads(x) for x in stats_path.read_text().split()]
         assert stats[-1]["flushes"] > 0 and stats[-1]["model_wait_s"] > 1
+        # the daemon runs as the run records, and the host answered when the model said
+        # (what it lost, and why, is counted)
+        pid = int(stats_path.with_name(stats_path.name.replace(".stats.jsonl", ".pid")).read_text())
+        fifo = os.sched_getscheduler(pid) == os.SCHED_FIFO
+        assert fifo == dev.details["device_model_priority"].startswith("SCHED_FIFO")
+        assert {"io_s", "model_s", "oversleep_s"} <= set(stats[-1])
+        if fifo:
+            assert stats[-1]["late_s"] <= 0.1 * stats[-1]["model_wait_s"], stats[-1]
     print(
         f"zero {fast:,.0f} / hdd-7200 {slow:,.0f} fsynced 8 KiB writes a second; sequential "
         f"{stream['bw_bytes'] / 1e6:,.1f} MB/s for a media rate of {media:g}"

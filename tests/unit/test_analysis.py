@@ -512,3 +512,29 @@ def test_sysbench_without_prepared_statements_is_said_next_to_cells_with_them() 
         run(2, "ext4/seed/k/oltp", None, prepared=False),
     ]
     assert not [w for w in reading_warnings(alike) if "prepared statements" in w]
+
+
+def test_an_emulated_disk_answered_late_is_said_with_what_made_it_late() -> None:
+    from pgfsbench.analysis.warnings import reading_warnings
+
+    def run(rep: int, storage: str, **counts: float) -> StoredRun:
+        dev = {"device_model": "hdd-7200", "device_model_text": "hdd-7200 (7200 rpm hard disk)"}
+        return StoredRun(
+            run_id=rep,
+            cell=f"{storage}/pg/k/w",
+            storage=storage,
+            repetition=rep,
+            storage_details={"emulated_devices": {"/dev/loop0": dev}},
+            metrics={"emulated_devices": {"/dev/loop0": dict(dev, **counts)}},
+        )
+
+    runs = [
+        run(1, "ext4", model_wait_s=50.0, late_s=20.0, io_s=1.0, model_s=0.2, oversleep_s=19.0),
+        run(2, "ext4", model_wait_s=50.0, late_s=5.0, io_s=1.0, model_s=0.2, oversleep_s=4.0),
+        run(3, "xfs", model_wait_s=50.0, late_s=1.0),  # within 10%: not said
+        run(4, "btrfs", model_wait_s=10.0, late_s=3.0),  # a daemon without the breakdown
+    ]
+    [said] = [w for w in reading_warnings(runs) if "later than their model said" in w]
+    assert "ext4 25.0 s late for 100.0 s modelled (mostly waking up after the model's time" in said
+    assert "the host's CPU): 23.0 s)" in said
+    assert "btrfs 3.0 s late for 10.0 s modelled," in said and "xfs" not in said

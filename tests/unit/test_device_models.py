@@ -9,8 +9,10 @@ import pytest
 from pgfsbench.plan import make_plan
 from pgfsbench.spec import load_spec
 from pgfsbench.spec.models import EmulatedDevice, device_text, loop_bytes
+from pgfsbench.storage import devices
 from pgfsbench.storage.device_models import MODELS, resolve_model
 from pgfsbench.system.errors import SpecError
+from pgfsbench.system.runner import Completed
 
 HEAD = '[defaults]\nscale = 2\n[storage.e]\nfs = "ext4"\n'
 
@@ -88,3 +90,42 @@ def test_an_nvme_ssd_has_its_guides_figures_and_a_protected_cache() -> None:
     assert nvme["channels"] == pytest.approx(490_000 * nvme["read_us"] / 1e6, abs=0.5)
     assert nvme["flush_us"] == 0.0 < sata["flush_us"]
     assert nvme["read_mbps"] > sata["read_mbps"] and nvme["write_mbps"] > sata["write_mbps"]
+
+
+class _Probe:
+    """A runner that answers the real-time probe as told."""
+
+    def __init__(self, code: int) -> None:
+        self.code = code
+        self.argv: list[str] = []
+
+    def run(self, argv: list[str], **_: object) -> Completed:
+        self.argv = argv
+        return Completed(tuple(argv), self.code, "", "chrt: failed" if self.code else "", 0.0)
+
+
+@pytest.mark.parametrize(
+    ("code", "prefix", "text"),
+    [
+        (0, ["chrt", "--fifo", "10"], "SCHED_FIFO 10"),
+        (1, ["nice", "-n", "-10"], "nice -10 (real-time refused here)"),
+    ],
+)
+def test_the_disk_daemon_runs_real_time_where_the_host_allows_it_and_says_which(
+    monkeypatch: pytest.MonkeyPatch, code: int, prefix: list[str], text: str
+) -> None:
+    monkeypatch.setattr("shutil.which", lambda _: "/usr/bin/chrt")
+    probe = _Probe(code)
+    assert devices.controller_priority(probe) == (prefix, text)  # type: ignore[arg-type]
+    assert probe.argv == ["chrt", "--fifo", "10", "true"]
+
+
+def test_an_emulated_disks_second_says_what_made_its_replies_late() -> None:
+    before = {"t": 10.0, "writes": 100, "model_wait_s": 1.0, "late_s": 0.1, "io_s": 0.05}
+    after = {"t": 11.0, "writes": 300, "flushes": 10, "model_wait_s": 3.0, "late_s": 0.5}
+    after |= {"io_s": 0.25, "model_s": 0.01, "oversleep_s": 0.2}
+    d = devices.disk_delta(before, after)
+    assert d["io_s"] == 0.2 and d["model_s"] == 0.01 and d["oversleep_s"] == 0.2
+    assert d["late_ms_per_request"] == round(1e3 * 0.4 / 210, 3)
+    # a daemon of before these counters: none of them, not an error
+    assert devices.disk_delta({}, {"t": 1.0})["oversleep_s"] == 0.0

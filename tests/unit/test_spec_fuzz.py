@@ -11,12 +11,13 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from pgfsbench.plan import make_plan
-from pgfsbench.spec import validate_spec
-from pgfsbench.system.errors import PgfsbenchError
+from pgfsbench.spec import load_spec, validate_spec
+from pgfsbench.system.errors import PgfsbenchError, SpecError
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("*.toml"))
 TEXTS = {p: p.read_text() for p in EXAMPLES}
@@ -154,3 +155,32 @@ def test_plan_never_raises_anything_but_our_errors(
         assert 1 <= w.threads <= w.clients and cell.scale >= 1
         assert w.rate is None or (math.isfinite(w.rate) and w.rate > 0)
     assert math.isfinite(plan.estimated_seconds)
+
+
+def test_settings_that_are_not_sizes_or_durations_leave_the_plan_to_postgresql(
+    tmp_path: Path,
+) -> None:
+    """shared_buffers = false: the dirty-page warning skips the cell (PostgreSQL refuses the
+    value, and says why); a scale that needs shared_buffers says it cannot be resolved."""
+    spec = tmp_path / "s.toml"
+    spec.write_text(
+        """
+[storage.a]
+fs = "tmpfs"
+size = "1G"
+[postgres.bad]
+settings = { shared_buffers = false, checkpoint_timeout = false }
+[kernel.low]
+sysctl = { "vm.dirty_background_bytes" = "33554432" }
+[kernel.high]
+sysctl = { "vm.dirty_background_bytes" = "1073741824" }
+"""
+    )
+    make_plan(load_spec(spec))
+    spec.write_text(
+        spec.read_text().replace(
+            "[storage.a]", '[defaults]\nscale = "2x_shared_buffers"\n[storage.a]'
+        )
+    )
+    with pytest.raises(SpecError, match="needs shared_buffers: 'False' is not a size"):
+        make_plan(load_spec(spec))

@@ -152,23 +152,37 @@ def _modelled(runs: Sequence[StoredRun]) -> list[str]:
         "is how these filesystems and settings behave on such a device as modelled (seek, "
         "rotation, write cache, per-operation latency), not a measurement of one"
     ]
+    # per storage: late, modelled, and what the lateness went to (daemons of 2026-11-27 on)
     late: dict[str, list[float]] = {}
     for r in runs:
         for d in (r.metrics.get("emulated_devices") or {}).values():
-            pair = late.setdefault(r.storage, [0.0, 0.0])
-            pair[0] += float(d.get("late_s") or 0)
-            pair[1] += float(d.get("model_wait_s") or 0)
+            sums = late.setdefault(r.storage, [0.0] * 5)
+            for i, k in enumerate(("late_s", "model_wait_s", "io_s", "model_s", "oversleep_s")):
+                sums[i] += float(d.get(k) or 0)
     slow = {s: lw for s, lw in late.items() if lw[0] > 0.1 * max(lw[1], 1.0)}
     if slow:
         out.append(
             "the host answered some emulated disks' requests later than their model said "
             "(this machine's own CPU or I/O, by more than 10% of the modelled wait): "
             + ", ".join(
-                f"{s} {lw[0]:.1f} s late for {lw[1]:.1f} s modelled"
+                f"{s} {lw[0]:.1f} s late for {lw[1]:.1f} s modelled{_late_cause(lw[2:])}"
                 for s, lw in sorted(slow.items())
             )
         )
     return out
+
+
+def _late_cause(parts: Sequence[float]) -> str:
+    """What most of an emulated disk's lateness went to, when its daemon counted it."""
+    names = (
+        "writing or reading its image on the host disk",
+        "waiting for its model",
+        "waking up after the model's time (the host's CPU)",
+    )
+    if sum(parts) <= 0:
+        return ""
+    top = max(range(len(parts)), key=lambda i: parts[i])
+    return f" (mostly {names[top]}: {parts[top]:.1f} s)"
 
 
 def _few_repetitions(runs: Sequence[StoredRun]) -> list[str]:
