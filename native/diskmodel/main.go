@@ -38,9 +38,9 @@ type counters struct {
 	waitNs                 atomic.Int64 // what the model added, summed over requests
 	inflight, inflightMax  atomic.Int64
 	lateNs                 atomic.Int64 // replies later than the model said (the host)
-	// where lateness comes from, summed over requests: the image's read or write on the
-	// host, the wait for the model (its lock and its work), and the wake-up after the
-	// model's time (the host's scheduler)
+	// the lateness split by where it was spent (they add up to lateNs): the image's read
+	// or write on the host, the wait for the model (its lock and its work), and the
+	// wake-up after the model's time (the host's scheduler)
 	ioNs, modelNs, oversleepNs atomic.Int64
 	errors                     atomic.Int64
 }
@@ -84,7 +84,11 @@ func (t *traceLog) close() {
 func (d *disk) now() float64 { return time.Since(d.start).Seconds() }
 
 // serve: sleep until the model's completion time; count what it added, and when the
-// reply is late, what made it late. `done` is when the image's read or write ended.
+// reply is late (by more than a millisecond), what made it late. `done` is when the image's
+// read or write ended. The lateness, [due, now], is split among the phases it overlaps:
+// the image's I/O [arrived, done], the model [done, modelled] and the wake-up [modelled,
+// now]; the three parts add up to the lateness counted, and time a phase spent before the
+// reply was due (hidden in the modelled wait) is no part of it.
 func (d *disk) serve(op Op, off, n int64, arrived, done float64) {
 	due := d.model.Complete(op, off, n, arrived)
 	modelled := d.now()
@@ -93,15 +97,24 @@ func (d *disk) serve(op Op, off, n int64, arrived, done float64) {
 		d.c.waitNs.Add(int64((due - arrived) * 1e9))
 		sleepUntil(d, due)
 	}
-	d.c.ioNs.Add(int64((done - arrived) * 1e9))
-	d.c.modelNs.Add(int64((modelled - done) * 1e9))
 	now := d.now()
 	if late := now - due; late > 0.001 {
+		io, model, over := lateParts(arrived, done, modelled, due, now)
 		d.c.lateNs.Add(int64(late * 1e9))
-	}
-	if over := now - math.Max(due, modelled); over > 0 {
+		d.c.ioNs.Add(int64(io * 1e9))
+		d.c.modelNs.Add(int64(model * 1e9))
 		d.c.oversleepNs.Add(int64(over * 1e9))
 	}
+}
+
+// lateParts: how much of [due, now] fell in the image's I/O, in the model and in the
+// wake-up (each phase's time after max(due, its start)).
+func lateParts(arrived, done, modelled, due, now float64) (io, model, over float64) {
+	from := math.Max(due, arrived)
+	io = math.Max(0, done-from)
+	model = math.Max(0, modelled-math.Max(from, done))
+	over = math.Max(0, now-math.Max(from, modelled))
+	return io, model, over
 }
 
 const prSetTimerslack = 29 // PR_SET_TIMERSLACK, <linux/prctl.h>

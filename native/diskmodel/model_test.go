@@ -148,3 +148,31 @@ func TestCloudVolumeAdmitsItsIOPSAndCountsLargeOperationsByUnit(t *testing.T) {
 		t.Fatalf("100 writes of 64 KiB counted per 16 KiB: last at %.4f s", last)
 	}
 }
+
+func TestLatenessIsSplitOnlyOverTheTimePastDue(t *testing.T) {
+	near := func(a, b float64) bool { return math.Abs(a-b) < 1e-9 }
+	cases := []struct {
+		name                              string
+		arrived, done, modelled, due, now float64
+		io, model, over                   float64
+	}{
+		// the image's write (4 ms) hidden in a 10 ms modelled wait: the reply is late
+		// by the wake-up alone
+		{"io inside the wait", 0, 0.004, 0.0041, 0.010, 0.012, 0, 0, 0.002},
+		// the write ran 3 ms past the due time, the model 1 ms, the wake-up 0.5 ms
+		{"io past due", 0, 0.008, 0.009, 0.005, 0.0095, 0.003, 0.001, 0.0005},
+		// a model that answers at once: every phase is late
+		{"zero model", 0, 0.002, 0.003, 0, 0.004, 0.002, 0.001, 0.001},
+		// the model's lock held past the due time
+		{"model past due", 0, 0.001, 0.020, 0.010, 0.021, 0, 0.010, 0.001},
+	}
+	for _, c := range cases {
+		io, model, over := lateParts(c.arrived, c.done, c.modelled, c.due, c.now)
+		if !near(io, c.io) || !near(model, c.model) || !near(over, c.over) {
+			t.Errorf("%s: io %g model %g over %g, want %g %g %g", c.name, io, model, over, c.io, c.model, c.over)
+		}
+		if !near(io+model+over, c.now-c.due) {
+			t.Errorf("%s: the parts add up to %g, not the lateness %g", c.name, io+model+over, c.now-c.due)
+		}
+	}
+}

@@ -113,7 +113,9 @@ def test_the_platter_is_paid_for_random_fsyncs_and_streams_at_the_media_rate(
         pid = int(stats_path.with_name(stats_path.name.replace(".stats.jsonl", ".pid")).read_text())
         fifo = os.sched_getscheduler(pid) == os.SCHED_FIFO
         assert fifo == dev.details["device_model_priority"].startswith("SCHED_FIFO")
-        assert {"io_s", "model_s", "oversleep_s"} <= set(stats[-1])
+        parts = sum(stats[-1][k] for k in ("io_s", "model_s", "oversleep_s"))
+        # the lateness split by where it was spent: the parts are the lateness
+        assert abs(parts - stats[-1]["late_s"]) <= 1e-3 + 1e-6 * stats[-1]["late_s"], stats[-1]
         if fifo:
             assert stats[-1]["late_s"] <= 0.1 * stats[-1]["model_wait_s"], stats[-1]
     print(
@@ -144,7 +146,10 @@ def test_a_run_records_its_models_and_sigkill_then_cleanup_leaves_nothing(base: 
     spec = write_spec(base / "s.toml", SPEC.format(duration="3s"))
     pgfsbench("run", str(spec), "--results", str(base / "r.sqlite"), "--workdir", str(base / "w"))
     (run,) = runs_of(base / "r.sqlite")
-    details = show(base / "r.sqlite", run["run_id"])["storage_details"]
+    shown = show(base / "r.sqlite", run["run_id"])
+    details = shown["storage_details"]
+    # the emulated disks' daemons' CPU during the measured phase
+    assert shown["metrics"]["cpu"]["daemons_cpus"]["pgfsbench-disk"] > 0
     assert details["data"]["device_model"] == "sata-ssd"
     assert details["wal"]["device_model_params"]["write_cache"] is False
     assert "write cache off" in details["wal"]["device_model_text"]

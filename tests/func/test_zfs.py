@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import signal
 import subprocess
@@ -98,6 +99,11 @@ cache = ["loop:128M"]
         assert "pool version 23" in runs["plain"]["implementation"]
 
     plain, gz = show(results, runs["plain"]["run_id"]), show(results, runs["gzip"]["run_id"])
+    # the host's CPU and the storage's daemons' during the measured phase
+    cpu = plain["metrics"]["cpu"]
+    assert cpu["cpus"] == os.cpu_count() and 0 < cpu["busy_pct"] <= 100
+    if fuse:
+        assert cpu["daemons_cpus"]["zfs-fuse"] > 0
     # compression measurably shrinks the data directory (WAL included in both)
     assert runs["gzip"]["space_bytes"] < 0.6 * runs["plain"]["space_bytes"]
     assert float(gz["space"]["after_load"]["compressratio"].rstrip("x")) > 1.5

@@ -535,6 +535,41 @@ def test_an_emulated_disk_answered_late_is_said_with_what_made_it_late() -> None
         run(4, "btrfs", model_wait_s=10.0, late_s=3.0),  # a daemon without the breakdown
     ]
     [said] = [w for w in reading_warnings(runs) if "later than their model said" in w]
-    assert "ext4 25.0 s late for 100.0 s modelled (mostly waking up after the model's time" in said
-    assert "the host's CPU): 23.0 s)" in said
+    assert "ext4 25.0 s late for 100.0 s modelled (23.0 s of it waking up after the model's" in said
+    assert "time (the host's CPU))" in said
     assert "btrfs 3.0 s late for 10.0 s modelled," in said and "xfs" not in said
+
+
+def test_a_busy_host_whose_storage_daemons_took_the_cpu_is_said_with_its_figures() -> None:
+    from pgfsbench.analysis.warnings import reading_warnings
+
+    def run(rep: int, storage: str, busy: float, **daemons: float) -> StoredRun:
+        cpu = {"seconds": 60.0, "cpus": 2, "busy_pct": busy, "iowait_pct": 1.0}
+        cpu["daemons_cpus"] = {k.replace("_", "-"): v for k, v in daemons.items()}
+        return StoredRun(
+            run_id=rep,
+            cell=f"{storage}/pg/k/w",
+            storage=storage,
+            repetition=rep,
+            metrics={"cpu": cpu},
+        )
+
+    runs = [
+        run(1, "zfs-slog", 96.0, zfs_fuse=0.8, pgfsbench_disk=0.1),
+        run(2, "zfs-slog", 94.0, zfs_fuse=0.6, pgfsbench_disk=0.1),
+        run(3, "zfs-hdd", 80.0, zfs_fuse=0.45),  # busy, not the limit: said without it
+        run(4, "ext4", 97.0, pgfsbench_disk=0.1),  # the daemons took 5%: not said
+        run(5, "xfs", 40.0, pgfsbench_disk=0.9),  # an idle host: not said
+    ]
+    [said] = [w for w in reading_warnings(runs) if "storage's own daemons" in w]
+    assert "zfs-slog: zfs-fuse 0.70 and pgfsbench-disk 0.10 of 2 CPUs, the host 95% busy " in said
+    assert "95% busy (the CPU was the limit)" in said
+    assert "zfs-hdd: zfs-fuse 0.45 of 2 CPUs, the host 80% busy;" in said
+    assert "ext4" not in said and "xfs" not in said
+    assert "zfs-fuse: ZFS through FUSE" in said and "a lower bound" in said
+    # runs recorded before the CPU was measured: nothing said
+    assert not [
+        w
+        for w in reading_warnings([StoredRun(run_id=9, cell="a/b/c/d", storage="a")])
+        if "storage's own daemons" in w
+    ]

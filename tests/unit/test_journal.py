@@ -176,3 +176,51 @@ def test_cleanup_knows_how_to_undo_every_kind_of_step_the_code_journals() -> Non
         ).stdout
     )
     assert sorted(kinds - set(registered)) == []
+
+
+CTRL_C: dict[str, Any] = {}
+
+
+@undo_action("test_ctrl_c")
+def _ctrl_c(runner: Runner, args: dict[str, Any]) -> None:
+    """A Ctrl-C in the middle of an undo, taken by a thread started before it (as the
+    kernel may give it to the samplers' threads)."""
+    DONE.append(args["name"])
+    CTRL_C["go"].set()
+    CTRL_C["sent"].wait(5)
+    time.sleep(0.1)  # a handler would run here, in the main thread, were it not held
+
+
+def test_a_ctrl_c_during_an_undo_waits_until_every_step_is_undone(tmp_path: Path) -> None:
+    import os
+    import signal
+    import threading
+
+    import pytest
+
+    DONE.clear()
+    CTRL_C.update(go=threading.Event(), sent=threading.Event())
+
+    def other() -> None:
+        if CTRL_C["go"].wait(10):
+            os.kill(os.getpid(), signal.SIGINT)
+            CTRL_C["sent"].set()
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    sender = threading.Thread(target=other)
+    sender.start()
+    journal = Journal(tmp_path / "j.jsonl", Runner())
+    try:
+        journal.record("a", Undo("test_append", {"name": "a"}))
+        journal.record("b", Undo("test_ctrl_c", {"name": "b"}))
+        journal.record("c", Undo("test_append", {"name": "c"}))
+        with pytest.raises(KeyboardInterrupt):
+            journal.undo_since(0)
+        # all undone, then the Ctrl-C: not lost, and not in the middle
+        assert DONE == ["c", "b", "a"] and journal.pending() == []
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        CTRL_C["go"].set()
+        sender.join()
+        signal.signal(signal.SIGINT, previous)
+        journal.close()

@@ -4,7 +4,8 @@ Shown in the summary, the report and the Markdown: ZFS through FUSE; the substit
 for this machine's ZFS; zfs-fuse's own defaults, which apply to "untuned" cells; loop files
 that all live on one physical disk (a separate "log device" is then the same disk); cells
 with too few repetitions for a verdict; runs without pgbench's log or without sysbench's
-prepared statements; busy hosts.
+prepared statements; cells on a busy host where the storage's own daemons (zfs-fuse, the
+emulated disks') took a good part of the CPU; busy hosts.
 """
 
 from __future__ import annotations
@@ -172,8 +173,72 @@ def _modelled(runs: Sequence[StoredRun]) -> list[str]:
     return out
 
 
+# the CPU was the limit: busy (not idle, not waiting for I/O) this much of the measured phase
+CPU_BOUND_PCT = 90.0
+# said when the storage's own daemons took at least this share of all the host's CPU
+# time, on a host at least this busy (a FUSE daemon's hand-offs leave a CPU-bound host
+# some idle time: 84% busy on a zfs-fuse pool on a plain file, 2026-11-27)
+DAEMONS_SHARE = 0.2
+BUSY_PCT = 70.0
+_DAEMON_WHAT = {
+    "zfs-fuse": "ZFS through FUSE, which kernel ZFS does not pay for",
+    "pgfsbench-disk": "the emulated disks' daemon, which a real disk does not take from the host",
+}
+
+
+def _daemons_cpu(runs: Sequence[StoredRun]) -> list[str]:
+    """Cells on a busy host where the storage's own daemons (zfs-fuse, the emulated disks')
+    took a good part of the CPU: PostgreSQL had that much less, so their figures are a
+    lower bound of what the storage does without those daemons."""
+    seen: dict[str, list[tuple[float, float, dict[str, float]]]] = {}
+    for r in runs:
+        cpu = r.metrics.get("cpu")
+        if not (r.ok and not r.superseded_by and isinstance(cpu, dict) and cpu.get("cpus")):
+            continue
+        daemons = cpu.get("daemons_cpus")
+        seen.setdefault(r.storage, []).append(
+            (
+                float(cpu.get("busy_pct") or 0),
+                float(cpu["cpus"]),
+                {str(k): float(v) for k, v in daemons.items()} if isinstance(daemons, dict) else {},
+            )
+        )
+    said: list[str] = []
+    names: set[str] = set()
+    for storage, cpus in sorted(seen.items()):
+        n = len(cpus)
+        busy = sum(c[0] for c in cpus) / n
+        total = sum(c[1] for c in cpus) / n
+        per: dict[str, float] = {}
+        for c in cpus:
+            for name, v in c[2].items():
+                per[name] = per.get(name, 0.0) + v / n
+        if busy < BUSY_PCT or sum(per.values()) < DAEMONS_SHARE * total:
+            continue
+        names |= {name for name, v in per.items() if v >= 0.05}
+        took = " and ".join(
+            f"{name} {v:.2f}" for name, v in sorted(per.items(), key=lambda x: -x[1]) if v >= 0.05
+        )
+        limit = " (the CPU was the limit)" if busy >= CPU_BOUND_PCT else ""
+        said.append(f"{storage}: {took} of {total:g} CPUs, the host {busy:.0f}% busy{limit}")
+    if not said:
+        return []
+    what = "; ".join(
+        f"{name}: {_DAEMON_WHAT.get(name, 'a daemon of the storage')}" for name in sorted(names)
+    )
+    return [
+        "the storage's own daemons took a good part of a busy host's CPU ("
+        + what
+        + "): "
+        + "; ".join(said)
+        + " (measured phase, mean of the runs); PostgreSQL had that much less CPU, so "
+        "these figures are a lower bound of what the same storage does without them"
+    ]
+
+
 def _late_cause(parts: Sequence[float]) -> str:
-    """What most of an emulated disk's lateness went to, when its daemon counted it."""
+    """Where most of an emulated disk's lateness was spent, when its daemon split it: the
+    parts are the lateness itself (they add up to it), not the time each phase took."""
     names = (
         "writing or reading its image on the host disk",
         "waiting for its model",
@@ -182,7 +247,7 @@ def _late_cause(parts: Sequence[float]) -> str:
     if sum(parts) <= 0:
         return ""
     top = max(range(len(parts)), key=lambda i: parts[i])
-    return f" (mostly {names[top]}: {parts[top]:.1f} s)"
+    return f" ({parts[top]:.1f} s of it {names[top]})"
 
 
 def _few_repetitions(runs: Sequence[StoredRun]) -> list[str]:
@@ -255,6 +320,7 @@ def reading_warnings(runs: Sequence[StoredRun]) -> list[str]:
     out += _zfsrc(runs)
     out += _emulated(runs)
     out += _modelled(runs)
+    out += _daemons_cpu(runs)
     out += _one_disk(runs)
     out += _few_repetitions(runs)
     out += _txlog_left_out(runs)

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pgfsbench import kernel
+from pgfsbench.collect.cpu_use import cpu_use, read_cpu
 from pgfsbench.collect.environment import read_environment
 from pgfsbench.collect.host import (
     HostLoad,
@@ -199,6 +200,8 @@ class _Phases:
     # the emulated disks' counters when the measured phase began, by loop device
     disks_before: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
     disks: dict[str, dict[str, object]] = dataclasses.field(default_factory=dict)
+    # the host's CPU and the storage's daemons' during the measured phase (collect/cpu_use)
+    cpu: dict[str, object] = dataclasses.field(default_factory=dict)
 
 
 def measure_run(
@@ -362,8 +365,11 @@ def _measured(eng: Engine, st: CellState, ph: _Phases, watch: _Watch) -> None:
 
     emulated = st.storage.details.get("emulated_devices", {}) if st.storage else {}
     ph.disks_before = {dev: disk_counters(d["device_model_stats"]) for dev, d in emulated.items()}
+    daemons = tuple(st.storage.details.get("service_processes") or ()) if st.storage else ()
+    cpu_before = read_cpu(daemons)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     ph.m = ph.workload.run(ctx, ph.cell, Phase(w.duration_s, True, live, dog.check))
+    ph.cpu = cpu_use(cpu_before, read_cpu(daemons), os.cpu_count() or 1)
     ph.disks = {
         dev: {
             "device_model": d["device_model"],
@@ -404,6 +410,8 @@ def _metrics(
         metrics["rate"] = ph.pacing
     if ph.disks:
         metrics["emulated_devices"] = ph.disks
+    if ph.cpu:
+        metrics["cpu"] = ph.cpu
     metrics["cache"] = ph.cache or {"state": "warm"}
     metrics["episodes"] = {
         "stall_fraction": d.stall_fraction,

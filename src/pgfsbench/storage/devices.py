@@ -214,10 +214,10 @@ def disk_counters(stats: str | Path) -> dict[str, float]:
 
 def disk_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, object]:
     """What an emulated disk served between two readings (about a second each): requests,
-    bytes, the wait its model added, how late the host made its replies, and what took
-    the time that made them late (summed over requests): the image's reads and writes on
-    the host (io_s), the wait for the model (model_s), waking up after the model's time
-    (oversleep_s)."""
+    bytes, the wait its model added, how late the host made its replies (late_s, replies
+    over a millisecond late), and where that lateness was spent, the three adding up to
+    late_s: the image's reads and writes on the host (io_s), the wait for the model
+    (model_s), waking up after the model's time (oversleep_s)."""
     keys: tuple[str, ...] = ("reads", "writes", "flushes", "read_bytes", "write_bytes")
     keys += ("model_wait_s", "late_s", "io_s", "model_s", "oversleep_s")
     out: dict[str, Any] = {k: round(after.get(k, 0.0) - before.get(k, 0.0), 3) for k in keys}
