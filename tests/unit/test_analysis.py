@@ -544,8 +544,14 @@ def test_a_busy_host_whose_storage_daemons_took_the_cpu_is_said_with_its_figures
     from pgfsbench.analysis.warnings import reading_warnings
 
     def run(rep: int, storage: str, busy: float, **daemons: float) -> StoredRun:
-        cpu = {"seconds": 60.0, "cpus": 2, "busy_pct": busy, "iowait_pct": 1.0}
-        cpu["daemons_cpus"] = {k.replace("_", "-"): v for k, v in daemons.items()}
+        named = {k.replace("_", "-"): v for k, v in daemons.items()}
+        cpu = {
+            "seconds": 60.0,
+            "cpus": 2,
+            "busy_pct": busy,
+            "iowait_pct": 1.0,
+            "daemons_cpus": named,
+        }
         return StoredRun(
             run_id=rep,
             cell=f"{storage}/pg/k/w",

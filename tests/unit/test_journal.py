@@ -224,3 +224,32 @@ def test_a_ctrl_c_during_an_undo_waits_until_every_step_is_undone(tmp_path: Path
         sender.join()
         signal.signal(signal.SIGINT, previous)
         journal.close()
+
+
+def test_a_signal_in_a_hold_within_a_hold_waits_for_the_outer_one() -> None:
+    import os
+    import signal
+
+    import pytest
+
+    from pgfsbench.system.journal import signals_held
+
+    seen: list[str] = []
+
+    def term(signum: int, frame: object) -> None:
+        raise RuntimeError("SIGTERM")
+
+    previous = signal.signal(signal.SIGTERM, term)
+    try:
+        with pytest.raises(RuntimeError, match="SIGTERM"), signals_held():
+            with signals_held():
+                os.kill(os.getpid(), signal.SIGTERM)
+                os.kill(os.getpid(), signal.SIGTERM)  # twice: acted on once
+                time.sleep(0.05)
+                seen.append("inner done")
+            time.sleep(0.05)
+            seen.append("outer done")
+        assert seen == ["inner done", "outer done"]
+        assert signal.getsignal(signal.SIGTERM) is term
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -35,7 +35,7 @@ from pgfsbench.results.store import Store
 from pgfsbench.spec import WORKLOAD_TOOLS, LoadedSpec
 from pgfsbench.storage.devices import DevicePolicy
 from pgfsbench.system.errors import Interrupted, PgfsbenchError, UsageError
-from pgfsbench.system.journal import Journal
+from pgfsbench.system.journal import Journal, signals_held
 from pgfsbench.system.runner import ChildRegistry, Runner
 
 # file names in a run's artifacts directory -> the kind they are stored as
@@ -143,18 +143,20 @@ class Campaign:
             result.status = CampaignStatus.INTERRUPTED
             raise
         finally:
-            journal.undo_since(0)  # tries again whatever a run could not undo
-            pending = {s.seq for s in journal.pending()}
-            last = {f.step.seq: f for f in journal.failures if f.step.seq in pending}
-            for failure in last.values():
-                self.events.warning(
-                    f"could not undo '{failure.step.what}': {failure.error} (run "
-                    f"`pgfsbench cleanup --workdir {self.workdir}` once it can be)"
-                )
-            journal.close()
-            if self.runner.registry is not None:
-                self.runner.registry.close()
-            self.store.finish_campaign(campaign_id, str(result.status))
+            # a signal meanwhile waits until the campaign is closed and recorded as such
+            with signals_held():
+                journal.undo_since(0)  # tries again whatever a run could not undo
+                pending = {s.seq for s in journal.pending()}
+                last = {f.step.seq: f for f in journal.failures if f.step.seq in pending}
+                for failure in last.values():
+                    self.events.warning(
+                        f"could not undo '{failure.step.what}': {failure.error} (run "
+                        f"`pgfsbench cleanup --workdir {self.workdir}` once it can be)"
+                    )
+                journal.close()
+                if self.runner.registry is not None:
+                    self.runner.registry.close()
+                self.store.finish_campaign(campaign_id, str(result.status))
         return result
 
     def _campaign_id(self, pg_version_line: str) -> int:
