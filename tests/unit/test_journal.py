@@ -232,7 +232,7 @@ def test_a_signal_in_a_hold_within_a_hold_waits_for_the_outer_one() -> None:
 
     import pytest
 
-    from pgfsbench.system.journal import signals_held
+    from pgfsbench.system.signals import signals_held
 
     seen: list[str] = []
 

@@ -4,9 +4,11 @@ benchmark being measured)."""
 
 from __future__ import annotations
 
+import contextlib
 import resource
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -49,3 +51,53 @@ def test_a_stalled_child_is_ended_and_a_late_one_times_out(tmp_path: Path) -> No
     assert child.poll() is not None
     child = runner.spawn(["sh", "-c", "exit 3"], stdout_path=tmp_path / "c")
     assert child.wait(10) == 3
+
+
+def test_a_sigterm_while_a_child_is_being_started_ends_the_child(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The signal lands between the fork and the moment the child is known (Popen's wait
+    for the exec, the registry): it must not leave the child running, unknown."""
+    import os
+    import signal
+    import subprocess
+
+    from pgfsbench.system.runner import ChildRegistry, process_alive
+
+    started: list[int] = []
+
+    class SignalledPopen(subprocess.Popen[str]):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            started.append(self.pid)
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.1)  # an unheld handler runs here, before Popen returns
+
+    class Stop(Exception):
+        pass
+
+    def term(signum: int, frame: object) -> None:
+        raise Stop
+
+    previous = signal.signal(signal.SIGTERM, term)
+    monkeypatch.setattr(subprocess, "Popen", SignalledPopen)
+    runner = Runner()
+    runner.registry = ChildRegistry(tmp_path / "children")
+    try:
+        for start in (
+            lambda: runner.run(["sleep", "30"], timeout=60),
+            lambda: runner.spawn(["sleep", "30"], stdout_path=tmp_path / "out"),
+        ):
+            started.clear()
+            with pytest.raises(Stop):
+                start()
+            assert len(started) == 1
+            # ended, and not left in the registry
+            assert not process_alive(started[0], None)
+            assert not [p for p in (tmp_path / "children").rglob("*") if p.is_file()]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        runner.registry.close()
+        for pid in started:  # what an unheld signal left running
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -35,8 +35,9 @@ from pgfsbench.results.store import Store
 from pgfsbench.spec import WORKLOAD_TOOLS, LoadedSpec
 from pgfsbench.storage.devices import DevicePolicy
 from pgfsbench.system.errors import Interrupted, PgfsbenchError, UsageError
-from pgfsbench.system.journal import Journal, signals_held
+from pgfsbench.system.journal import Journal
 from pgfsbench.system.runner import ChildRegistry, Runner
+from pgfsbench.system.signals import signals_held
 
 # file names in a run's artifacts directory -> the kind they are stored as
 # what every run leaves, and what each tool's runs leave (spec/kinds.py)

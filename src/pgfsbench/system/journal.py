@@ -16,19 +16,16 @@ import contextlib
 import fcntl
 import json
 import os
-import signal
 import socket
 import sys
-import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import FrameType
-from typing import Any
 
 from pgfsbench.system.errors import PgfsbenchError
 from pgfsbench.system.runner import Runner
+from pgfsbench.system.signals import signals_held
 
 UndoAction = Callable[[Runner, dict[str, object]], None]
 _UNDO_ACTIONS: dict[str, UndoAction] = {}
@@ -164,38 +161,6 @@ class Journal:
         os.close(self._fd)
         if not remaining:
             self.path.unlink(missing_ok=True)
-
-
-HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-@contextlib.contextmanager
-def signals_held() -> Iterator[None]:
-    """SIGINT, SIGTERM and SIGHUP wait until the block is done, then act as they would
-    have (once each). Python runs its signal handlers in the main thread whichever thread
-    the kernel gives a signal to, so they are deferred there, in Python: a signal mask
-    (pthread_sigmask) holds back only the thread that sets it, and the samplers' threads
-    took a Ctrl-C in the middle of an undo. A signal ignored here stays ignored."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    pending: list[int] = []
-
-    def defer(signum: int, frame: FrameType | None) -> None:
-        pending.append(signum)
-
-    old: dict[signal.Signals, Any] = {}
-    for sig in HELD_SIGNALS:
-        # ignored, or handled outside Python (which cannot be put back): left as it is
-        if signal.getsignal(sig) not in (signal.SIG_IGN, None):
-            old[sig] = signal.signal(sig, defer)
-    try:
-        yield
-    finally:
-        for sig, handler in old.items():
-            signal.signal(sig, handler)
-        for signum in dict.fromkeys(pending):
-            signal.raise_signal(signum)
 
 
 def run_undo(runner: Runner, step: Step) -> str | None:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import IO
 
 from pgfsbench.system.errors import CommandError, Stalled
+from pgfsbench.system.signals import signals_held
 
 # Parsers of tool output expect the C locale's English messages.
 BASE_ENV = {"LC_ALL": "C.UTF-8", "LANG": "C.UTF-8", "LANGUAGE": ""}
@@ -84,31 +85,38 @@ class Runner:
         """Run a command to completion; raise CommandError on failure when ``check``."""
         self._note(argv, user)
         started = time.monotonic()
+        proc: subprocess.Popen[str] | None = None
+        entry: Path | None = None
         try:
-            proc = subprocess.Popen(
-                list(argv),
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
-                text=True,
-                errors="replace",
-                user=user,
-                cwd=str(cwd) if cwd is not None else ("/" if user else None),
-                env=child_env(env),
-                start_new_session=True,
-            )
-        except FileNotFoundError as exc:
-            raise CommandError(argv, 127, f"{argv[0]}: command not found") from exc
-        except PermissionError as exc:
-            raise CommandError(argv, 126, f"{argv[0]}: {exc.strerror}") from exc
-        entry = self.registry.add(proc.pid, argv) if self.registry else None
-        try:
+            # a SIGINT or SIGTERM between the fork and the registry would leave the child
+            # running, known to nobody: it waits, and then ends the child with the rest
+            with signals_held():
+                try:
+                    proc = subprocess.Popen(
+                        list(argv),
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE,
+                        stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
+                        text=True,
+                        errors="replace",
+                        user=user,
+                        cwd=str(cwd) if cwd is not None else ("/" if user else None),
+                        env=child_env(env),
+                        start_new_session=True,
+                    )
+                except FileNotFoundError as exc:
+                    raise CommandError(argv, 127, f"{argv[0]}: command not found") from exc
+                except PermissionError as exc:
+                    raise CommandError(argv, 126, f"{argv[0]}: {exc.strerror}") from exc
+                entry = self.registry.add(proc.pid, argv) if self.registry else None
             stdout, stderr = proc.communicate(input=input_text, timeout=timeout)
         except subprocess.TimeoutExpired:
+            assert proc is not None
             out, err = end_unresponsive(proc)
             raise CommandError(argv, None, err, out) from None
         except BaseException:
-            end_unresponsive(proc)
+            if proc is not None:
+                end_unresponsive(proc)
             raise
         finally:
             if entry is not None:
@@ -152,24 +160,34 @@ class Runner:
         line by line (with ``merge_stderr``, both streamed, and the file left empty)."""
         self._note(argv, user)
         out = stdout_path.open("w")
+        proc: subprocess.Popen[str] | None = None
+        entry: Path | None = None
         try:
-            proc = subprocess.Popen(
-                list(argv),
-                stdout=subprocess.PIPE if merge_stderr else out,
-                stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
-                stdin=subprocess.DEVNULL,
-                text=True,
-                errors="replace",
-                bufsize=1,
-                user=user,
-                cwd=str(cwd) if cwd is not None else ("/" if user else None),
-                env=child_env(env),
-                start_new_session=True,
-            )
+            with signals_held():  # as in `run`: a child is known before a signal acts
+                proc = subprocess.Popen(
+                    list(argv),
+                    stdout=subprocess.PIPE if merge_stderr else out,
+                    stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
+                    stdin=subprocess.DEVNULL,
+                    text=True,
+                    errors="replace",
+                    bufsize=1,
+                    user=user,
+                    cwd=str(cwd) if cwd is not None else ("/" if user else None),
+                    env=child_env(env),
+                    start_new_session=True,
+                )
+                entry = self.registry.add(proc.pid, argv) if self.registry else None
         except FileNotFoundError as exc:
             out.close()
             raise CommandError(argv, 127, f"{argv[0]}: command not found") from exc
-        entry = self.registry.add(proc.pid, argv) if self.registry else None
+        except BaseException:
+            if proc is not None:
+                end_unresponsive(proc)
+            if entry is not None:
+                entry.unlink(missing_ok=True)
+            out.close()
+            raise
         return Child(tuple(argv), proc, out, entry)
 
 
