@@ -198,12 +198,11 @@ func (n *diskNode) Read(ctx context.Context, f fs.FileHandle, dest []byte, off i
 	if off+int64(len(dest)) > n.d.size {
 		dest = dest[:n.d.size-off]
 	}
-	got, err := n.d.image.ReadAt(dest, off)
-	if err != nil && got < len(dest) {
-		// a sparse image reads zeros past its end; anything else is an error
-		for i := got; i < len(dest); i++ {
-			dest[i] = 0
-		}
+	// The image is as long as the disk (truncated to it at start), so a read within the
+	// disk is whole or an error: a failed or short read is EIO, never invented zeros.
+	if got, err := n.d.image.ReadAt(dest, off); err != nil || got < len(dest) {
+		n.d.c.errors.Add(1)
+		return nil, syscall.EIO
 	}
 	n.d.c.reads.Add(1)
 	n.d.c.readBytes.Add(int64(len(dest)))
@@ -217,7 +216,7 @@ func (n *diskNode) Write(ctx context.Context, f fs.FileHandle, data []byte, off 
 	if off+int64(len(data)) > n.d.size {
 		return 0, syscall.ENOSPC
 	}
-	if _, err := n.d.image.WriteAt(data, off); err != nil {
+	if got, err := n.d.image.WriteAt(data, off); err != nil || got < len(data) {
 		n.d.c.errors.Add(1)
 		return 0, syscall.EIO
 	}
@@ -294,7 +293,8 @@ func main() {
 		fmt.Fprintln(os.Stderr, "pgfsbench-disk:", err)
 		os.Exit(2)
 	}
-	f, err := os.OpenFile(*image, os.O_RDWR|os.O_CREATE, 0o600)
+	// a new file of its own, never one planted there or reached through a symlink
+	f, err := os.OpenFile(*image, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err == nil {
 		err = f.Truncate(*size)
 	}
@@ -336,7 +336,7 @@ func main() {
 	}
 	var out *os.File
 	if *statsPath != "" {
-		out, err = os.OpenFile(*statsPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+		out, err = os.OpenFile(*statsPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL|os.O_APPEND|syscall.O_NOFOLLOW, 0o644)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "pgfsbench-disk:", err)
 			_ = server.Unmount()

@@ -14,6 +14,7 @@ from pgfsbench.system import actions  # noqa: F401
 from pgfsbench.system.errors import PgfsbenchError
 from pgfsbench.system.journal import LeftoverJournal, leftover_journals, undo_leftover
 from pgfsbench.system.runner import Runner, end_orphans
+from pgfsbench.system.trust import check_workdir_trusted
 
 
 @dataclass
@@ -24,15 +25,24 @@ class CleanupReport:
     failures: list[str] = field(default_factory=list)
     runs_marked_aborted: int = 0
     undone: list[str] = field(default_factory=list)
+    # journals nothing was undone of, and why (not root's, or naming what is not ours)
+    refused: list[str] = field(default_factory=list)
 
 
 def cleanup(workdir: Path, runner: Runner | None = None) -> CleanupReport:
+    """Undo what killed runs left in ``workdir``: refused whole (UntrustedPath) when
+    someone other than root could have written there, and journal by journal when one
+    was not written by root or names what pgfsbench cannot have done."""
+    check_workdir_trusted(workdir)
     runner = runner or Runner()
     report = CleanupReport()
     # first the children a killed pgfsbench left running (an initdb, a load, a pg_dump):
     # they keep the mounts busy that the journals are about to unmount
     report.undone += [f"ended {what}" for what in end_orphans(children_dir(workdir))]
     for journal in leftover_journals(workdir):
+        if journal.refused is not None:
+            report.refused.append(f"{journal.path.name}: {journal.refused}")
+            continue
         if journal.locked:
             report.still_running.append(
                 f"{journal.path.name} belongs to a run still in progress "

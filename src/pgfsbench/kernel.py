@@ -12,8 +12,9 @@ from pathlib import Path
 
 from pgfsbench.spec import KernelConfig
 from pgfsbench.system.actions import write_value
+from pgfsbench.system.bounds import cgroup_directory, dirty_pair
 from pgfsbench.system.errors import ProvisionError
-from pgfsbench.system.journal import Journal, Undo, undo_action
+from pgfsbench.system.journal import Journal, Scope, Undo, undo_action
 from pgfsbench.system.runner import Runner
 
 PROC_SYS = Path("/proc/sys")
@@ -110,7 +111,7 @@ def selected(choice_line: str) -> str:
     return line
 
 
-@undo_action("restore_dirty_pair")
+@undo_action("restore_dirty_pair", bound=dirty_pair)
 def _restore_dirty_pair(runner: Runner, args: dict[str, object]) -> None:
     values = {k: str(v) for k, v in args.items()}
     bytes_key = next(k for k in values if k.endswith("_bytes"))
@@ -250,7 +251,14 @@ def memory_cgroup_usage(group: Path) -> dict[str, int]:
     return out
 
 
-@undo_action("remove_memory_cgroup")
+def _memory_group_bound(args: dict[str, object], scope: Scope) -> str | None:
+    root = Path(str(args["root"]))
+    if str(root) != str(MEMORY_CGROUP_ROOT) and not str(root).startswith("/sys/fs/cgroup/"):
+        return f"{root} is not a memory cgroup hierarchy"
+    return cgroup_directory(r"pgfsbench-run-[0-9]+", under=root)(str(args["path"]))
+
+
+@undo_action("remove_memory_cgroup", bound=_memory_group_bound)
 def _remove_memory_cgroup(runner: Runner, args: dict[str, object]) -> None:
     group, root = Path(str(args["path"])), Path(str(args["root"]))
     if not group.exists():

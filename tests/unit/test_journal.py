@@ -17,12 +17,12 @@ from pgfsbench.system.runner import Runner
 DONE: list[str] = []
 
 
-@undo_action("test_append")
+@undo_action("test_append", bound=lambda args, scope: None)
 def _append(runner: Runner, args: dict[str, Any]) -> None:
     DONE.append(args["name"])
 
 
-@undo_action("test_fail")
+@undo_action("test_fail", bound=lambda args, scope: None)
 def _fail(runner: Runner, args: dict[str, Any]) -> None:
     raise RuntimeError("busy")
 
@@ -181,7 +181,7 @@ def test_cleanup_knows_how_to_undo_every_kind_of_step_the_code_journals() -> Non
 CTRL_C: dict[str, Any] = {}
 
 
-@undo_action("test_ctrl_c")
+@undo_action("test_ctrl_c", bound=lambda args, scope: None)
 def _ctrl_c(runner: Runner, args: dict[str, Any]) -> None:
     """A Ctrl-C in the middle of an undo, taken by a thread started before it (as the
     kernel may give it to the samplers' threads)."""

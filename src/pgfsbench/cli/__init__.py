@@ -74,13 +74,20 @@ def _workdir_from_argv(argv: list[str]) -> Path:
 def write_traceback(text: str, workdir: Path) -> Path:
     """Keep a bug's traceback where the user can send it (the work directory, else /tmp)."""
     name = f"traceback-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.txt"
-    for directory in (workdir / "tracebacks", Path(tempfile.gettempdir())):
+    from pgfsbench.system.trust import open_nofollow, path_problem
+
+    # the work directory only when only root can write there: never a file created
+    # through someone else's symlink
+    places = [workdir / "tracebacks"] if path_problem(workdir) is None else []
+    for directory in [*places, Path(tempfile.gettempdir())]:
         try:
-            directory.mkdir(parents=True, exist_ok=True)
+            directory.mkdir(mode=0o700, parents=True, exist_ok=True)
             path = directory / name
-            path.write_text(text)
+            fd = open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
             return path
-        except OSError:
+        except (OSError, PgfsbenchError):
             continue
     return Path("(could not be written)")
 

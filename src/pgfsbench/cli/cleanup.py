@@ -7,10 +7,12 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from pgfsbench.cli import app
 from pgfsbench.system.errors import NeedsRootError, PgfsbenchError
 from pgfsbench.system.paths import DEFAULT_WORKDIR
+from pgfsbench.system.trust import UntrustedPath, check_workdir_trusted
 
 
 @app.command("cleanup")
@@ -26,6 +28,7 @@ def cleanup_cmd(
     from pgfsbench.system.hostlock import host_lock
 
     console = Console()
+    check_workdir_trusted(workdir)  # before anything in it is read
     if not workdir.is_dir():
         console.print(f"nothing to clean up: {workdir} does not exist")
         return
@@ -34,6 +37,8 @@ def cleanup_cmd(
     # a campaign running now would see its kernel settings restored under it: refused
     with host_lock("pgfsbench cleanup", workdir):
         report = cleanup(workdir)
+    for line in report.refused:
+        console.print(f"[red]refused[/]: {escape(line)}", highlight=False)
     for line in report.still_running:
         console.print(f"[yellow]skipped[/]: {line}")
     for what in report.undone:
@@ -44,3 +49,8 @@ def cleanup_cmd(
     )
     if report.failures:
         raise PgfsbenchError("could not undo: " + "; ".join(report.failures))
+    if report.refused:
+        raise UntrustedPath(
+            f"{len(report.refused)} journal(s) refused and left as they are: nothing in them "
+            "was undone (remove them once you have checked what they name)"
+        )

@@ -82,8 +82,10 @@ def plan_cmd(
     from pgfsbench.collect.host import busy_warning, sample_load
     from pgfsbench.plan import make_plan
     from pgfsbench.spec import load_spec
+    from pgfsbench.system.trust import check_workdir_trusted
 
     loaded = load_spec(spec, [*(sets or []), *_memory_set(memory_limit)])
+    check_workdir_trusted(workdir)  # `run` would refuse it: so does its plan
     plan = make_plan(loaded, workdir, only or [])
     busy = busy_warning(
         sample_load(0.5), loaded.spec.defaults.busy_cpu_pct, loaded.spec.defaults.busy_steal_pct

@@ -103,13 +103,20 @@ class Campaign:
                     self.workdir.rmdir()
             raise
         left = cleanup(self.workdir, self.runner)
+        for line in left.refused:
+            self.events.warning(f"journal refused, left as it is: {line}")
         if left.journals:
             self.events.warning(
                 f"undid what {left.journals} killed run(s) left in "
                 f"{self.workdir} ({left.steps_undone} step(s))"
             )
         runs = self._runs_to_do()
-        journal = Journal.create(self.workdir, self.runner, meta={"results": self.store.target})
+        journal = Journal.create(
+            self.workdir,
+            self.runner,
+            # the real devices the guard passed: the only ones its undo may wipe or stop
+            meta={"results": self.store.target, "devices": list(self.plan.real_devices)},
+        )
         campaign_id = self._campaign_id(ready.binaries.version_line)
         journal.note(campaign_id=campaign_id)
         eng = Engine(

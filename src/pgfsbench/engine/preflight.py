@@ -31,6 +31,7 @@ from pgfsbench.storage.devices import DevicePolicy, check_real_device
 from pgfsbench.system.access import first_unreachable
 from pgfsbench.system.errors import CapabilityError, NeedsRootError, UsageError
 from pgfsbench.system.runner import Runner
+from pgfsbench.system.trust import check_workdir_trusted, make_trusted_dir
 from pgfsbench.workloads import workload_for
 
 
@@ -100,7 +101,9 @@ def require_root(plan: Plan) -> None:
 
 
 def check_workdir(workdir: Path, os_user: str | None) -> None:
-    """Refuse a work directory we could not use, without changing anything."""
+    """Refuse a work directory we could not use, or that someone other than root could
+    have written into (system/trust.py), without changing anything."""
+    check_workdir_trusted(workdir)
     probe = workdir
     while not probe.exists():
         probe = probe.parent
@@ -138,7 +141,7 @@ def check_workdir(workdir: Path, os_user: str | None) -> None:
 
 
 def make_workdir(workdir: Path) -> None:
-    workdir.mkdir(parents=True, exist_ok=True)
+    make_trusted_dir(workdir)
     if workdir.stat().st_uid == os.geteuid():
         workdir.chmod(workdir.stat().st_mode | 0o755)
 

@@ -22,8 +22,9 @@ from pgfsbench.postgres.binaries import Binaries
 from pgfsbench.postgres.ipc import data_dir_identity, postmaster_orphans, release_shared_memory
 from pgfsbench.postgres.template import Templates, template_key
 from pgfsbench.spec import InitdbOptions, Scalar
+from pgfsbench.system.bounds import own_directory_name
 from pgfsbench.system.errors import CommandError, InstanceError, TimeoutExpired
-from pgfsbench.system.journal import Journal, Undo, undo_action
+from pgfsbench.system.journal import Journal, Scope, Undo, undo_action
 from pgfsbench.system.runner import (
     Runner,
     command_line,
@@ -31,6 +32,7 @@ from pgfsbench.system.runner import (
     process_start_time,
     process_state,
 )
+from pgfsbench.system.trust import inside
 from pgfsbench.system.wait import wait_until
 
 if TYPE_CHECKING:
@@ -575,7 +577,22 @@ def _shut_down(
     return exited()
 
 
-@undo_action("release_server_memory")
+def data_directory(args: dict[str, object], scope: Scope) -> str | None:
+    """A data directory of the run: in the work directory, or in the directory the run
+    made on a filesystem the user named (fs = "existing")."""
+    pgdata = str(args["pgdata"])
+    user = args.get("user")
+    if user not in (None, SUPERUSER):
+        return f"{user} is not the OS user pgfsbench runs PostgreSQL as"
+    if inside(pgdata, scope.workdir):
+        return None
+    parent = str(Path(pgdata).parent)
+    if own_directory_name(parent, scope) and Path(pgdata).name == "pgdata":
+        return None
+    return f"{pgdata} is not a data directory of the run (not in {scope.workdir})"
+
+
+@undo_action("release_server_memory", bound=data_directory)
 def _release_server_memory(runner: Runner, args: dict[str, Any]) -> None:
     identity = args.get("identity")
     release_after_death(
@@ -584,6 +601,6 @@ def _release_server_memory(runner: Runner, args: dict[str, Any]) -> None:
     )
 
 
-@undo_action("stop_instance")
+@undo_action("stop_instance", bound=data_directory)
 def _stop_instance(runner: Runner, args: dict[str, Any]) -> None:
     stop_instance(runner, args["bindir"], Path(args["pgdata"]), args.get("user"))

@@ -14,9 +14,13 @@ Files are copied whole (``--sparse=never``: a WAL segment initdb zero-filled mus
 back with holes, which would make its first writes allocate blocks). The one difference is
 the system identifier in ``pg_control``, the same for every copy; no benchmark reads it.
 
-Templates live in the work directory (``initdb-templates/``), the 8 used last; a template
-is written under a name of its own and renamed into place once complete, so a killed run
-leaves no half one.
+Templates live in the work directory (``initdb-templates/``, root's alone), the 8 used
+last; a template is written under a name of its own and renamed into place once complete,
+so a killed run leaves no half one. Root copies a template into every later cell and starts
+it, so one is used only if root made it here: its manifest (root's file, written when it
+was made) holds its key and a checksum of every entry (names, types, modes, owners, link
+targets and contents), checked again before each use. A template that fails any check is
+passed over, and initdb runs.
 """
 
 from __future__ import annotations
@@ -25,15 +29,19 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 
 from pgfsbench.postgres.binaries import Binaries
+from pgfsbench.system.errors import PgfsbenchError
 from pgfsbench.system.runner import Runner
+from pgfsbench.system.trust import directory_problem, open_nofollow, read_trusted
 
-FORMAT = 1
+FORMAT = 2  # 2: a manifest with the key and a checksum of the tree
 KEEP = 8  # templates a work directory keeps (the ones used last)
 OUTPUT = "initdb-output.txt"
+MANIFEST = "manifest.json"
 # what initdb reads from its environment
 _ENV = ("TZ", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "LC_COLLATE", "LC_MESSAGES", "PGTZ")
 # what initdb's probe of max_connections and shared_buffers depends on, and the boot
@@ -93,12 +101,39 @@ class Templates:
     keep: int = KEEP
 
     def find(self, key: str) -> Path | None:
-        """The template of this key, when one is complete (marked as used now)."""
+        """The template of this key, when one is complete and root made it (marked as used
+        now); None otherwise."""
         path = self.root / key
         if not (path / "pgdata" / "PG_VERSION").is_file():
             return None
+        if self.distrust(key) is not None:
+            return None
         os.utime(path)
         return path
+
+    def distrust(self, key: str) -> str | None:
+        """Why the template of ``key`` is not to be used (None: root made it, as it is)."""
+        path = self.root / key
+        for directory in (self.root, path):
+            try:
+                why = directory_problem(os.lstat(directory), directory, last=True)
+            except OSError as exc:
+                return f"{directory}: {exc.strerror}"
+            if why is not None:
+                return why
+        try:
+            manifest = json.loads(read_trusted(path / MANIFEST))
+        except (OSError, ValueError, PgfsbenchError) as exc:
+            return f"no manifest of root's ({exc})"
+        if not isinstance(manifest, dict) or manifest.get("key") != key:
+            return "its manifest is of another key"
+        try:
+            checksum = tree_checksum(path, skip=(MANIFEST,))
+        except (OSError, PgfsbenchError) as exc:
+            return f"it cannot be read whole ({exc})"
+        if manifest.get("checksum") != checksum:
+            return "its files are not those it was made with (checksum)"
+        return None
 
     def _evict(self) -> None:
         """Keep the ``keep`` templates used last: a new boot, build or set of options
@@ -115,7 +150,7 @@ class Templates:
         ``key``. The WAL directory, when it is elsewhere, is copied in as pg_wal."""
         if self.find(key) is not None:
             return
-        self.root.mkdir(parents=True, exist_ok=True)
+        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
         for stale in self.root.glob(f".{key}.*"):  # a killed run's (one campaign a host)
             shutil.rmtree(stale, ignore_errors=True)
         partial = self.root / f".{key}.{os.getpid()}"
@@ -132,6 +167,10 @@ class Templates:
             if waldir is not None:
                 os.chown(copy / "pg_wal", waldir.stat().st_uid, waldir.stat().st_gid)
             (partial / OUTPUT).write_text(output)
+            manifest = {"format": FORMAT, "key": key, "checksum": tree_checksum(partial)}
+            fd = open_nofollow(partial / MANIFEST, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+            with os.fdopen(fd, "w") as fh:
+                json.dump(manifest, fh)
             runner.run(["sync", "--file-system", str(partial)], timeout=120)
             partial.rename(self.root / key)
             self._evict()
@@ -178,3 +217,27 @@ def _copy_entries(runner: Runner, source: Path, target: Path, *, skip_wal: bool)
     entries = sorted(str(e) for e in source.iterdir() if not (skip_wal and e.name == "pg_wal"))
     if entries:
         runner.run(["cp", "-a", "--sparse=never", *entries, str(target) + "/"], timeout=600)
+
+
+def tree_checksum(root: Path, skip: tuple[str, ...] = ()) -> str:
+    """sha256 over every entry under ``root`` (top-level names in ``skip`` left out): its
+    relative name, type, mode, owner, and its content or link target. Links are never
+    followed; files are read through descriptors opened without following one."""
+    digest = hashlib.sha256()
+    for directory, dirs, files in os.walk(root, followlinks=False):
+        dirs.sort()
+        base = Path(directory)
+        for name in sorted([*dirs, *files]):
+            path = base / name
+            rel = path.relative_to(root)
+            if len(rel.parts) == 1 and name in skip:
+                continue
+            st = os.lstat(path)
+            digest.update(json.dumps([str(rel), st.st_mode, st.st_uid, st.st_gid]).encode() + b"\0")
+            if stat.S_ISLNK(st.st_mode):
+                digest.update(os.readlink(path).encode() + b"\0")
+            elif stat.S_ISREG(st.st_mode):
+                fd = open_nofollow(path, os.O_RDONLY)
+                with os.fdopen(fd, "rb") as fh:
+                    digest.update(hashlib.file_digest(fh, "sha256").digest())
+    return digest.hexdigest()

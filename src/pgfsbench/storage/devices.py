@@ -22,6 +22,7 @@ from pgfsbench.spec.models import EmulatedDevice
 from pgfsbench.storage.device_models import resolve_model
 from pgfsbench.storage.mounts import mount_at
 from pgfsbench.system.actions import make_dir, write_value
+from pgfsbench.system.bounds import in_workdir
 from pgfsbench.system.errors import CapabilityError, CommandError, GuardError, ProvisionError
 from pgfsbench.system.journal import Journal, Undo, undo_action
 from pgfsbench.system.mountinfo import mount_table
@@ -230,7 +231,7 @@ def disk_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, o
     return out
 
 
-@undo_action("stop_disk_daemon")
+@undo_action("stop_disk_daemon", bound=in_workdir("pidfile", "mountpoint"))
 def _stop_disk_daemon(runner: Runner, args: dict[str, Any]) -> None:
     """Stop the emulated disk's daemon (it unmounts its FUSE mount as it ends); a mount
     left by a daemon that died answers ENOTCONN and is unmounted here."""
@@ -283,7 +284,7 @@ def loops_backed_by(runner: Runner, image: str) -> list[str]:
     return found
 
 
-@undo_action("detach_loop")
+@undo_action("detach_loop", bound=in_workdir("backing_file"))
 def _detach_loop(runner: Runner, args: dict[str, Any]) -> None:
     image = str(args["backing_file"])
     numbers = {_dev_numbers(Path(d).name) for d in loops_backed_by(runner, image)}

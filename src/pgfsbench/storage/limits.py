@@ -18,6 +18,7 @@ and by `pgfsbench cleanup` after a SIGKILL. Only devices under test are ever lim
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,8 +26,9 @@ from typing import Any
 
 from pgfsbench.spec.models import DeviceLimits, StorageCommon
 from pgfsbench.storage.profiles import PROFILES, Figures, Resolved, resolve
+from pgfsbench.system.bounds import CGROUP_ROOT, DEV_NUMBERS, cgroup_directory, cgroup_file
 from pgfsbench.system.errors import CapabilityError, ProvisionError
-from pgfsbench.system.journal import Journal, Undo, undo_action
+from pgfsbench.system.journal import Journal, Scope, Undo, undo_action
 from pgfsbench.system.mountinfo import MountInfo, mount_table
 from pgfsbench.system.runner import Runner
 
@@ -250,21 +252,48 @@ def own_cgroup_v2(root: Path) -> Path:
 # ---------------------------------------------------------------- undo actions
 
 
-@undo_action("restore_blkio_v1")
+def _blkio_bound(args: dict[str, object], scope: Scope) -> str | None:
+    if not DEV_NUMBERS.fullmatch(str(args["dev"])) or not str(args["value"]).isdigit():
+        return f"{args['dev']} {args['value']} is not a device's limit"
+    return cgroup_file(*V1_FILES.values())(str(args["path"]))
+
+
+def _io_max_bound(args: dict[str, object], scope: Scope) -> str | None:
+    if not DEV_NUMBERS.fullmatch(str(args["dev"])):
+        return f"{args['dev']} is not a device's numbers"
+    return cgroup_file("io.max")(str(args["path"]))
+
+
+def _leave_bound(args: dict[str, object], scope: Scope) -> str | None:
+    back = str(args["back"])
+    if back != str(CGROUP_ROOT) and cgroup_directory(r"[^/]+")(back) is not None:
+        return f"{back} is not a cgroup"
+    return None
+
+
+def _group_bound(args: dict[str, object], scope: Scope) -> str | None:
+    return cgroup_directory(re.escape(CGROUP_V2_NAME))(str(args["path"]))
+
+
+def _controller_bound(args: dict[str, object], scope: Scope) -> str | None:
+    return cgroup_file("cgroup.subtree_control")(str(args["path"]))
+
+
+@undo_action("restore_blkio_v1", bound=_blkio_bound)
 def _restore_blkio_v1(runner: Runner, args: dict[str, Any]) -> None:
     path, dev, value = Path(args["path"]), str(args["dev"]), int(args["value"])
     if parse_v1(path.read_text()).get(dev, 0) != value:
         path.write_text(f"{dev} {value}\n")  # 0 removes the rule
 
 
-@undo_action("restore_io_max")
+@undo_action("restore_io_max", bound=_io_max_bound)
 def _restore_io_max(runner: Runner, args: dict[str, Any]) -> None:
     path = Path(args["path"])
     if path.exists():
         path.write_text(io_max_line(str(args["dev"]), {}) + "\n")
 
 
-@undo_action("leave_cgroup")
+@undo_action("leave_cgroup", bound=_leave_bound)
 def _leave_cgroup(runner: Runner, args: dict[str, Any]) -> None:
     back = Path(args["back"]) / "cgroup.procs"
     pid = int(args["pid"])
@@ -273,7 +302,7 @@ def _leave_cgroup(runner: Runner, args: dict[str, Any]) -> None:
     _V2_GROUP.clear()
 
 
-@undo_action("remove_cgroup")
+@undo_action("remove_cgroup", bound=_group_bound)
 def _remove_cgroup(runner: Runner, args: dict[str, Any]) -> None:
     group = Path(args["path"])
     if not group.exists():
@@ -284,7 +313,7 @@ def _remove_cgroup(runner: Runner, args: dict[str, Any]) -> None:
     group.rmdir()
 
 
-@undo_action("disable_io_controller")
+@undo_action("disable_io_controller", bound=_controller_bound)
 def _disable_io_controller(runner: Runner, args: dict[str, Any]) -> None:
     path = Path(args["path"])
     if "io" in path.read_text().split():

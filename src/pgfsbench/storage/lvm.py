@@ -16,7 +16,8 @@ import re
 import shutil
 from pathlib import Path
 
-from pgfsbench.system.journal import Journal, Undo, undo_action
+from pgfsbench.system.bounds import device_of_run
+from pgfsbench.system.journal import Journal, Scope, Undo, undo_action
 from pgfsbench.system.runner import Runner
 
 LV = "data"
@@ -97,21 +98,41 @@ def _exists(runner: Runner, argv: list[str]) -> bool:
     return runner.run(argv, timeout=60, check=False).returncode == 0
 
 
-@undo_action("lvm_lvremove")
+_OURS = re.compile(r"pgfsb-[A-Za-z0-9+_.-]+")
+
+
+def _lv_bound(args: dict[str, object], scope: Scope) -> str | None:
+    group, _, lv = str(args["lv"]).partition("/")
+    if not _OURS.fullmatch(group) or lv != LV:
+        return f"{args['lv']} is not a logical volume pgfsbench creates"
+    return None
+
+
+def _vg_bound(args: dict[str, object], scope: Scope) -> str | None:
+    if not _OURS.fullmatch(str(args["group"])):
+        return f"{args['group']} is not a volume group pgfsbench creates"
+    return None
+
+
+def _pv_bound(args: dict[str, object], scope: Scope) -> str | None:
+    return device_of_run(str(args["device"]), scope)
+
+
+@undo_action("lvm_lvremove", bound=_lv_bound)
 def _undo_lv(runner: Runner, args: dict[str, object]) -> None:
     lv = str(args["lv"])
     if _exists(runner, ["lvs", lv]):
         runner.run(["lvremove", "-f", "-y", lv], timeout=300)
 
 
-@undo_action("lvm_vgremove")
+@undo_action("lvm_vgremove", bound=_vg_bound)
 def _undo_vg(runner: Runner, args: dict[str, object]) -> None:
     group = str(args["group"])
     if _exists(runner, ["vgs", group]):
         runner.run(["vgremove", "-f", "-y", group], timeout=300)
 
 
-@undo_action("lvm_pvremove")
+@undo_action("lvm_pvremove", bound=_pv_bound)
 def _undo_pv(runner: Runner, args: dict[str, object]) -> None:
     device = str(args["device"])
     if Path(device).exists() and _exists(runner, ["pvs", device]):

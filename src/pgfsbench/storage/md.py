@@ -20,7 +20,8 @@ import re
 import shutil
 from pathlib import Path
 
-from pgfsbench.system.journal import Journal, Undo, undo_action
+from pgfsbench.system.bounds import device_of_run
+from pgfsbench.system.journal import Journal, Scope, Undo, undo_action
 from pgfsbench.system.runner import Runner
 
 # the md personality (kernel module) each level needs
@@ -115,7 +116,21 @@ def array_bytes(detail: str) -> int | None:
     return int(found.group(1)) * 1024 if found else None
 
 
-@undo_action("md_stop")
+def _array_bound(args: dict[str, object], scope: Scope) -> str | None:
+    path = str(args["path"])
+    if not re.fullmatch(r"/dev/md/pgfsb-[0-9a-f]{8}-[a-z0-9_]+", path):
+        return f"{path} is not an array pgfsbench creates"
+    members = args.get("members")
+    if not isinstance(members, list):
+        return "its members are not a list"
+    for member in members:
+        why = device_of_run(str(member), scope)
+        if why is not None:
+            return why
+    return None
+
+
+@undo_action("md_stop", bound=_array_bound)
 def _undo_md(runner: Runner, args: dict[str, object]) -> None:
     path = str(args["path"])
     if Path(path).exists():

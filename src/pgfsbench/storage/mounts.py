@@ -5,10 +5,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from pgfsbench.system.bounds import own_directory_name
 from pgfsbench.system.errors import CommandError, ProvisionError, TimeoutExpired
-from pgfsbench.system.journal import Journal, Undo, undo_action
+from pgfsbench.system.journal import Journal, Scope, Undo, undo_action
 from pgfsbench.system.mountinfo import MountInfo, holders, mount_table
 from pgfsbench.system.runner import Runner
+from pgfsbench.system.trust import inside
 from pgfsbench.system.wait import wait_until
 
 
@@ -63,7 +65,18 @@ def frozen(runner: Runner, target: Path) -> bool:
     return "busy" in done.stderr.lower()
 
 
-@undo_action("umount")
+def mount_of_run(args: dict[str, object], scope: Scope) -> str | None:
+    """Only what the run mounted: in its work directory, or in the directory it made on a
+    filesystem the user named."""
+    target = str(args["target"])
+    if inside(target, scope.workdir) or any(
+        own_directory_name(str(p), scope) for p in Path(target).parents
+    ):
+        return None
+    return f"{target} is not a mount point inside the work directory {scope.workdir}"
+
+
+@undo_action("umount", bound=mount_of_run)
 def _umount(runner: Runner, args: dict[str, object]) -> None:
     """Unmount, waiting while the last users leave. Never a frozen filesystem, and never
     lazily while someone still uses it: either would strand it (an unmounted frozen

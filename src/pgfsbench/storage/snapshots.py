@@ -11,14 +11,16 @@ kernel has device-mapper (refused with the reason where it has not).
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pgfsbench.system.bounds import POOL_PREFIX, in_workdir
 from pgfsbench.system.errors import CommandError
-from pgfsbench.system.journal import Journal, Undo, undo_action
+from pgfsbench.system.journal import Journal, Scope, Undo, undo_action
 from pgfsbench.system.runner import Runner
 
 PREFIX = "pgfsb-snap-"
@@ -156,7 +158,22 @@ def _delete_one(runner: Runner, kind: str, target: str, name: str, snapdir: Path
         runner.run(delete_argv(kind, target, name, snapdir), timeout=300)
 
 
-@undo_action("delete_snapshot")
+def _snapshot_bound(args: dict[str, object], scope: Scope) -> str | None:
+    kind, target, name = str(args["kind"]), str(args["target"]), str(args["name"])
+    if kind not in ("btrfs", "lvm", "zfs"):
+        return f"{kind} is not a kind of snapshot pgfsbench takes"
+    if not re.fullmatch(rf"{re.escape(PREFIX)}[0-9]+", name):
+        return f"{name} is not the name of a snapshot pgfsbench takes"
+    if kind == "zfs" and not target.startswith(POOL_PREFIX):
+        return f"{target} is not a dataset of a pool pgfsbench creates"
+    if kind == "lvm" and not target.startswith("pgfsb-"):
+        return f"{target} is not a volume pgfsbench creates"
+    if kind == "btrfs" and not args.get("snapdir"):
+        return "a btrfs snapshot without its directory"
+    return in_workdir("snapdir")(args, scope)
+
+
+@undo_action("delete_snapshot", bound=_snapshot_bound)
 def _undo_snapshot(runner: Runner, args: dict[str, Any]) -> None:
     snapdir = Path(args["snapdir"]) if args.get("snapdir") else None
     _delete_one(runner, str(args["kind"]), str(args["target"]), str(args["name"]), snapdir)

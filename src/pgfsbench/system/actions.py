@@ -8,6 +8,7 @@ import signal
 from pathlib import Path
 from typing import Any
 
+from pgfsbench.system.bounds import kernel_value, process_group, removable_path
 from pgfsbench.system.errors import PgfsbenchError
 from pgfsbench.system.journal import Journal, Undo, undo_action
 from pgfsbench.system.mountinfo import mounts_under
@@ -40,7 +41,7 @@ def watch_process_group(journal: Journal, pid: int, start_time: int | None, what
     journal.record(what, Undo("kill_process_group", {"pid": pid, "start_time": start_time}))
 
 
-@undo_action("remove_path")
+@undo_action("remove_path", bound=removable_path)
 def _remove_path(runner: Runner, args: dict[str, Any]) -> None:
     path = Path(args["path"])
     inside = mounts_under(path)
@@ -53,7 +54,7 @@ def _remove_path(runner: Runner, args: dict[str, Any]) -> None:
         shutil.rmtree(path)
 
 
-@undo_action("restore_value")
+@undo_action("restore_value", bound=kernel_value)
 def _restore_value(runner: Runner, args: dict[str, Any]) -> None:
     path = Path(args["path"])
     value = str(args["value"])
@@ -64,7 +65,7 @@ def _restore_value(runner: Runner, args: dict[str, Any]) -> None:
         path.write_text(value + "\n")
 
 
-@undo_action("kill_process_group")
+@undo_action("kill_process_group", bound=process_group)
 def _kill_process_group(runner: Runner, args: dict[str, Any]) -> None:
     pid = int(args["pid"])
     start = args.get("start_time")

@@ -7,12 +7,21 @@ action is idempotent: it checks the current state first (is it still mounted, at
 running, and is it still ours?) because the step may have been recorded and never done.
 
 Undo actions are registered by name by the modules that know how to perform them
-(storage, kernel, postgres), which keeps this bottom layer free of upward imports.
+(storage, kernel, postgres), which keeps this bottom layer free of upward imports. Each
+comes with its bound: what its arguments may name (a path inside the work directory, a
+kernel file pgfsbench changes, a process started after the journal's writer). A step is
+checked against its bound when it is recorded (a step of ours outside it is a bug) and
+again before `pgfsbench cleanup` undoes it: a journal is a file on disk, and cleanup runs
+as root.
+
+A journal says who wrote it (uid, boot, pid and its start time); cleanup undoes only
+journals that root wrote, in a work directory that only root can write (system/trust.py).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import os
@@ -24,21 +33,67 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pgfsbench.system.errors import PgfsbenchError
-from pgfsbench.system.runner import Runner
+from pgfsbench.system.runner import Runner, process_start_time
 from pgfsbench.system.signals import signals_held
+from pgfsbench.system.trust import (
+    UntrustedPath,
+    boot_id,
+    open_nofollow,
+    read_trusted,
+    trusted_uids,
+)
+
+FORMAT = 2  # 2: the header says who wrote it (uid, boot_id, pid_start)
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a journal's steps may touch: its work directory, the real devices its run was
+    given, and the process that wrote it (its children start after it, on the same boot)."""
+
+    workdir: Path
+    devices: tuple[str, ...] = ()
+    writer_pid: int | None = None
+    writer_start: int | None = None
+    boot_id: str = ""
+
+    def same_boot(self) -> bool:
+        return bool(self.boot_id) and self.boot_id == boot_id()
+
 
 UndoAction = Callable[[Runner, dict[str, object]], None]
+# why the arguments of a step fall outside what pgfsbench can have done (None: within)
+Bound = Callable[[dict[str, object], Scope], str | None]
 _UNDO_ACTIONS: dict[str, UndoAction] = {}
+_BOUNDS: dict[str, Bound] = {}
 
 
-def undo_action(kind: str) -> Callable[[UndoAction], UndoAction]:
-    """Register the function that undoes steps of ``kind``."""
+def undo_action(kind: str, *, bound: Bound) -> Callable[[UndoAction], UndoAction]:
+    """Register the function that undoes steps of ``kind``, and the bound its arguments
+    must keep to (checked when a step is recorded and before cleanup undoes it)."""
 
     def register(fn: UndoAction) -> UndoAction:
         _UNDO_ACTIONS[kind] = fn
+        _BOUNDS[kind] = bound
         return fn
 
     return register
+
+
+def registered_actions() -> dict[str, Bound]:
+    """Every undo action and its bound (for the documentation and the tests)."""
+    return dict(_BOUNDS)
+
+
+def out_of_bounds(undo: Undo, scope: Scope) -> str | None:
+    """Why this undo may not be done for a journal of ``scope`` (None: it may)."""
+    bound = _BOUNDS.get(undo.kind)
+    if bound is None:
+        return f"no undo action {undo.kind!r}"
+    try:
+        return bound(dict(undo.args), scope)
+    except (KeyError, TypeError, ValueError) as exc:
+        return f"malformed arguments ({type(exc).__name__}: {exc})"
 
 
 @dataclass(frozen=True)
@@ -65,24 +120,45 @@ class UndoFailure:
 class Journal:
     """An append-only JSON-lines journal owned (flock) by one pgfsbench process."""
 
-    def __init__(self, path: Path, runner: Runner, meta: dict[str, object] | None = None):
+    def __init__(
+        self,
+        path: Path,
+        runner: Runner,
+        meta: dict[str, object] | None = None,
+        *,
+        workdir: Path | None = None,
+    ):
         self.path = path
         self.runner = runner
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # a new file of our own: never one planted there, never through a symlink
+        self._fd = open_nofollow(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND)
         fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         self._steps: list[Step] = []
         self._undone: set[int] = set()
         self._seq = 0
         self.failures: list[UndoFailure] = []
-        header = {
+        me = os.getpid()
+        header: dict[str, object] = {
             "t": "meta",
-            "pid": os.getpid(),
+            "format": FORMAT,
+            "pid": me,
+            "pid_start": process_start_time(me),
+            "uid": os.geteuid(),
+            "boot_id": boot_id(),
             "host": socket.gethostname(),
             "started": time.time(),
             "argv": sys.argv,
         }
         header.update(meta or {})
+        devices = header.get("devices")
+        self.reach = Scope(
+            Path(os.path.realpath(workdir or path.parent.parent)),
+            tuple(str(d) for d in devices) if isinstance(devices, list) else (),
+            me,
+            process_start_time(me),
+            boot_id(),
+        )
         self._write(header)
 
     @classmethod
@@ -104,6 +180,9 @@ class Journal:
         """Write down a step and how to undo it; call this before doing the step."""
         if undo.kind not in _UNDO_ACTIONS:
             raise PgfsbenchError(f"internal: no undo action registered for {undo.kind!r}")
+        why = out_of_bounds(undo, self.reach)
+        if why is not None:  # cleanup would refuse it: ours must never be
+            raise PgfsbenchError(f"internal: step {what!r} is outside its bound: {why}")
         self._seq += 1
         step = Step(self._seq, what, undo)
         self._write(
@@ -116,6 +195,15 @@ class Journal:
         )
         self._steps.append(step)
         return step
+
+    def amend(self, step: Step, **args: object) -> Step:
+        """Add to a step's undo what was learnt once it was done (a pool's guid): its undo
+        then acts only on that very object."""
+        undo = Undo(step.undo.kind, {**step.undo.args, **args})
+        amended = Step(step.seq, step.what, undo)
+        self._write({"t": "amend", "seq": step.seq, "args": args})
+        self._steps = [amended if s.seq == step.seq else s for s in self._steps]
+        return amended
 
     def mark(self) -> int:
         return self._seq
@@ -182,36 +270,96 @@ class LeftoverJournal:
     steps: list[Step]
     notes: list[dict[str, object]]
     locked: bool
+    refused: str | None = None  # why nothing in it may be undone (None: it may)
 
 
-def read_journal(path: Path) -> LeftoverJournal:
-    """Parse a journal file; a torn last line (killed mid-write) is ignored."""
+def read_journal(path: Path, workdir: Path | None = None) -> LeftoverJournal:
+    """Parse a journal file; a torn last line (killed mid-write) is ignored. One that
+    root did not write, or that names what pgfsbench cannot have done, comes back
+    ``refused`` with the reason, and nothing of it is to be undone."""
     meta: dict[str, object] = {}
     steps: dict[int, Step] = {}
     undone: set[int] = set()
     notes: list[dict[str, object]] = []
-    for line in path.read_text().splitlines():
+    try:
+        text = read_trusted(path).decode(errors="replace")
+    except (UntrustedPath, OSError) as exc:
+        return LeftoverJournal(path, {}, [], [], locked=False, refused=_reason(exc))
+    for line in text.splitlines():
         try:
             rec = json.loads(line)
-        except json.JSONDecodeError:
+            kind = rec.get("t")
+            if kind == "meta":
+                meta = rec
+            elif kind == "step":
+                steps[int(rec["seq"])] = Step(
+                    int(rec["seq"]),
+                    str(rec["what"]),
+                    Undo(str(rec["undo"]["kind"]), dict(rec["undo"]["args"])),
+                )
+            elif kind == "amend" and int(rec["seq"]) in steps:
+                old = steps[int(rec["seq"])]
+                steps[old.seq] = Step(
+                    old.seq, old.what, Undo(old.undo.kind, {**old.undo.args, **rec["args"]})
+                )
+            elif kind == "undone":
+                undone.add(int(rec["seq"]))
+            elif kind == "note":
+                notes.append(rec)
+        except (json.JSONDecodeError, AttributeError, KeyError, TypeError, ValueError):
             continue
-        kind = rec.get("t")
-        if kind == "meta":
-            meta = rec
-        elif kind == "step":
-            steps[rec["seq"]] = Step(
-                rec["seq"], rec["what"], Undo(rec["undo"]["kind"], rec["undo"]["args"])
-            )
-        elif kind == "undone":
-            undone.add(rec["seq"])
-        elif kind == "note":
-            notes.append(rec)
     pending = [s for seq, s in sorted(steps.items()) if seq not in undone]
-    return LeftoverJournal(path, meta, pending, notes, locked=_is_locked(path))
+    scope = _scope_of(meta, workdir or path.parent.parent)
+    refused = _writer_problem(meta) or _steps_problem(pending, scope)
+    return LeftoverJournal(path, meta, pending, notes, _is_locked(path), refused)
+
+
+def _reason(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        return f"it cannot be read ({exc.strerror})"
+    return str(exc)
+
+
+def _scope_of(meta: dict[str, object], workdir: Path) -> Scope:
+    devices = meta.get("devices")
+    pid, start = meta.get("pid"), meta.get("pid_start")
+    return Scope(
+        Path(os.path.realpath(workdir)),
+        tuple(str(d) for d in devices) if isinstance(devices, list) else (),
+        pid if isinstance(pid, int) else None,
+        start if isinstance(start, int) else None,
+        str(meta.get("boot_id") or ""),
+    )
+
+
+def _writer_problem(meta: dict[str, object]) -> str | None:
+    """A journal is undone only if it says root (or the user running cleanup) wrote it."""
+    if not meta:
+        return "it has no header: not a journal pgfsbench wrote"
+    uid = meta.get("uid")
+    if uid is None:
+        return None  # an older pgfsbench's: the file's owner (checked on reading) tells
+    if not isinstance(uid, int) or uid not in trusted_uids():
+        return f"it was written by uid {uid}, not root"
+    return None
+
+
+def _steps_problem(steps: list[Step], scope: Scope) -> str | None:
+    problems = [
+        f"step {s.seq} ({s.what}): {why}"
+        for s in steps
+        if (why := out_of_bounds(s.undo, scope)) is not None
+    ]
+    if problems:
+        return "it asks for what pgfsbench cannot have done: " + "; ".join(problems[:5])
+    return None
 
 
 def _is_locked(path: Path) -> bool:
-    fd = os.open(path, os.O_RDONLY)
+    try:
+        fd = open_nofollow(path, os.O_RDONLY)
+    except (UntrustedPath, OSError):
+        return False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -227,13 +375,20 @@ def leftover_journals(workdir: Path) -> list[LeftoverJournal]:
     directory = workdir / "journal"
     if not directory.is_dir():
         return []
-    return [read_journal(p) for p in sorted(directory.glob("*.jsonl"))]
+    return [read_journal(p, workdir) for p in sorted(directory.glob("*.jsonl"))]
 
 
 def undo_leftover(runner: Runner, journal: LeftoverJournal) -> list[UndoFailure]:
     """Undo what a dead run left, newest first; append 'undone' records as we go."""
+    if journal.refused is not None:
+        raise UntrustedPath(f"{journal.path.name}: not undone: {journal.refused}")
     failures: list[UndoFailure] = []
-    fd = os.open(journal.path, os.O_WRONLY | os.O_APPEND)
+    try:
+        fd = open_nofollow(journal.path, os.O_WRONLY | os.O_APPEND)
+    except OSError as exc:
+        if exc.errno == errno.ENOENT:
+            return []
+        raise
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         for step in reversed(journal.steps):

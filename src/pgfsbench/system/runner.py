@@ -14,6 +14,7 @@ import os
 import select
 import shlex
 import signal
+import stat
 import subprocess
 import threading
 import time
@@ -22,8 +23,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from pgfsbench.system.errors import CommandError, Stalled
+from pgfsbench.system.errors import CommandError, PgfsbenchError, Stalled
 from pgfsbench.system.signals import signals_held
+from pgfsbench.system.trust import read_trusted, trusted_uids
 
 # Parsers of tool output expect the C locale's English messages.
 BASE_ENV = {"LC_ALL": "C.UTF-8", "LANG": "C.UTF-8", "LANGUAGE": ""}
@@ -355,21 +357,25 @@ def end_orphans(directory: Path) -> list[str]:
     """End the children listed by pgfsbench processes that are gone (see `ChildRegistry`);
     return what was ended. Lists of live owners (a run in progress) are left alone."""
     ended: list[str] = []
-    if not directory.is_dir():
+    if directory.is_symlink() or not directory.is_dir():
         return ended
     for owner in sorted(directory.iterdir()):
         pid_s, _, start_s = owner.name.partition("-")
-        if not pid_s.isdigit():
+        if not (pid_s.isdigit() and start_s.isdigit()):
             continue
-        if process_alive(int(pid_s), int(start_s) if start_s.isdigit() else None):
+        st = owner.lstat()
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid not in trusted_uids():
+            continue  # not a list pgfsbench made: nothing in it is believed
+        if process_alive(int(pid_s), int(start_s)):
             continue
         for entry in sorted(owner.iterdir()):
             try:
-                info = json.loads(entry.read_text())
-            except (OSError, ValueError):
+                info = json.loads(read_trusted(entry))
+            except (OSError, ValueError, PgfsbenchError):
                 info = {}
-            start = info.get("start_time")
-            if entry.name.isdigit() and isinstance(start, int):
+            start = info.get("start_time") if isinstance(info, dict) else None
+            # a child starts after the pgfsbench that lists it (never an older process)
+            if entry.name.isdigit() and isinstance(start, int) and start >= int(start_s):
                 pid = int(entry.name)
                 if process_alive(pid, start):
                     end_group(pid, start)

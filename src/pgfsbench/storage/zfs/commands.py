@@ -16,6 +16,7 @@ from pgfsbench.storage.mounts import mount_at
 from pgfsbench.storage.zfs.capabilities import MODULE_DIR, ZfsImplementation, resolve_value
 from pgfsbench.storage.zfs.layout import POOL_PREFIX
 from pgfsbench.system.actions import write_value
+from pgfsbench.system.bounds import pool_name
 from pgfsbench.system.errors import ProvisionError
 from pgfsbench.system.journal import Journal, Undo, undo_action
 from pgfsbench.system.runner import Runner
@@ -27,13 +28,23 @@ def existing_pools(runner: Runner) -> set[str]:
     return {line.strip() for line in done.stdout.splitlines() if line.strip()}
 
 
-@undo_action("zpool_destroy")
+def pool_guid(runner: Runner, name: str) -> str | None:
+    """A pool's guid: what tells this pool from another of the same name."""
+    done = runner.run(["zpool", "get", "-H", "-o", "value", "guid", name], timeout=30, check=False)
+    value = done.stdout.strip()
+    return value if done.returncode == 0 and value.isdigit() else None
+
+
+@undo_action("zpool_destroy", bound=pool_name(POOL_PREFIX))
 def _zpool_destroy(runner: Runner, args: dict[str, object]) -> None:
     name = str(args["name"])
     if not name.startswith(POOL_PREFIX):
         raise ProvisionError(f"refusing to destroy {name}: not a pgfsbench pool")
     if shutil.which("zpool") is None or name not in existing_pools(runner):
         return  # never created, already gone, or its zfs-fuse daemon died with it
+    guid = args.get("guid")
+    if guid is not None and pool_guid(runner, name) not in (None, str(guid)):
+        raise ProvisionError(f"refusing to destroy {name}: its guid is not the one created")
 
     def destroyed() -> bool:
         # "pool is busy" while a process is still leaving one of its mounts
@@ -162,7 +173,7 @@ def _import(runner: Runner, pool: str, links: Path) -> None:
         )
 
 
-@undo_action("zpool_import")
+@undo_action("zpool_import", bound=pool_name(POOL_PREFIX))
 def _zpool_import(runner: Runner, args: dict[str, object]) -> None:
     """Bring an exported pool back, so that the older step can destroy it."""
     name = str(args["name"])

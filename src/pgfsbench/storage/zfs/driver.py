@@ -35,6 +35,7 @@ from pgfsbench.storage.zfs.commands import (
     dataset_properties,
     evict_pool_cache,
     existing_pools,
+    pool_guid,
     sync_txg,
 )
 from pgfsbench.storage.zfs.fuse import (
@@ -161,11 +162,14 @@ class ZfsDriver(StorageDriver[ZfsStorage]):
             config.pool.ashift,
             pool_props,
         )
-        journal.record(f"zpool create {pool}", Undo("zpool_destroy", {"name": pool}))
+        created = journal.record(f"zpool create {pool}", Undo("zpool_destroy", {"name": pool}))
         try:
             runner.run(argv, timeout=300)
         except CommandError as exc:
             raise ProvisionError(f"zpool create failed: {exc}") from None
+        guid = pool_guid(runner, pool)
+        if guid is not None:  # cleanup destroys this very pool, never another of that name
+            journal.amend(created, guid=guid)
         status = runner.run(["zpool", "status", pool], timeout=60, check=False).stdout
 
         data = self._dataset(

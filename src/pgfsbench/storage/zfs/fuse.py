@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pgfsbench.spec import ZfsValue
 from pgfsbench.storage.mounts import mount_at
+from pgfsbench.system.bounds import in_workdir
 from pgfsbench.system.errors import CapabilityError, CommandError
 from pgfsbench.system.journal import Journal, Undo, undo_action
 from pgfsbench.system.runner import Runner, process_alive, process_start_time
@@ -102,7 +103,7 @@ class FuseDaemon:
         return cls(pidfile, True, tuple(argv))
 
 
-@undo_action("stop_zfs_fuse")
+@undo_action("stop_zfs_fuse", bound=in_workdir("pidfile"))
 def _stop_zfs_fuse(runner: Runner, args: dict[str, object]) -> None:
     pidfile = Path(str(args["pidfile"]))
     try:
@@ -126,7 +127,7 @@ def _stop_zfs_fuse(runner: Runner, args: dict[str, object]) -> None:
     pidfile.unlink(missing_ok=True)
 
 
-@undo_action("umount_dangling_fuse")
+@undo_action("umount_dangling_fuse", bound=in_workdir("target"))
 def _umount_dangling_fuse(runner: Runner, args: dict[str, object]) -> None:
     """A FUSE mount whose daemon died answers ENOTCONN; only then is it unmounted here
     (a live one goes away with `zpool destroy`)."""

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-POOL_PREFIX = "pgfsb_"
+from pgfsbench.system.bounds import POOL_PREFIX  # the undo bounds know our pools by it
+
+__all__ = ["POOL_PREFIX"]
 
 
 SPACE_PROPS = (
