@@ -35,7 +35,7 @@ from tests.func.conftest import (
 def ext4_on(base: Path, name: str, device: EmulatedDevice) -> Iterator[tuple[Path, Any]]:
     """ext4 on an emulated disk, made and mounted as a storage is (journaled, undone)."""
     runner = Runner()
-    journal = Journal.create(base / "work" / name, runner)
+    journal = Journal.create(base / name, runner)  # its work directory: what it makes
     try:
         with journal.scope():
             dev = DeviceFactory(journal, runner, base / name).get(device, "data")

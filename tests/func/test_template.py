@@ -72,7 +72,7 @@ def test_a_copy_that_fails_leaves_nothing_of_it_and_initdb_runs(
     """A filesystem that refuses the copy half-way (owners, modes): what was copied goes,
     initdb makes the cluster, and its output says why."""
     runner = Runner()
-    journal = Journal.create(base / "work", runner)
+    journal = Journal.create(base, runner)  # the clusters are made in its work directory
     binaries = find_binaries()
     templates = Templates(base / "templates")
     try:

@@ -419,6 +419,9 @@ def run_spec(
     from pgfsbench.storage.devices import DevicePolicy
     from pgfsbench.system.hostlock import host_lock
 
+    from pgfsbench.system.trust import check_workdir_trusted
+
+    check_workdir_trusted(workdir)  # before anything is made, the store included
     plan = make_plan(loaded, workdir, only or [])
     print_plan(console, plan)
     require_root(plan)

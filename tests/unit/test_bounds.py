@@ -1,0 +1,113 @@
+"""Every undo action keeps to a bound: what pgfsbench can have done, and nothing else."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import pgfsbench.cleanup  # noqa: F401  (registers every undo action)
+from pgfsbench.system.journal import Scope, Undo, out_of_bounds, registered_actions
+
+WORK = Path("/var/tmp/pgfsbench")
+SCOPE = Scope(WORK, ("/dev/sdz",), writer_pid=4242, writer_start=1000, boot_id="b")
+W = str(WORK)
+
+# kind -> (arguments pgfsbench writes, arguments it never would)
+CASES: dict[str, tuple[dict[str, object], dict[str, object]]] = {
+    "remove_path": ({"path": f"{W}/cells/run-1"}, {"path": "/etc/shadow"}),
+    "restore_value": (
+        {"path": "/proc/sys/vm/dirty_ratio", "value": "20"},
+        {"path": "/etc/cron.d/x", "value": "* * * * * root sh"},
+    ),
+    "kill_process_group": ({"pid": 5000, "start_time": 1200}, {"pid": 1, "start_time": 2}),
+    "release_server_memory": ({"pgdata": f"{W}/cells/run-1/mnt/pgdata"}, {"pgdata": "/srv/pg"}),
+    "stop_instance": (
+        {"pgdata": f"{W}/c/pgdata", "bindir": "/usr/lib/postgresql/15/bin", "user": "postgres"},
+        {"pgdata": f"{W}/c/pgdata", "bindir": "/usr/bin", "user": "root"},
+    ),
+    "umount": ({"target": f"{W}/cells/run-1/mnt"}, {"target": "/home"}),
+    "detach_loop": ({"backing_file": f"{W}/cells/run-1/a.img"}, {"backing_file": "/x.img"}),
+    "stop_disk_daemon": (
+        {"pidfile": f"{W}/c/d.pid", "mountpoint": f"{W}/c/d.disk"},
+        {"pidfile": "/run/sshd.pid", "mountpoint": f"{W}/c/d.disk"},
+    ),
+    "md_stop": (
+        {"path": "/dev/md/pgfsb-0123abcd-data", "members": ["/dev/sdz"]},
+        {"path": "/dev/md/pgfsb-0123abcd-data", "members": ["/dev/sda"]},
+    ),
+    "lvm_lvremove": ({"lv": "pgfsb-run-1-data/data"}, {"lv": "vg0/root"}),
+    "lvm_vgremove": ({"group": "pgfsb-run-1-data"}, {"group": "vg0"}),
+    "lvm_pvremove": ({"device": "/dev/sdz"}, {"device": "/dev/sda2"}),
+    "stop_zfs_fuse": ({"pidfile": f"{W}/zfs-fuse.pid"}, {"pidfile": "/run/zfs-fuse.pid"}),
+    "umount_dangling_fuse": ({"target": f"{W}/c/mnt/data"}, {"target": "/mnt/backup"}),
+    "zpool_destroy": ({"name": "pgfsb_run_1_abc123", "guid": "123"}, {"name": "tank"}),
+    "zpool_import": ({"name": "pgfsb_run_1_abc123", "dir": f"{W}/c/links"}, {"name": "rpool"}),
+    "delete_snapshot": (
+        {"kind": "zfs", "target": "pgfsb_run_1/data", "name": "pgfsb-snap-3", "snapdir": None},
+        {"kind": "zfs", "target": "tank/home", "name": "pgfsb-snap-3", "snapdir": None},
+    ),
+    "restore_blkio_v1": (
+        {"path": "/sys/fs/cgroup/blkio/blkio.throttle.read_iops_device", "dev": "7:0", "value": 0},
+        {"path": "/etc/passwd", "dev": "7:0", "value": 0},
+    ),
+    "restore_io_max": (
+        {"path": "/sys/fs/cgroup/pgfsbench/io.max", "dev": "7:0"},
+        {"path": "/sys/fs/cgroup/pgfsbench/io.max", "dev": "7:0\n8:0 wbps=1"},
+    ),
+    "leave_cgroup": ({"pid": 4242, "back": "/sys/fs/cgroup/user.slice"}, {"pid": 1, "back": "/"}),
+    "remove_cgroup": (
+        {"path": "/sys/fs/cgroup/pgfsbench"},
+        {"path": "/sys/fs/cgroup/system.slice"},
+    ),
+    "disable_io_controller": (
+        {"path": "/sys/fs/cgroup/cgroup.subtree_control"},
+        {"path": "/sys/fs/cgroup/x/../../../etc/cgroup.subtree_control"},
+    ),
+    "restore_dirty_pair": (
+        {"vm.dirty_bytes": "0", "vm.dirty_ratio": "20"},
+        {"kernel.core_pattern": "|/tmp/x", "vm.dirty_ratio": "20"},
+    ),
+    "remove_memory_cgroup": (
+        {"path": "/sys/fs/cgroup/memory/pgfsbench-run-3", "root": "/sys/fs/cgroup/memory"},
+        {"path": "/sys/fs/cgroup/memory/system.slice", "root": "/sys/fs/cgroup/memory"},
+    ),
+}
+
+
+def test_every_undo_action_is_in_the_table() -> None:
+    assert set(registered_actions()) == set(CASES)
+
+
+@pytest.mark.parametrize("kind", sorted(CASES))
+def test_each_bound_takes_what_pgfsbench_writes_and_refuses_the_rest(kind: str) -> None:
+    ours, foreign = CASES[kind]
+    assert out_of_bounds(Undo(kind, ours), SCOPE) is None
+    why = out_of_bounds(Undo(kind, foreign), SCOPE)
+    assert why is not None and why.strip()
+
+
+def test_a_path_that_climbs_out_of_the_work_directory_is_refused() -> None:
+    assert out_of_bounds(Undo("remove_path", {"path": f"{W}/../../etc"}), SCOPE) is not None
+    assert out_of_bounds(Undo("remove_path", {"path": W}), SCOPE) is not None  # not itself
+    assert out_of_bounds(Undo("remove_path", {"path": "cells/run-1"}), SCOPE) is not None
+
+
+def test_a_directory_on_a_named_filesystem_is_the_writers_own_only() -> None:
+    mine = "/srv/data/pgfsbench-20261127-101010-4242-run-3"
+    theirs = "/srv/data/pgfsbench-20261127-101010-999-run-3"
+    assert out_of_bounds(Undo("remove_path", {"path": mine}), SCOPE) is None
+    assert out_of_bounds(Undo("remove_path", {"path": theirs}), SCOPE) is not None
+    assert out_of_bounds(Undo("umount", {"target": mine + "/mnt"}), SCOPE) is None
+
+
+def test_a_process_started_before_the_writer_or_without_its_start_time_is_refused() -> None:
+    before = {"pid": 5000, "start_time": 999}
+    assert "before the run" in (out_of_bounds(Undo("kill_process_group", before), SCOPE) or "")
+    anonymous = {"pid": 5000, "start_time": None}
+    assert out_of_bounds(Undo("kill_process_group", anonymous), SCOPE) is not None
+
+
+def test_malformed_arguments_are_refused_not_raised() -> None:
+    assert "malformed" in (out_of_bounds(Undo("restore_value", {}), SCOPE) or "")
+    assert out_of_bounds(Undo("no_such_action", {}), SCOPE) is not None
