@@ -76,7 +76,8 @@ CASES: dict[str, tuple[dict[str, object], dict[str, object]]] = {
 
 
 def test_every_undo_action_is_in_the_table() -> None:
-    assert set(registered_actions()) == set(CASES)
+    ours = {k for k in registered_actions() if not k.startswith("test_")}  # tests add some
+    assert ours == set(CASES)
 
 
 @pytest.mark.parametrize("kind", sorted(CASES))
@@ -102,9 +103,9 @@ def test_a_directory_on_a_named_filesystem_is_the_writers_own_only() -> None:
 
 
 def test_a_process_started_before_the_writer_or_without_its_start_time_is_refused() -> None:
-    before = {"pid": 5000, "start_time": 999}
+    before: dict[str, object] = {"pid": 5000, "start_time": 999}
     assert "before the run" in (out_of_bounds(Undo("kill_process_group", before), SCOPE) or "")
-    anonymous = {"pid": 5000, "start_time": None}
+    anonymous: dict[str, object] = {"pid": 5000, "start_time": None}
     assert out_of_bounds(Undo("kill_process_group", anonymous), SCOPE) is not None
 
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from pgfsbench.report.inert import make_rich_inert
 from pgfsbench.system.errors import Interrupted, PgfsbenchError
 
 app = typer.Typer(
@@ -31,6 +32,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
+make_rich_inert()  # before anything is printed: no outside text reaches a terminal raw
 err_console = Console(stderr=True)
 BUG_EXIT = 70
 

@@ -418,7 +418,6 @@ def run_spec(
     from pgfsbench.results.store import Store, check_writable
     from pgfsbench.storage.devices import DevicePolicy
     from pgfsbench.system.hostlock import host_lock
-
     from pgfsbench.system.trust import check_workdir_trusted
 
     check_workdir_trusted(workdir)  # before anything is made, the store included

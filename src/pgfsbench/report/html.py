@@ -490,7 +490,7 @@ def render_report(
         version=__version__,
         any_fuse=any(c.fuse for c in cells),
         plotly_packed=packed_plotly() if inline_js else "",
-        figures_json=json.dumps(figures, separators=(",", ":"), allow_nan=False),
+        figures_json=script_json(figures),
         first_run=first_stalled,
         hosts=hosts if len(hosts) > 1 else [],
         host_rows=host_matrix(cells, hosts) if len(hosts) > 1 else [],
@@ -500,3 +500,24 @@ def render_report(
         p99_legend=P99_LEGEND,
         cost_lines=cost_lines(cells),
     )
+
+
+# Inside <script>, the HTML parser ends the element at the first "</script" whatever the
+# JavaScript around it; "<!--" and U+2028/U+2029 change how it is read too. Every character
+# that could is written as a JSON escape, which JavaScript reads back as the same text.
+_SCRIPT_ESCAPES = {
+    "<": "\\u003c",
+    ">": "\\u003e",
+    "&": "\\u0026",
+    "\u2028": "\\u2028",
+    "\u2029": "\\u2029",
+}
+
+
+def script_json(value: object) -> str:
+    """JSON to embed in a <script> element: no text in it (a storage name, a command line
+    of an outside process) can end the element or start another."""
+    text = json.dumps(value, separators=(",", ":"), allow_nan=False)
+    for raw, escaped in _SCRIPT_ESCAPES.items():
+        text = text.replace(raw, escaped)
+    return text

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from pgfsbench.analysis.stalls import CAUSES, describe_blocker
 from pgfsbench.analysis.summary import CellSummary, Highlights, by_group
 from pgfsbench.report.conditions import conditions
+from pgfsbench.report.inert import markdown_text
 from pgfsbench.report.terminal import (
     P99_LEGEND,
     cell_name,
@@ -82,7 +83,8 @@ def render_markdown(
     failures = [(c, e) for c in cells for e in c.errors]
     if failures:
         lines += ["## Failed runs", ""] + [f"- {c.label}: {e}" for c, e in failures] + [""]
-    return "\n".join(lines)
+    # names, errors and evidence come from the store: shown, never rendered as HTML
+    return markdown_text("\n".join(lines))
 
 
 def _summary_lines(cells: Sequence[CellSummary]) -> list[str]:
