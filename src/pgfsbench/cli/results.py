@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 
 from pgfsbench.cli import app
+from pgfsbench.results.target import shown
 from pgfsbench.system.errors import StoreError, UsageError
 
 if TYPE_CHECKING:
@@ -230,7 +231,7 @@ def summary_cmd(
         )
         return
     print_summary(
-        Console(), a, f"campaign(s) {', '.join(str(c.id) for c in a.campaigns)} in {results}"
+        Console(), a, f"campaign(s) {', '.join(str(c.id) for c in a.campaigns)} in {shown(results)}"
     )
 
 
@@ -301,7 +302,9 @@ def import_cmd(
     src = open_store(source)
     dst = open_store(results) if "://" in results else _create_store(results)
     report = import_store(src, dst, host)
-    Console().print(f"{source} -> {results}: {report.text()}", markup=False, highlight=False)
+    Console().print(
+        f"{shown(source)} -> {shown(results)}: {report.text()}", markup=False, highlight=False
+    )
 
 
 def _create_store(results: str) -> Store:

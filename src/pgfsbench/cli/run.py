@@ -481,7 +481,7 @@ def _print_outcome(
     print_summary(
         console,
         analyse(store, [result.campaign_id]),
-        f"{name}: campaign {result.campaign_id}, results in {results}",
+        f"{name}: campaign {result.campaign_id}, results in {store.target}",
     )
     counts = ", ".join(f"{n} {s}" for s, n in sorted(result.counts.items()))
     console.print(

@@ -95,8 +95,10 @@ def reference_max(eng: Engine, cell: Cell) -> tuple[float, str] | None:
             and r.postgres == base["postgres"]
             and r.kernel == base["kernel"]
             and r.workload == base["workload"]
-            and str(r.scale) == base["scale"]
-            and str(r.clients) == base["clients"]
+            # the resolved figures: a scale given relative to memory ("fits_ram") is a
+            # number once the plan resolved it, as the stored run's is
+            and r.scale == cell.scale
+            and r.clients == cell.workload.clients
             and r.throughput
         ):
             found.append((r.throughput, r.run_id))

@@ -23,6 +23,7 @@ from pgfsbench.results.records import (
     StoredRun,
     StoredSeries,
 )
+from pgfsbench.results.target import shown
 from pgfsbench.system.errors import StoreError, UsageError
 
 LIST_KEYS = (
@@ -71,7 +72,7 @@ def engine_url(target: str) -> str:
         return "postgresql+psycopg://" + target.split("://", 1)[1]
     if scheme == "sqlite":
         return target
-    raise UsageError(f"--results {target}: {scheme}:// is not supported ({SUPPORTED})")
+    raise UsageError(f"--results {shown(target)}: {scheme}:// is not supported ({SUPPORTED})")
 
 
 def sqlite_path(url: str) -> Path | None:
@@ -183,7 +184,7 @@ class SeriesRow(NamedTuple):
 
 class Store:
     def __init__(self, target: str, artifacts_root: Path | None = None):
-        self.target = target
+        self.target = shown(target)  # what messages, journals and reports may say
         self.url = engine_url(target)
         db = sqlite_path(self.url)
         if db is not None:
@@ -194,13 +195,13 @@ class Store:
             self.artifacts_root = artifacts_root or Path("pgfsbench-artifacts").resolve()
         try:
             self.engine: Engine = create_engine(self.url)
-            migrate(self.engine, target)
+            migrate(self.engine, self.target)
         except SQLAlchemyError as exc:
             raise StoreError(
-                f"results store {target}: {exc.__class__.__name__}: {str(exc).splitlines()[0]}"
+                f"results store {self.target}: {exc.__class__.__name__}: {str(exc).splitlines()[0]}"
             ) from None
         except ModuleNotFoundError as exc:
-            raise StoreError(f"results store {target}: {exc}") from None
+            raise StoreError(f"results store {self.target}: {exc}") from None
 
     # ------------------------------------------------------------ writing
 
