@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pgfsbench.analysis.compare import Comparison, Verdict, compare
@@ -68,6 +68,7 @@ class CellSummary:
     campaign_id: int | None = None
     values: tuple[float, ...] = ()  # the ok runs' throughput (for comparisons)
     p99_values: tuple[float, ...] = ()
+    load_values: tuple[float, ...] = ()
     space_data_bytes: Estimate | None = None
     space_wal_bytes: Estimate | None = None
     unstable: tuple[str, ...] = ()  # why its repetitions disagree (empty: stable)
@@ -279,6 +280,7 @@ def _cell(
         campaign_id=first.campaign_id,
         values=tuple(float(v) for v in thr if v is not None),
         p99_values=tuple(float(v) for v in p99 if v is not None),
+        load_values=tuple(float(r.load_seconds) for r in ok if r.load_seconds is not None),
         reference=_reference(first),
         emulated=emulated_of(first),
         space_data_bytes=estimate(_space(r, "data_bytes") for r in ok),
@@ -382,6 +384,65 @@ def episode_lines(who: str, rs: RunStalls, unit: str) -> list[str]:
     return lines
 
 
+@dataclass(frozen=True)
+class Leaders:
+    """The top of a comparable group for one figure: the cell with the best mean, and the
+    cells it is not significantly ahead of (too few repetitions to tell counts as not).
+    The best is a winner only when that list is empty: it is then significantly ahead of
+    every other cell, each test at 95% (an intersection of tests: no correction needed)."""
+
+    best: CellSummary
+    tied: tuple[CellSummary, ...]
+
+    @property
+    def winner(self) -> CellSummary | None:
+        return None if self.tied else self.best
+
+
+def _tps_values(c: CellSummary) -> tuple[float, ...]:
+    return c.values
+
+
+def _p99_values(c: CellSummary) -> tuple[float, ...]:
+    return c.p99_values
+
+
+def _load_values(c: CellSummary) -> tuple[float, ...]:
+    return c.load_values
+
+
+# figure -> (its per-run values, higher is better)
+FIGURES: dict[str, tuple[Callable[[CellSummary], tuple[float, ...]], bool]] = {
+    "tps": (_tps_values, True),
+    "latency_p99_ms": (_p99_values, False),
+    "load_seconds": (_load_values, False),
+}
+
+
+def leaders(members: Sequence[CellSummary], figure: str = "tps") -> Leaders | None:
+    """Who leads a group on ``figure`` (None with fewer than two candidates measured).
+    References (RAM, fsync off) are never candidates."""
+    values_of, higher = FIGURES[figure]
+    measured = [c for c in members if values_of(c)]
+    candidates = [c for c in measured if not c.reference]
+    if len(candidates) < 2:
+        return None
+
+    def mean(c: CellSummary) -> float:
+        vals = values_of(c)
+        return sum(vals) / len(vals)
+
+    best = (max if higher else min)(candidates, key=mean)
+    tied = tuple(
+        c
+        for c in candidates
+        if c is not best
+        and compare(values_of(c), values_of(best), higher_is_better=higher).verdict
+        is not Verdict.BETTER
+    )
+    return Leaders(best, tied)
+
+
 @dataclass
 class Highlights:
     """What stands out, in sentences derived from the data."""
@@ -403,6 +464,7 @@ def highlights(cells: Sequence[CellSummary]) -> Highlights:
         best = max(candidates, key=lambda c: c.tps.mean if c.tps else 0)
         unit = best.unit
         head = f"{members[0].group_label}: "
+        lead = leaders(members)
         better = [
             c
             for c in candidates
@@ -412,15 +474,32 @@ def highlights(cells: Sequence[CellSummary]) -> Highlights:
         none = [c for c in candidates if c.vs_baseline and c.vs_baseline.verdict is Verdict.NONE]
         base = next((c for c in candidates if c.baseline is None), candidates[0])
         assert best.tps is not None
-        h.lines.append(
-            head
-            + f"best {best.label} at {best.tps.mean:,.0f} {unit} (mean)"
-            + (
-                ""
-                if best is base or best.vs_baseline is None
-                else f", {best.vs_baseline.words()} against {base.label}"
+        if lead is not None and lead.winner is None:
+            # "best" only for a significant winner: otherwise the top is a tie
+            top = sorted([lead.best, *lead.tied], key=lambda c: -(c.tps.mean if c.tps else 0))
+            h.lines.append(
+                head
+                + "no significant difference among "
+                + ", ".join(
+                    f"{c.label} ({c.tps.mean:,.0f} {unit})" for c in top if c.tps is not None
+                )
+                + (
+                    f" at the top; each of the others is behind {lead.best.label}"
+                    if len(top) < len(candidates)
+                    else ""
+                )
             )
-        )
+        else:
+            h.lines.append(
+                head
+                + f"best {best.label} at {best.tps.mean:,.0f} {unit} (mean)"
+                + (", significantly ahead of every other" if lead is not None else "")
+                + (
+                    ""
+                    if best is base or best.vs_baseline is None
+                    else f"; {best.vs_baseline.words()} against {base.label}"
+                )
+            )
         for c in better:
             assert c.vs_baseline is not None
             h.lines.append(f"  {c.label} vs {c.baseline}: {c.vs_baseline.words()}")

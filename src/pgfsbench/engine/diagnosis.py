@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from pgfsbench.system.errors import PgfsbenchError
 from pgfsbench.units import human_bytes
-from pgfsbench.workloads.base import failure_text
 
 _PREFIX = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \S+ \[\d+\] ")
 _ENOSPC = "No space left on device"
@@ -41,7 +40,6 @@ class Evidence:
     huge_pages_total: int | None = None
     huge_pages_free: int | None = None
     huge_pages_setting: str | None = None
-    tool_errors: tuple[str, ...] = field(default=())  # pgbench/sysbench's own error lines
 
 
 def strip_prefix(line: str) -> str:
@@ -134,7 +132,5 @@ def root_cause(exc: BaseException, ev: Evidence) -> str:
     if isinstance(exc, psycopg.Error):
         first = text.splitlines()[0] if text else ""
         return f"lost the connection to PostgreSQL: {first}"
-    if ev.tool_errors:
-        return failure_text(ev.tool_errors, ev.tool_errors[-1])
     first = text.splitlines()[0] if text else ""
     return f"{type(exc).__name__}: {first}"[:500]

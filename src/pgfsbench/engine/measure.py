@@ -242,10 +242,15 @@ def measure_run(
         if ph.snapper is not None:
             ph.timeline = ph.snapper.stop()
         observed = observation.finish()
-        # what the samplers saw is kept even when the run failed: it is the evidence
-        with contextlib.suppress(Exception):
+        # what the samplers saw is kept even when the run failed: it is the evidence; a
+        # failure to keep it is said with the run, never hidden
+        try:
             store_observation(
                 eng, run_id, observed, ph.m, ph.warmup_s, planned.cell.workload.duration_s
+            )
+        except Exception as exc:
+            ph.warnings.append(
+                f"the samplers' evidence could not be stored: {type(exc).__name__}: {exc}"[:500]
             )
     assert ph.m is not None
     record = _record(ph, ph.m, observed, _metrics(eng, st, ph, ph.m, observed, art), art)

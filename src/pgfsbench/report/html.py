@@ -25,7 +25,7 @@ from pgfsbench import __version__
 from pgfsbench.analysis.history import METRICS, SeriesHistory
 from pgfsbench.analysis.series import Aligned, align
 from pgfsbench.analysis.stalls import CAUSES, StallEpisode, describe_blocker
-from pgfsbench.analysis.summary import CellSummary, GroupKey, Highlights, by_group
+from pgfsbench.analysis.summary import CellSummary, GroupKey, Highlights, by_group, leaders
 from pgfsbench.report.conditions import conditions
 from pgfsbench.report.terminal import (
     P99_LEGEND,
@@ -313,14 +313,11 @@ def table_rows(cells: Sequence[CellSummary]) -> list[dict[str, object]]:
     best: dict[GroupKey, dict[str, str]] = {}
     for members in by_group(cells):
         best[members[0].group] = {}
-        for key, higher in (("tps", True), ("latency_p99_ms", False), ("load_seconds", False)):
-            vals = [
-                (getattr(c, key).mean, c.cell)
-                for c in members
-                if getattr(c, key) and not c.reference
-            ]
-            if len(vals) > 1:
-                best[members[0].group][key] = (max(vals) if higher else min(vals))[1]
+        for key in ("tps", "latency_p99_ms", "load_seconds"):
+            # the star only for a significant winner (summary.leaders)
+            lead = leaders(members, key)
+            if lead is not None and lead.winner is not None:
+                best[members[0].group][key] = lead.winner.cell
     rows = []
     for c in (c for members in by_group(cells) for c in members):
         b = best[c.group]
