@@ -20,7 +20,7 @@ from pgfsbench.spec import Cell, Defaults, LoadedSpec, expand, workload_tool
 from pgfsbench.spec.kinds import storage_kind
 from pgfsbench.spec.models import loop_bytes as created_bytes
 from pgfsbench.storage import needs_root
-from pgfsbench.system.errors import SpecError, UsageError
+from pgfsbench.system.errors import SpecError, UsageError, did_you_mean
 from pgfsbench.units import human_bytes, parse_duration, parse_size
 from pgfsbench.workloads import workload_for
 
@@ -225,13 +225,14 @@ def _only(cells: list[Cell], only: Sequence[str]) -> list[Cell]:
     """The cells whose id matches one of the globs (all of them without any)."""
     if not only:
         return cells
-    kept = [c for c in cells if any(fnmatch.fnmatchcase(c.id, p) for p in only)]
-    if not kept:
-        raise UsageError(
-            f"--only {', '.join(only)}: no cell matches (cells are named "
-            "storage/postgres/kernel/workload)"
-        )
-    return kept
+    for pattern in only:  # each must name something: a typo is not a smaller matrix
+        if not any(fnmatch.fnmatchcase(c.id, pattern) for c in cells):
+            raise UsageError(
+                f"--only {pattern}: no cell matches (cells are named "
+                "storage/postgres/kernel/workload)"
+                + did_you_mean(pattern, [c.id for c in cells] + [c.storage_name for c in cells])
+            )
+    return [c for c in cells if any(fnmatch.fnmatchcase(c.id, p) for p in only)]
 
 
 def make_plan(loaded: LoadedSpec, workdir: Path | None = None, only: Sequence[str] = ()) -> Plan:

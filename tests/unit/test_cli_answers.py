@@ -231,3 +231,27 @@ def test_the_process_ends_with_its_output_and_its_code() -> None:
         assert done.returncode == status
         assert done.stdout == "x" * 200000
         assert ("no such run" in done.stderr) == (status == 1)
+
+
+def test_a_baseline_or_only_that_names_nothing_is_a_usage_error_with_did_you_mean(
+    tmp_path: Path,
+) -> None:
+    results = dbi_like(tmp_path / "r.sqlite")
+    for argv in (
+        ["results", "summary", "--baseline", "ext3"],
+        ["report", "--baseline", "ext3", "-o", str(tmp_path / "r.html")],
+        ["compare", "--baseline", "ext3"],
+    ):
+        done = cli(*argv, "--results", str(results))
+        assert done.returncode == 2, (argv, done.stdout, done.stderr)
+        assert "--baseline ext3: no cell matches" in done.stderr
+        assert "did you mean 'ext4'" in done.stderr
+    assert not (tmp_path / "r.html").exists()
+    # a baseline that names a cell still works
+    assert (
+        cli("results", "summary", "--baseline", "zfs*", "--results", str(results)).returncode == 0
+    )
+    # --only: one pattern of several matching nothing is a typo, not a smaller matrix
+    plan = cli("plan", str(ROOT / "examples" / "quick.toml"), "--only", "ext4*", "--only", "xfz*")
+    assert plan.returncode == 2 and "--only xfz*: no cell matches" in plan.stderr
+    assert "did you mean" in plan.stderr

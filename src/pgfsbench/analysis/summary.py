@@ -22,6 +22,7 @@ from pgfsbench.analysis.stalls import StallEpisode, find_stalls
 from pgfsbench.analysis.stats import Estimate, estimate
 from pgfsbench.results.records import StoredRun
 from pgfsbench.storage.profiles import Price
+from pgfsbench.system.errors import did_you_mean
 
 # the old name of Estimate, for the renderers
 Spread = Estimate
@@ -321,6 +322,14 @@ def matches(cell: CellSummary, pattern: str) -> bool:
         fnmatch.fnmatchcase(str(v), pattern)
         for v in (cell.cell, cell.label, cell.storage, cell.postgres, cell.kernel, cell.workload)
     )
+
+
+def unknown_baseline(cells: Sequence[CellSummary], baseline: str | None) -> str | None:
+    """Why ``baseline`` names no cell here (None: it names one, or none was given)."""
+    if not baseline or not cells or any(matches(c, baseline) for c in cells):
+        return None
+    names = [c.label for c in cells] + [c.storage for c in cells] + [c.cell for c in cells]
+    return f"--baseline {baseline}: no cell matches it" + did_you_mean(baseline, names)
 
 
 def with_baselines(cells: list[CellSummary], baseline: str | None) -> list[CellSummary]:

@@ -19,11 +19,13 @@ from pgfsbench.analysis.summary import (
     Highlights,
     highlights,
     summarise,
+    unknown_baseline,
 )
 from pgfsbench.analysis.warnings import reading_warnings
 from pgfsbench.results.records import JsonObject, StoredCampaign, StoredRun
 from pgfsbench.results.store import Store
 from pgfsbench.storage.profiles import Price
+from pgfsbench.system.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -48,6 +50,9 @@ def analyse(
     ids = list(campaigns)
     runs = store.full_runs(ids, host)
     cells = summarise(runs, baseline=baseline, unstable_pct=unstable_pct, prices=prices)
+    why = unknown_baseline(cells, baseline)
+    if why is not None:  # a typo must not turn every row into its own baseline
+        raise UsageError(why)
     h = highlights(cells)
     h.lines += [e.words() for e in observer_effects(runs)]
     h.warnings = reading_warnings(runs)

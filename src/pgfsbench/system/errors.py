@@ -104,3 +104,17 @@ def last_meaningful_line(text: str) -> str:
         if line:
             return line[:300]
     return ""
+
+
+def did_you_mean(name: str, choices: Sequence[str]) -> str:
+    """ " (did you mean 'X'?)" for a choice close to ``name`` (a glob's stars ignored), else
+    the choices themselves when they are few."""
+    import difflib
+
+    unique = list(dict.fromkeys(choices))
+    close = difflib.get_close_matches(name.replace("*", "").replace("?", ""), unique, n=1)
+    if close:
+        return f" (did you mean {close[0]!r}?)"
+    if 0 < len(unique) <= 8:
+        return f" (there are: {', '.join(unique)})"
+    return ""
