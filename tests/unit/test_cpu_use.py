@@ -55,3 +55,50 @@ def test_no_time_between_the_readings_is_not_a_busy_host() -> None:
     t = CpuTimes(1, 0, 1, 1, 0, 0, 0, 0)
     use = cpu_use(CpuReading(1.0, t, {}), CpuReading(1.0, t, {}), 2)
     assert use["busy_pct"] == 0.0 and use["daemons_cpus"] == {}
+
+
+def _proc_tree(root: Path, procs: dict[int, tuple[str, int, int, str]]) -> Path:
+    """A /proc of processes: name, parent, CPU ticks, command line."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "stat").write_text("cpu  100 0 100 700 100 0 0 0\n")
+    for pid, (name, ppid, ticks, cmd) in procs.items():
+        d = root / str(pid)
+        d.mkdir()
+        rest = ["R", str(ppid)] + ["0"] * 9 + [str(ticks), "0"] + ["0"] * 30
+        (d / "stat").write_text(f"{pid} ({name}) " + " ".join(rest) + "\n")
+        (d / "cmdline").write_bytes(cmd.replace(" ", "\0").encode() + b"\0")
+    return root
+
+
+def test_the_cpu_of_processes_outside_the_benchmark_and_who_took_it(tmp_path: Path) -> None:
+    import os
+
+    hz = os.sysconf("SC_CLK_TCK")
+    before = {
+        100: ("pgfsbench", 1, 0, "pgfsbench run"),
+        101: ("pgbench", 100, 0, "pgbench -c 4"),
+        300: ("postgres", 1, 0, "postgres -D x"),
+        301: ("postgres", 300, 0, "postgres: backend"),
+        7: ("zfs-fuse", 1, 0, "zfs-fuse"),
+        200: ("stress", 1, 0, "stress --cpu 1"),
+        201: ("sshd", 1, 0, "sshd"),
+    }
+    after = {
+        **before,
+        101: ("pgbench", 100, 3 * hz, "pgbench -c 4"),
+        301: ("postgres", 300, 4 * hz, "postgres: backend"),
+        7: ("zfs-fuse", 1, hz, "zfs-fuse"),
+        200: ("stress", 1, 4 * hz, "stress --cpu 1"),
+        201: ("sshd", 1, 1, "sshd"),  # a tick: not worth naming
+        202: ("dd", 1, hz, "dd if=/dev/zero of=/x"),  # started in between
+    }
+    a = read_cpu(["zfs-fuse"], _proc_tree(tmp_path / "a", before))
+    b = read_cpu(["zfs-fuse"], _proc_tree(tmp_path / "b", after))
+    b = CpuReading(a.t + 4.0, b.host, b.daemons, b.processes)
+    use = cpu_use(a, b, 2, roots=(100, 300), proc=tmp_path / "b")
+    # stress 4 s + dd 1 s + sshd one tick, over 4 s; the benchmark and zfs-fuse are not counted
+    assert use["outside_cpus"] == pytest.approx(1.25 + 1 / hz / 4, abs=1e-3)
+    assert use["outside_top"] == [
+        [200, "stress", "stress --cpu 1", 1.0],
+        [202, "dd", "dd if=/dev/zero of=/x", 0.25],
+    ]

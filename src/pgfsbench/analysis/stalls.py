@@ -29,6 +29,7 @@ from typing import Any, TypedDict
 
 import numpy as np
 
+from pgfsbench.analysis.levels import level_shift
 from pgfsbench.analysis.series import Aligned, median_finite
 
 STRONG, GOOD, WEAK = 1.0, 0.6, 0.3  # how much a clue weighs
@@ -294,13 +295,17 @@ def thresholds_of(al: Aligned) -> tuple[float, float, int]:
 
 
 def flagged_seconds(
-    al: Aligned, fraction: float, latency_factor: float = LATENCY_FACTOR
+    al: Aligned,
+    fraction: float,
+    latency_factor: float = LATENCY_FACTOR,
+    reference: float | None = None,
 ) -> np.ndarray:
-    """Seconds below ``fraction`` of the median throughput, or with a p99 above
+    """Seconds below ``fraction`` of the reference throughput (the run's median, or the
+    undisturbed level of a run that changed level), or with a p99 above
     ``latency_factor`` times its median (when ``latency_factor`` > 0)."""
     tps = al.throughput()
     flags = np.zeros(al.seconds, dtype=bool)
-    med = median_finite(tps)
+    med = median_finite(tps) if reference is None else reference
     if math.isfinite(med):
         finite = np.isfinite(tps)
         flags |= finite & ((tps < fraction * med) if med > 0 else (tps <= 0))
@@ -359,8 +364,12 @@ def find_stalls(
     sf = sf if stall_fraction is None else stall_fraction
     df = df if slowdown_fraction is None else slowdown_fraction
     dmin = dmin if slowdown_min_seconds is None else slowdown_min_seconds
-    stall = flagged_seconds(al, sf, 0.0)
-    slow = flagged_seconds(al, df, latency_factor) | stall
+    # a run that changed level is judged against its undisturbed (higher) level: the lower
+    # one is then an episode like any other, with its cause (analysis/levels.py)
+    shift = level_shift(al.throughput())
+    reference = shift.reference if shift is not None else None
+    stall = flagged_seconds(al, sf, 0.0, reference)
+    slow = flagged_seconds(al, df, latency_factor, reference) | stall
     for edge in _partial_edges(al):  # a partial second is not a dip by itself
         stall[edge] = slow[edge] = False
     spans = []

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from pgfsbench.analysis.compare import Comparison, Verdict, compare
 from pgfsbench.analysis.cost import RunCost, run_cost
+from pgfsbench.analysis.disturbance import disturbance_of
 from pgfsbench.analysis.histogram import PooledLatency, pooled_latency
 from pgfsbench.analysis.series import align
 from pgfsbench.analysis.stalls import StallEpisode, find_stalls
@@ -85,6 +86,10 @@ class CellSummary:
     latency_pooled: PooledLatency | None = None
     # its capped cloud volumes' monthly price (None: not a cloud volume)
     cost: RunCost | None = None
+    # its ok runs that other work on the host disturbed: (repetition, why)
+    disturbed: tuple[tuple[int, tuple[str, ...]], ...] = ()
+    # what would make its repetitions agree, for the reasons found (empty: stable)
+    remedies: tuple[str, ...] = ()
 
     @property
     def usd_per_1000_tps(self) -> float | None:
@@ -186,15 +191,47 @@ def unstable_reasons(
     est: Estimate | None,
     stalls: Sequence[RunStalls],
     threshold_pct: float,
+    disturbed: Sequence[int] = (),
 ) -> tuple[str, ...]:
     """Why the repetitions of a cell disagree, where the data shows it."""
+    return tuple(r for r, _ in _unstable(ok, est, stalls, threshold_pct, disturbed))
+
+
+# what to change, by the reason found (the first of each is said)
+REMEDIES = {
+    "spread": 'more repetitions (repetitions = "auto" runs until the interval is tight) '
+    "or longer runs (duration)",
+    "disturbed": "a quieter host (stop what else runs there), or leave the disturbed runs "
+    "out of the verdicts (--without-disturbed)",
+    "checkpoint": "runs several times checkpoint_timeout long (duration), so each holds "
+    "its share of checkpoints",
+    "warm": "a longer warm-up (warmup)",
+    "stalls": "the stalls' causes below (each is named with its evidence)",
+}
+
+
+def _unstable(
+    ok: Sequence[StoredRun],
+    est: Estimate | None,
+    stalls: Sequence[RunStalls],
+    threshold_pct: float,
+    disturbed: Sequence[int],
+) -> list[tuple[str, str]]:
+    """(reason, its kind in REMEDIES), the spread first."""
     if est is None or est.n < 2 or est.rel_range * 100 <= threshold_pct:
-        return ()
-    reasons = [f"repetitions spread {est.rel_range * 100:.1f}% (> {threshold_pct:g}%)"]
+        return []
+    reasons = [(f"repetitions spread {est.rel_range * 100:.1f}% (> {threshold_pct:g}%)", "spread")]
+    if disturbed:
+        reasons.append(
+            (f"other work on the host disturbed #{', #'.join(map(str, disturbed))}", "disturbed")
+        )
     with_cp = [r.repetition for r in ok if _in_measured_window(r)]
     if with_cp and len(with_cp) < len(ok):
         reasons.append(
-            f"a checkpoint ran during repetition(s) #{', #'.join(map(str, with_cp))} only"
+            (
+                f"a checkpoint ran during repetition(s) #{', #'.join(map(str, with_cp))} only",
+                "checkpoint",
+            )
         )
     cold = [
         r.repetition
@@ -203,16 +240,26 @@ def unstable_reasons(
     ]
     if cold:
         reasons.append(
-            f"warm-up throughput differs by more than {WARMUP_GAP * 100:.0f}% "
-            f"from the measured one in #{', #'.join(map(str, cold))}: not warm yet"
+            (
+                f"warm-up throughput differs by more than {WARMUP_GAP * 100:.0f}% "
+                f"from the measured one in #{', #'.join(map(str, cold))}: not warm yet",
+                "warm",
+            )
         )
     busy = [r.repetition for r in ok if any("busy host" in w for w in r.warnings)]
     if busy:
-        reasons.append(f"busy host before #{', #'.join(map(str, busy))}")
+        reasons.append((f"busy host before #{', #'.join(map(str, busy))}", "disturbed"))
     stalled = [s.repetition for s in stalls if s.episodes]
     if stalled and len(stalled) < len(ok):
-        reasons.append(f"stalls in #{', #'.join(map(str, stalled))} only")
-    return tuple(reasons)
+        reasons.append((f"stalls in #{', #'.join(map(str, stalled))} only", "stalls"))
+    return reasons
+
+
+def remedies_for(kinds: Sequence[str]) -> tuple[str, ...]:
+    """What to change for these reasons: the specific ones first; the generic advice
+    (more or longer runs) only when nothing more specific was found."""
+    specific = [REMEDIES[k] for k in dict.fromkeys(kinds) if k != "spread"]
+    return tuple(specific or [REMEDIES["spread"]])
 
 
 def summarise(
@@ -254,6 +301,16 @@ def _cell(
     stalls = tuple(RunStalls(r.run_id, r.repetition, stalls_of(r)) for r in rows)
     est = estimate(thr)
     ok_ids = {r.run_id for r in ok}
+    disturbed = tuple(
+        (r.repetition, tuple(d.reasons())) for r in ok if (d := disturbance_of(r)).disturbed
+    )
+    unstable = _unstable(
+        ok,
+        est,
+        [s for s in stalls if s.run_id in ok_ids],
+        unstable_pct,
+        [rep for rep, _ in disturbed],
+    )
     return CellSummary(
         cell=cell,
         storage=first.storage,
@@ -286,7 +343,9 @@ def _cell(
         emulated=emulated_of(first),
         space_data_bytes=estimate(_space(r, "data_bytes") for r in ok),
         space_wal_bytes=estimate(_space(r, "pg_wal_bytes") for r in ok),
-        unstable=unstable_reasons(ok, est, [s for s in stalls if s.run_id in ok_ids], unstable_pct),
+        unstable=tuple(r for r, _ in unstable),
+        remedies=remedies_for([k for _, k in unstable]) if unstable else (),
+        disturbed=disturbed,
         stalls=stalls,
         latency_pooled=pooled_latency(ok),
         cost=run_cost(ok[0] if ok else first, prices),
@@ -536,6 +595,13 @@ def highlights(cells: Sequence[CellSummary]) -> Highlights:
     for c in cells:
         if c.unstable:
             h.lines.append(f"{c.label} is unstable: {'; '.join(c.unstable)}")
+            h.lines.append(f"  to steady it: {'; or '.join(c.remedies)}")
+    for c in cells:
+        for rep, why in c.disturbed:
+            h.lines.append(
+                f"{c.label} #{rep} disturbed: {'; '.join(why)}; its figure may be the "
+                "neighbours' as much as the storage's (--without-disturbed leaves it out)"
+            )
     for c in cells:
         for rs in c.stalls:
             h.lines += episode_lines(f"{c.label} #{rs.repetition}", rs, c.unit)

@@ -15,6 +15,7 @@ from pgfsbench.cli import app
 from pgfsbench.cli.results import (
     BaselineOpt,
     PriceFileOpt,
+    WithoutDisturbedOpt,
     campaign_ids,
     open_store,
     read_prices,
@@ -23,6 +24,7 @@ from pgfsbench.system.errors import UsageError
 
 if TYPE_CHECKING:
     from pgfsbench.analysis.pairs import Pair
+    from pgfsbench.analysis.summary import CellSummary
     from pgfsbench.storage.profiles import Price
 
 STYLE = {"better": "green", "worse": "red", "no significant difference": "", "no verdict": "dim"}
@@ -41,6 +43,7 @@ def pair_json(p: Pair) -> dict[str, object]:
             "ci95": [t.ci_low, t.ci_high] if t else None,
             "usd_month": c.cost.usd_month if c.cost else None,
             "usd_per_1000_tps": c.usd_per_1000_tps,
+            "disturbed": [{"repetition": r, "why": list(w)} for r, w in c.disturbed],
         }
 
     cmp = p.throughput
@@ -116,6 +119,7 @@ def compare_cmd(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     price_file: PriceFileOpt = None,
+    without_disturbed: WithoutDisturbedOpt = False,
 ) -> None:
     """Is B faster than A? Ratio of means with its 95% CI (Welch's t test on log
     throughput) and a verdict, only between comparable cells (same workload, clients,
@@ -127,7 +131,7 @@ def compare_cmd(
             raise UsageError("--by takes host")
         if host is not None:
             raise UsageError("--by host compares every host; --host keeps one: not both")
-        _by_host(targets, camps, a, b, baseline, as_json)
+        _by_host(targets, camps, a, b, baseline, as_json, without_disturbed)
         return
     if len(targets) > 2 or len(camps) > 2 or (len(targets) == 2 and len(camps) == 1):
         raise UsageError(
@@ -141,9 +145,9 @@ def compare_cmd(
         )
     prices = read_prices(price_file)
     pairs = (
-        _pairs_across(targets, camps, a, baseline, host, prices)
+        _pairs_across(targets, camps, a, baseline, host, prices, without_disturbed)
         if len(targets) == 2 or len(camps) == 2
-        else _pairs_within(targets[0], campaign, a, b, baseline, host, prices)
+        else _pairs_within(targets[0], campaign, a, b, baseline, host, prices, without_disturbed)
     )
     if as_json:
         print(json.dumps([pair_json(p) for p in pairs], indent=1, default=str))
@@ -158,6 +162,7 @@ def _pairs_across(
     baseline: str | None,
     host: str | None,
     prices: dict[str, Price] | None = None,
+    without_disturbed: bool = False,
 ) -> list[Pair]:
     """Two sources (two stores, or two campaigns of one), cell by cell."""
     from pgfsbench.analysis.pairs import pairs_across
@@ -169,7 +174,10 @@ def _pairs_across(
         store = open_store(targets[i] if len(targets) == 2 else targets[0])
         ids = campaign_ids(store, [camps[i]] if camps else None)
         name = f"{store.target} campaign {ids[0]}"
-        sources.append((name, analyse(store, ids, baseline, host, prices=prices).cells))
+        found = analyse(
+            store, ids, baseline, host, prices=prices, without_disturbed=without_disturbed
+        )
+        sources.append((name, found.cells))
     (na, ca), (nb, cb) = sources
     if a is not None:
         ca = [c for c in ca if matches(c, a)]
@@ -187,6 +195,7 @@ def _pairs_within(
     baseline: str | None,
     host: str | None,
     prices: dict[str, Price] | None = None,
+    without_disturbed: bool = False,
 ) -> list[Pair]:
     """The cells A and B name in one campaign, or every cell against its baseline."""
     from pgfsbench.analysis.pairs import make_pair, pairs_by_name
@@ -194,7 +203,14 @@ def _pairs_within(
     from pgfsbench.report.loading import analyse
 
     store = open_store(target)
-    cells = analyse(store, campaign_ids(store, campaign), baseline, host, prices=prices).cells
+    cells = analyse(
+        store,
+        campaign_ids(store, campaign),
+        baseline,
+        host,
+        prices=prices,
+        without_disturbed=without_disturbed,
+    ).cells
     if (a is None) != (b is None):
         raise UsageError("give both A and B, or neither (every cell against its baseline)")
     if a is None or b is None:
@@ -218,6 +234,11 @@ def _pairs_within(
             "same workload, clients and scale"
         )
     return pairs
+
+
+def _mark(cell: CellSummary) -> str:
+    """' [2 disturbed]' when other work on the host disturbed some of its runs."""
+    return f" [{len(cell.disturbed)} disturbed]" if cell.disturbed else ""
 
 
 def _print_pairs(pairs: list[Pair]) -> None:
@@ -250,8 +271,8 @@ def _print_pairs(pairs: list[Pair]) -> None:
             else f"{p.p99.change_pct:+.1f}% {p.p99.verdict.mark()}"
         )
         table.add_row(
-            p.base.label + (f" ({p.base_source})" if p.base_source else ""),
-            p.other.label + (f" ({p.other_source})" if p.other_source else ""),
+            p.base.label + (f" ({p.base_source})" if p.base_source else "") + _mark(p.base),
+            p.other.label + (f" ({p.other_source})" if p.other_source else "") + _mark(p.other),
             fmt_spread(p.base.tps),
             fmt_spread(p.other.tps),
             ratio,
@@ -286,6 +307,7 @@ def _by_host(
     b: str | None,
     baseline: str | None,
     as_json: bool,
+    without_disturbed: bool = False,
 ) -> None:
     from pgfsbench.analysis.pairs import across_hosts, host_spread, make_pair, pairs_by_name
     from pgfsbench.report.loading import analyse
@@ -296,7 +318,7 @@ def _by_host(
     ids = camps or [c.id for c in store.campaigns()]
     if not ids:
         raise UsageError(f"{store.target} holds no campaign yet")
-    cells = analyse(store, ids, baseline).cells
+    cells = analyse(store, ids, baseline, without_disturbed=without_disturbed).cells
     if (a is None) != (b is None):
         raise UsageError("give both A and B, or neither (every cell against its baseline)")
     if a is not None and b is not None:

@@ -152,6 +152,15 @@ CampaignOpt = Annotated[
     list[int] | None,
     typer.Option("--campaign", help="Campaign id (repeatable; default: the latest)."),
 ]
+WithoutDisturbedOpt = Annotated[
+    bool,
+    typer.Option(
+        "--without-disturbed",
+        help="Leave out of every figure and verdict the runs that other work on the host "
+        "disturbed (each run records what else took the CPU, the disks or the memory during "
+        "its measured phase); the runs left out are listed with their reasons.",
+    ),
+]
 BaselineOpt = Annotated[
     str | None,
     typer.Option(
@@ -207,6 +216,7 @@ def summary_cmd(
     ] = UNSTABLE_PCT,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     price_file: PriceFileOpt = None,
+    without_disturbed: WithoutDisturbedOpt = False,
 ) -> None:
     """The summary table of one or several campaigns (a re-run of failed cells, a sweep run
     as separate campaigns), with confidence intervals, verdicts and stalls."""
@@ -214,7 +224,13 @@ def summary_cmd(
 
     store = open_store(results)
     a = analyse(
-        store, campaign_ids(store, campaign), baseline, host, unstable_pct, read_prices(price_file)
+        store,
+        campaign_ids(store, campaign),
+        baseline,
+        host,
+        unstable_pct,
+        read_prices(price_file),
+        without_disturbed,
     )
     if as_json:
         print(
@@ -254,6 +270,7 @@ def report_cmd(
         ),
     ] = "html",
     price_file: PriceFileOpt = None,
+    without_disturbed: WithoutDisturbedOpt = False,
 ) -> None:
     """Write the report of one or several campaigns: what stands out first, evidence after."""
     formats = {"html": "html", "markdown": "md", "md": "md"}
@@ -265,7 +282,12 @@ def report_cmd(
     output = output or Path(f"pgfsbench-report.{fmt}")
     store = open_store(results)
     a = analyse(
-        store, campaign_ids(store, campaign), baseline, host, prices=read_prices(price_file)
+        store,
+        campaign_ids(store, campaign),
+        baseline,
+        host,
+        prices=read_prices(price_file),
+        without_disturbed=without_disturbed,
     )
     if fmt == "md":
         from pgfsbench.report.markdown import render_markdown

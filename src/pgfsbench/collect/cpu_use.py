@@ -4,8 +4,11 @@ real storage stack of the same kind does not pay for (kernel ZFS has no FUSE rou
 a real disk has its own controller).
 
 Two readings, one when the measured phase begins and one when it ends: /proc/stat for the
-host, /proc/<pid>/stat of every process whose name is one of the daemons'. Independent of
-the samplers (which may be off, or on every other run).
+host, /proc/<pid>/stat of every process. The processes that are not the benchmark's (not
+pgfsbench and what it started, not the postmaster and its children, not the storage's
+daemons) are the outside: what they took is what a disturbed figure owes to the
+neighbours, with the ones that took most named. Independent of the samplers (which may be
+off, or on every other run).
 """
 
 from __future__ import annotations
@@ -13,10 +16,14 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from pgfsbench.collect.procfs import CpuTimes, cpu_percentages, parse_process_cpu, parse_stat
+from pgfsbench.collect.processes import ProcStat, descendants, parse_proc_stat
+from pgfsbench.collect.procfs import CpuTimes, cpu_percentages, parse_stat
+
+OUTSIDE_TOP = 3  # outside processes named with a run
+MIN_NAMED_CPUS = 0.05  # below 5% of a CPU over the measured phase, a process is not named
 
 
 @dataclass(frozen=True)
@@ -24,34 +31,47 @@ class CpuReading:
     t: float
     host: CpuTimes
     daemons: dict[int, tuple[str, float]]  # pid -> (name, CPU seconds so far)
+    # every user-space process: pid -> its stat (ppid, name, CPU ticks, start time)
+    processes: dict[int, ProcStat] = field(default_factory=dict)
 
 
 def read_cpu(names: Sequence[str], proc: Path = Path("/proc")) -> CpuReading:
-    """The host's CPU times and the CPU seconds of each process named one of ``names``."""
+    """The host's CPU times, every process's, and the CPU seconds of each process named
+    one of ``names``."""
     t = time.monotonic()
     host = parse_stat((proc / "stat").read_text())
+    ticks = os.sysconf("SC_CLK_TCK")
     daemons: dict[int, tuple[str, float]] = {}
+    processes: dict[int, ProcStat] = {}
     wanted = set(names)
-    if wanted:
-        ticks = os.sysconf("SC_CLK_TCK")
-        for entry in proc.iterdir():
-            if not entry.name.isdigit():
-                continue
-            try:
-                name = (entry / "comm").read_text().strip()
-                if name in wanted:
-                    stat = (entry / "stat").read_text()
-                    daemons[int(entry.name)] = (name, parse_process_cpu(stat, ticks))
-            except (OSError, ValueError, IndexError):
-                continue  # gone meanwhile
-    return CpuReading(t, host, daemons)
+    for entry in os.listdir(proc):  # noqa: PTH208 (names only)
+        if not entry.isdigit():
+            continue
+        try:
+            st = parse_proc_stat((proc / entry / "stat").read_bytes())
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile
+        if st.kernel_thread:
+            continue
+        processes[st.pid] = st
+        if st.comm in wanted:
+            daemons[st.pid] = (st.comm, st.cpu_ticks / ticks)
+    return CpuReading(t, host, daemons, processes)
 
 
-def cpu_use(a: CpuReading, b: CpuReading, cpus: int) -> dict[str, object]:
-    """Between two readings: the host's busy and iowait shares (% of all its CPUs) and each
-    daemon's CPU in CPUs (1.0 = one CPU all the time), summed over its processes. A process
-    seen only at the end started in between: all its time counts; one seen only at the
-    start ended in between: its last part is not known and is left out."""
+def cpu_use(
+    a: CpuReading,
+    b: CpuReading,
+    cpus: int,
+    roots: Sequence[int] = (),
+    proc: Path = Path("/proc"),
+) -> dict[str, object]:
+    """Between two readings: the host's busy and iowait shares (% of all its CPUs), each
+    daemon's CPU in CPUs (1.0 = one CPU all the time), summed over its processes, and the
+    CPU of the processes outside the benchmark (not under ``roots`` nor a daemon), with
+    those that took most. A process seen only at the end started in between: all its time
+    counts; one seen only at the start ended in between: its last part is not known and is
+    left out."""
     seconds = max(1e-3, b.t - a.t)
     pct = cpu_percentages(a.host, b.host)
     busy = (
@@ -62,13 +82,52 @@ def cpu_use(a: CpuReading, b: CpuReading, cpus: int) -> dict[str, object]:
         earlier = a.daemons.get(pid)
         start = earlier[1] if earlier is not None and earlier[0] == name else 0.0
         daemons[name] = daemons.get(name, 0.0) + max(0.0, used - start) / seconds
-    return {
+    out: dict[str, object] = {
         "seconds": round(seconds, 3),
         "cpus": cpus,
         "busy_pct": round(busy, 2),
         "iowait_pct": pct["iowait"],
+        "steal_pct": pct["steal"],
         "daemons_cpus": {name: round(v, 3) for name, v in sorted(daemons.items())},
     }
+    if b.processes and roots:
+        out.update(_outside(a, b, seconds, roots, proc))
+    return out
+
+
+def _outside(
+    a: CpuReading, b: CpuReading, seconds: float, roots: Sequence[int], proc: Path
+) -> dict[str, object]:
+    """The CPU the processes outside the benchmark took (in CPUs), and the ones that took
+    most: [pid, name, command line, CPUs]."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    parents = {pid: s.ppid for pid, s in {**a.processes, **b.processes}.items()}
+    own = descendants(parents, roots) | set(a.daemons) | set(b.daemons)
+    own = descendants(parents, own)
+    used: list[tuple[float, ProcStat]] = []
+    for pid, later in b.processes.items():
+        if pid in own:
+            continue
+        earlier = a.processes.get(pid)
+        start = earlier.cpu_ticks if earlier and earlier.starttime == later.starttime else 0
+        cpus_used = max(0, later.cpu_ticks - start) / ticks / seconds
+        if cpus_used > 0:
+            used.append((cpus_used, later))
+    used.sort(key=lambda u: -u[0])
+    top = [
+        [s.pid, s.comm, _cmdline(proc, s.pid) or s.comm, round(c, 3)]
+        for c, s in used[:OUTSIDE_TOP]
+        if c >= MIN_NAMED_CPUS
+    ]
+    return {"outside_cpus": round(sum(c for c, _ in used), 3), "outside_top": top}
+
+
+def _cmdline(proc: Path, pid: int) -> str:
+    try:
+        raw = (proc / str(pid) / "cmdline").read_bytes()
+    except OSError:
+        return ""
+    return " ".join(part.decode(errors="replace") for part in raw.split(b"\0") if part)[:200]
 
 
 __all__ = ["CpuReading", "cpu_use", "read_cpu"]

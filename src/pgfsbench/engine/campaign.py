@@ -368,8 +368,26 @@ class Campaign:
         columns = record.columns()
         columns.pop("status", None)
         self.store.finish_run(run_id, str(record.status), **columns)
+        if record.status == RunStatus.OK:
+            self._judge_disturbance(planned, run_id, record)
         result.counts[record.status] = result.counts.get(record.status, 0) + 1
         self.events.run_finished(planned, run_id, record)
+
+    def _judge_disturbance(self, planned: PlannedRun, run_id: int, record: RunRecord) -> None:
+        """What else used the host during the measured phase, read from what the run
+        recorded (analysis/disturbance): kept with the run, and a disturbed run says so
+        (repetitions = "auto" runs it again; --without-disturbed leaves it out)."""
+        from pgfsbench.analysis.disturbance import assess_run
+
+        found = assess_run(self.store.get_run(run_id))
+        metrics: dict[str, object] = {"disturbance": found.as_dict()}
+        warning = found.warning()
+        if warning is None:
+            self.store.add_to_run(run_id, metrics)
+            return
+        record.warnings.append(warning)
+        self.store.add_to_run(run_id, metrics, list(record.warnings))
+        self.events.warning(f"{planned.cell.id} #{planned.repetition}: {warning}")
 
     # ------------------------------------------------------------ failures
 
@@ -458,8 +476,11 @@ class Campaign:
 
 def auto_stop_reason(rows: Sequence[StoredRun], most: int, target_pct: float) -> str | None:
     """Why a cell needs no more runs (None: it needs one more)."""
-    ok = [r.throughput for r in rows if r.ok and r.throughput is not None]
+    from pgfsbench.analysis.disturbance import is_disturbed
     from pgfsbench.analysis.stats import estimate  # numpy/scipy: imported during the first run
+
+    # a disturbed run is no evidence about the storage: the cell runs again instead
+    ok = [r.throughput for r in rows if r.ok and r.throughput is not None and not is_disturbed(r)]
 
     est = estimate(ok)
     half = est.ci_half_pct if est is not None else None

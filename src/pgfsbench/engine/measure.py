@@ -376,7 +376,10 @@ def _measured(eng: Engine, st: CellState, ph: _Phases, watch: _Watch) -> None:
     cpu_before = read_cpu(daemons)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     ph.m = ph.workload.run(ctx, ph.cell, Phase(w.duration_s, True, live, dog.check))
-    ph.cpu = cpu_use(cpu_before, read_cpu(daemons), os.cpu_count() or 1)
+    # the benchmark's own: pgfsbench and what it started, the postmaster and its children
+    postmaster = st.instance.pid if st.instance is not None else None
+    roots = (os.getpid(), *((postmaster,) if postmaster else ()))
+    ph.cpu = cpu_use(cpu_before, read_cpu(daemons), os.cpu_count() or 1, roots)
     ph.disks = {
         dev: {
             "device_model": d["device_model"],

@@ -343,6 +343,8 @@ def table_rows(cells: Sequence[CellSummary]) -> list[dict[str, object]]:
                 "failed": c.ok < c.runs,
                 "errors": c.errors,
                 "unstable": "; ".join(c.unstable),
+                "remedies": "; or ".join(c.remedies),
+                "disturbed": ", ".join(f"#{r}" for r, _ in c.disturbed),
                 "stalls": c.stall_count,
                 "best_tps": b.get("tps") == c.cell,
                 "best_p99": b.get("latency_p99_ms") == c.cell,

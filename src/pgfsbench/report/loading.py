@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from pgfsbench.analysis.compare import Comparison
 from pgfsbench.analysis.cost import INSTANCE_NOTE
+from pgfsbench.analysis.disturbance import disturbance_of
 from pgfsbench.analysis.history import SeriesHistory, history, series_key
 from pgfsbench.analysis.observer import observer_effects
 from pgfsbench.analysis.stats import Estimate
@@ -44,16 +45,36 @@ def analyse(
     host: str | None = None,
     unstable_pct: float = UNSTABLE_PCT,
     prices: Mapping[str, Price] | None = None,
+    without_disturbed: bool = False,
 ) -> Analysed:
     """Runs of the campaigns, summarised per cell, compared, with what stands out.
-    ``prices``: one's own volume prices (`--price-file`)."""
+    ``prices``: one's own volume prices (`--price-file`). ``without_disturbed``: the runs
+    other work on the host disturbed are left out of every figure and verdict (and said)."""
     ids = list(campaigns)
     runs = store.full_runs(ids, host)
+    left_out: list[str] = []
+    if without_disturbed:
+        kept = []
+        for r in runs:
+            d = disturbance_of(r) if r.ok else None
+            if d is not None and d.disturbed:
+                left_out.append(
+                    f"{r.cell} #{r.repetition} (run {r.run_id}): {'; '.join(d.reasons())}"
+                )
+            else:
+                kept.append(r)
+        runs = kept
     cells = summarise(runs, baseline=baseline, unstable_pct=unstable_pct, prices=prices)
     why = unknown_baseline(cells, baseline)
     if why is not None:  # a typo must not turn every row into its own baseline
         raise UsageError(why)
     h = highlights(cells)
+    if left_out:
+        h.lines.insert(
+            0,
+            f"left out of the verdicts as disturbed (--without-disturbed): {len(left_out)} run(s)",
+        )
+        h.lines[1:1] = [f"  {line}" for line in left_out]
     h.lines += [e.words() for e in observer_effects(runs)]
     h.warnings = reading_warnings(runs)
     meta = [c for c in store.campaigns() if c.id in ids]
@@ -125,6 +146,8 @@ def cell_json(c: CellSummary) -> JsonObject:
         "space_data_bytes": est(c.space_data_bytes),
         "space_wal_bytes": est(c.space_wal_bytes),
         "unstable": list(c.unstable),
+        "remedies": list(c.remedies),
+        "disturbed": [{"repetition": r, "why": list(w)} for r, w in c.disturbed],
         "baseline": c.baseline,
         "vs_baseline": cmp(c.vs_baseline),
         "p99_vs_baseline": cmp(c.p99_vs_baseline),

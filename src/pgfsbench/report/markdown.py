@@ -121,7 +121,8 @@ def _summary_lines(cells: Sequence[CellSummary]) -> list[str]:
                         fmt_p99(c),
                         fmt_spread(c.load_seconds, 1),
                         fmt_space(c),
-                        f"{c.ok}/{c.runs}",
+                        f"{c.ok}/{c.runs}"
+                        + (f" ({len(c.disturbed)} disturbed)" if c.disturbed else ""),
                         str(c.stall_count),
                     ]
                 )

@@ -9,10 +9,11 @@ from rich.table import Table
 from rich.text import Text
 
 from pgfsbench.analysis.cost import INSTANCE_NOTE
+from pgfsbench.analysis.disturbance import disturbance_of
 from pgfsbench.analysis.history import SeriesHistory
 from pgfsbench.analysis.stalls import CAUSES, StallEpisode
 from pgfsbench.analysis.stats import Estimate
-from pgfsbench.analysis.summary import CellSummary, Highlights, by_group
+from pgfsbench.analysis.summary import CellSummary, Highlights, by_group, leaders
 from pgfsbench.results.records import StoredRun
 from pgfsbench.units import human_bytes
 
@@ -108,16 +109,14 @@ def fmt_space(c: CellSummary) -> str:
     return f"{human_bytes(c.space_data_bytes.median)}{wal}"
 
 
-def _best(cells: Sequence[CellSummary], key: str, higher: bool) -> set[str]:
-    """Cells holding the best value of a column within their comparable group."""
+def _best(cells: Sequence[CellSummary], key: str) -> set[str]:
+    """Cells significantly best on a column within their comparable group (summary.leaders:
+    none where the top is a tie)."""
     best: set[str] = set()
     for members in by_group(cells):
-        vals = [
-            (getattr(c, key).mean, c.cell) for c in members if getattr(c, key) and not c.reference
-        ]
-        if len(vals) > 1:
-            pick = max(vals) if higher else min(vals)
-            best.add(pick[1])
+        lead = leaders(members, key)
+        if lead is not None and lead.winner is not None:
+            best.add(lead.winner.cell)
     return best
 
 
@@ -143,9 +142,9 @@ def summary_table(cells: Sequence[CellSummary], title: str = "Summary", width: i
     cols += [("ok", "right"), ("stalls", "right")]
     for col, justify in cols:
         table.add_column(col, justify=justify, no_wrap=True)  # type: ignore[arg-type]
-    best_tps = _best(cells, "tps", True)
-    best_p99 = _best(cells, "latency_p99_ms", False)
-    best_load = _best(cells, "load_seconds", False)
+    best_tps = _best(cells, "tps")
+    best_p99 = _best(cells, "latency_p99_ms")
+    best_load = _best(cells, "load_seconds")
     groups = by_group(cells)
     legend = Table(show_header=False, box=None, pad_edge=False)
     legend.add_column("#", justify="right")
@@ -176,7 +175,10 @@ def summary_table(cells: Sequence[CellSummary], title: str = "Summary", width: i
                 ]
             if costs:
                 row += [fmt_cost(c)]
-            row += [f"{c.ok}/{c.runs}", str(c.stall_count) if c.stall_count else "-"]
+            ok = Text(f"{c.ok}/{c.runs}")
+            if c.disturbed:
+                ok.append(f" d{len(c.disturbed)}", style="yellow")
+            row += [ok, str(c.stall_count) if c.stall_count else "-"]
             table.add_row(*row, style=None if c.ok == c.runs else "red")
             emulated = f", {c.emulated}" if c.emulated else ""
             legend.add_row(f"{n}", f"{cell_name(c)} ({c.fs}{', FUSE' if c.fuse else ''}{emulated})")
@@ -187,7 +189,8 @@ def summary_table(cells: Sequence[CellSummary], title: str = "Summary", width: i
     parts.append(
         Text(
             "▲ better  ▼ worse  ≈ no significant difference  ? too few repetitions "
-            "(against each group's baseline, 95% confidence); ! unstable; ref a "
+            "(against each group's baseline, 95% confidence); ! unstable; dN N runs disturbed "
+            "by other work on the host; ref a "
             "reference (a ceiling, never the baseline); " + P99_LEGEND,
             style="dim",
         )
@@ -447,6 +450,16 @@ def history_lines(histories: Sequence[SeriesHistory]) -> list[Text]:
                 style="bold",
             )
         )
+        for r in h.runs:
+            d = disturbance_of(r)
+            if d.disturbed:
+                out.append(
+                    Text(
+                        f"  run {r.run_id} (campaign {r.campaign_id}, #{r.repetition}) "
+                        f"disturbed: {'; '.join(d.reasons())}",
+                        style="yellow",
+                    )
+                )
         for group in h.by_run():
             out.append(Text(f"  from {group[0].where()} on:"))
             for cp in group:

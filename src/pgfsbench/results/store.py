@@ -241,16 +241,29 @@ class Store:
         with self.engine.begin() as conn:
             conn.execute(update(schema.run).where(schema.run.c.id == run_id).values(**fields))
 
+    def add_to_run(
+        self, run_id: int, metrics: dict[str, object], warnings: list[str] | None = None
+    ) -> None:
+        """What was learnt of a finished run afterwards: ``metrics`` merged into its own,
+        ``warnings`` in place of its list (its status and times stay)."""
+        fields: dict[str, object] = {"metrics": self._merged_metrics(run_id, metrics)}
+        if warnings is not None:
+            fields["warnings"] = warnings
+        self.update_run(run_id, **fields)
+
+    def _merged_metrics(self, run_id: int, new: object) -> object:
+        with self.engine.connect() as conn:
+            old = conn.execute(
+                select(schema.run.c.metrics).where(schema.run.c.id == run_id)
+            ).scalar()
+        if isinstance(old, dict):
+            return {**old, **(new if isinstance(new, dict) else {})}
+        return new
+
     def finish_run(self, run_id: int, status: str, **fields: object) -> None:
         """The run's outcome; `metrics` is merged into what was stored before."""
         if "metrics" in fields:
-            with self.engine.connect() as conn:
-                old = conn.execute(
-                    select(schema.run.c.metrics).where(schema.run.c.id == run_id)
-                ).scalar()
-            new = fields["metrics"]
-            if isinstance(old, dict):
-                fields["metrics"] = {**old, **(new if isinstance(new, dict) else {})}
+            fields["metrics"] = self._merged_metrics(run_id, fields["metrics"])
         self.update_run(run_id, status=status, ended_at=now(), **fields)
 
     def mark_aborted(self, run_ids: Sequence[int], reason: str) -> int:
