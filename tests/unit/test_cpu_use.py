@@ -99,6 +99,6 @@ def test_the_cpu_of_processes_outside_the_benchmark_and_who_took_it(tmp_path: Pa
     # stress 4 s + dd 1 s + sshd one tick, over 4 s; the benchmark and zfs-fuse are not counted
     assert use["outside_cpus"] == pytest.approx(1.25 + 1 / hz / 4, abs=1e-3)
     assert use["outside_top"] == [
-        [200, "stress", "stress --cpu 1", 1.0],
-        [202, "dd", "dd if=/dev/zero of=/x", 0.25],
+        [200, "stress", "stress --cpu 1", 1.0, 1],
+        [202, "dd", "dd if=/dev/zero of=/x", 0.25, 1],
     ]

@@ -116,7 +116,8 @@ class CpuFigures:
     busy_pct: float | None = None
     steal_pct: float | None = None
     outside_cpus: float | None = None
-    outside_top: tuple[tuple[int, str, str, float], ...] = field(default_factory=tuple)
+    # command lines that took most: lowest pid, name, command line, CPUs, processes
+    outside_top: tuple[tuple[int, str, str, float, int], ...] = field(default_factory=tuple)
 
     @classmethod
     def of(cls, cpu: Mapping[str, Any]) -> CpuFigures:
@@ -125,7 +126,7 @@ class CpuFigures:
             return float(v) if isinstance(v, int | float) and not isinstance(v, bool) else None
 
         top = tuple(
-            (int(r[0]), str(r[1]), str(r[2]), float(r[3]))
+            (int(r[0]), str(r[1]), str(r[2]), float(r[3]), int(r[4]) if len(r) > 4 else 1)
             for r in cpu.get("outside_top") or []
             if isinstance(r, list | tuple) and len(r) >= 4
         )
@@ -151,9 +152,11 @@ def _mean(al: Aligned | None, name: str) -> float:
     return float(np.nanmean(v[np.isfinite(v)]))
 
 
-def _who_cpu(top: Sequence[tuple[int, str, str, float]]) -> str:
+def _who_cpu(top: Sequence[tuple[int, str, str, float, int]]) -> str:
     return "; ".join(
-        f"{comm} (pid {pid}: {_short(cmd)}) {cpus:.2f} CPU" for pid, comm, cmd, cpus in top
+        f"{comm} ({f'pid {pid}' if n == 1 else f'{n} processes from pid {pid}'}: "
+        f"{_short(cmd)}) {cpus:.2f} CPU"
+        for pid, comm, cmd, cpus, n in top
     )
 
 

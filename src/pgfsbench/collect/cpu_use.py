@@ -18,6 +18,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pgfsbench.collect.processes import ProcStat, descendants, parse_proc_stat
 from pgfsbench.collect.procfs import CpuTimes, cpu_percentages, parse_stat
@@ -98,8 +99,8 @@ def cpu_use(
 def _outside(
     a: CpuReading, b: CpuReading, seconds: float, roots: Sequence[int], proc: Path
 ) -> dict[str, object]:
-    """The CPU the processes outside the benchmark took (in CPUs), and the ones that took
-    most: [pid, name, command line, CPUs]."""
+    """The CPU the processes outside the benchmark took (in CPUs), and the command lines
+    that took most: [lowest pid, name, command line, CPUs, processes]."""
     ticks = os.sysconf("SC_CLK_TCK")
     parents = {pid: s.ppid for pid, s in {**a.processes, **b.processes}.items()}
     own = descendants(parents, roots) | set(a.daemons) | set(b.daemons)
@@ -113,10 +114,18 @@ def _outside(
         cpus_used = max(0, later.cpu_ticks - start) / ticks / seconds
         if cpus_used > 0:
             used.append((cpus_used, later))
-    used.sort(key=lambda u: -u[0])
+    # the processes of one command line together (four busy loops are one culprit)
+    by_command: dict[str, list[Any]] = {}
+    for c, st in used:
+        command = _cmdline(proc, st.pid) or st.comm
+        row = by_command.setdefault(command, [st.pid, st.comm, command, 0.0, 0])
+        row[0] = min(row[0], st.pid)
+        row[3] += c
+        row[4] += 1
+    ranked = sorted(by_command.values(), key=lambda r: -r[3])
     top = [
-        [s.pid, s.comm, _cmdline(proc, s.pid) or s.comm, round(c, 3)]
-        for c, s in used[:OUTSIDE_TOP]
+        [pid, comm, command, round(c, 3), n]
+        for pid, comm, command, c, n in ranked[:OUTSIDE_TOP]
         if c >= MIN_NAMED_CPUS
     ]
     return {"outside_cpus": round(sum(c for c, _ in used), 3), "outside_top": top}

@@ -1,0 +1,111 @@
+"""A figure that is not the storage's says so: CPU hogs and an I/O hog over most of the
+measured phase mark the run disturbed, with the figures and who; a level shift half-way
+is an episode with its cause; a clean run says nothing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.func.conftest import pgfsbench
+from tests.func.test_observation import run_with
+
+HOG = "import time\nt = time.time()\nwhile time.time() - t < {seconds}: pass\n# pgfsb-hog"
+
+
+def hogs(n: int, seconds: float) -> list[subprocess.Popen[bytes]]:
+    """Busy loops outside PostgreSQL that end by themselves."""
+    return [subprocess.Popen([sys.executable, "-c", HOG.format(seconds=seconds)]) for _ in range(n)]
+
+
+def wait_all(procs: list[subprocess.Popen[bytes]], timeout: float) -> None:
+    for p in procs:
+        p.wait(timeout=timeout)
+
+
+def disturbance(detail: dict[str, Any]) -> dict[str, Any]:
+    found = detail["metrics"]["disturbance"]
+    assert found["format"] == 1
+    return found  # type: ignore[no-any-return]
+
+
+def test_cpu_hogs_over_the_whole_measured_phase_mark_the_run_and_name_them(base: Path) -> None:
+    n = 2 * (os.cpu_count() or 2)
+
+    def hog(mnt: Path) -> None:
+        wait_all(hogs(n, 14), 60)
+
+    detail = run_with(base, "10s", hog)
+    found = disturbance(detail)
+    assert found["disturbed"], found
+    (cpu,) = [c for c in found["causes"] if c["kind"] == "host_cpu"]
+    assert cpu["disturbs"] and "pgfsb-hog" not in cpu["text"]  # named by its command line
+    assert "processes outside the benchmark took" in cpu["text"] and "python" in cpu["text"]
+    assert "% of the machine" in cpu["text"]
+    assert any(w.startswith("disturbed during the measured phase") for w in detail["warnings"])
+    outside = detail["metrics"]["cpu"]["outside_cpus"]
+    assert outside >= 1.0, detail["metrics"]["cpu"]  # the hogs' share, at least one CPU
+    results = base / "r.sqlite"
+    summary = pgfsbench("results", "summary", "--results", str(results)).stdout
+    assert " d1" in summary and "#1 disturbed" in summary
+    left = pgfsbench("results", "summary", "--results", str(results), "--without-disturbed")
+    assert "left out of the verdicts as disturbed" in left.stdout
+
+
+def test_an_io_hog_on_the_disk_beneath_marks_the_run(base: Path) -> None:
+    target = base / "io-hog.dat"  # on the disk that holds the loop files
+    subprocess.run(["fallocate", "-l", "1G", str(target)], check=True)
+
+    def io_hog(mnt: Path) -> None:
+        subprocess.run(
+            [
+                "fio",
+                "--name=hog",
+                f"--filename={target}",
+                "--size=1G",
+                "--rw=write",
+                "--bs=1M",
+                "--direct=1",
+                "--ioengine=libaio",
+                "--iodepth=16",
+                "--runtime=12",
+                "--time_based",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
+
+    detail = run_with(base, "10s", io_hog)
+    found = disturbance(detail)
+    io = [c for c in found["causes"] if c["kind"] == "host_io"]
+    assert io and io[0]["disturbs"], found
+    assert "fio" in io[0]["text"] and "MB/s of I/O" in io[0]["text"]
+    assert found["disturbed"]
+
+
+def test_a_clean_run_is_not_disturbed(base: Path) -> None:
+    detail = run_with(base, "6s", lambda mnt: None)
+    found = disturbance(detail)
+    assert not found["disturbed"], found
+    assert not any("disturbed" in w for w in detail["warnings"])
+
+
+def test_hogs_from_half_way_are_a_level_shift_with_its_cause(base: Path) -> None:
+    n = 3 * (os.cpu_count() or 2)
+
+    def later(mnt: Path) -> None:
+        time.sleep(7)  # 1 s of warm-up, then about 6 s of the measured phase at its level
+        wait_all(hogs(n, 12), 60)
+
+    detail = run_with(base, "14s", later)
+    episodes = [e for e in detail["stalls"] if e["end_s"] >= 12]
+    assert episodes, detail["stalls"]
+    ep = episodes[-1]
+    assert ep["start_s"] >= 4 and ep["end_s"] - ep["start_s"] >= 5, ep  # the second level
+    assert ep["cause"] == "host_cpu", ep
+    assert any("outside the benchmark" in e for e in ep["evidence"]), ep["evidence"]
