@@ -19,11 +19,19 @@ with one cause made to happen while it measures:
   throttle      a 1 MB/s limit put on the loop device (blkio) for HOLD seconds
   sigstop       the measured pgbench stopped (SIGSTOP) for HOLD seconds
   outside-insert  a bulk INSERT (CREATE TABLE AS) from a session outside the workload
-  clean         nothing: no episode may be reported
+  cpu-hog-long  busy loops over the whole measured phase: the run must be marked
+                disturbed, for the CPU (no episode to find: the whole run is at one level)
+  io-hog-long   a writer on the disk beneath over the whole measured phase: the run marked
+                disturbed, for the I/O
+  cpu-hog-half  busy loops from the middle of the measured phase to its end: a level shift,
+                the second half an episode with its cause
+  clean         nothing: no episode may be reported, and the run not marked disturbed
 
 For each run it prints the episodes found and their causes; at the end a confusion matrix
 (injected x diagnosed), the boundary errors, the share of right answers per confidence,
-and the episodes of the clean runs. Needs root; works in its own directory under /var/tmp
+and the episodes of the clean runs; then the runs marked disturbed (analysis/disturbance):
+a matrix of the whole-run cases against what the mark named, and the false marks of the
+other cases and of the clean runs. Needs root; works in its own directory under /var/tmp
 and removes it (a killed corpus: `pgfsbench cleanup --workdir DIR/work-*`).
 
     .venv/bin/python bench/diagnosis_corpus.py --reps 3 [--cases freeze,lock-idle] [--save F]
@@ -88,6 +96,8 @@ class Case:
     inject: Callable[[Run], None] | None = None
     window: tuple[float, float] | None = (AT, AT + HOLD)  # when, into the measured phase
     boundaries: bool = True  # whether the window's ends are known exactly
+    # the cause lasts the whole measured phase: scored on the run's disturbance mark
+    whole_run: bool = False
 
 
 @dataclass
@@ -245,6 +255,53 @@ def io_hog(run: Run) -> None:
         target.unlink(missing_ok=True)
 
 
+def cpu_hog_for(start: float, seconds: float) -> Callable[[Run], None]:
+    """Busy loops, more than there are CPUs, from ``start`` s into the measured phase."""
+
+    def inject(run: Run) -> None:
+        n = 3 * (os.cpu_count() or 2)
+        run.sleep_until(start)
+        t0 = time.time()
+        code = f"import time\nt=time.time()\nwhile time.time()-t<{seconds}: pass"
+        hogs = [subprocess.Popen([sys.executable, "-c", code]) for _ in range(n)]
+        for h in hogs:
+            h.wait(timeout=seconds + 30)
+        run.mark(t0, time.time())
+
+    return inject
+
+
+def io_hog_long(run: Run) -> None:
+    """A direct writer on the disk that holds the loop files, from the start of the
+    measured phase to its end."""
+    target = run.work.parent / "io-hog.dat"
+    subprocess.run(["fallocate", "-l", "2G", str(target)], check=True)
+    t0 = time.time()
+    try:
+        subprocess.run(
+            [
+                "fio",
+                "--name=hog",
+                f"--filename={target}",
+                "--size=2G",
+                "--rw=write",
+                "--bs=1M",
+                "--direct=1",
+                "--ioengine=libaio",
+                "--iodepth=32",
+                f"--runtime={DURATION + 1}",
+                "--time_based",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            timeout=DURATION + 60,
+            check=False,
+        )
+    finally:
+        run.mark(t0, time.time())
+        target.unlink(missing_ok=True)
+
+
 def outside_insert(run: Run) -> None:
     """Two bulk INSERTs from sessions outside the workload (psql), each into a table of its
     own (no lock in common with the workload), cancelled after HOLD seconds."""
@@ -388,6 +445,16 @@ limits = { write_mbps = 8 }""",
         "outside_session", storage='fs = "ext4"\ndevice = "loop:3G"', inject=outside_insert
     ),
     "sigstop": Case("stopped", inject=sigstop),
+    "cpu-hog-long": Case(
+        "host_cpu", inject=cpu_hog_for(0.0, DURATION + 1), window=None, whole_run=True
+    ),
+    "io-hog-long": Case("host_io", inject=io_hog_long, window=None, whole_run=True),
+    "cpu-hog-half": Case(
+        "host_cpu",
+        inject=cpu_hog_for(DURATION / 2, DURATION / 2 + 1),
+        window=(DURATION / 2, DURATION),
+        boundaries=False,
+    ),
     "clean": Case("none", window=None),
 }
 
@@ -504,6 +571,36 @@ class Score:
     clean_episodes: list[str] = field(default_factory=list)
     other: list[str] = field(default_factory=list)  # episodes outside the injection
     rows: list[dict[str, Any]] = field(default_factory=list)
+    # whole-run cases: (injected, what the disturbance mark named or "none")
+    marks: Counter[tuple[str, str]] = field(default_factory=Counter)
+    # runs of the other cases (clean ones included) marked disturbed, and all of them
+    false_marks: list[str] = field(default_factory=list)
+    unmarked_runs: int = 0
+
+
+OUTSIDE_WORK = ("host_cpu", "host_io")  # causes that are other work on the host
+
+
+def disturbance_kinds(run: dict[str, Any]) -> list[str]:
+    found = (run.get("metrics") or {}).get("disturbance") or {}
+    return [str(c["kind"]) for c in found.get("causes") or [] if c.get("disturbs")]
+
+
+def score_mark(name: str, case: Case, run: dict[str, Any], s: Score) -> None:
+    """The run's disturbance mark: right for a whole-run case when it names the cause;
+    false on any other run (a short injection is an episode, not a disturbed run: a
+    mark there is said, as is one on a clean run)."""
+    kinds = disturbance_kinds(run)
+    print(f"      disturbance mark: {', '.join(kinds) or 'none'}")
+    if case.whole_run:
+        s.marks[(case.expected, kinds[0] if kinds else "none")] += 1
+    elif case.expected in OUTSIDE_WORK:
+        # a short hog moved the figure too: a mark naming it is right, not false
+        s.marks[(f"{case.expected} (short)", kinds[0] if kinds else "none")] += 1
+    elif kinds:
+        s.false_marks.append(f"{name} run {run['run_id']}: {', '.join(kinds)}")
+    else:
+        s.unmarked_runs += 1
 
 
 def score_run(name: str, case: Case, run: dict[str, Any], s: Score) -> None:
@@ -529,6 +626,10 @@ def score_run(name: str, case: Case, run: dict[str, Any], s: Score) -> None:
                     f"{a['cause']} {a['score']}: {a['why_not']}" for a in e["alternatives"][:3]
                 )
             )
+    score_mark(name, case, run, s)
+    if case.whole_run:
+        s.other += [f"{name} run {run['run_id']}: {d}" for d in desc]
+        return
     if case.expected == "none":
         s.clean_episodes += [f"{name} run {run['run_id']}: {d}" for d in desc]
         return
@@ -589,7 +690,19 @@ def report(s: Score) -> dict[str, Any]:
     )
     if s.other:
         print("episodes outside the injected window:" + "".join(f"\n  {x}" for x in s.other))
+    if s.marks:
+        print("\nWhole-run disturbances (rows: injected; columns: what the run's mark named)")
+        for (e, d), n in sorted(s.marks.items()):
+            print(f"  {e} -> {d}: {n}")
+    marked_wrongly = len(s.false_marks)
+    print(
+        f"runs marked disturbed that should not be: {marked_wrongly} of "
+        f"{marked_wrongly + s.unmarked_runs}" + "".join(f"\n  {x}" for x in s.false_marks)
+    )
     return {
+        "marks": [[e, d, n] for (e, d), n in sorted(s.marks.items())],
+        "false_marks": s.false_marks,
+        "runs_not_whole_run": marked_wrongly + s.unmarked_runs,
         "confusion": [[e, d, n] for (e, d), n in sorted(s.confusion.items())],
         "missed": dict(s.missed),
         "right": right,

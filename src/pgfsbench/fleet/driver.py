@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pgfsbench.system.errors import CapabilityError, UsageError
+from pgfsbench.system.trust import check_workdir_trusted, file_problem
 
 PLAYBOOK = Path(__file__).resolve().parent / "playbooks" / "run.yml"
 STATE = "fleet.json"
@@ -167,9 +168,15 @@ class Follower:
             h.error = str(res.get("msg") or res.get("stderr") or task)[:300]
         elif kind == "runner_on_ok" and task == "the host's results":
             local = Path(self.state.directory) / "fetched" / f"{name}.sqlite"
-            if local.is_file():
+            try:
+                why = file_problem(os.lstat(local), local)
+            except OSError:
+                why = "not fetched"
+            if why is None:
                 h.results_file = str(local)
                 h.imported, h.campaign = self.import_file(local, str(name))
+            elif why != "not fetched":
+                h.status, h.error = "failed", f"its results file is not imported: {why}"
         elif kind in ("runner_retry", "runner_on_ok") and task == "pgfsbench run progress":
             lines = res.get("stdout_lines") or []
             if lines:
@@ -197,6 +204,8 @@ def run_fleet(
     ``resume``: host -> campaign to resume there."""
     runner = require_ansible()
     base = Path(state.directory)
+    # the hosts' results are fetched there and imported: nobody else may plant one
+    check_workdir_trusted(base, "--fleet-dir")
     (base / "fetched").mkdir(parents=True, exist_ok=True)
     (base / "ansible").mkdir(exist_ok=True)
     extravars: dict[str, Any] = {

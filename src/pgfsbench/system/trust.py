@@ -108,11 +108,11 @@ def path_problem(path: Path) -> str | None:
         current = current / pending.pop(0)
 
 
-def check_workdir_trusted(workdir: Path) -> None:
+def check_workdir_trusted(workdir: Path, option: str = "--workdir") -> None:
     """Refuse a work directory that someone else could have written into (see the module)."""
     why = path_problem(workdir)
     if why is not None:
-        raise UntrustedPath(f"--workdir {workdir}: {why}")
+        raise UntrustedPath(f"{option} {workdir}: {why}")
 
 
 def make_trusted_dir(path: Path, mode: int = 0o755) -> None:
