@@ -27,6 +27,7 @@ from pgfsbench.collect.samplers import (
     os_series,
     pg_series,
 )
+from pgfsbench.system.trust import read_text_nofollow
 
 # what the server log says of a completed checkpoint (a running one has none of them yet)
 CHECKPOINT_FIGURES = (
@@ -316,7 +317,7 @@ class Observation:
         still running when the run ended has no end and no figures (None)."""
         found: list[dict[str, Any]] = []
         with contextlib.suppress(OSError):
-            log = self.server_log.read_text(errors="replace")
+            log = read_text_nofollow(self.server_log)  # the postgres user's file
             for cp in parse_checkpoints(log):
                 found.append(
                     {

@@ -28,6 +28,7 @@ import numpy as np
 import polars as pl
 
 from pgfsbench.results.records import BUCKETS_PER_E, bucket_value_ms
+from pgfsbench.system.trust import open_written_by_others
 
 PERCENTILES = {"p50": 0.50, "p90": 0.90, "p95": 0.95, "p99": 0.99, "p999": 0.999}
 _NAMES = ["client", "tx", "lat", "script", "epoch", "us", "lag", "retries"]
@@ -58,7 +59,7 @@ class LatencyStats:
 
 def log_columns(path: Path) -> int:
     """How many columns a transaction log has (6, 7 with -R, 8 with --max-tries too)."""
-    with path.open("rb") as fh:
+    with open_written_by_others(path) as fh:
         first = fh.readline().split()
     return max(6, min(len(first), len(_NAMES)))
 
@@ -77,7 +78,7 @@ def _blocks(paths: Sequence[Path], size: int = CHUNK_BYTES) -> Iterator[bytes]:
     """The files' lines in blocks of about `size` bytes, each ending at a line end."""
     for path in paths:
         rest = b""
-        with path.open("rb") as fh:
+        with open_written_by_others(path) as fh:
             while chunk := fh.read(size):
                 chunk = rest + chunk
                 cut = chunk.rfind(b"\n") + 1
@@ -284,7 +285,7 @@ def compress_logs(paths: Sequence[Path], dest: Path) -> Path:
     """Concatenate the per-thread logs into one gzip artifact and remove them."""
     with gzip.open(dest, "wb", compresslevel=3) as out:
         for p in sorted(paths):
-            with p.open("rb") as src:
+            with open_written_by_others(p) as src:  # pgbench's, as the postgres user
                 shutil.copyfileobj(src, out, 1 << 20)
             p.unlink()
     return dest

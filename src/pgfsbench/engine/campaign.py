@@ -38,6 +38,7 @@ from pgfsbench.system.errors import Interrupted, PgfsbenchError, UsageError
 from pgfsbench.system.journal import Journal
 from pgfsbench.system.runner import ChildRegistry, Runner
 from pgfsbench.system.signals import signals_held
+from pgfsbench.system.trust import open_written_by_others
 
 # file names in a run's artifacts directory -> the kind they are stored as
 # what every run leaves, and what each tool's runs leave (spec/kinds.py)
@@ -454,8 +455,12 @@ class Campaign:
                     eng.runner, timeout=10 if immediate else 60, immediate=immediate
                 )
             if state.instance.log_path.exists():
-                with contextlib.suppress(OSError):
-                    shutil.copyfile(state.instance.log_path, art / "postgresql.log")
+                with (
+                    contextlib.suppress(OSError),
+                    open_written_by_others(state.instance.log_path) as src,
+                    (art / "postgresql.log").open("wb") as dst,
+                ):
+                    shutil.copyfileobj(src, dst, 1 << 20)
         for path in sorted(art.iterdir()):
             kind = ARTIFACT_KINDS.get(path.name)
             if kind is not None:
@@ -494,7 +499,7 @@ def auto_stop_reason(rows: Sequence[StoredRun], most: int, target_pct: float) ->
 
 def _tail(path: Path, lines: int) -> list[str]:
     try:
-        with path.open("rb") as fh:
+        with open_written_by_others(path) as fh:  # the postgres user's log
             fh.seek(0, 2)
             size = fh.tell()
             fh.seek(max(0, size - 256 * 1024))

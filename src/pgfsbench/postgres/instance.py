@@ -32,7 +32,7 @@ from pgfsbench.system.runner import (
     process_start_time,
     process_state,
 )
-from pgfsbench.system.trust import inside
+from pgfsbench.system.trust import inside, read_text_nofollow
 from pgfsbench.system.wait import wait_until
 
 if TYPE_CHECKING:
@@ -374,7 +374,7 @@ _SETTING_RE = re.compile(
 def startup_failure(path: Path) -> str:
     """The server log line that says why the server did not start (not just the last one)."""
     try:
-        lines = [ln for ln in path.read_text(errors="replace").splitlines() if ln.strip()]
+        lines = [ln for ln in read_text_nofollow(path).splitlines() if ln.strip()]
     except OSError:
         return "no server log was written"
     if not lines:

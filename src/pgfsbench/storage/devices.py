@@ -33,6 +33,7 @@ from pgfsbench.system.runner import (
     process_state,
     reap,
 )
+from pgfsbench.system.trust import read_text_nofollow
 from pgfsbench.system.wait import wait_until
 from pgfsbench.units import parse_size
 
@@ -202,7 +203,7 @@ def controller_priority(runner: Runner) -> tuple[list[str], str]:
 def disk_counters(stats: str | Path) -> dict[str, float]:
     """An emulated disk's counters now: the daemon's last line a second (stats file)."""
     try:
-        lines = Path(stats).read_text().splitlines()
+        lines = read_text_nofollow(Path(stats)).splitlines()
     except OSError:
         return {}
     for line in reversed(lines):

@@ -25,6 +25,7 @@ import errno
 import os
 import stat
 from pathlib import Path
+from typing import BinaryIO
 
 from pgfsbench.system.errors import GuardError
 
@@ -172,17 +173,27 @@ def open_nofollow(path: Path, flags: int, mode: int = 0o600) -> int:
         raise
 
 
+def open_written_by_others(path: Path) -> BinaryIO:
+    """A file someone else writes (the server's log, pgbench's transaction logs: the
+    `postgres` OS user's), opened for reading by root: never through a symlink, never a
+    FIFO or a device; OSError otherwise, as a missing file is."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(errno.ELOOP, "a symbolic link, not followed", str(path)) from None
+        raise
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", str(path))
+    return os.fdopen(fd, "rb")
+
+
 def read_text_nofollow(path: Path) -> str:
     """A file's text, never through a symlink (for files others may write: a server's
-    pid file, a daemon's statistics)."""
-    fd = open_nofollow(path, os.O_RDONLY)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise UntrustedPath(f"{path} is not a regular file")
-        with os.fdopen(os.dup(fd), "rb") as fh:
-            return fh.read().decode(errors="replace")
-    finally:
-        os.close(fd)
+    log, a daemon's statistics)."""
+    with open_written_by_others(path) as fh:
+        return fh.read().decode(errors="replace")
 
 
 def inside(path: str | Path, root: Path) -> bool:
