@@ -583,14 +583,12 @@ def _memory_set(limit: str | None) -> list[str]:
 
 
 def demo_spec() -> Path:
-    here = Path(__file__).resolve()
-    for candidate in (
-        here.parents[3] / "examples" / "quick.toml",
-        here.parents[1] / "examples" / "quick.toml",
-    ):
-        if candidate.is_file():
-            return candidate
-    raise UsageError("examples/quick.toml not found next to the installed package")
+    from pgfsbench.spec.loading import examples_dir
+
+    shipped = examples_dir()
+    if shipped is None or not (shipped / "quick.toml").is_file():
+        raise UsageError("examples/quick.toml is not installed with pgfsbench (a broken install)")
+    return shipped / "quick.toml"
 
 
 @app.command("demo")

@@ -112,8 +112,35 @@ def read_spec_text(path: Path) -> str:
         ) from None
 
 
+def examples_dir() -> Path | None:
+    """The example specs shipped with pgfsbench: the wheel's package data, else the
+    checkout's examples/ (a development install)."""
+    from importlib import resources
+
+    packaged = Path(str(resources.files("pgfsbench"))) / "examples"
+    if packaged.is_dir():
+        return packaged
+    checkout = Path(__file__).resolve().parents[3] / "examples"
+    return checkout if checkout.is_dir() else None
+
+
+def find_spec(path: Path) -> Path:
+    """The spec file at ``path``; where there is none, the shipped example of that name
+    ("quick", "quick.toml", "examples/quick.toml"), so an installed pgfsbench can plan and
+    run its examples from any directory."""
+    if path.exists():
+        return path
+    shipped = examples_dir()
+    if shipped is not None:
+        for candidate in (shipped / path.name, shipped / f"{path.name}.toml"):
+            if candidate.is_file():
+                return candidate
+    return path
+
+
 def load_spec(path: Path, sets: Sequence[str] = ()) -> LoadedSpec:
     """Read, override and validate a spec; every problem becomes one SpecError message."""
+    path = find_spec(path)
     text = read_spec_text(path)
     try:
         data = tomllib.loads(text)
