@@ -142,6 +142,23 @@ def test_auto_repetitions_stop_when_the_interval_is_tight_or_at_the_maximum() ->
     )
 
 
+def test_auto_repetitions_run_a_disturbed_cell_again() -> None:
+    """A disturbed run is no evidence about the storage: its cell is run again rather than
+    stopped on an interval it made tight (or wide)."""
+    from pgfsbench.engine.campaign import auto_stop_reason
+
+    mark = {
+        "disturbance": {
+            "format": 1,
+            "causes": [{"kind": "host_cpu", "text": "a hog", "disturbs": True}],
+        }
+    }
+    clean = [StoredRun(status="ok", throughput=t) for t in (1000, 1001)]
+    disturbed = StoredRun(status="ok", throughput=999, metrics=mark)
+    assert auto_stop_reason([*clean, StoredRun(status="ok", throughput=999)], 8, 2.0, 3)
+    assert auto_stop_reason([*clean, disturbed], 8, 2.0, 3) is None  # two clean runs: one more
+
+
 def test_t_quantile_and_p_agree_with_scipy_stats() -> None:
     """The light scipy.special forms give scipy.stats' values (fractional df included)."""
     from scipy import stats as sps

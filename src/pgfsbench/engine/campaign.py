@@ -232,7 +232,9 @@ class Campaign:
                 if cell.id in stopped:
                     continue
                 rows = by_cell[cell.id]
-                reason = auto_stop_reason(rows, d.repetitions_max, d.ci_target_pct)
+                reason = auto_stop_reason(
+                    rows, d.repetitions_max, d.ci_target_pct, d.repetitions_min
+                )
                 if reason is not None:
                     stopped[cell.id] = reason
                     continue
@@ -479,8 +481,11 @@ class Campaign:
         self.store.put_artifact(run_id, ARTIFACT_KINDS["commands.sh"], path)
 
 
-def auto_stop_reason(rows: Sequence[StoredRun], most: int, target_pct: float) -> str | None:
-    """Why a cell needs no more runs (None: it needs one more)."""
+def auto_stop_reason(
+    rows: Sequence[StoredRun], most: int, target_pct: float, least: int = 2
+) -> str | None:
+    """Why a cell needs no more runs (None: it needs one more). Only undisturbed ok runs
+    count, and at least ``least`` of them (repetitions_min): a disturbed run is run again."""
     from pgfsbench.analysis.disturbance import is_disturbed
     from pgfsbench.analysis.stats import estimate  # numpy/scipy: imported during the first run
 
@@ -489,7 +494,7 @@ def auto_stop_reason(rows: Sequence[StoredRun], most: int, target_pct: float) ->
 
     est = estimate(ok)
     half = est.ci_half_pct if est is not None else None
-    if half is not None and half <= target_pct:
+    if half is not None and half <= target_pct and len(ok) >= least:
         return f"95% CI ±{half:.1f}% <= {target_pct:g}% after {len(ok)} ok runs"
     if len(rows) >= most:
         what = f"95% CI ±{half:.1f}%" if half is not None else f"{len(ok)} ok run(s)"

@@ -151,6 +151,7 @@ class Templates:
         if self.find(key) is not None:
             return
         self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        self._discard(self.root / key)  # one not to be used (an older format, changed)
         for stale in self.root.glob(f".{key}.*"):  # a killed run's (one campaign a host)
             shutil.rmtree(stale, ignore_errors=True)
         partial = self.root / f".{key}.{os.getpid()}"
@@ -176,6 +177,14 @@ class Templates:
             self._evict()
         finally:
             shutil.rmtree(partial, ignore_errors=True)
+
+    def _discard(self, path: Path) -> None:
+        """Remove what stands at ``path`` in the templates' directory, never following a
+        link (a link is removed, not what it points at)."""
+        if path.is_symlink() or path.is_file():
+            path.unlink()
+        elif path.is_dir():
+            shutil.rmtree(path)
 
     def copy_into(self, template: Path, pgdata: Path, waldir: Path | None, runner: Runner) -> str:
         """Make the cluster at ``pgdata`` (an empty directory of the server's user) a copy
