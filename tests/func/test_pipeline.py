@@ -99,12 +99,19 @@ def test_guard_refuses_a_device_with_a_filesystem(base: Path) -> None:
 
         signed = pgfsbench("run", str(spec), *work, "--destroy-data-on", dev, check=False)
         assert signed.returncode == 4 and "ext4" in signed.stderr and "--force" in signed.stderr
+        # not in use, only signed: plan shows it (run asks for the confirmations)
+        planned = pgfsbench("plan", str(spec), "--workdir", str(base / "work"), check=False)
+        assert planned.returncode == 0 and "would be ERASED" in planned.stdout
 
         subprocess.run(["mount", dev, str(mnt)], check=True)
         mounted = pgfsbench(
             "run", str(spec), *work, "--destroy-data-on", dev, "--force", check=False
         )
         assert mounted.returncode == 4 and "is mounted on" in mounted.stderr
+        # plan refuses what run refuses whatever the confirmation: a device in use
+        planned = pgfsbench("plan", str(spec), "--workdir", str(base / "work"), check=False)
+        assert planned.returncode == 4 and f"refusing {dev}" in planned.stderr
+        assert str(mnt) in planned.stderr
         assert "Traceback" not in signed.stderr + mounted.stderr + unconfirmed.stderr
         assert (mnt / "marker").read_text() == "precious"
     finally:

@@ -24,7 +24,13 @@ from rich.progress import (
 from rich.table import Table
 
 from pgfsbench.cli import app
-from pgfsbench.system.errors import CapabilityError, Interrupted, RunsFailed, UsageError
+from pgfsbench.system.errors import (
+    CapabilityError,
+    GuardError,
+    Interrupted,
+    RunsFailed,
+    UsageError,
+)
 from pgfsbench.system.paths import DEFAULT_WORKDIR
 from pgfsbench.units import human_bytes, human_seconds
 
@@ -87,6 +93,7 @@ def plan_cmd(
     loaded = load_spec(spec, [*(sets or []), *_memory_set(memory_limit)])
     check_workdir_trusted(workdir)  # `run` would refuse it: so does its plan
     plan = make_plan(loaded, workdir, only or [])
+    _refuse_devices_in_use(plan.real_devices)
     busy = busy_warning(
         sample_load(0.5), loaded.spec.defaults.busy_cpu_pct, loaded.spec.defaults.busy_steal_pct
     )
@@ -97,6 +104,21 @@ def plan_cmd(
         print(json.dumps(plan.as_dict(), indent=1))
         return
     print_plan(Console(), plan)
+
+
+def _refuse_devices_in_use(devices: list[str]) -> None:
+    """What `run` refuses whatever the confirmation (a device mounted, swapped on, held by
+    md, LVM or a pool, or absent), `plan` refuses too, reading only; a signature that
+    --force may override is left to `run`'s confirmation."""
+    from pgfsbench.storage.devices import device_problems
+    from pgfsbench.system.runner import Runner
+
+    for dev in devices:
+        if not Path(dev).exists():
+            raise GuardError(f"{dev} does not exist")
+        hard, _signatures = device_problems(Runner(), dev)
+        if hard:
+            raise GuardError(f"refusing {dev}: " + "; ".join(hard))
 
 
 def _check_versions(loaded: LoadedSpec, plan: Plan) -> None:
