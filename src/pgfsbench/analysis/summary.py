@@ -552,7 +552,9 @@ def highlights(cells: Sequence[CellSummary]) -> Highlights:
                     f"{c.label} ({c.tps.mean:,.0f} {unit})" for c in top if c.tps is not None
                 )
                 + (
-                    f" at the top; each of the others is behind {lead.best.label}"
+                    " at the top; "
+                    + ", ".join(c.label for c in candidates if c not in top)
+                    + f" significantly behind {lead.best.label}"
                     if len(top) < len(candidates)
                     else ""
                 )
@@ -587,8 +589,8 @@ def highlights(cells: Sequence[CellSummary]) -> Highlights:
         for ref in (c for c in measured if c.reference and c.tps is not None):
             assert ref.tps is not None
             h.lines.append(
-                f"  reference {ref.label}: {ref.tps.mean:,.0f} {unit}; the best "
-                f"reaches {100 * best.tps.mean / ref.tps.mean:.0f}% of it"
+                f"  reference {ref.label}: {ref.tps.mean:,.0f} {unit}; the highest mean "
+                f"({best.label}) reaches {100 * best.tps.mean / ref.tps.mean:.0f}% of it"
                 if ref is not best and ref.tps.mean > 0
                 else f"  reference {ref.label}: {ref.tps.mean:,.0f} {unit}"
             )
