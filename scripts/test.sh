@@ -1,15 +1,33 @@
 #!/usr/bin/env bash
 # The test command: lint, type-check, then unit and functional tests (functional tests
 # need root: they make loop devices, mount filesystems and start PostgreSQL).
+#
+#   bash scripts/test.sh [PYTEST ARGS...]   everything (what CI runs)
+#   bash scripts/test.sh --fast             the edit loop: lint, types, the Go tests, the
+#                                           unit tests and a handful of functional tests
+#                                           (the guard, a kill then cleanup, the trust
+#                                           rules), in about two minutes here
 set -euo pipefail
 cd "$(dirname "$0")/.."
+fast=0
+if [ "${1:-}" = "--fast" ]; then
+    fast=1
+    shift
+fi
 bash scripts/bootstrap.sh --with-tests
 # PostgreSQL 18 for the version tests (Debian 12 has 15 only); cached after the first time
-bash scripts/fetch-postgresql.sh 18.6.0
+[ "$fast" = 1 ] || bash scripts/fetch-postgresql.sh 18.6.0
 .venv/bin/ruff check
 .venv/bin/ruff format --check
 .venv/bin/mypy
 # the emulated disk's daemon: its models' arithmetic (Go); bootstrap built it
 GO=$(command -v go || echo /usr/local/go/bin/go)
 (cd native/diskmodel && "$GO" vet ./... && "$GO" test ./...)
+if [ "$fast" = 1 ]; then
+    exec .venv/bin/pytest tests/unit \
+        tests/func/test_trust.py \
+        "tests/func/test_pipeline.py::test_guard_refuses_a_device_with_a_filesystem" \
+        "tests/func/test_pipeline.py::test_sigkill_mid_matrix_is_fully_undone_by_cleanup" \
+        "$@"
+fi
 exec .venv/bin/pytest "$@"
