@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.func.conftest import pgfsbench
+from tests.func.conftest import pgfsbench, wait_for
 from tests.func.test_observation import run_with
 
 HOG = "import time\nt = time.time()\nwhile time.time() - t < {seconds}: pass\n# pgfsb-hog"
@@ -95,17 +95,61 @@ def test_a_clean_run_is_not_disturbed(base: Path) -> None:
     assert not any("disturbed" in w for w in detail["warnings"])
 
 
+def measured_start(parent_of: int) -> float | None:
+    """Wall clock of the measured pgbench's start (after a warm-up, the measured run is the
+    one without vacuum, -n), or None before it."""
+    boot = time.time() - float(Path("/proc/uptime").read_text().split()[0])
+    hz = os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().split(b"\0")
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[1]) == parent_of and cmd[0].endswith(b"pgbench") and b"-n" in cmd:
+            return boot + int(fields[19]) / hz
+    return None
+
+
 def test_hogs_from_half_way_are_a_level_shift_with_its_cause(base: Path) -> None:
     n = 3 * (os.cpu_count() or 2)
+    duration = 16
 
     def later(mnt: Path) -> None:
-        time.sleep(7)  # 1 s of warm-up, then about 6 s of the measured phase at its level
-        wait_all(hogs(n, 12), 60)
+        start = wait_for(
+            lambda: max(
+                (t for p in _pgfsbench_runs() if (t := measured_start(int(p.name))) is not None),
+                default=None,
+            ),
+            60,
+            "the measured pgbench",
+        )
+        time.sleep(max(0.0, start + duration / 2 - time.time()))
+        wait_all(hogs(n, duration / 2 + 2), 60)
 
-    detail = run_with(base, "14s", later)
-    episodes = [e for e in detail["stalls"] if e["end_s"] >= 12]
-    assert episodes, detail["stalls"]
-    ep = episodes[-1]
-    assert ep["start_s"] >= 4 and ep["end_s"] - ep["start_s"] >= 5, ep  # the second level
+    detail = run_with(base, f"{duration}s", later)
+    stalls = detail["stalls"]
+    later_half = [e for e in stalls if e["end_s"] >= duration - 3 and e["start_s"] >= duration / 4]
+    assert later_half, stalls
+    ep = later_half[-1]
+    assert ep["end_s"] - ep["start_s"] >= duration / 4, ep  # the second level, not a dip
     assert ep["cause"] == "host_cpu", ep
     assert any("outside the benchmark" in e for e in ep["evidence"]), ep["evidence"]
+
+
+def _pgfsbench_runs() -> list[Path]:
+    """The `pgfsbench run` processes of this machine (the test started one)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if len(cmd) > 3 and cmd[1:3] == [b"-m", b"pgfsbench"] and cmd[3] == b"run":
+            out.append(entry)
+    return out

@@ -84,7 +84,7 @@ def test_two_inventory_hosts_one_store(
     assert "node-b: running 2/2 runs" in out.stdout or "node-b: done 2/2 runs" in out.stdout
     runs = runs_of(team)
     assert sorted(r["host"] for r in runs) == ["node-a", "node-a", "node-b", "node-b"]
-    assert all(r["status"] == "ok" for r in runs)
+    assert all(r["status"] == "ok" for r in runs), [(r["status"], r.get("error")) for r in runs]
     assert (fleet / "fetched" / "node-a.doctor.json").is_file()
     # node-b really came over SSH: its sshd logged the key's login
     assert "Accepted publickey for root" in (base / "ssh" / "sshd.log").read_text()

@@ -230,7 +230,10 @@ def test_a_template_is_used_only_as_root_made_it(base: Path) -> None:
             )
             _, output = cluster("after-link")
             assert not output.startswith("(a copy")
-            template.unlink()
+            # the link was discarded, not followed, and initdb's cluster is the new template
+            assert not template.is_symlink() and (template / MANIFEST).is_file()
+            assert (elsewhere / "pgdata" / "PG_VERSION").is_file()  # untouched
+            shutil.rmtree(template)
             # a template planted without a manifest of root's
             shutil.copytree(base / "after-link", template / "pgdata", symlinks=True)
             template.chmod(0o700)

@@ -94,6 +94,12 @@ def test_a_path_that_climbs_out_of_the_work_directory_is_refused() -> None:
     assert out_of_bounds(Undo("remove_path", {"path": "cells/run-1"}), SCOPE) is not None
 
 
+def test_the_short_socket_directory_in_tmp_is_removable_and_nothing_else_there() -> None:
+    assert out_of_bounds(Undo("remove_path", {"path": "/tmp/pgfsb-89d833b0"}), SCOPE) is None
+    for other in ("/tmp/pgfsb-89d833b0/../x", "/tmp/pgfsb-xyz", "/tmp/.X11-unix", "/tmp"):
+        assert out_of_bounds(Undo("remove_path", {"path": other}), SCOPE) is not None
+
+
 def test_a_directory_on_a_named_filesystem_is_the_writers_own_only() -> None:
     mine = "/srv/data/pgfsbench-20261127-101010-4242-run-3"
     theirs = "/srv/data/pgfsbench-20261127-101010-999-run-3"

@@ -381,6 +381,8 @@ def socket_dir(journal: Journal, celldir: Path, owner: str | None) -> Path:
     """A private (0700) directory for the server's unix socket; short enough for sun_path."""
     candidate = celldir / "sock"
     if len(str(candidate / ".s.PGSQL.5432.lock")) > 100:
+        # made anew (never adopted: a name someone took first fails the mkdir); its undo
+        # is bound to this pattern (system/bounds.SHORT_SOCKET_DIR)
         candidate = Path("/tmp") / f"pgfsb-{secrets.token_hex(4)}"
     return make_dir(journal, candidate, owner=owner, mode=0o700)
 

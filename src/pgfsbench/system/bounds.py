@@ -60,9 +60,16 @@ def own_directory_name(path: str, scope: Scope) -> bool:
     )
 
 
+# the server's socket directory when the work directory's path is too long for a unix
+# socket (engine/cell.socket_dir): /tmp/pgfsb- and 8 random hex digits, made 0700
+SHORT_SOCKET_DIR = re.compile(r"/tmp/pgfsb-[0-9a-f]{8}")
+
+
 def removable_path(args: dict[str, object], scope: Scope) -> str | None:
     path = str(args["path"])
     if inside(path, scope.workdir) or own_directory_name(path, scope):
+        return None
+    if SHORT_SOCKET_DIR.fullmatch(path):
         return None
     return f"{path} is neither inside the work directory {scope.workdir} nor a directory of its run"
 
