@@ -189,7 +189,11 @@ size = "512M"
     runs = runs_of(results)
     assert len(runs) == 5
     for r in runs:
-        assert show(results, r["run_id"])["stalls"] == [], r
+        detail = show(results, r["run_id"])
+        assert detail["stalls"] == [], r
+        # nothing else used the host: not disturbed, nothing said
+        assert detail["metrics"]["disturbance"]["disturbed"] is False, detail["metrics"]
+        assert not any("disturbed" in w for w in detail["warnings"])
     summary = json.loads(
         pgfsbench("results", "summary", "--results", str(results), "--json").stdout
     )
