@@ -206,21 +206,6 @@ def lock_holder(active: bool) -> Callable[[Run], None]:
     return inject
 
 
-def cpu_hog(run: Run) -> None:
-    n = 3 * (os.cpu_count() or 2)
-    run.sleep_until(AT)
-    t0 = time.time()
-    hogs = [
-        subprocess.Popen(
-            [sys.executable, "-c", f"import time\nt=time.time()\nwhile time.time()-t<{HOLD}: pass"]
-        )
-        for _ in range(n)
-    ]
-    for h in hogs:
-        h.wait(timeout=HOLD + 30)
-    run.mark(t0, time.time())
-
-
 def io_hog(run: Run) -> None:
     target = run.work.parent / "io-hog.dat"  # on the disk that holds the loop files
     subprocess.run(["fallocate", "-l", "2G", str(target)], check=True)
@@ -398,7 +383,7 @@ CASES: dict[str, Case] = {
     "freeze": Case("fs_frozen", inject=freeze),
     "lock-idle": Case("locks", inject=lock_holder(active=False)),
     "lock-active": Case("locks", inject=lock_holder(active=True)),
-    "cpu-hog": Case("host_cpu", inject=cpu_hog),
+    "cpu-hog": Case("host_cpu", inject=cpu_hog_for(AT, HOLD)),
     "io-hog": Case("host_io", inject=io_hog),
     "checkpoint": Case(
         "checkpoint",

@@ -189,6 +189,40 @@ def measuring_pgbench_of(parent: int) -> bool:
     return False
 
 
+def measured_start(parent_of: int) -> float | None:
+    """Wall clock of the measured pgbench's start (after a warm-up, the measured run is the
+    one without vacuum, -n), or None before it."""
+    boot = time.time() - float(Path("/proc/uptime").read_text().split()[0])
+    hz = os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().split(b"\0")
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if int(fields[1]) == parent_of and cmd[0].endswith(b"pgbench") and b"-n" in cmd:
+            return boot + int(fields[19]) / hz
+    return None
+
+
+def pgfsbench_runs() -> list[Path]:
+    """The `pgfsbench run` processes of this machine (the test started one)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmd = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if len(cmd) > 3 and cmd[1:3] == [b"-m", b"pgfsbench"] and cmd[3] == b"run":
+            out.append(entry)
+    return out
+
+
 def start(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, "-m", "pgfsbench", *args],

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.func.conftest import pgfsbench, wait_for
+from tests.func.conftest import measured_start, pgfsbench, pgfsbench_runs, wait_for
 from tests.func.test_observation import run_with
 
 HOG = "import time\nt = time.time()\nwhile time.time() - t < {seconds}: pass\n# pgfsb-hog"
@@ -88,25 +88,6 @@ def test_an_io_hog_on_the_disk_beneath_marks_the_run(base: Path) -> None:
     assert found["disturbed"]
 
 
-def measured_start(parent_of: int) -> float | None:
-    """Wall clock of the measured pgbench's start (after a warm-up, the measured run is the
-    one without vacuum, -n), or None before it."""
-    boot = time.time() - float(Path("/proc/uptime").read_text().split()[0])
-    hz = os.sysconf("SC_CLK_TCK")
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmd = (entry / "cmdline").read_bytes().split(b"\0")
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[1]) == parent_of and cmd[0].endswith(b"pgbench") and b"-n" in cmd:
-            return boot + int(fields[19]) / hz
-    return None
-
-
 def test_hogs_from_half_way_are_a_level_shift_with_its_cause(base: Path) -> None:
     n = 3 * (os.cpu_count() or 2)
     duration = 16
@@ -114,7 +95,7 @@ def test_hogs_from_half_way_are_a_level_shift_with_its_cause(base: Path) -> None
     def later(mnt: Path) -> None:
         start = wait_for(
             lambda: max(
-                (t for p in _pgfsbench_runs() if (t := measured_start(int(p.name))) is not None),
+                (t for p in pgfsbench_runs() if (t := measured_start(int(p.name))) is not None),
                 default=None,
             ),
             60,
@@ -131,18 +112,3 @@ def test_hogs_from_half_way_are_a_level_shift_with_its_cause(base: Path) -> None
     assert ep["end_s"] - ep["start_s"] >= duration / 4, ep  # the second level, not a dip
     assert ep["cause"] == "host_cpu", ep
     assert any("outside the benchmark" in e for e in ep["evidence"]), ep["evidence"]
-
-
-def _pgfsbench_runs() -> list[Path]:
-    """The `pgfsbench run` processes of this machine (the test started one)."""
-    out = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmd = (entry / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if len(cmd) > 3 and cmd[1:3] == [b"-m", b"pgfsbench"] and cmd[3] == b"run":
-            out.append(entry)
-    return out

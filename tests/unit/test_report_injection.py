@@ -4,16 +4,15 @@ Markdown and terminal outputs carry no markup or escape sequence of it raw."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from pgfsbench.report.html import script_json
+from tests.unit.test_cli_answers import cli
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -28,17 +27,6 @@ def test_script_json_reads_back_as_the_same_text_and_holds_no_tag() -> None:
     assert "<" not in text and ">" not in text and "&" not in text
     assert "\u2028" not in text and "\u2029" not in text
     assert json.loads(text) == value
-
-
-def cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "pgfsbench", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, "COLUMNS": "200"},
-    )
 
 
 def hostile_store(tmp_path: Path) -> Path:

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from pgfsbench.analysis.outside import short, top_outside
 from pgfsbench.analysis.series import Aligned, align
 from pgfsbench.results.records import StoredRun
 
@@ -161,39 +162,18 @@ def _mean(al: Aligned | None, name: str) -> float:
 def _who_cpu(top: Sequence[tuple[int, str, str, float, int]]) -> str:
     return "; ".join(
         f"{comm} ({f'pid {pid}' if n == 1 else f'{n} processes from pid {pid}'}: "
-        f"{_short(cmd)}) {cpus:.2f} CPU"
+        f"{short(cmd)}) {cpus:.2f} CPU"
         for pid, comm, cmd, cpus, n in top
     )
 
 
-def _short(command: str) -> str:
-    command = " ".join(command.split())
-    return command if len(command) <= 80 else command[:77] + "..."
-
-
-def _top_from_series(al: Aligned, by: str) -> str:
-    """The outside processes that took most over the phase, from the samplers' table."""
-    agg: dict[str, list[Any]] = {}
-    seconds = [s for s in al.structured.get("outside_top", []) if s is not None]
-    for sec in seconds:
-        for pid, comm, cmdline, cpu, rmb, wmb in sec or []:
-            command = " ".join(str(cmdline or comm).split())
-            row = agg.setdefault(command, [comm, set(), 0.0, 0.0])
-            row[1].add(pid)
-            row[2] += cpu
-            row[3] += rmb + wmb
-    n = max(1, len(seconds))
-    key = 2 if by == "cpu" else 3
-    out = []
-    for command, row in sorted(agg.items(), key=lambda kv: -kv[1][key])[:3]:
-        value = row[key] / n
-        if value < 0.5:
-            continue
-        pids = sorted(row[1])
-        who = f"pid {pids[0]}" if len(pids) == 1 else f"{len(pids)} processes, pids {pids[0]}..."
-        figure = f"{value:.0f}% of a CPU" if by == "cpu" else f"{value:,.1f} MB/s"
-        out.append(f"{row[0]} ({who}: {_short(command)}) {figure}")
-    return "; ".join(out)
+def _top_from_series(al: Aligned, by: str, seconds: np.ndarray | None = None) -> str:
+    """The outside processes that took most over the phase (or over ``seconds``), from the
+    samplers' table."""
+    values = al.structured.get("outside_top", [])
+    if seconds is not None:
+        values = [v for v, on in zip(values, seconds, strict=False) if on]
+    return top_outside(values, sum(1 for v in values if v is not None), by)
 
 
 def _host_cpu(cpu: CpuFigures, al: Aligned | None, missing: list[str]) -> Cause | None:
@@ -299,7 +279,7 @@ def _host_io(al: Aligned | None, missing: list[str]) -> Cause | None:
         )
     if not where:
         return None
-    who = _top_from_series(al, "io")
+    who = _top_from_series(al, "io", busy)
     return Cause(
         "host_io",
         f"processes outside the benchmark did {outside:,.1f} MB/s of I/O in "

@@ -30,6 +30,7 @@ from typing import Any, TypedDict
 import numpy as np
 
 from pgfsbench.analysis.levels import level_shift
+from pgfsbench.analysis.outside import top_outside
 from pgfsbench.analysis.series import Aligned, median_finite
 
 STRONG, GOOD, WEAK = 1.0, 0.6, 0.3  # how much a clue weighs
@@ -1223,30 +1224,8 @@ def _host_io(c: Context) -> Finding | None:
 def _top_outside(c: Context, by: str) -> str:
     """The outside processes that used the most CPU or I/O during the episode, those of one
     command line together."""
-    agg: dict[str, list[Any]] = {}
-    for sec in c.structured_in("outside_top"):
-        for pid, comm, cmdline, cpu, rmb, wmb in sec or []:
-            command = " ".join(str(cmdline or comm).split())
-            row = agg.setdefault(command, [comm, set(), 0.0, 0.0])
-            row[1].add(pid)
-            row[2] += cpu
-            row[3] += rmb + wmb
-    n = max(1, c.n)
-    rows = sorted(agg.items(), key=lambda kv: -(kv[1][2] if by == "cpu" else kv[1][3]))[:3]
-    out = []
-    for command, (comm, pids, cpu, io) in rows:
-        if (cpu if by == "cpu" else io) / n < 0.5:
-            continue
-        figure = f"{cpu / n:.0f}% of a CPU" if by == "cpu" else f"{io / n:,.1f} MB/s"
-        who = (
-            f"pid {min(pids)}"
-            if len(pids) == 1
-            else f"{len(pids)} processes, pids {', '.join(map(str, sorted(pids)[:4]))}"
-            + ("..." if len(pids) > 4 else "")
-        )
-        short = command if len(command) <= 80 else command[:77] + "..."
-        out.append(f"{comm} ({who}: {short}) {figure}")
-    return "; ".join(out) or "not named (the process table was not recorded)"
+    named = top_outside(c.structured_in("outside_top"), c.n, by)
+    return named or "not named (the process table was not recorded)"
 
 
 def _rose_clue(
