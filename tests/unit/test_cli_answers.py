@@ -255,3 +255,21 @@ def test_a_baseline_or_only_that_names_nothing_is_a_usage_error_with_did_you_mea
     plan = cli("plan", str(ROOT / "examples" / "quick.toml"), "--only", "ext4*", "--only", "xfz*")
     assert plan.returncode == 2 and "--only xfz*: no cell matches" in plan.stderr
     assert "did you mean" in plan.stderr
+
+
+def test_the_demos_next_commands_name_its_own_files_and_work_as_shown(tmp_path: Path) -> None:
+    import shlex
+
+    from pgfsbench.cli.run import next_commands
+    from pgfsbench.report.loading import analyse
+
+    results = dbi_like(tmp_path / "my demo.sqlite")  # a name that needs quoting
+    store = Store(str(results))
+    a = analyse(store, [1])
+    lines = next_commands(str(results), a.cells, [r.run_id for r in a.runs])
+    assert len(lines) == 4 and all(shlex.quote(str(results)) in ln for ln in lines[:3])
+    for line in lines:
+        argv = shlex.split(line.split("#")[0])
+        assert argv[0] == "pgfsbench"
+        done = cli(*argv[1:])
+        assert done.returncode == 0, (line, done.stderr)

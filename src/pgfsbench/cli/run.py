@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -35,6 +36,9 @@ from pgfsbench.system.paths import DEFAULT_WORKDIR
 from pgfsbench.units import human_bytes, human_seconds
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from pgfsbench.analysis.summary import CellSummary
     from pgfsbench.engine.campaign import CampaignResult
     from pgfsbench.engine.events import Events, LiveSource
     from pgfsbench.engine.live import LiveMetrics
@@ -634,4 +638,29 @@ def demo_cmd(
     a = analyse(store, [result.campaign_id])
     report.write_text(render_report(a.campaigns, a.runs, a.cells, a.highlights, history=a.history))
     console.print(f"HTML report: {report.resolve()}")
+    console.print("Next:", markup=False)
+    for line in next_commands(results, a.cells, [r.run_id for r in a.runs]):
+        console.print(f"  {line}", markup=False, highlight=False, soft_wrap=True)
     _exit_status(result)
+
+
+def next_commands(results: str, cells: Sequence[CellSummary], run_ids: Sequence[int]) -> list[str]:
+    """What to type after the demo, with its own file names: each command works as shown."""
+    store = shlex.quote(results)
+    lines = [f"pgfsbench results summary --results {store}    # the table again"]
+    if run_ids:
+        lines.append(
+            f"pgfsbench results show {run_ids[0]} --results {store}    # one run: its "
+            "environment, settings, series and stalls"
+        )
+    candidates = [c for c in cells if not c.reference]
+    if len(candidates) >= 2:
+        a, b = candidates[0], candidates[-1]
+        lines.append(
+            f"pgfsbench compare {shlex.quote(a.label)} {shlex.quote(b.label)} --results {store}"
+            "    # is one faster? ratio, interval, verdict"
+        )
+    lines.append(
+        "pgfsbench plan examples/yohgaki-2017.toml    # a seed's matrix: what it would run"
+    )
+    return lines
