@@ -101,7 +101,13 @@ def test_report_takes_the_readmes_spelling_of_markdown(tmp_path: Path) -> None:
     out = tmp_path / "r.md"
     done = cli("report", "--results", str(results), "--format", "markdown", "-o", str(out))
     assert done.returncode == 0, done.stderr
-    assert out.read_text().startswith("# pgfsbench")
+    text = out.read_text()
+    assert text.startswith("# pgfsbench")
+    from pgfsbench import __version__
+
+    assert f"pgfsbench {__version__}" in text  # which pgfsbench said it
+    rows = [ln for ln in text.splitlines() if ln.startswith(("| ext4", "| zfs")) and "3/3" in ln]
+    assert rows and all(ln.rstrip(" |").endswith("-") for ln in rows)  # no stall: "-"
     assert cli("report", "--results", str(results), "--format", "pdf").returncode == 2
 
 

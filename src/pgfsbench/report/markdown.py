@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from pgfsbench import __version__
 from pgfsbench.analysis.stalls import CAUSES, describe_blocker
 from pgfsbench.analysis.summary import CellSummary, Highlights, by_group
 from pgfsbench.report.conditions import conditions
@@ -49,7 +50,7 @@ def render_markdown(
     runs: Sequence[StoredRun] = (),
 ) -> str:
     names = ", ".join(f"{c.name} (campaign {c.id})" for c in campaigns)
-    lines = [f"# pgfsbench: {names or 'results'}", ""]
+    lines = [f"# pgfsbench: {names or 'results'}", "", f"pgfsbench {__version__}", ""]
     hosts = sorted({c.host for c in campaigns if c.host})
     if hosts:
         lines += [
@@ -123,7 +124,7 @@ def _summary_lines(cells: Sequence[CellSummary]) -> list[str]:
                         fmt_space(c),
                         f"{c.ok}/{c.runs}"
                         + (f" ({len(c.disturbed)} disturbed)" if c.disturbed else ""),
-                        str(c.stall_count),
+                        str(c.stall_count) if c.stall_count else "-",  # as the others
                     ]
                 )
             )
