@@ -229,3 +229,22 @@ def test_results_show_counts_histogram_buckets_as_buckets_and_lists_episodes() -
     assert "latency_histogram (536 buckets)" in text and "tps (20 s)" in text
     assert "held by pid 42" in text and "ruled out: not the filesystem was frozen" in text
     assert "lock waits behind a blocking transaction (high confidence)" in text
+
+
+def test_campaign_times_to_the_second_with_how_long_and_sizes_in_words() -> None:
+    from pgfsbench.report.html import campaign_line, readable, when
+
+    c = StoredCampaign(
+        id=3,
+        name="q",
+        host="vm",
+        started_at="2026-11-27T13:52:54.118472+00:00",
+        ended_at="2026-11-27T13:54:59.500000+00:00",
+        status="done",
+    )
+    assert campaign_line(c) == (
+        "campaign 3 on vm: started 2026-11-27 13:52:54 UTC, took 2.1 min, status done"
+    )
+    assert when(None) == "-"
+    assert readable("memory_bytes", 25276063744) == "23.5 GiB (25,276,063,744 bytes)"
+    assert readable("kernel", "6.1") == "6.1"

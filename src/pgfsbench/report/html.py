@@ -39,6 +39,7 @@ from pgfsbench.report.terminal import (
     fs_text,
 )
 from pgfsbench.results.records import StoredCampaign, StoredRun
+from pgfsbench.units import human_bytes, human_seconds
 
 _env = Environment(
     loader=PackageLoader("pgfsbench.report", "templates"),
@@ -475,13 +476,14 @@ def render_report(
     }
     first_stalled = next((i for i, r in enumerate(figures["runs"]) if r["stalls"]), 0)
     hosts = sorted({c.host or "?" for c in cells})
-    env = dict(campaigns[0].environment) if campaigns else {}
+    env = {k: readable(k, v) for k, v in (campaigns[0].environment if campaigns else {}).items()}
     cond = conditions(runs)
     labels_by_cell = {c.cell: cell_name(c) for c in cells}
     return _env.get_template("report.html.j2").render(
         conditions=cond,
         condition_rows=[(labels_by_cell.get(cell, cell), values) for cell, values in cond.per_cell],
         campaigns=campaigns,
+        campaign_lines=[campaign_line(c) for c in campaigns],
         env=env,
         rows=table_rows(cells),
         highlights=highlights,
@@ -520,3 +522,43 @@ def script_json(value: object) -> str:
     for raw, escaped in _SCRIPT_ESCAPES.items():
         text = text.replace(raw, escaped)
     return text
+
+
+def when(stamp: str | None) -> str:
+    """'2026-11-27 13:52:54 UTC' of a stored ISO time (to the second); '-' when none."""
+    if not stamp:
+        return "-"
+    import datetime as dt
+
+    try:
+        t = dt.datetime.fromisoformat(stamp)
+    except ValueError:
+        return stamp
+    if t.tzinfo is not None:
+        t = t.astimezone(dt.UTC)
+    return t.strftime("%Y-%m-%d %H:%M:%S") + (" UTC" if t.tzinfo is not None else "")
+
+
+def campaign_line(c: StoredCampaign) -> str:
+    """'campaign 3 on vm: 2026-11-27 13:52:54 UTC, 2 min 5 s, status done'."""
+    import datetime as dt
+
+    took = ""
+    if c.started_at and c.ended_at:
+        try:
+            seconds = (
+                dt.datetime.fromisoformat(c.ended_at) - dt.datetime.fromisoformat(c.started_at)
+            ).total_seconds()
+            took = f", took {human_seconds(seconds)}"
+        except ValueError:
+            took = ""
+    return (
+        f"campaign {c.id} on {c.host or '?'}: started {when(c.started_at)}{took}, status {c.status}"
+    )
+
+
+def readable(key: str, value: object) -> object:
+    """An environment value as a reader wants it: sizes in bytes as MiB/GiB."""
+    if key.endswith("_bytes") and isinstance(value, int) and not isinstance(value, bool):
+        return f"{human_bytes(value)} ({value:,} bytes)"
+    return value
