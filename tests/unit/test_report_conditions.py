@@ -248,3 +248,40 @@ def test_campaign_times_to_the_second_with_how_long_and_sizes_in_words() -> None
     assert when(None) == "-"
     assert readable("memory_bytes", 25276063744) == "23.5 GiB (25,276,063,744 bytes)"
     assert readable("kernel", "6.1") == "6.1"
+
+
+def test_results_show_states_the_host_and_settings_rounded_and_without_raw_dicts() -> None:
+    from rich.console import Console
+
+    from pgfsbench.report.terminal import run_detail
+
+    run = StoredRun.from_row(
+        {
+            "run_id": 7,
+            "cell": "ext4/p/k/rw",
+            "throughput": 1615.337812,
+            "latency_avg_ms": 2.4765432,
+            "started_at": "2026-11-27T13:52:54.118472+00:00",
+            "load_phases": {"generate": 0.2345678, "vacuum": 0.1},
+            "fuse": False,
+            "environment": {
+                "hostname": "vm",
+                "cpus": 2,
+                "cpu_model": "AMD EPYC",
+                "memory_bytes": 25276063744,
+                "distribution": "Debian 12",
+                "kernel": "6.1.0-18-amd64",
+                "postgresql": "PostgreSQL 15.18",
+            },
+            "params": {"postgres": {"settings": {"shared_buffers": "128MB"}}},
+        }
+    )
+    console = Console(width=200, record=True)
+    console.print(run_detail(run))
+    text = console.export_text()
+    assert "1,615.3" in text and "1615.337812" not in text and "2.48" in text
+    assert "2026-11-27 13:52:54 UTC" in text and ".118472" not in text
+    assert "generate 0.235, vacuum 0.1" in text and "{" not in text
+    assert "kernel 6.1.0-18-amd64" in text and "2 CPU(s) AMD EPYC" in text
+    assert "23.5 GiB RAM" in text and "PostgreSQL 15.18" in text
+    assert "shared_buffers" in text

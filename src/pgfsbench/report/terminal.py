@@ -275,9 +275,18 @@ def run_detail(run: StoredRun, episodes: Sequence[StallEpisode] = ()) -> Table:
             continue
         if isinstance(value, list | dict) and not value:
             continue
-        if key.endswith("_bytes") and isinstance(value, int):
-            value = f"{value} ({human_bytes(value)})"
-        table.add_row(key, str(value))
+        table.add_row(key, shown_value(key, value))
+    # what it was measured under, in words: the host (CPU, memory, kernel), PostgreSQL,
+    # the settings in effect, the kernel's, the storage
+    from pgfsbench.report.conditions import run_conditions
+
+    columns = {k: shown_value(k, v) for k, v in run.columns().items() if v is not None}
+    for key, words in run_conditions(run).items():
+        if columns.get(key) != words:  # said above already
+            table.add_row(_SHORT_KEYS.get(key, key), words)
+    disturbance = run.metrics.get("disturbance")
+    if isinstance(disturbance, dict) and disturbance.get("disturbed"):
+        table.add_row("disturbed", Text("yes (see its warning)", style="yellow"))
     if run.fuse:
         table.add_row(
             "WARNING", Text("ZFS through FUSE (zfs-fuse): not kernel ZFS numbers", style="bold red")
@@ -292,6 +301,43 @@ def run_detail(run: StoredRun, episodes: Sequence[StallEpisode] = ()) -> Table:
     for kind, art in run.artifacts.items():
         table.add_row(f"artifact {kind}", art.path)
     return table
+
+
+# the conditions' names, short enough to leave the values the table's width
+_SHORT_KEYS = {
+    "PostgreSQL settings (spec)": "settings (spec)",
+    "PostgreSQL settings (in effect)": "settings in effect",
+}
+
+
+def shown_value(key: str, value: object) -> str:
+    """A stored value as a reader wants it: figures rounded, times to the second, sizes
+    in words, a mapping as "key value" pairs (never a Python dict)."""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if key.endswith("_bytes") and isinstance(value, int):
+        return f"{human_bytes(value)} ({value:,} bytes)"
+    if key.endswith("_at") and isinstance(value, str):
+        from pgfsbench.report.html import when
+
+        return when(value)
+    if isinstance(value, float):
+        return _rounded(value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {shown_value(str(k), v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return ", ".join(shown_value(key, v) for v in value)
+    return str(value)
+
+
+def _rounded(value: float) -> str:
+    """1,615.3 / 3.62 / 0.0123: four significant figures at most, thousands separated."""
+    magnitude = abs(value)
+    if magnitude >= 100:
+        return f"{value:,.1f}"
+    if magnitude >= 1:
+        return f"{value:.2f}"
+    return f"{value:.3g}"
 
 
 # shown by the rows of their own, or too long for a table
