@@ -279,3 +279,24 @@ def test_the_demos_next_commands_name_its_own_files_and_work_as_shown(tmp_path: 
         assert argv[0] == "pgfsbench"
         done = cli(*argv[1:])
         assert done.returncode == 0, (line, done.stderr)
+
+
+def test_progress_in_a_pipe_says_run_n_of_total_and_the_time_left() -> None:
+    import io
+
+    from rich.console import Console
+
+    from pgfsbench.cli.run import RichEvents
+    from pgfsbench.plan import make_plan
+    from pgfsbench.spec import load_spec
+
+    plan = make_plan(load_spec(ROOT / "examples" / "quick.toml"))
+    out = io.StringIO()
+    events = RichEvents(Console(file=out, force_terminal=False, width=200), plan)
+    events.run_started(plan.runs[0], 41)
+    events.extend(3)
+    events.run_started(plan.runs[1], 42)
+    lines = [ln for ln in out.getvalue().splitlines() if ln.startswith("run ")]
+    assert lines[0].startswith(f"run 1 of {len(plan.runs)} (run id 41): ")
+    assert lines[1].startswith(f"run 2 of {len(plan.runs) + 3} (run id 42): ")
+    assert all(ln.endswith(" left") and "about " in ln for ln in lines)

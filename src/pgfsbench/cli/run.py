@@ -268,6 +268,13 @@ class RichEvents:
         self.task: TaskID = self.progress.add_task("starting", total=len(plan.runs))
         self.current = ""
         self.phase_text = ""
+        # for the lines a pipe gets: run N of TOTAL, and the time left (the plan's estimate
+        # a run until one has finished, then what the finished ones took)
+        self.total = len(plan.runs)
+        self.started = 0
+        self.finished = 0
+        self.per_run_s = plan.estimated_seconds / max(1, len(plan.runs))
+        self.t0 = time.monotonic()
 
     def __enter__(self) -> RichEvents:
         self.progress.start()
@@ -288,9 +295,13 @@ class RichEvents:
         if self.file:
             self.file.cell = f"{run.cell.id} #{run.repetition}"
             self.file.write(phase="")
+        self.started += 1
         if not self.interactive:
+            left = max(0, self.total - self.started + 1) * self.per_run_s
             self.console.print(
-                f"run {run_id}: {run.cell.id} repetition {run.repetition}", markup=False
+                f"run {self.started} of {self.total} (run id {run_id}): {run.cell.id} "
+                f"repetition {run.repetition}; about {human_seconds(left)} left",
+                markup=False,
             )
 
     def phase(self, text: str) -> None:
@@ -312,6 +323,8 @@ class RichEvents:
 
     def run_finished(self, run: PlannedRun, run_id: int, record: RunRecord) -> None:
         self.progress.advance(self.task)
+        self.finished += 1
+        self.per_run_s = (time.monotonic() - self.t0) / self.finished
         if self.file:
             self.file.finished_run(record.status)
         if record.status == "ok":
@@ -334,6 +347,7 @@ class RichEvents:
     def extend(self, runs: int) -> None:
         total = self.progress.tasks[0].total or 0
         self.progress.update(self.task, total=total + runs)
+        self.total += runs
         if self.file:
             self.file.total += runs
             self.file.write()
