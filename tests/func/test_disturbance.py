@@ -54,6 +54,7 @@ def test_cpu_hogs_over_the_whole_measured_phase_mark_the_run_and_name_them(base:
     assert " d1" in summary and "#1 disturbed" in summary
     left = pgfsbench("results", "summary", "--results", str(results), "--without-disturbed")
     assert "left out of the verdicts as disturbed" in left.stdout
+    assert "ok, disturbed" in pgfsbench("results", "list", "--results", str(results)).stdout
 
 
 def test_an_io_hog_on_the_disk_beneath_marks_the_run(base: Path) -> None:

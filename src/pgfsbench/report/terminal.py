@@ -244,7 +244,7 @@ def runs_table(runs: Sequence[StoredRun]) -> Table:
             str(r.run_id),
             r.cell,
             str(r.repetition),
-            r.status,
+            r.status + (", disturbed" if r.ok and disturbance_of(r).disturbed else ""),
             f"{r.tps:,.1f}" if r.tps is not None else "-",
             f"{r.latency_avg_ms:.3f}" if r.latency_avg_ms is not None else "-",
             f"{r.load_seconds:.2f}" if r.load_seconds is not None else "-",
