@@ -206,38 +206,44 @@ def lock_holder(active: bool) -> Callable[[Run], None]:
     return inject
 
 
-def io_hog(run: Run) -> None:
-    target = run.work.parent / "io-hog.dat"  # on the disk that holds the loop files
-    subprocess.run(["fallocate", "-l", "2G", str(target)], check=True)
-    run.sleep_until(AT)
-    t0 = time.time()
-    job = subprocess.Popen(
-        [
-            "fio",
-            "--name=hog",
-            f"--filename={target}",
-            "--size=2G",
-            "--rw=write",
-            "--bs=1M",
-            "--direct=1",
-            "--ioengine=libaio",
-            "--iodepth=64",
-            "--numjobs=2",
-            f"--runtime={HOLD:g}",
-            "--time_based",
-            "--group_reporting",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        job.wait(timeout=HOLD + 60)
-    finally:
-        if job.poll() is None:
-            job.kill()
-            job.wait()
-        run.mark(t0, time.time())
-        target.unlink(missing_ok=True)
+def io_hog_for(start: float, seconds: float, depth: int, jobs: int) -> Callable[[Run], None]:
+    """A direct writer on the disk that holds the loop files, from ``start`` s into the
+    measured phase, for ``seconds``."""
+
+    def inject(run: Run) -> None:
+        target = run.work.parent / "io-hog.dat"  # on the disk that holds the loop files
+        subprocess.run(["fallocate", "-l", "2G", str(target)], check=True)
+        run.sleep_until(start)
+        t0 = time.time()
+        job = subprocess.Popen(
+            [
+                "fio",
+                "--name=hog",
+                f"--filename={target}",
+                "--size=2G",
+                "--rw=write",
+                "--bs=1M",
+                "--direct=1",
+                "--ioengine=libaio",
+                f"--iodepth={depth}",
+                f"--numjobs={jobs}",
+                f"--runtime={seconds:g}",
+                "--time_based",
+                "--group_reporting",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            job.wait(timeout=seconds + 60)
+        finally:
+            if job.poll() is None:
+                job.kill()
+                job.wait()
+            run.mark(t0, time.time())
+            target.unlink(missing_ok=True)
+
+    return inject
 
 
 def cpu_hog_for(start: float, seconds: float) -> Callable[[Run], None]:
@@ -254,37 +260,6 @@ def cpu_hog_for(start: float, seconds: float) -> Callable[[Run], None]:
         run.mark(t0, time.time())
 
     return inject
-
-
-def io_hog_long(run: Run) -> None:
-    """A direct writer on the disk that holds the loop files, from the start of the
-    measured phase to its end."""
-    target = run.work.parent / "io-hog.dat"
-    subprocess.run(["fallocate", "-l", "2G", str(target)], check=True)
-    t0 = time.time()
-    try:
-        subprocess.run(
-            [
-                "fio",
-                "--name=hog",
-                f"--filename={target}",
-                "--size=2G",
-                "--rw=write",
-                "--bs=1M",
-                "--direct=1",
-                "--ioengine=libaio",
-                "--iodepth=32",
-                f"--runtime={DURATION + 1}",
-                "--time_based",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            timeout=DURATION + 60,
-            check=False,
-        )
-    finally:
-        run.mark(t0, time.time())
-        target.unlink(missing_ok=True)
 
 
 def outside_insert(run: Run) -> None:
@@ -384,7 +359,7 @@ CASES: dict[str, Case] = {
     "lock-idle": Case("locks", inject=lock_holder(active=False)),
     "lock-active": Case("locks", inject=lock_holder(active=True)),
     "cpu-hog": Case("host_cpu", inject=cpu_hog_for(AT, HOLD)),
-    "io-hog": Case("host_io", inject=io_hog),
+    "io-hog": Case("host_io", inject=io_hog_for(AT, HOLD, depth=64, jobs=2)),
     "checkpoint": Case(
         "checkpoint",
         scale=5,
@@ -433,7 +408,12 @@ limits = { write_mbps = 8 }""",
     "cpu-hog-long": Case(
         "host_cpu", inject=cpu_hog_for(0.0, DURATION + 1), window=None, whole_run=True
     ),
-    "io-hog-long": Case("host_io", inject=io_hog_long, window=None, whole_run=True),
+    "io-hog-long": Case(
+        "host_io",
+        inject=io_hog_for(0.0, DURATION + 1, depth=32, jobs=1),
+        window=None,
+        whole_run=True,
+    ),
     "cpu-hog-half": Case(
         "host_cpu",
         inject=cpu_hog_for(DURATION / 2, DURATION / 2 + 1),
