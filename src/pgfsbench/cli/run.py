@@ -134,7 +134,7 @@ def _check_versions(loaded: LoadedSpec, plan: Plan) -> None:
 
     try:
         default = find_binaries(loaded.spec.defaults.pg_bindir)
-        _, unsupported, problems = check_postgres_versions(plan.cells, default)
+        by_bindir, unsupported, problems = check_postgres_versions(plan.cells, default)
     except InstanceError as exc:  # what plan accepts must run: no PostgreSQL, no plan
         raise CapabilityError(
             f"PostgreSQL cannot be checked, so the spec cannot run: {exc}"
@@ -143,6 +143,11 @@ def _check_versions(loaded: LoadedSpec, plan: Plan) -> None:
         raise UsageError("; ".join(dict.fromkeys(problems)))
     plan.warnings.extend(
         f"not supported here (run skips it): {c}: {why}" for c, why in unsupported.items()
+    )
+    plan.warnings.extend(
+        f"bindir {asked} is not there: PostgreSQL {found.version} from {found.bindir} instead"
+        for asked, found in by_bindir.items()
+        if Path(asked) != found.bindir
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import shutil
 from dataclasses import dataclass
@@ -44,13 +46,60 @@ def _usable(bindir: Path) -> bool:
     return all((bindir / t).is_file() for t in ("postgres", "initdb", "pg_ctl", "pgbench"))
 
 
+# Where the packagers users run put PostgreSQL N: PGDG's Debian and Ubuntu packages (and
+# Debian's own), PGDG's RPMs, Homebrew on both architectures. A spec written on one of them
+# runs on the others: a configured bindir that is not there is looked for there, by major.
+INSTALLED_AT = (
+    "/usr/lib/postgresql/{major}/bin",
+    "/usr/pgsql-{major}/bin",
+    "/opt/homebrew/opt/postgresql@{major}/bin",
+    "/usr/local/opt/postgresql@{major}/bin",
+)
+# more places to look, ':'-separated (a build of one's own, a test copy)
+BINDIRS_ENV = "PGFSBENCH_PG_BINDIRS"
+_MAJOR_IN_PATH = re.compile(r"(?:postgresql[-/@]?|pgsql-)(\d{2,})(?:\.\d+)*(?:/|$)")
+
+
+def major_in_path(path: str) -> int | None:
+    """The major version a bindir's path names (/usr/lib/postgresql/18/bin, /usr/pgsql-18/bin,
+    postgresql@18, postgresql-18.6.0), or None."""
+    found = _MAJOR_IN_PATH.search(path)
+    return int(found.group(1)) if found else None
+
+
+def installed(major: int) -> list[Path]:
+    """The usable bindirs of PostgreSQL ``major`` on this machine, in the order looked at."""
+    extra = [p for p in os.environ.get(BINDIRS_ENV, "").split(":") if p]
+    places = [Path(p) for p in extra] + [Path(t.format(major=major)) for t in INSTALLED_AT]
+    out = []
+    for bindir in dict.fromkeys(places):
+        if _usable(bindir):
+            with contextlib.suppress(InstanceError):
+                if _version_of(bindir).major == major:
+                    out.append(bindir)
+    return out
+
+
 def find_binaries(configured: str | None = None) -> Binaries:
-    """The configured bindir, else pg_config's, else the newest Debian /usr/lib/postgresql/N."""
+    """The configured bindir (or, when it is not there, the same major where packagers put
+    it), else pg_config's, else the newest Debian /usr/lib/postgresql/N."""
     if configured:
         bindir = Path(configured)
-        if not _usable(bindir):
+        if _usable(bindir):
+            return _version_of(bindir)
+        major = major_in_path(configured)
+        if major is None:
             raise InstanceError(f"{bindir}: no postgres, initdb, pg_ctl and pgbench there")
-        return _version_of(bindir)
+        found = installed(major)
+        if found:
+            return _version_of(found[0])
+        raise InstanceError(
+            f"PostgreSQL {major} is not installed here: not in {bindir}, nor where its "
+            "packages put it ("
+            + ", ".join(t.format(major=major) for t in INSTALLED_AT[:2])
+            + f"). Install it (PGDG: postgresql-{major}), list its bindir in {BINDIRS_ENV}, or "
+            "give it in the spec (bindir, or --set postgres.NAME.bindir=DIR)"
+        )
     candidates: list[Path] = []
     pg_config = shutil.which("pg_config")
     if pg_config:
