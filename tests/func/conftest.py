@@ -173,27 +173,9 @@ def wait_measuring(proc: subprocess.Popen[str], timeout: float = 180) -> None:
     wait_for(probe, timeout, "the measured pgbench")
 
 
-def measuring_pgbench_of(parent: int) -> bool:
-    """A pgbench run (not the load) started by pgfsbench process ``parent``."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            cmd = (entry / "cmdline").read_bytes().split(b"\0")
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rindex(")") + 2 :].split()[1])
-        if ppid == parent and cmd and cmd[0].endswith(b"pgbench") and b"-T" in cmd:
-            return True
-    return False
-
-
-def measured_start(parent_of: int) -> float | None:
-    """Wall clock of the measured pgbench's start (after a warm-up, the measured run is the
-    one without vacuum, -n), or None before it."""
-    boot = time.time() - float(Path("/proc/uptime").read_text().split()[0])
-    hz = os.sysconf("SC_CLK_TCK")
+def pgbench_children(parent: int) -> Iterator[tuple[list[bytes], list[str]]]:
+    """The pgbench processes pgfsbench process ``parent`` started: their command line and
+    the fields of their /proc/PID/stat after the name."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -203,7 +185,22 @@ def measured_start(parent_of: int) -> float | None:
         except OSError:
             continue
         fields = stat[stat.rindex(")") + 2 :].split()
-        if int(fields[1]) == parent_of and cmd[0].endswith(b"pgbench") and b"-n" in cmd:
+        if int(fields[1]) == parent and cmd and cmd[0].endswith(b"pgbench"):
+            yield cmd, fields
+
+
+def measuring_pgbench_of(parent: int) -> bool:
+    """A pgbench run (not the load) started by pgfsbench process ``parent``."""
+    return any(b"-T" in cmd for cmd, _ in pgbench_children(parent))
+
+
+def measured_start(parent_of: int) -> float | None:
+    """Wall clock of the measured pgbench's start (after a warm-up, the measured run is the
+    one without vacuum, -n), or None before it."""
+    boot = time.time() - float(Path("/proc/uptime").read_text().split()[0])
+    hz = os.sysconf("SC_CLK_TCK")
+    for cmd, fields in pgbench_children(parent_of):
+        if b"-n" in cmd:
             return boot + int(fields[19]) / hz
     return None
 
