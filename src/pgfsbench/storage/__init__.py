@@ -6,6 +6,7 @@ from typing import Any
 
 from pgfsbench.spec.kinds import STORAGE_KINDS, resolve, storage_kind, syncs_before_measure
 from pgfsbench.storage.base import ProvisionedStorage, StorageDriver, Volume
+from pgfsbench.system.errors import PgfsbenchError
 from pgfsbench.system.runner import Runner
 
 
@@ -26,7 +27,10 @@ def volume_info(runner: Runner, volume: Volume) -> str:
     also for a user's existing directory on a filesystem of a kind we know."""
     if volume.fs not in {k.name for k in STORAGE_KINDS}:
         return ""
-    return driver_for(volume.fs).info(volume, runner)
+    try:
+        return driver_for(volume.fs).info(volume, runner)
+    except PgfsbenchError as exc:  # for the record only: a missing tool is said, not fatal
+        return f"(not read: {exc})"
 
 
 def sync_volumes(runner: Runner, storage: ProvisionedStorage) -> None:
