@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pgfsbench.postgres import sessions
-from pgfsbench.spec import Cell, Defaults, LoadedSpec, expand, workload_tool
+from pgfsbench.spec import Cell, Defaults, LoadedSpec, Spec, expand, workload_tool
 from pgfsbench.spec.kinds import storage_kind
 from pgfsbench.spec.models import loop_bytes as created_bytes
 from pgfsbench.storage import needs_root
@@ -240,6 +240,7 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None, only: Sequence[st
     spec = loaded.spec
     d = spec.defaults
     cells = _only(expand(spec, scale_resolver(loaded)), only)
+    _check_place(spec, cells)
     reps = d.first_repetitions
     runs = order_runs(cells, reps, d.order, d.load_per)
 
@@ -309,6 +310,23 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None, only: Sequence[st
         auto,
         est_max,
     )
+
+
+def _check_place(spec: Spec, cells: Sequence[Cell]) -> None:
+    """A pvc cell runs in a cluster, the others on this host: refused when the spec asks
+    what its place cannot do (cluster/rules.py says why for a pod)."""
+    from pgfsbench.cluster.rules import pod_refusals
+    from pgfsbench.spec.cluster import PVC_NEEDS_CLUSTER
+    from pgfsbench.storage.pvc import in_pod
+
+    if spec.kubernetes is None:
+        pvc = sorted({c.storage_name for c in cells if storage_kind(c.fs).cluster})
+        if pvc and not in_pod():  # the pod of a Job runs them
+            raise UsageError(f"storage {', '.join(pvc)}: {PVC_NEEDS_CLUSTER}")
+        return
+    refused = pod_refusals(spec, cells)
+    if refused:
+        raise UsageError("this spec asks what a pod cannot do:\n  - " + "\n  - ".join(refused))
 
 
 def space_warnings(workdir: Path, loop_bytes: dict[str, int], needed: dict[str, int]) -> list[str]:

@@ -68,6 +68,35 @@ CASES: dict[str, tuple[dict[str, object], dict[str, object]]] = {
         {"vm.dirty_bytes": "0", "vm.dirty_ratio": "20"},
         {"kernel.core_pattern": "|/tmp/x", "vm.dirty_ratio": "20"},
     ),
+    # a kubeconfig only root can write (any such file: the bound checks who can write it)
+    "delete_kube_object": (
+        {
+            "kubeconfig": "/etc/passwd",
+            "namespace": "bench",
+            "kind": "Job",
+            "name": "pgfsbench-1a2b3c4d-7",
+            "campaign": "1a2b3c4d-0000-4000-8000-000000000001",
+        },
+        {
+            "kubeconfig": "/etc/passwd",
+            "namespace": "kube-system",
+            "kind": "Deployment",
+            "name": "coredns",
+            "campaign": "1a2b3c4d-0000-4000-8000-000000000001",
+        },
+    ),
+    "delete_kube_campaign": (
+        {
+            "kubeconfig": "/etc/passwd",
+            "namespace": "bench",
+            "campaign": "1a2b3c4d-0000-4000-8000-000000000001",
+        },
+        {
+            "kubeconfig": "/tmp/someones/kubeconfig",
+            "namespace": "bench",
+            "campaign": "1a2b3c4d-0000-4000-8000-000000000001",
+        },
+    ),
     "remove_memory_cgroup": (
         {"path": "/sys/fs/cgroup/memory/pgfsbench-run-3", "root": "/sys/fs/cgroup/memory"},
         {"path": "/sys/fs/cgroup/memory/system.slice", "root": "/sys/fs/cgroup/memory"},

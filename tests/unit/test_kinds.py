@@ -18,7 +18,15 @@ from pgfsbench.storage.base import StorageDriver
 from pgfsbench.system.errors import SpecError
 from pgfsbench.workloads import workload_for
 
-MINIMAL = {"ext4": {}, "xfs": {}, "btrfs": {}, "tmpfs": {}, "existing": {"path": "/srv"}, "zfs": {}}
+MINIMAL = {
+    "ext4": {},
+    "xfs": {},
+    "btrfs": {},
+    "tmpfs": {},
+    "existing": {"path": "/srv"},
+    "zfs": {},
+    "pvc": {"storage_class": "standard"},
+}
 
 
 def test_every_storage_row_names_a_driver_and_a_model_the_spec_accepts() -> None:

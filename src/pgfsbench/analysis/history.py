@@ -282,6 +282,38 @@ def _device_roles(run: StoredRun) -> dict[str, str]:
     return roles
 
 
+# what names a cluster run's own objects (a new pod, claim and volume every run)
+_K8S_OWN = {"name", "claim", "volume", "local_path", "volume_attributes"}
+
+
+def kubernetes_facts(k8s: object) -> dict[str, str]:
+    """A cluster run's environment (cluster/environment.py) as facts: the server, the node
+    (its name included: another node is a change), the claim's class and volume, the pod's
+    resources and image; not the names of the run's own objects."""
+    if not isinstance(k8s, Mapping):
+        return {}
+    out: dict[str, str] = {}
+    node = k8s.get("node") or {}
+    if isinstance(node, Mapping) and node.get("name"):
+        out["kubernetes node"] = str(node["name"])
+    for part in ("cluster", "node", "pod", "volumes"):
+        value = k8s.get(part)
+        if not isinstance(value, Mapping):
+            continue
+        flat: dict[str, str] = {}
+        _flatten(f"kubernetes {part}", _without(value, _K8S_OWN), flat)
+        out.update(flat)
+    return out
+
+
+def _without(value: Mapping[str, object], keys: set[str]) -> dict[str, object]:
+    return {
+        k: _without(v, keys) if isinstance(v, Mapping) else v
+        for k, v in value.items()
+        if k not in keys
+    }
+
+
 def environment_facts(run: StoredRun) -> dict[str, str]:
     """Everything recorded about a run's environment that could explain a step, flattened
     to 'key' -> text: the host (kernel, distribution, CPU, memory, pgfsbench's version),
@@ -299,6 +331,7 @@ def environment_facts(run: StoredRun) -> dict[str, str]:
             facts[key] = str(value)
     for key, value in (env.get("vm") or {}).items():
         facts[str(key)] = str(value)
+    facts.update(kubernetes_facts(env.get("kubernetes")))
     for row in env.get("pg_settings_changed") or []:
         if isinstance(row, Mapping) and row.get("name") not in _PATH_SETTINGS:
             unit = row.get("unit") or ""

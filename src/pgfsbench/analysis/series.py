@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from pgfsbench.collect.container import SERIES as CONTAINER_SERIES
 from pgfsbench.results.records import StoredRun
 
 # the per-second series the analysis reads (when the run has them)
@@ -71,6 +72,7 @@ NUMERIC = (
     "cap_write_iops",
     "cap_read_mbps",
     "cap_read_iops",
+    *CONTAINER_SERIES,
 )
 # per device (disk.<name>.<figure>): each device under test and each disk beneath
 DEVICE_FIGURES = (

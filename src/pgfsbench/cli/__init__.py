@@ -59,7 +59,7 @@ def _root(
 
 
 def _register() -> None:
-    from pgfsbench.cli import cleanup, compare, doctor, fleet, history, results, run  # noqa: F401
+    from pgfsbench.cli import cleanup, compare, doctor, fleet, history, pod, results, run  # noqa: F401
 
 
 def _workdir_from_argv(argv: list[str]) -> Path:

@@ -85,8 +85,16 @@ def plan_cmd(
     sets: SetOpt = None,
     workdir: WorkdirOpt = DEFAULT_WORKDIR,
     only: OnlyOpt = None,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="The plan as JSON.")] = False,
     memory_limit: MemoryLimitOpt = None,
+    manifests: Annotated[
+        bool,
+        typer.Option(
+            "--manifests",
+            help="With [kubernetes]: print the claims and Jobs the campaign would create, "
+            "as YAML (what `kubectl apply -f -` reads), and nothing else.",
+        ),
+    ] = False,
 ) -> None:
     """Show the expanded matrix with disk and time estimates; touches nothing."""
     from pgfsbench.collect.host import busy_warning, sample_load
@@ -97,13 +105,19 @@ def plan_cmd(
     loaded = load_spec(spec, [*(sets or []), *_memory_set(memory_limit)])
     check_workdir_trusted(workdir)  # `run` would refuse it: so does its plan
     plan = make_plan(loaded, workdir, only or [])
+    if manifests:
+        from pgfsbench.cluster.campaign import planned_manifests
+
+        print(planned_manifests(loaded, plan), end="")
+        return
     _refuse_devices_in_use(plan.real_devices)
     busy = busy_warning(
         sample_load(0.5), loaded.spec.defaults.busy_cpu_pct, loaded.spec.defaults.busy_steal_pct
     )
     if busy:
         plan.warnings.append(busy.replace("before the run", "now"))
-    _check_versions(loaded, plan)
+    if loaded.spec.kubernetes is None:  # in a cluster, the image's PostgreSQL
+        _check_versions(loaded, plan)
     if as_json:
         print(json.dumps(plan.as_dict(), indent=1))
         return
@@ -468,6 +482,8 @@ def run_spec(
     check_workdir_trusted(workdir)  # before anything is made, the store included
     plan = make_plan(loaded, workdir, only or [])
     print_plan(console, plan)
+    if loaded.spec.kubernetes is not None:
+        return _run_in_cluster(loaded, plan, results, workdir, console, progress_file)
     require_root(plan)
     check_writable(results)
     unconfirmed = [d for d in destroy_data_on if d not in plan.real_devices]
@@ -510,6 +526,31 @@ def run_spec(
         finally:
             if live is not None:
                 live.close()
+    _print_outcome(console, store, result, f"{loaded.spec.name or loaded.path.stem}", results)
+    return store, result
+
+
+def _run_in_cluster(
+    loaded: LoadedSpec,
+    plan: Plan,
+    results: str,
+    workdir: Path,
+    console: Console,
+    progress_file: Path | None,
+) -> tuple[Store, CampaignResult]:
+    """Every run a Job of the cluster of [kubernetes] (cluster/campaign.py)."""
+    from pgfsbench.cluster.campaign import ClusterCampaign
+    from pgfsbench.engine.campaign import signals_raise_interrupted
+    from pgfsbench.results.store import Store, check_writable
+
+    check_writable(results)
+    with RichEvents(console, plan, progress_file) as events, signals_raise_interrupted():
+        store = Store(results)
+        campaign = ClusterCampaign(loaded, plan, store, workdir=workdir, events=events)
+        try:
+            result = campaign.execute()
+        except KeyboardInterrupt:
+            raise Interrupted("interrupted by Ctrl-C; its Job and claims were deleted") from None
     _print_outcome(console, store, result, f"{loaded.spec.name or loaded.path.stem}", results)
     return store, result
 

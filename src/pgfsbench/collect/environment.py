@@ -4,11 +4,28 @@ in effect now, the PostgreSQL build, and the filesystems under test as mounted."
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterable
 
+from pgfsbench.collect.container import CGROUP_ROOT, cgroup_files, limits
 from pgfsbench.collect.host import host_environment
 from pgfsbench.kernel import snapshot_vm
 from pgfsbench.storage.base import Volume
+from pgfsbench.storage.pvc import in_pod
+
+
+def container_facts() -> dict[str, object]:
+    """A container's own limits, as its cgroup says (the node's CPUs and memory are what
+    /proc shows it)."""
+    files = cgroup_files()
+    sample: dict[str, str] = {}
+    for name in ("cg_memory_limit",):
+        path = files.get(name)
+        if path is not None:
+            with contextlib.suppress(OSError):
+                sample[name] = path.read_text()
+    version = "v2" if (CGROUP_ROOT / "cgroup.controllers").exists() else "v1"
+    return {"cgroup": version, **limits(sample)}
 
 
 def read_environment(
@@ -25,4 +42,6 @@ def read_environment(
     mounts = {v.role: {"source": v.source, "fs": v.fs, "options": v.mount_options} for v in volumes}
     if mounts:
         env["mounts"] = mounts
+    if in_pod():
+        env["container"] = container_facts()
     return env

@@ -86,10 +86,12 @@ class Observation:
         own_comms: tuple[str, ...] = (),
         mounts: dict[str, str] | None = None,
         memory_cgroup: Path | None = None,
+        own_cgroup: dict[str, Path] | None = None,
     ):
         """``own``: the roots of the benchmark's own processes (pgfsbench, the
         postmaster), ``own_comms`` the daemons serving the storage; ``mounts``: mountpoint
-        -> role of the volumes under test; ``memory_cgroup``: PostgreSQL's, if limited."""
+        -> role of the volumes under test; ``memory_cgroup``: PostgreSQL's, if limited;
+        ``own_cgroup``: the container's own cgroup files, in a pod."""
         self.enabled = enabled
         self.devices = devices_under_test(block_devices)
         # the loop/pool devices themselves are what is under test; the disks beneath
@@ -103,7 +105,7 @@ class Observation:
         self.pg = (
             PgSampler(conninfo, major, counters_every=per_second, batch=batch) if enabled else None
         )
-        self.os = OsSampler(memory_cgroup=memory_cgroup) if enabled else None
+        self.os = OsSampler(memory_cgroup=memory_cgroup, own_cgroup=own_cgroup) if enabled else None
         self.procs = (
             ProcessSampler((os.getpid(), *own), dict(mounts or {}), own_comms) if enabled else None
         )

@@ -23,6 +23,7 @@ from typing import Any
 import psycopg
 from psycopg import pq
 
+from pgfsbench.collect.container import rates as container_rates
 from pgfsbench.collect.procfs import (
     VMSTAT_RECLAIM,
     cpu_percentages,
@@ -556,6 +557,7 @@ class OsSampler:
         proc: Path = Path("/proc"),
         memory_cgroup: Path | None = None,
         blkio: Path | None = BLKIO_ROOT,
+        own_cgroup: dict[str, Path] | None = None,
     ):
         self.proc = proc
         self.samples: list[OsSample] = []
@@ -567,6 +569,9 @@ class OsSampler:
             }
         if blkio is not None:
             extra |= {f"blkio_{k}": blkio / f"blkio.throttle.{k}_device" for k in BLKIO_CAPS}
+        # in a container: its own cgroup (collect/container.py), the only place its CPU
+        # limit, its throttling and its own I/O show
+        extra |= dict(own_cgroup or {})
         self._extra_paths = extra
         self._extra_fds: dict[str, int] = {}
 
@@ -647,6 +652,7 @@ def extra_rates(a: dict[str, str], b: dict[str, str], dt: float) -> dict[str, fl
     if "memcg_usage_in_bytes" in b:
         with contextlib.suppress(ValueError):
             out["memcg_usage_mb"] = round(int(b["memcg_usage_in_bytes"]) / 1e6, 1)
+    out.update(container_rates(a, b, dt))
     if "memcg_stat" in a and "memcg_stat" in b:
         sa, sb = parse_memcg_stat(a["memcg_stat"]), parse_memcg_stat(b["memcg_stat"])
         for key, name in (

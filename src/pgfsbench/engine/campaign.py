@@ -32,7 +32,7 @@ from pgfsbench.engine.warm import WarmImports
 from pgfsbench.plan import Plan, PlannedRun
 from pgfsbench.results.records import StoredCampaign, StoredRun
 from pgfsbench.results.store import Store
-from pgfsbench.spec import WORKLOAD_TOOLS, LoadedSpec
+from pgfsbench.spec import WORKLOAD_TOOLS, Defaults, LoadedSpec
 from pgfsbench.storage.devices import DevicePolicy
 from pgfsbench.system.errors import Interrupted, PgfsbenchError, UsageError
 from pgfsbench.system.journal import Journal
@@ -219,52 +219,16 @@ class Campaign:
         d = self.loaded.spec.defaults
         stopped: dict[str, str] = {}
         while True:
-            by_cell = {
-                c.id: [
-                    r
-                    for r in self.store.list_runs(result.campaign_id)
-                    if r.cell == c.id and not r.superseded_by
-                ]
-                for c in self.plan.cells
-            }
-            more: list[PlannedRun] = []
-            for cell in self.plan.cells:
-                if cell.id in stopped:
-                    continue
-                rows = by_cell[cell.id]
-                reason = auto_stop_reason(
-                    rows, d.repetitions_max, d.ci_target_pct, d.repetitions_min
-                )
-                if reason is not None:
-                    stopped[cell.id] = reason
-                    continue
-                rep = max((r.repetition for r in rows), default=0) + 1
-                more.append(PlannedRun(len(self.plan.runs) + len(result.run_ids), cell, rep))
+            more = more_runs(self.store, self.plan, d, result, stopped)
             if not more:
                 break
             self.events.extend(len(more))
             for group in self._groups(more):
                 self._execute_group(eng, group, result)
-        self.store.note_campaign(
-            result.campaign_id,
-            "auto_repetitions",
-            {
-                "min": d.repetitions_min,
-                "max": d.repetitions_max,
-                "ci_target_pct": d.ci_target_pct,
-                "stopped": stopped,
-            },
-        )
+        note_auto_repetitions(self.store, d, result.campaign_id, stopped)
 
     def _groups(self, runs: list[PlannedRun]) -> list[list[PlannedRun]]:
-        """Runs that share one provisioning and load: each run alone (load_per=repetition),
-        or all repetitions of a cell (load_per=cell)."""
-        if self.loaded.spec.defaults.load_per != "cell":
-            return [[r] for r in runs]
-        by_cell: dict[str, list[PlannedRun]] = {}
-        for r in runs:
-            by_cell.setdefault(r.cell.id, []).append(r)
-        return list(by_cell.values())
+        return groups_of(runs, self.loaded.spec.defaults.load_per)
 
     # ------------------------------------------------------------ one group of runs
 
@@ -335,29 +299,16 @@ class Campaign:
                 self._collect(eng, state, last_run_id, immediate=failed)
 
     def _start_run(self, eng: Engine, planned: PlannedRun, result: CampaignResult) -> int:
-        cell = planned.cell
-        w = cell.workload
         run_id = self.store.start_run(
-            StoredRun(
-                campaign_id=result.campaign_id,
-                cell=cell.id,
-                storage=cell.storage_name,
-                fs=cell.fs,
-                postgres=cell.postgres_name,
-                kernel=cell.kernel_name,
-                workload=w.name,
-                repetition=planned.repetition,
-                scale=cell.scale,
-                clients=w.clients,
-                threads=w.threads,
-                duration_s=w.duration_s,
-                warmup_s=w.warmup_s,
-                params=cell_params(cell, write_out=eng.loaded.spec.defaults.write_out),
-                pg_version=eng.binaries_for(cell).version,
-                host=self.host,
-                uuid=str(uuid.uuid4()),
+            new_run(
+                planned,
+                result.campaign_id,
+                self.host,
+                write_out=eng.loaded.spec.defaults.write_out,
+                pg_version=eng.binaries_for(planned.cell).version,
             )
         )
+        cell = planned.cell
         if self.resume is not None:
             self.store.supersede(result.campaign_id, cell.id, planned.repetition, run_id)
         eng.journal.note(run_id=run_id)
@@ -479,6 +430,87 @@ class Campaign:
         )
         eng.runner.transcript.clear()
         self.store.put_artifact(run_id, ARTIFACT_KINDS["commands.sh"], path)
+
+
+def groups_of(runs: list[PlannedRun], load_per: str) -> list[list[PlannedRun]]:
+    """Runs that share one provisioning and load (one Job in a cluster): each run alone
+    (load_per=repetition), or all repetitions of a cell (load_per=cell)."""
+    if load_per != "cell":
+        return [[r] for r in runs]
+    by_cell: dict[str, list[PlannedRun]] = {}
+    for r in runs:
+        by_cell.setdefault(r.cell.id, []).append(r)
+    return list(by_cell.values())
+
+
+def new_run(
+    planned: PlannedRun,
+    campaign_id: int,
+    host: str,
+    *,
+    write_out: bool,
+    pg_version: str | None = None,
+) -> StoredRun:
+    """The row a run starts as: its cell, repetition and configuration, a new uuid."""
+    cell = planned.cell
+    w = cell.workload
+    return StoredRun(
+        campaign_id=campaign_id,
+        cell=cell.id,
+        storage=cell.storage_name,
+        fs=cell.fs,
+        postgres=cell.postgres_name,
+        kernel=cell.kernel_name,
+        workload=w.name,
+        repetition=planned.repetition,
+        scale=cell.scale,
+        clients=w.clients,
+        threads=w.threads,
+        duration_s=w.duration_s,
+        warmup_s=w.warmup_s,
+        params=cell_params(cell, write_out=write_out),
+        pg_version=pg_version,
+        host=host,
+        uuid=str(uuid.uuid4()),
+    )
+
+
+def more_runs(
+    store: Store, plan: Plan, d: Defaults, result: CampaignResult, stopped: dict[str, str]
+) -> list[PlannedRun]:
+    """repetitions = "auto": one more run of each cell whose interval is still too wide
+    (why each other cell stopped goes into ``stopped``)."""
+    more: list[PlannedRun] = []
+    for cell in plan.cells:
+        if cell.id in stopped:
+            continue
+        rows = [
+            r
+            for r in store.list_runs(result.campaign_id)
+            if r.cell == cell.id and not r.superseded_by
+        ]
+        reason = auto_stop_reason(rows, d.repetitions_max, d.ci_target_pct, d.repetitions_min)
+        if reason is not None:
+            stopped[cell.id] = reason
+            continue
+        rep = max((r.repetition for r in rows), default=0) + 1
+        more.append(PlannedRun(len(plan.runs) + len(result.run_ids), cell, rep))
+    return more
+
+
+def note_auto_repetitions(
+    store: Store, d: Defaults, campaign_id: int, stopped: dict[str, str]
+) -> None:
+    store.note_campaign(
+        campaign_id,
+        "auto_repetitions",
+        {
+            "min": d.repetitions_min,
+            "max": d.repetitions_max,
+            "ci_target_pct": d.ci_target_pct,
+            "stopped": stopped,
+        },
+    )
 
 
 def auto_stop_reason(

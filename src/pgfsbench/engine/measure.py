@@ -34,6 +34,7 @@ from pgfsbench.results.store import SeriesRow
 from pgfsbench.spec import WORKLOAD_TOOLS, Cell
 from pgfsbench.storage import driver_for, sync_volumes
 from pgfsbench.storage.devices import disk_counters, disk_delta
+from pgfsbench.storage.pvc import in_pod
 from pgfsbench.storage.snapshots import Snapshotter
 from pgfsbench.system.errors import PgfsbenchError, Stalled, WorkloadError
 from pgfsbench.units import human_bytes
@@ -41,7 +42,8 @@ from pgfsbench.workloads import unobserved
 from pgfsbench.workloads.base import Measurement, Phase, Progress, Workload, WorkloadContext
 
 if TYPE_CHECKING:  # imported where used: the samplers (and psycopg) load while storage is made
-    from pgfsbench.collect.observation import Observation, ObservationResult
+    from pgfsbench.collect.container import cgroup_files
+from pgfsbench.collect.observation import Observation, ObservationResult
 
 # the samplers' series, and each tool's own (spec/kinds.py)
 SERIES_UNITS = {
@@ -301,6 +303,7 @@ def _observation(eng: Engine, st: CellState, observed_run: bool) -> Observation:
         own_comms=tuple(st.storage.details.get("service_processes") or ()),
         mounts={str(v.mountpoint): v.role for v in st.storage.volumes},
         memory_cgroup=Path(st.memory_limit["cgroup"]) if st.memory_limit else None,
+        own_cgroup=cgroup_files() if in_pod() else None,
     )
 
 

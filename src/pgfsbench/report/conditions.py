@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from pgfsbench.cluster.environment import described
 from pgfsbench.results.records import JsonObject, StoredRun
 from pgfsbench.units import human_bytes
 
@@ -66,6 +67,15 @@ def run_conditions(run: StoredRun) -> dict[str, str]:
             + (f", {human_bytes(mem)} RAM" if mem else "")
             + f", {env.get('distribution', '?')}, kernel {env.get('kernel', '?')}"
         )
+        k8s = env.get("kubernetes")
+        if isinstance(k8s, dict) and k8s:
+            limits = ((k8s.get("pod") or {}).get("resources") or {}).get("limits") or {}
+            out["host"] += (
+                " (the node's, as its pod sees them; the pod's limits: "
+                + (", ".join(f"{k} {v}" for k, v in sorted(limits.items())) or "none")
+                + ")"
+            )
+            out.update(dict(described(k8s)))
         if env.get("postgresql"):
             out["PostgreSQL"] = str(env["postgresql"])
     tool = w.get("tool", "pgbench")

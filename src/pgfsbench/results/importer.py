@@ -149,3 +149,78 @@ def _copy_children(src: Connection, dst: Connection, old: int, new: int) -> None
         metrics = dict(row[0] or {}) if row else {}
         metrics["imported_artifacts"] = checksums
         dst.execute(update(schema.run).where(schema.run.c.id == new).values(metrics=metrics))
+
+
+# what a run adopted from another store keeps of its own row (the rest is the source's)
+_ADOPTED_KEEPS = (
+    "id",
+    "campaign_id",
+    "cell",
+    "storage",
+    "postgres",
+    "kernel",
+    "workload",
+    "repetition",
+    "params",
+    "host",
+    "uuid",
+    "superseded_by",
+)
+
+
+def adopt_runs(
+    source: Store,
+    target: Store,
+    pairs: list[tuple[int, int]],
+    moved: tuple[Path, Path] | None = None,
+    environment: dict[str, object] | None = None,
+    storage_details: dict[str, object] | None = None,
+) -> None:
+    """Make each target run of ``pairs`` (source run id, target run id) the source run:
+    its outcome, figures, series, checkpoints and artifacts. The target keeps its identity
+    (id, campaign, cell and its configurations, repetition, params, host, uuid); ``moved``
+    rewrites artifact paths from where the source wrote them to where they are now;
+    ``environment`` and
+    ``storage_details`` are merged into the run's own (what the pod could not see)."""
+    with source.engine.connect() as src, target.engine.begin() as dst:
+        for old, new in pairs:
+            row = src.execute(select(schema.run).where(schema.run.c.id == old)).mappings().first()
+            if row is None:
+                raise ValueError(f"run {old} is not in {source.target}")
+            values = {k: v for k, v in dict(row).items() if k not in _ADOPTED_KEEPS}
+            if environment:
+                values["environment"] = {**dict(values.get("environment") or {}), **environment}
+            if storage_details:
+                values["storage_details"] = {
+                    **dict(values.get("storage_details") or {}),
+                    **storage_details,
+                }
+            if moved is not None and values.get("artifacts_dir"):
+                values["artifacts_dir"] = _moved(str(values["artifacts_dir"]), moved)
+            dst.execute(update(schema.run).where(schema.run.c.id == new).values(**values))
+            for table in (schema.series, schema.checkpoint, schema.artifact):
+                dst.execute(table.delete().where(table.c.run_id == new))
+            _copy_children(src, dst, old, new)
+            if moved is not None:
+                checksums: dict[str, object] = {}
+                for a in dst.execute(
+                    select(schema.artifact).where(schema.artifact.c.run_id == new)
+                ).mappings():
+                    path = _moved(str(a["path"]), moved)
+                    dst.execute(
+                        update(schema.artifact)
+                        .where(schema.artifact.c.run_id == new, schema.artifact.c.kind == a["kind"])
+                        .values(path=path)
+                    )
+                    checksums[str(a["kind"])] = {"path": path, "sha256": sha256_of(Path(path))}
+                metrics = dict(values.get("metrics") or {})
+                metrics["imported_artifacts"] = checksums
+                dst.execute(
+                    update(schema.run).where(schema.run.c.id == new).values(metrics=metrics)
+                )
+
+
+def _moved(path: str, moved: tuple[Path, Path]) -> str:
+    src, dst = moved
+    p = Path(path)
+    return str(dst / p.relative_to(src)) if p.is_relative_to(src) else path

@@ -7,6 +7,7 @@ from typing import Any
 
 from pydantic import BaseModel, create_model, model_validator
 
+from pgfsbench.spec.cluster import KubernetesConfig
 from pgfsbench.spec.dimensions import DIMENSIONS, TABLES
 from pgfsbench.spec.kinds import StorageConfig, WorkloadConfig
 from pgfsbench.spec.models import (
@@ -52,6 +53,8 @@ class Spec(Model):
     kernel: dict[str, KernelConfig] = {"default": KernelConfig()}
     workload: dict[str, WorkloadConfig] = {"tpcb-like": PgbenchWorkload(builtin="tpcb-like")}
     matrix: Matrix = Matrix()
+    # where the `pvc` cells run (spec/cluster.py)
+    kubernetes: KubernetesConfig | None = None
 
     @model_validator(mode="after")
     def _names(self) -> Spec:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Annotated, Literal, TypeAlias, Union
 
 from pydantic import Discriminator, Field, Tag, create_model
 
+from pgfsbench.spec.cluster import PvcStorage
 from pgfsbench.spec.models import (
     BtrfsStorage,
     CopyWorkload,
@@ -54,6 +55,8 @@ class StorageKind:
     # tmpfs has nothing to flush)
     sync_before_measure: bool = True
     needs_root: bool = True
+    # runs in a pod of a Kubernetes cluster (`[kubernetes]`), never on the host itself
+    cluster: bool = False
     volume: bool = False  # can hold a separate WAL volume (`wal = { fs = ... }`)
     host_fstype: bool = True  # a filesystem type a host can mount (doctor, advise)
     # how much more room than the data it needs, over what any filesystem needs (plan's
@@ -142,6 +145,15 @@ STORAGE_KINDS: tuple[StorageKind, ...] = (
         snapshots=True,
         sync_before_measure=False,
     ),
+    StorageKind(
+        "pvc",
+        PvcStorage,
+        "pgfsbench.storage.pvc:DRIVER",
+        "a PersistentVolumeClaim of a StorageClass and a size, in a pod of a cluster",
+        needs_root=False,
+        host_fstype=False,
+        cluster=True,
+    ),
 )
 
 # the series every transaction tool reports each second (pgbench -P, sysbench --report)
@@ -218,6 +230,11 @@ def workload_tool(tool: str) -> WorkloadTool:
 
 def volume_kinds() -> tuple[StorageKind, ...]:
     return tuple(k for k in STORAGE_KINDS if k.volume)
+
+
+def cluster_kinds() -> tuple[StorageKind, ...]:
+    """The kinds that run in a pod ([kubernetes]), never on the host."""
+    return tuple(k for k in STORAGE_KINDS if k.cluster)
 
 
 def host_fstypes() -> tuple[str, ...]:

@@ -26,34 +26,45 @@ from pgfsbench.system.journal import Undo
 from pgfsbench.system.runner import Runner
 
 
+def own_directory(name: str, base: Path, role: str, ctx: ProvisionContext) -> Volume:
+    """pgfsbench's own directory in ``base`` (journaled, removed on undo), as a volume of
+    the filesystem it is on."""
+    if not base.is_dir():
+        raise ProvisionError(f"storage {name}: {base} is not a directory")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise ProvisionError(f"storage {name}: {base} is not writable by this user")
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    suffix = "" if role == "data" else f"-{role}"
+    own = base / f"pgfsbench-{stamp}-{os.getpid()}-{ctx.directory.name}{suffix}"
+    ctx.journal.record(f"mkdir {own}", Undo("remove_path", {"path": str(own)}))
+    own.mkdir(mode=0o700)
+    if ctx.postgres_user:
+        shutil.chown(own, ctx.postgres_user, ctx.postgres_user)
+    info = mount_of(own)
+    return Volume(
+        role,
+        info.fstype,
+        own,
+        info.source,
+        (),
+        info.options,
+        details={"mount_target": info.target, "existing": True},
+    )
+
+
 @dataclass(frozen=True)
 class ExistingDriver(StorageDriver[ExistingStorage]):
     def provision(
         self, name: str, config: ExistingStorage, ctx: ProvisionContext
     ) -> ProvisionedStorage:
         base = Path(config.path)
-        if not base.is_dir():
-            raise ProvisionError(f"storage {name}: {base} is not a directory")
-        if not os.access(base, os.W_OK | os.X_OK):
-            raise ProvisionError(f"storage {name}: {base} is not writable by this user")
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        own = base / f"pgfsbench-{stamp}-{os.getpid()}-{ctx.directory.name}"
-        ctx.journal.record(f"mkdir {own}", Undo("remove_path", {"path": str(own)}))
-        own.mkdir(mode=0o700)
-        if ctx.postgres_user:
-            shutil.chown(own, ctx.postgres_user, ctx.postgres_user)
-        info = mount_of(own)
-        volume = Volume(
-            "data",
-            info.fstype,
-            own,
-            info.source,
-            (),
-            info.options,
-            details={"mount_target": info.target, "existing": True},
-        )
+        volume = own_directory(name, base, "data", ctx)
         return ProvisionedStorage(
-            name, info.fstype, volume, own / "pgdata", details={"existing_path": str(base)}
+            name,
+            volume.fs,
+            volume,
+            volume.mountpoint / "pgdata",
+            details={"existing_path": str(base)},
         )
 
     def space(self, storage: ProvisionedStorage, runner: Runner) -> dict[str, object]:

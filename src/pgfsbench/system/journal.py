@@ -205,6 +205,12 @@ class Journal:
         self._steps = [amended if s.seq == step.seq else s for s in self._steps]
         return amended
 
+    def settle(self, step: Step, why: str) -> None:
+        """A step whose undo is now someone else's (a Job left to the cluster's TTL
+        controller, which deletes its claims with it): never undone by us."""
+        self._undone.add(step.seq)
+        self._write({"t": "undone", "seq": step.seq, "settled": why})
+
     def mark(self) -> int:
         return self._seq
 

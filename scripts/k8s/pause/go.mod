@@ -1,0 +1,3 @@
+module pgfsbench.local/pause
+
+go 1.22

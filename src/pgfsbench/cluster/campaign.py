@@ -1,0 +1,590 @@
+"""A campaign in a Kubernetes cluster: each group of runs (a run, or a cell's repetitions
+with load_per = "cell") is a Job with its claims; its pod runs the same engine as a host
+(cluster/pod.py) and sends its results back (cluster/bundle.py), and they become the
+controller's runs, in the same store as a host's, with the cluster's environment.
+
+Failure policy, as on a host: anything that goes wrong with one Job (a pod Pending past
+the deadline, a pod that failed, a bundle that did not come back) fails its runs with the
+reason, its objects are deleted, and the matrix goes on. An interrupt deletes the running
+Job and its claims, and stops the campaign. Every object is journaled before it is
+created (cluster/undo.py), so `pgfsbench cleanup` deletes what a killed controller left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pgfsbench import __version__
+from pgfsbench.cleanup import cleanup
+from pgfsbench.cluster import bundle
+from pgfsbench.cluster import undo as cluster_undo
+from pgfsbench.cluster.client import ClusterAddress, KubeClient, KubeError, Manifest
+from pgfsbench.cluster.environment import cluster_facts, run_facts
+from pgfsbench.cluster.manifests import (
+    CONTAINER,
+    RunObjects,
+    labels,
+    object_names,
+    owned_by,
+    run_manifests,
+)
+from pgfsbench.cluster.pod import POD_ARTIFACTS, Task
+from pgfsbench.cluster.rules import pod_sysctls
+from pgfsbench.cluster.status import (
+    PodPhase,
+    PodState,
+    finished_reason,
+    job_failed,
+    pending_reason,
+    pod_state,
+)
+from pgfsbench.cluster.undo import campaign_undo, check_kubeconfig, object_undo
+from pgfsbench.engine.campaign import (
+    CampaignResult,
+    groups_of,
+    more_runs,
+    new_run,
+    note_auto_repetitions,
+)
+from pgfsbench.engine.events import Events, QuietEvents
+from pgfsbench.engine.records import CampaignStatus, RunRecord, RunStatus
+from pgfsbench.plan import Plan, PlannedRun
+from pgfsbench.results.importer import adopt_runs
+from pgfsbench.results.records import StoredCampaign
+from pgfsbench.results.store import Store
+from pgfsbench.spec import LoadedSpec
+from pgfsbench.spec.cluster import CAMPAIGN_LABEL, KubernetesConfig, PvcStorage
+from pgfsbench.system.errors import Interrupted, PgfsbenchError, UsageError
+from pgfsbench.system.journal import Journal, Step
+from pgfsbench.system.runner import Runner
+from pgfsbench.system.signals import signals_held
+from pgfsbench.system.trust import make_trusted_dir
+
+# the label the Job controller puts on its pods (and batch.kubernetes.io/job-name since 1.27)
+JOB_NAME_LABEL = "job-name"
+# a pod's start, its image's unpacking and the way back, over what the run itself takes
+POD_OVERHEAD_S = 120.0
+# how much longer than the plan's estimate a run's Job may take before it is failed
+RUN_TIMEOUT_FACTOR = 3.0
+
+
+@dataclass
+class JobOutcome:
+    """How one Job ended: its bundle, or why there is none, and what the pod showed."""
+
+    data: bytes | None = None
+    failure: str = ""
+    pod: Manifest | None = None
+    node: Manifest | None = None
+    log_problem: str = ""
+    notes: list[str] = field(default_factory=list)
+    tail: list[str] = field(default_factory=list)  # the pod's last lines, bundle aside
+
+
+def cluster_address(k8s: KubernetesConfig) -> ClusterAddress:
+    return ClusterAddress(k8s.kubeconfig, k8s.context)
+
+
+def cluster_host(context: str, node: str | None = None) -> str:
+    """A cluster run's host: the cluster (its kubeconfig context), and the node once known."""
+    return f"k8s:{context}" + (f"/{node}" if node else "")
+
+
+class ClusterCampaign:
+    def __init__(
+        self,
+        loaded: LoadedSpec,
+        plan: Plan,
+        store: Store,
+        *,
+        workdir: Path,
+        client: KubeClient | None = None,
+        events: Events | None = None,
+        runner: Runner | None = None,
+        poll_s: float = 1.0,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
+        k8s = loaded.spec.kubernetes
+        if k8s is None:
+            raise UsageError("internal: a cluster campaign needs [kubernetes]")
+        self.k8s = k8s
+        self.loaded = loaded
+        self.plan = plan
+        self.store = store
+        self.workdir = workdir.resolve()
+        self.address = cluster_address(k8s)
+        self._client = client
+        self.events: Events = events or QuietEvents()
+        self.runner = runner or Runner()
+        self.poll_s = poll_s
+        self.clock = clock
+        self.sleep = sleep
+        self.uuid = str(uuid.uuid4())
+
+    @property
+    def client(self) -> KubeClient:
+        if self._client is None:
+            check_kubeconfig(self.address)
+            self._client = cluster_undo.client_factory(self.address, self.k8s.namespace)
+        cluster_undo.use_client(self.address, self.k8s.namespace, self._client)
+        return self._client
+
+    # ------------------------------------------------------------ the whole matrix
+
+    def execute(self) -> CampaignResult:
+        make_trusted_dir(self.workdir)
+        left = cleanup(self.workdir, self.runner)
+        for line in left.refused:
+            self.events.warning(f"journal refused, left as it is: {line}")
+        if left.journals:
+            self.events.warning(
+                f"undid what {left.journals} killed run(s) left ({left.steps_undone} step(s))"
+            )
+        version = self.client.server_version()
+        facts = cluster_facts(version, self.client.context, self.k8s.namespace)
+        journal = Journal.create(
+            self.workdir,
+            self.runner,
+            meta={"results": self.store.target, "cluster": str(self.address.path())},
+        )
+        campaign_id = self.store.start_campaign(
+            StoredCampaign(
+                name=self.loaded.spec.name or self.loaded.path.stem,
+                spec_path=str(self.loaded.path),
+                spec_text=self.loaded.text,
+                overrides=list(self.loaded.overrides),
+                host=cluster_host(self.client.context),
+                pgfsbench_version=__version__,
+                workdir=str(self.workdir),
+                uuid=self.uuid,
+                environment={"kubernetes": facts},
+            )
+        )
+        journal.note(campaign_id=campaign_id)
+        # recorded first, undone last: whatever of this campaign is still there goes
+        journal.record(
+            f"Kubernetes objects of campaign {self.uuid}",
+            campaign_undo(self.address, self.k8s.namespace, self.uuid),
+        )
+        result = CampaignResult(campaign_id)
+        self.events.campaign_started(campaign_id, len(self.plan.runs))
+        try:
+            for group in self._groups(list(self.plan.runs)):
+                self._execute_group(journal, group, result, facts)
+            if self.loaded.spec.defaults.auto_repetitions:
+                self._adaptive(journal, result, facts)
+        except (Interrupted, KeyboardInterrupt):
+            result.status = CampaignStatus.INTERRUPTED
+            raise
+        finally:
+            with signals_held():
+                journal.undo_since(0)
+                for failure in journal.failures:
+                    self.events.warning(
+                        f"could not undo '{failure.step.what}': {failure.error} (run "
+                        f"`pgfsbench cleanup --workdir {self.workdir}` once the cluster answers)"
+                    )
+                journal.close()
+                self.store.finish_campaign(campaign_id, str(result.status))
+        return result
+
+    def _groups(self, runs: list[PlannedRun]) -> list[list[PlannedRun]]:
+        return groups_of(runs, self.loaded.spec.defaults.load_per)
+
+    def _adaptive(self, journal: Journal, result: CampaignResult, facts: dict[str, object]) -> None:
+        """repetitions = "auto", as on a host (engine/campaign.more_runs)."""
+        d = self.loaded.spec.defaults
+        stopped: dict[str, str] = {}
+        while more := more_runs(self.store, self.plan, d, result, stopped):
+            self.events.extend(len(more))
+            for group in self._groups(more):
+                self._execute_group(journal, group, result, facts)
+        note_auto_repetitions(self.store, d, result.campaign_id, stopped)
+
+    # ------------------------------------------------------------ one Job
+
+    def _start_run(self, planned: PlannedRun, result: CampaignResult) -> int:
+        run_id = self.store.start_run(
+            new_run(
+                planned,
+                result.campaign_id,
+                cluster_host(self.client.context),
+                write_out=self.loaded.spec.defaults.write_out,
+            )
+        )
+        result.run_ids.append(run_id)
+        self.events.run_started(planned, run_id)
+        return run_id
+
+    def manifests(
+        self, group: Sequence[PlannedRun], first_run_id: int
+    ) -> tuple[RunObjects, list[Manifest]]:
+        return group_manifests(self.loaded, self.plan, self.uuid, group, first_run_id)
+
+    def _execute_group(
+        self,
+        journal: Journal,
+        group: list[PlannedRun],
+        result: CampaignResult,
+        facts: dict[str, object],
+    ) -> None:
+        run_ids = [self._start_run(p, result) for p in group]
+        try:
+            with journal.scope():
+                outcome = self._run_job(journal, group, run_ids)
+                self._record(group, run_ids, outcome, result, facts)
+        except (Interrupted, KeyboardInterrupt):
+            for planned, run_id in zip(group, run_ids, strict=True):
+                if self.store.get_run(run_id).status == "running":
+                    self._finish(
+                        planned,
+                        run_id,
+                        RunRecord(
+                            RunStatus.ABORTED, error="interrupted; its Job and claims were deleted"
+                        ),
+                        result,
+                    )
+            raise
+
+    def _run_job(self, journal: Journal, group: list[PlannedRun], run_ids: list[int]) -> JobOutcome:
+        names, manifests = self.manifests(group, run_ids[0])
+        ns = self.k8s.namespace
+        job: Manifest | None = None
+        claims: list[tuple[Manifest, Step]] = []
+        try:
+            for m in manifests:
+                kind, name = m["kind"], m["metadata"]["name"]
+                step = journal.record(
+                    f"create {kind} {name} in namespace {ns}",
+                    object_undo(self.address, ns, self.uuid, kind, name),
+                )
+                self.events.phase(f"creating {kind} {name}")
+                created = self.client.create(m)
+                if kind == "Job":
+                    job = created
+                else:
+                    claims.append((m, step))
+        except KubeError as exc:
+            return JobOutcome(failure=f"the cluster refused the run's objects: {exc}")
+        assert job is not None
+        outcome = self._follow(names)
+        if outcome.data is None and outcome.log_problem and outcome.pod is not None:
+            self._fetch_again(journal, names, group, run_ids, outcome)
+        if self.k8s.keep_finished > 0:
+            # the claims go with their Job when its TTL runs out
+            for manifest, step in claims:
+                with contextlib.suppress(KubeError):
+                    self._own_claim(manifest, job)
+                    journal.settle(step, f"owned by Job {names.job} (ttlSecondsAfterFinished)")
+            for s in journal.pending():
+                if s.undo.kind == "delete_kube_object" and s.undo.args.get("name") == names.job:
+                    journal.settle(s, "left to the TTL controller (keep_finished)")
+        return outcome
+
+    def _own_claim(self, manifest: Manifest, job: Manifest) -> None:
+        """Give a claim to its Job: the garbage collector deletes it with the Job."""
+        owned = owned_by(manifest, job)
+        self.client.patch(
+            "PersistentVolumeClaim",
+            manifest["metadata"]["name"],
+            self.k8s.namespace,
+            {"metadata": {"ownerReferences": owned["metadata"]["ownerReferences"]}},
+        )
+
+    def _pod(self, names: RunObjects) -> Manifest | None:
+        """The Job's pod (the Job controller labels it with the Job's name)."""
+        pods = self.client.select(
+            "Pod", self.k8s.namespace, {CAMPAIGN_LABEL: self.uuid, JOB_NAME_LABEL: names.job}
+        )
+        if not pods:
+            return None
+        return max(pods, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp")))
+
+    def _follow(self, names: RunObjects) -> JobOutcome:
+        """Poll the Job's pod until it ends, fails to start in time, or runs too long."""
+        ns = self.k8s.namespace
+        started = self.clock()
+        running_since: float | None = None
+        last_phase = ""
+        deadline = float(self.k8s.pending_timeout)
+        while True:
+            pod = self._pod(names)
+            state = pod_state(pod)
+            job = self.client.get("Job", names.job, ns)
+            if job is None:
+                return JobOutcome(failure=f"Job {names.job} was deleted by someone else", pod=pod)
+            if state.phase.value != last_phase:
+                last_phase = state.phase.value
+                where = f" on node {state.node}" if state.node else ""
+                self.events.phase(f"pod {state.name or '(none yet)'}{where}: {state.phase.value}")
+            if state.finished:
+                return self._finished(names, pod, state, job)
+            failed = job_failed(job)
+            if failed and not state.finished:
+                return JobOutcome(failure=f"Job {names.job} failed: {failed}", pod=pod)
+            if state.phase == PodPhase.RUNNING:
+                running_since = running_since or self.clock()
+            elif state.phase in (PodPhase.PENDING, PodPhase.NONE):
+                waited = self.clock() - started
+                if state.stuck or waited > deadline:
+                    why = self._pending_reason(names, pod, state)
+                    return JobOutcome(
+                        failure=(
+                            f"pod did not start: {why}"
+                            if state.stuck
+                            else f"pod still Pending after {waited:.0f} s (pending_timeout): {why}"
+                        ),
+                        pod=pod,
+                    )
+            self.sleep(self.poll_s)
+
+    def _pending_reason(self, names: RunObjects, pod: Manifest | None, state: PodState) -> str:
+        ns = self.k8s.namespace
+        pod_events: list[Manifest] = []
+        if state.name:
+            with contextlib.suppress(KubeError):
+                pod_events = self.client.events(ns, "Pod", state.name)
+        claim_events: list[Manifest] = []
+        for claim in names.claims:
+            with contextlib.suppress(KubeError):
+                claim_events += self.client.events(ns, "PersistentVolumeClaim", claim)
+        return pending_reason(state, pod_events, claim_events)
+
+    def _finished(
+        self, names: RunObjects, pod: Manifest | None, state: PodState, job: Manifest
+    ) -> JobOutcome:
+        node = self.client.get("Node", state.node) if state.node else None
+        lines: list[str] = []
+        problem = ""
+        try:
+            lines = list(self.client.log(str(state.name), self.k8s.namespace, CONTAINER))
+        except KubeError as exc:
+            problem = f"its log could not be read ({exc})"
+        framed = bundle.unframe(lines)
+        tail = [ln.rstrip() for ln in lines if not ln.startswith(bundle.LINE) and ln.strip()]
+        tail = [ln for ln in tail if not ln.startswith((bundle.HEADER, bundle.TRAILER))][-5:]
+        if framed.data is not None:
+            return JobOutcome(data=framed.data, pod=pod, node=node, tail=tail)
+        problem = problem or framed.problem
+        failure = finished_reason(state, job) if state.phase == PodPhase.FAILED else ""
+        text = "; ".join(x for x in (failure, problem) if x)
+        if tail:
+            text += " (last lines: " + " | ".join(t[:200] for t in tail) + ")"
+        return JobOutcome(failure=text, pod=pod, node=node, log_problem=problem, tail=tail)
+
+    def _fetch_again(
+        self,
+        journal: Journal,
+        names: RunObjects,
+        group: list[PlannedRun],
+        run_ids: list[int],
+        outcome: JobOutcome,
+    ) -> None:
+        """The bundle did not come back on the log: a second pod on the same claim prints
+        again what the first left there."""
+        _, manifests = self.manifests(group, run_ids[0])
+        job = next(m for m in manifests if m["kind"] == "Job")
+        fetch_name = f"{names.job}-fetch"
+        job["metadata"]["name"] = fetch_name
+        container = job["spec"]["template"]["spec"]["containers"][0]
+        container["command"] = ["pgfsbench", "pod-bundle"]
+        job["spec"]["activeDeadlineSeconds"] = int(self.k8s.pending_timeout) + 120
+        fetch = RunObjects(fetch_name, names.data_claim, names.wal_claim)
+        journal.record(
+            f"create Job {fetch_name} (the bundle again)",
+            object_undo(self.address, self.k8s.namespace, self.uuid, "Job", fetch_name),
+        )
+        try:
+            self.client.create(job)
+        except KubeError as exc:
+            outcome.notes.append(f"reading the bundle from the claim failed: {exc}")
+            return
+        again = self._follow(fetch)
+        if again.data is not None:
+            outcome.data = again.data
+            outcome.notes.append(
+                f"the bundle came from the claim ({outcome.log_problem} on the log)"
+            )
+        else:
+            outcome.notes.append(f"the claim had no bundle either: {again.failure}")
+
+    # ------------------------------------------------------------ results
+
+    def _record(
+        self,
+        group: list[PlannedRun],
+        run_ids: list[int],
+        outcome: JobOutcome,
+        result: CampaignResult,
+        facts: dict[str, object],
+    ) -> None:
+        names, _ = self.manifests(group, run_ids[0])
+        k8s_facts = self._facts(names, outcome, facts)
+        env: dict[str, object] = {"kubernetes": k8s_facts}
+        if outcome.data is None:
+            why = outcome.failure or "the pod sent no results"
+            if outcome.notes:
+                why += "; " + "; ".join(outcome.notes)
+            for planned, run_id in zip(group, run_ids, strict=True):
+                self._finish(
+                    planned, run_id, RunRecord(RunStatus.FAILED, error=why, environment=env), result
+                )
+            return
+        where = self.workdir / "pods" / names.job
+        try:
+            results = bundle.unpack(outcome.data, where)
+        except (ValueError, OSError) as exc:
+            for planned, run_id in zip(group, run_ids, strict=True):
+                self._finish(
+                    planned,
+                    run_id,
+                    RunRecord(
+                        RunStatus.FAILED,
+                        error=f"the pod's bundle cannot be read: {exc}",
+                        environment=env,
+                    ),
+                    result,
+                )
+            return
+        pod_store = Store(str(results), artifacts_root=where / bundle.ARTIFACTS_DIR)
+        try:
+            pod_runs = sorted(pod_store.list_runs(None), key=lambda r: r.run_id)
+            pairs = [(r.run_id, run_id) for r, run_id in zip(pod_runs, run_ids, strict=False)]
+            adopt_runs(
+                pod_store,
+                self.store,
+                pairs,
+                moved=(POD_ARTIFACTS, where / bundle.ARTIFACTS_DIR),
+                environment=env,
+                storage_details={"kubernetes": k8s_facts.get("volumes", {})},
+            )
+        finally:
+            pod_store.close()
+        for i, (planned, run_id) in enumerate(zip(group, run_ids, strict=True)):
+            if i >= len(pairs):
+                said = " | ".join(t[:300] for t in outcome.tail)
+                why = f"the pod ran {len(pairs)} of {len(group)} run(s)" + (
+                    f"; it said: {said}" if said else ""
+                )
+                self._finish(
+                    planned, run_id, RunRecord(RunStatus.FAILED, error=why, environment=env), result
+                )
+                continue
+            node = ((outcome.node or {}).get("metadata") or {}).get("name")
+            self.store.update_run(run_id, host=cluster_host(self.client.context, node))
+            stored = self.store.get_run(run_id)
+            record = RunRecord(
+                RunStatus(stored.status) if stored.status in set(RunStatus) else RunStatus.FAILED,
+                error=stored.error,
+                throughput=stored.throughput,
+                throughput_unit=stored.throughput_unit,
+                latency_avg_ms=stored.latency_avg_ms,
+            )
+            if outcome.notes:
+                self.store.add_to_run(run_id, {"cluster_notes": list(outcome.notes)})
+            result.counts[record.status] = result.counts.get(record.status, 0) + 1
+            self.events.run_finished(planned, run_id, record)
+
+    def _facts(
+        self, names: RunObjects, outcome: JobOutcome, cluster: dict[str, object]
+    ) -> dict[str, object]:
+        ns = self.k8s.namespace
+        volumes: dict[str, tuple[Manifest | None, Manifest | None, Manifest | None]] = {}
+        for role, claim_name in (("data", names.data_claim), ("wal", names.wal_claim)):
+            if claim_name is None:
+                continue
+            claim = pv = sc = None
+            with contextlib.suppress(KubeError):
+                claim = self.client.get("PersistentVolumeClaim", claim_name, ns)
+                spec = (claim or {}).get("spec") or {}
+                if spec.get("volumeName"):
+                    pv = self.client.get("PersistentVolume", spec["volumeName"])
+                sc_name = spec.get("storageClassName") or ((pv or {}).get("spec") or {}).get(
+                    "storageClassName"
+                )
+                if sc_name:
+                    sc = self.client.get("StorageClass", sc_name)
+            volumes[role] = (claim, pv, sc)
+        return run_facts(cluster, outcome.node, outcome.pod, volumes)
+
+    def _finish(
+        self, planned: PlannedRun, run_id: int, record: RunRecord, result: CampaignResult
+    ) -> None:
+        columns = record.columns()
+        columns.pop("status", None)
+        self.store.finish_run(run_id, str(record.status), **columns)
+        result.counts[record.status] = result.counts.get(record.status, 0) + 1
+        self.events.run_finished(planned, run_id, record)
+
+
+def deadline_s(k8s: KubernetesConfig, plan: Plan, runs: int) -> int:
+    """A Job's activeDeadlineSeconds: the spec's run_timeout, or the plan's estimate of
+    its runs (load included) times RUN_TIMEOUT_FACTOR, plus a pod's overhead and 10 min."""
+    if k8s.run_timeout is not None:
+        return int(k8s.run_timeout)
+    per_run = plan.estimated_seconds / max(1, len(plan.runs))
+    return int(POD_OVERHEAD_S + RUN_TIMEOUT_FACTOR * per_run * runs + 600)
+
+
+def group_manifests(
+    loaded: LoadedSpec,
+    plan: Plan,
+    campaign_uuid: str,
+    group: Sequence[PlannedRun],
+    first_run_id: int,
+) -> tuple[RunObjects, list[Manifest]]:
+    """A group's claims and Job, in the order they are created."""
+    k8s = loaded.spec.kubernetes
+    cell = group[0].cell
+    storage = cell.storage
+    if k8s is None or not isinstance(storage, PvcStorage):
+        raise UsageError(f"internal: {cell.id} is not a cell of a cluster")
+    names = object_names(campaign_uuid, first_run_id, storage.wal is not None)
+    task = Task(
+        cell=cell.id,
+        repetitions=len(group),
+        campaign=campaign_uuid,
+        spec_name=loaded.path.name,
+        first_repetition=group[0].repetition,
+    )
+    return names, run_manifests(
+        names,
+        k8s,
+        storage,
+        object_labels=labels(campaign_uuid, first_run_id, cell.id, k8s.labels),
+        spec_text=effective_text(loaded),
+        task=task.text(),
+        sysctls=pod_sysctls([cell]).get(cell.kernel_name, {}),
+        deadline_s=deadline_s(k8s, plan, len(group)),
+    )
+
+
+def effective_text(loaded: LoadedSpec) -> str:
+    """The spec the pod runs: the file as written, or, with --set, the spec as run."""
+    if not loaded.overrides:
+        return loaded.text
+    import tomli_w
+
+    return tomli_w.dumps(loaded.spec.model_dump(mode="json", exclude_none=True))
+
+
+def planned_manifests(loaded: LoadedSpec, plan: Plan) -> str:
+    """The manifests a campaign would apply (`plan --manifests`), with the run ids it
+    would give them in a new store (1, 2...) and a placeholder campaign uuid."""
+    from pgfsbench.cluster.manifests import yaml_documents
+
+    if loaded.spec.kubernetes is None:
+        raise PgfsbenchError("the spec has no [kubernetes] table: nothing runs in a cluster")
+    placeholder = "00000000-0000-4000-8000-000000000000"
+    docs: list[Manifest] = []
+    next_id = 1
+    for group in groups_of(list(plan.runs), loaded.spec.defaults.load_per):
+        docs += group_manifests(loaded, plan, placeholder, group, next_id)[1]
+        next_id += len(group)
+    return yaml_documents(docs)

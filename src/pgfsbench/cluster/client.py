@@ -1,0 +1,240 @@
+"""The little pgfsbench asks of a Kubernetes API, behind one interface.
+
+`KubeClient` is what the Job runner, the environment reader and cleanup use: create an
+object from its manifest, read one, list by labels, delete, read a pod's events and log.
+Objects go in and come out as plain manifests (dicts, as `kubectl get -o json` prints
+them), so the runner's logic is pure and its unit tests use `FakeCluster`
+(tests/unit/fake_kube.py) instead of a cluster. `LightkubeClient` is the real one:
+lightkube's typed resources, loaded from the manifests with its codecs.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from pgfsbench.system.errors import CapabilityError, PgfsbenchError
+
+Manifest = dict[str, Any]
+
+# the kinds pgfsbench reads or writes, with their API group and whether they are namespaced
+KINDS: Mapping[str, tuple[str, bool]] = {
+    "Job": ("batch/v1", True),
+    "Pod": ("v1", True),
+    "PersistentVolumeClaim": ("v1", True),
+    "Event": ("v1", True),
+    "PersistentVolume": ("v1", False),
+    "StorageClass": ("storage.k8s.io/v1", False),
+    "Node": ("v1", False),
+    "Namespace": ("v1", False),
+}
+
+
+class KubeError(PgfsbenchError):
+    """The cluster refused or could not be reached."""
+
+
+@dataclass(frozen=True)
+class ClusterAddress:
+    """Which cluster: a kubeconfig file (None: $KUBECONFIG, then ~/.kube/config) and a
+    context in it (None: its current one)."""
+
+    kubeconfig: str | None = None
+    context: str | None = None
+
+    def path(self) -> Path:
+        if self.kubeconfig:
+            return Path(self.kubeconfig).expanduser()
+        env = os.environ.get("KUBECONFIG")
+        if env:
+            return Path(env.split(os.pathsep)[0]).expanduser()
+        return Path("~/.kube/config").expanduser()
+
+
+class KubeClient(Protocol):
+    context: str  # the kubeconfig context in use (its name)
+
+    def create(self, manifest: Manifest) -> Manifest: ...
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> Manifest | None: ...
+
+    def select(
+        self, kind: str, namespace: str | None = None, labels: Mapping[str, str] | None = None
+    ) -> list[Manifest]: ...
+
+    def delete(self, kind: str, name: str, namespace: str | None = None) -> bool: ...
+
+    def patch(self, kind: str, name: str, namespace: str | None, patch: Manifest) -> Manifest: ...
+
+    def events(self, namespace: str, kind: str, name: str) -> list[Manifest]: ...
+
+    def log(self, pod: str, namespace: str, container: str | None = None) -> Iterable[str]: ...
+
+    def server_version(self) -> Manifest: ...
+
+
+def _resource(kind: str) -> Any:
+    from lightkube.generic_resource import get_generic_resource
+    from lightkube.resources.apps_v1 import Deployment  # noqa: F401 (loads the registry)
+    from lightkube.resources.batch_v1 import Job
+    from lightkube.resources.core_v1 import (
+        Event,
+        Namespace,
+        Node,
+        PersistentVolume,
+        PersistentVolumeClaim,
+        Pod,
+    )
+    from lightkube.resources.storage_v1 import StorageClass
+
+    known = {
+        "Job": Job,
+        "Pod": Pod,
+        "PersistentVolumeClaim": PersistentVolumeClaim,
+        "Event": Event,
+        "PersistentVolume": PersistentVolume,
+        "StorageClass": StorageClass,
+        "Node": Node,
+        "Namespace": Namespace,
+    }
+    found = known.get(kind)
+    if found is None:
+        version, _ = KINDS.get(kind, ("v1", True))
+        found = get_generic_resource(version, kind)  # type: ignore[no-untyped-call]
+        if found is None:
+            raise KubeError(f"internal: no resource kind {kind}")
+    return found
+
+
+def _plain(obj: Any) -> Manifest:
+    data = obj.to_dict() if hasattr(obj, "to_dict") else dict(obj)
+    return dict(data)
+
+
+class LightkubeClient:
+    """The cluster through lightkube (sync API; the same calls exist async)."""
+
+    def __init__(self, address: ClusterAddress, namespace: str = "default"):
+        from lightkube import Client, KubeConfig
+        from lightkube.core.exceptions import ConfigError
+
+        path = address.path()
+        if not path.is_file():
+            raise CapabilityError(
+                f"no kubeconfig at {path}: give [kubernetes] kubeconfig, or set KUBECONFIG"
+            )
+        try:
+            config = KubeConfig.from_file(str(path))
+            single = config.get(context_name=address.context)
+        except (ConfigError, OSError, ValueError, KeyError) as exc:
+            raise CapabilityError(f"kubeconfig {path}: {exc}") from None
+        if single is None:
+            raise CapabilityError(f"kubeconfig {path}: no context {address.context or '(current)'}")
+        self.address = address
+        self.namespace = namespace
+        self.context = str(single.context_name)
+        self._client = Client(config=single, namespace=namespace, field_manager="pgfsbench")
+
+    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        import httpx2
+        from lightkube import ApiError
+
+        try:
+            return fn(*args, **kwargs)
+        except ApiError as exc:
+            raise KubeError(f"{what}: {exc.status.message or exc.status.reason}") from None
+        except (httpx2.HTTPError, OSError) as exc:
+            raise KubeError(f"{what}: the cluster cannot be reached ({exc})") from None
+
+    def create(self, manifest: Manifest) -> Manifest:
+        from lightkube import codecs
+
+        obj = codecs.from_dict(manifest)
+        name = manifest.get("metadata", {}).get("name", "?")
+        return _plain(self._call(f"creating {manifest['kind']} {name}", self._client.create, obj))
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> Manifest | None:
+        from lightkube import ApiError
+
+        res = _resource(kind)
+        kwargs = (
+            {"namespace": namespace or self.namespace} if KINDS.get(kind, ("", True))[1] else {}
+        )
+        try:
+            return _plain(self._client.get(res, name, **kwargs))
+        except ApiError as exc:
+            if exc.status.code == 404:
+                return None
+            raise KubeError(f"reading {kind} {name}: {exc.status.message}") from None
+
+    def select(
+        self, kind: str, namespace: str | None = None, labels: Mapping[str, str] | None = None
+    ) -> list[Manifest]:
+        res = _resource(kind)
+        kwargs: dict[str, Any] = {"labels": dict(labels or {})}
+        if KINDS.get(kind, ("", True))[1]:
+            kwargs["namespace"] = namespace or self.namespace
+        return [_plain(o) for o in self._call(f"listing {kind}", self._client.list, res, **kwargs)]
+
+    def delete(self, kind: str, name: str, namespace: str | None = None) -> bool:
+        from lightkube import ApiError
+        from lightkube.types import CascadeType
+
+        res = _resource(kind)
+        kwargs: dict[str, Any] = {}
+        if KINDS.get(kind, ("", True))[1]:
+            kwargs["namespace"] = namespace or self.namespace
+        if kind == "Job":
+            kwargs["cascade"] = CascadeType.BACKGROUND  # its pods go with it
+        try:
+            self._client.delete(res, name, **kwargs)
+            return True
+        except ApiError as exc:
+            if exc.status.code == 404:
+                return False
+            raise KubeError(f"deleting {kind} {name}: {exc.status.message}") from None
+
+    def patch(self, kind: str, name: str, namespace: str | None, patch: Manifest) -> Manifest:
+        from lightkube.types import PatchType
+
+        res = _resource(kind)
+        kwargs: dict[str, Any] = {"patch_type": PatchType.MERGE}
+        if KINDS.get(kind, ("", True))[1]:
+            kwargs["namespace"] = namespace or self.namespace
+        return _plain(
+            self._call(f"patching {kind} {name}", self._client.patch, res, name, patch, **kwargs)
+        )
+
+    def events(self, namespace: str, kind: str, name: str) -> list[Manifest]:
+        from lightkube.resources.core_v1 import Event
+
+        fields = {"involvedObject.kind": kind, "involvedObject.name": name}
+        found = self._call(
+            f"events of {kind} {name}", self._client.list, Event, namespace=namespace, fields=fields
+        )
+        return [_plain(e) for e in found]
+
+    def log(self, pod: str, namespace: str, container: str | None = None) -> Iterable[str]:
+        return list(
+            self._call(
+                f"the log of pod {pod}",
+                self._client.log,
+                pod,
+                namespace=namespace,
+                container=container,
+            )
+        )
+
+    def server_version(self) -> Manifest:
+        # /version is not a resource: asked through lightkube's own HTTP client
+        http = getattr(getattr(self._client, "_client", None), "_client", None)
+        if http is None:
+            return {}
+        try:
+            response = http.get("/version")
+            return dict(response.json()) if response.status_code == 200 else {}
+        except Exception:
+            return {}

@@ -1,0 +1,105 @@
+"""Inside the pod: the same engine as on a host, for the cell and repetitions of its task,
+then its results and artifacts sent back (cluster/bundle.py).
+
+The Job's manifest gives the spec (gzip + base64) and the task (JSON: the cell, how many
+repetitions, the campaign) in the environment; the claims are mounted at the paths the pvc
+driver reads. The results go into a SQLite file of the pod's own; the controller imports
+its runs into its store under its own run ids.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from pgfsbench.cluster import bundle
+from pgfsbench.cluster.manifests import SPEC_ENV, TASK_ENV, unpacked_spec
+from pgfsbench.spec.cluster import POD_DATA_MOUNT
+
+POD_HOME = Path("/var/lib/pgfsbench")
+RESULTS_NAME = "results.db"
+# where the pod's store keeps its runs' artifacts (results/store: beside the file)
+POD_ARTIFACTS = POD_HOME / "results-artifacts"
+
+
+@dataclass(frozen=True)
+class Task:
+    """What one Job runs."""
+
+    cell: str
+    repetitions: int
+    campaign: str  # the controller's campaign uuid
+    spec_name: str  # the spec's file name, as the controller loaded it
+    first_repetition: int = 1
+
+    def text(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @staticmethod
+    def parse(text: str) -> Task:
+        data = json.loads(text)
+        return Task(
+            cell=str(data["cell"]),
+            repetitions=int(data["repetitions"]),
+            campaign=str(data["campaign"]),
+            spec_name=str(data["spec_name"]),
+            first_repetition=int(data.get("first_repetition", 1)),
+        )
+
+
+def pod_sets(task: Task) -> list[str]:
+    """The overrides that make the spec this task: its repetitions, in the order given."""
+    return [f"defaults.repetitions={task.repetitions}", "defaults.order=sequential"]
+
+
+def run_task(
+    home: Path,
+    emit: Callable[[str], None],
+    run: Callable[[Path, list[str], str, Path, str], None],
+) -> int:
+    """Run the task of this pod's environment with ``run(spec, sets, cell, workdir,
+    results)``, then pack what it left and ``emit`` the bundle's lines. Returns the exit
+    status: 0 when a bundle was sent, whatever the runs' statuses (they are in it)."""
+    task = Task.parse(os.environ[TASK_ENV])
+    # root's, and open to the postgres user on its way to the work directory
+    home.mkdir(mode=0o755, parents=True, exist_ok=True)
+    home.chmod(0o755)
+    spec = home / (Path(task.spec_name).name or "spec.toml")
+    spec.write_text(unpacked_spec(os.environ[SPEC_ENV]))
+    results = home / RESULTS_NAME
+    status = 0
+    try:
+        run(spec, pod_sets(task), task.cell, home / "work", str(results))
+    except SystemExit as exc:  # the CLI's own error boundary, already printed
+        status = int(exc.code or 0) if isinstance(exc.code, int) else 1
+    if not results.is_file():
+        print("pgfsbench pod: no results were written", file=sys.stderr)
+        return status or 1
+    data = bundle.pack(results, home / POD_ARTIFACTS.name)
+    # first on the claim, which outlives this pod until the controller has the bundle
+    target = Path(POD_DATA_MOUNT) / bundle.BUNDLE_NAME
+    try:
+        target.write_bytes(data)
+    except OSError as exc:
+        print(f"pgfsbench pod: could not keep the bundle on the claim: {exc}", file=sys.stderr)
+    for line in bundle.frame(data):
+        emit(line)
+    return 0
+
+
+def emit_saved(
+    emit: Callable[[str], None], path: Path = Path(POD_DATA_MOUNT) / bundle.BUNDLE_NAME
+) -> int:
+    """A second pod on the claim: the bundle the first left there, framed again."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        print(f"pgfsbench pod: no bundle on the claim: {exc}", file=sys.stderr)
+        return 1
+    for line in bundle.frame(data):
+        emit(line)
+    return 0

@@ -1,0 +1,82 @@
+"""What a spec may ask of a pod, checked by `plan` before anything is created (pure).
+
+A pod shares its node's kernel: it cannot set the node's sysctls (the page cache's dirty
+limits, vm.*), its transparent huge pages, or drop its page cache unless privileged. Its
+claim is made by the cluster's provisioner: no mkfs options, no device limits (the
+StorageClass's IOPS and throughput are the limits), no emulated disk. Each refusal says
+why and what to do instead; namespaced sysctls are allowed, set by the kubelet.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pgfsbench.spec import Cell, Spec
+from pgfsbench.spec.cluster import PvcStorage, check_pvc_modes, sysctl_is_namespaced
+from pgfsbench.spec.kinds import storage_kind
+
+
+def pod_refusals(spec: Spec, cells: Sequence[Cell]) -> list[str]:
+    """Every reason the spec's cells cannot run as it asks (empty: they can)."""
+    problems: list[str] = []
+    k8s = spec.kubernetes
+    cluster_cells = [c for c in cells if storage_kind(c.fs).cluster]
+    host_cells = [c for c in cells if not storage_kind(c.fs).cluster]
+    if k8s is None:
+        return problems  # a pvc cell without [kubernetes]: the pvc driver says why
+    if host_cells:
+        names = sorted({c.storage_name for c in host_cells})
+        problems.append(
+            f"storage {', '.join(names)}: with [kubernetes] every storage is a pvc (a run "
+            "in a pod); run the host's storages from a spec without [kubernetes] and "
+            "compare the two campaigns' runs (`pgfsbench compare`)"
+        )
+    if spec.defaults.memory_limit:
+        problems.append(
+            "defaults.memory_limit is a cgroup of the host's: in a pod, give "
+            "[kubernetes.resources] memory (the pod's own cgroup limit)"
+        )
+    seen: set[str] = set()
+    for cell in cluster_cells:
+        storage = cell.storage
+        if isinstance(storage, PvcStorage) and cell.storage_name not in seen:
+            seen.add(cell.storage_name)
+            for volume in (storage, storage.wal):
+                why = check_pvc_modes(volume, cell.storage_name) if volume else None
+                if why:
+                    problems.append(why)
+        kern = cell.kernel
+        for name in kern.sysctl:
+            if not sysctl_is_namespaced(name):
+                problems.append(
+                    f"kernel {cell.kernel_name}: sysctl {name} is the node's, shared by every "
+                    "pod on it; a pod cannot set it. Set it on the nodes (their image, a "
+                    "DaemonSet) and say so in the kernel table's description"
+                )
+        if kern.transparent_hugepage or kern.transparent_hugepage_defrag:
+            problems.append(
+                f"kernel {cell.kernel_name}: transparent huge pages are the node's; a pod "
+                "cannot change them"
+            )
+        config = cell.workload.config
+        if config is not None and config.cache == "cold" and not k8s.privileged:
+            problems.append(
+                f'workload {cell.workload.name}: cache = "cold" drops the node\'s page cache, '
+                "which only a privileged pod may do ([kubernetes] privileged = true)"
+            )
+        huge = str(cell.postgres.settings.get("huge_pages", "try")).lower()
+        if huge == "on" and not (k8s.resources.hugepages_2mi or k8s.resources.hugepages_1gi):
+            problems.append(
+                f"postgres {cell.postgres_name}: huge_pages = on needs huge pages as a pod "
+                "resource ([kubernetes.resources] hugepages_2mi or hugepages_1gi, and "
+                "memory); without them PostgreSQL does not start"
+            )
+    return list(dict.fromkeys(problems))
+
+
+def pod_sysctls(cells: Sequence[Cell]) -> dict[str, dict[str, int | str]]:
+    """Per kernel configuration, the sysctls the kubelet sets for the pod."""
+    return {
+        c.kernel_name: {k: v for k, v in c.kernel.sysctl.items() if sysctl_is_namespaced(k)}
+        for c in cells
+    }

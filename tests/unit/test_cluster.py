@@ -1,0 +1,516 @@
+"""The Kubernetes runner against a cluster in memory (fake_kube.FakeCluster): manifests,
+refusals, events turned into failure reasons, the way back (a cut log, the claim),
+results read back into the store, cleanup by label. The real cluster: tests/k8s/."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pgfsbench.cluster import bundle
+from pgfsbench.cluster import undo as cluster_undo
+from pgfsbench.cluster.campaign import ClusterCampaign, planned_manifests
+from pgfsbench.cluster.manifests import SPEC_ENV, TASK_ENV, label_value, unpacked_spec
+from pgfsbench.cluster.pod import POD_ARTIFACTS, Task
+from pgfsbench.cluster.status import PodPhase, pending_reason, pod_state
+from pgfsbench.plan import make_plan
+from pgfsbench.results.records import StoredCampaign, StoredRun
+from pgfsbench.results.store import Store
+from pgfsbench.spec import load_spec
+from pgfsbench.spec.cluster import CAMPAIGN_LABEL, MANAGED_BY, parse_quantity
+from pgfsbench.system.errors import SpecError, UsageError
+from tests.unit.fake_kube import FakeCluster, PodScript
+
+SPEC = """
+name = "k8s-unit"
+[kubernetes]
+kubeconfig = "{kubeconfig}"
+namespace = "bench"
+image = "registry.example/pgfsbench:1"
+pending_timeout = "5s"
+resources = {{ cpu = "2", memory = "4Gi" }}
+tolerations = [{{ key = "dedicated", operator = "Equal", value = "db", effect = "NoSchedule" }}]
+node_selector = {{ "node.kubernetes.io/instance-type" = "ecs.g7.xlarge" }}
+
+[defaults]
+scale = 1
+clients = 2
+duration = "5s"
+warmup = "1s"
+repetitions = 1
+
+[storage.pl1-100g]
+fs = "pvc"
+storage_class = "alicloud-disk-essd-pl1"
+size = "100Gi"
+
+[storage.pl1-400g]
+fs = "pvc"
+storage_class = "alicloud-disk-essd-pl1"
+size = "400Gi"
+wal = {{ storage_class = "alicloud-disk-essd-pl1", size = "50Gi" }}
+
+[kernel.default]
+sysctl = {{ "kernel.shmmax" = 68719476736 }}
+
+[workload.tpcb]
+tool = "pgbench"
+builtin = "tpcb-like"
+"""
+
+
+@pytest.fixture
+def kubeconfig(tmp_path: Path) -> Path:
+    path = tmp_path / "kubeconfig"
+    path.write_text("apiVersion: v1\nkind: Config\n")
+    path.chmod(0o600)
+    return path
+
+
+def write_spec(tmp_path: Path, kubeconfig: Path, extra: str = "", name: str = "k8s.toml") -> Path:
+    spec = tmp_path / name
+    spec.write_text(SPEC.format(kubeconfig=kubeconfig) + extra)
+    return spec
+
+
+def pod_bundle(tmp_path: Path, tps: list[float]) -> list[str]:
+    """The log of a pod that ran ``len(tps)`` runs: its engine's output, then the bundle."""
+    home = tmp_path / f"pod-{len(list(tmp_path.glob('pod-*')))}"
+    home.mkdir()
+    store = Store(str(home / "results.db"))
+    cid = store.start_campaign(StoredCampaign(name="pod", host="pod", uuid="u"))
+    for i, value in enumerate(tps, start=1):
+        rid = store.start_run(
+            StoredRun(
+                campaign_id=cid,
+                cell="x",
+                storage="s",
+                fs="ext4",
+                postgres="default",
+                kernel="default",
+                workload="tpcb",
+                repetition=i,
+                host="pod",
+                uuid=f"pod-run-{i}",
+            )
+        )
+        store.finish_run(
+            rid,
+            "ok",
+            tps=value,
+            throughput=value,
+            throughput_unit="tps",
+            latency_avg_ms=1.5,
+            environment={"hostname": "pgfsbench-x-1-abcde", "cpus": 4},
+        )
+        store.put_series(rid, "tps", [value] * 5, unit="tps")
+        art = home / "results-artifacts" / f"run-{rid}"
+        art.mkdir(parents=True)
+        (art / "pgbench.stdout").write_text(f"tps = {value}\n")
+        store.put_artifact(rid, "pgbench_stdout", POD_ARTIFACTS / f"run-{rid}" / "pgbench.stdout")
+    store.close()
+    data = bundle.pack(home / "results.db", home / "results-artifacts")
+    return ["progress: 1.0 s, 100.0 tps", *bundle.frame(data)]
+
+
+def campaign(tmp_path: Path, spec: Path, cluster: FakeCluster, only: list[str] | None = None):
+    loaded = load_spec(spec)
+    plan = make_plan(loaded, None, only or [])
+    store = Store(str(tmp_path / "results.sqlite"))
+    return (
+        ClusterCampaign(
+            loaded,
+            plan,
+            store,
+            workdir=tmp_path / "work",
+            client=cluster,
+            poll_s=0,
+            sleep=lambda s: None,
+        ),
+        store,
+    )
+
+
+# ------------------------------------------------------------------ spec and manifests
+
+
+def test_quantities_are_kubernetes_sizes() -> None:
+    assert parse_quantity("100Gi") == 100 << 30
+    assert parse_quantity("500G") == 500 * 10**9
+    with pytest.raises(ValueError, match="not a Kubernetes size"):
+        parse_quantity("100 gigs")
+
+
+def test_manifests_carry_our_labels_no_retries_and_the_pod_settings(
+    tmp_path: Path, kubeconfig: Path
+) -> None:
+    spec = write_spec(tmp_path, kubeconfig)
+    loaded = load_spec(spec)
+    docs = list(yaml.safe_load_all(planned_manifests(loaded, make_plan(loaded))))
+    kinds = [d["kind"] for d in docs]
+    # 100G: a claim and a Job; 400G: data and WAL claims, then its Job
+    assert kinds == [
+        "PersistentVolumeClaim",
+        "Job",
+        "PersistentVolumeClaim",
+        "PersistentVolumeClaim",
+        "Job",
+    ]
+    for d in docs:
+        assert d["metadata"]["labels"][MANAGED_BY] == "pgfsbench"
+        assert d["metadata"]["namespace"] == "bench"
+    claim = docs[0]
+    assert claim["spec"]["storageClassName"] == "alicloud-disk-essd-pl1"
+    assert claim["spec"]["resources"]["requests"]["storage"] == "100Gi"
+    job = docs[1]
+    assert job["spec"]["backoffLimit"] == 0
+    pod = job["spec"]["template"]["spec"]
+    assert pod["restartPolicy"] == "Never"
+    assert pod["automountServiceAccountToken"] is False
+    assert pod["securityContext"]["sysctls"] == [{"name": "kernel.shmmax", "value": "68719476736"}]
+    assert pod["tolerations"] == [
+        {"key": "dedicated", "operator": "Equal", "value": "db", "effect": "NoSchedule"}
+    ]
+    assert pod["nodeSelector"] == {"node.kubernetes.io/instance-type": "ecs.g7.xlarge"}
+    container = pod["containers"][0]
+    assert container["resources"]["limits"] == {"cpu": "2", "memory": "4Gi"}
+    assert container["resources"]["requests"] == container["resources"]["limits"]
+    env = {e["name"]: e.get("value") for e in container["env"]}
+    assert "[storage.pl1-100g]" in unpacked_spec(env[SPEC_ENV])
+    task = Task.parse(env[TASK_ENV])
+    assert task.cell.startswith("pl1-100g/") and task.repetitions == 1
+    wal_job = docs[4]["spec"]["template"]["spec"]
+    assert [v["persistentVolumeClaim"]["claimName"] for v in wal_job["volumes"]] == [
+        docs[2]["metadata"]["name"],
+        docs[3]["metadata"]["name"],
+    ]
+
+
+def test_a_long_cell_id_is_a_valid_label_value() -> None:
+    long = "storage-" + "x" * 80 + "/default/default/tpcb@clients=64"
+    value = label_value(long)
+    assert len(value) <= 63 and value[-1].isalnum()
+    assert value != label_value(long + "2")  # cut, but not confused
+
+
+@pytest.mark.parametrize(
+    ("extra", "said"),
+    [
+        ('[kernel.dirty]\nsysctl = { "vm.dirty_ratio" = 10 }\n', "vm.dirty_ratio is the node's"),
+        ('[kernel.thp]\ntransparent_hugepage = "never"\n', "transparent huge pages are the node's"),
+        ('[postgres.huge]\nsettings = { huge_pages = "on" }\n', "huge_pages = on needs huge pages"),
+        ('[workload.cold]\ntool = "pgbench"\ncache = "cold"\n', "only a privileged pod"),
+        ('[storage.host]\nfs = "tmpfs"\nsize = "1G"\n', "with [kubernetes] every storage is a pvc"),
+    ],
+)
+def test_plan_refuses_what_a_pod_cannot_do(
+    tmp_path: Path, kubeconfig: Path, extra: str, said: str
+) -> None:
+    with pytest.raises(UsageError, match="a pod cannot do") as err:
+        make_plan(load_spec(write_spec(tmp_path, kubeconfig, extra)))
+    assert said in str(err.value)
+
+
+def test_pvc_options_of_a_host_filesystem_are_refused_by_name(
+    tmp_path: Path, kubeconfig: Path
+) -> None:
+    extra = '[storage.bad]\nfs = "pvc"\nstorage_class = "x"\nmkfs_options = ["-E", "nodiscard"]\n'
+    with pytest.raises(SpecError, match="mkfs_options"):
+        load_spec(write_spec(tmp_path, kubeconfig, extra))
+
+
+def test_a_pvc_without_a_cluster_is_refused(tmp_path: Path) -> None:
+    spec = tmp_path / "s.toml"
+    spec.write_text('[storage.a]\nfs = "pvc"\nstorage_class = "x"\n')
+    with pytest.raises(UsageError, match=r"needs a \[kubernetes\] table"):
+        make_plan(load_spec(spec))
+
+
+# ------------------------------------------------------------------ pod states
+
+
+def test_pending_reason_prefers_the_container_then_the_newest_event() -> None:
+    state = pod_state({"metadata": {"name": "p"}, "status": {"phase": "Pending"}})
+    events = [
+        {"reason": "FailedScheduling", "message": "old", "lastTimestamp": "2026-01-01T00:00:00Z"},
+        {
+            "reason": "FailedScheduling",
+            "message": "0/3 nodes are available: 3 Insufficient cpu.",
+            "lastTimestamp": "2026-01-01T00:01:00Z",
+        },
+    ]
+    assert pending_reason(state, events, []) == (
+        "FailedScheduling: 0/3 nodes are available: 3 Insufficient cpu."
+    )
+    stuck = pod_state(
+        {
+            "status": {
+                "phase": "Pending",
+                "containerStatuses": [
+                    {
+                        "state": {
+                            "waiting": {
+                                "reason": "ErrImageNeverPull",
+                                "message": "image not present",
+                            }
+                        }
+                    }
+                ],
+            }
+        }
+    )
+    assert stuck.stuck and stuck.phase == PodPhase.PENDING
+    assert pending_reason(stuck, events, []) == "ErrImageNeverPull: image not present"
+
+
+# ------------------------------------------------------------------ the way back
+
+
+def test_a_bundle_survives_framing_and_a_cut_log_is_named(tmp_path: Path) -> None:
+    data = os.urandom(50_000)
+    lines = list(bundle.frame(data))
+    assert all(len(line) < 16 * 1024 for line in lines)
+    assert bundle.unframe(["noise", *lines, "more"]).data == data
+    cut = lines[:3] + lines[4:]
+    found = bundle.unframe(cut)
+    assert found.data is None and "lines are missing" in found.problem
+    assert "no bundle" in bundle.unframe(["just text"]).problem
+    corrupt = [*lines[:-1], lines[-1].replace(lines[-1].split()[-1], "0" * 64)]
+    assert "SHA-256" in bundle.unframe(corrupt).problem
+    # a line of other data in place of the first (base64 still)
+    other = lines[1].split(" ", 2)
+    swapped = [lines[0], f"{other[0]} {other[1]} {'A' * len(other[2])}", *lines[2:]]
+    assert "SHA-256" in bundle.unframe(swapped).problem
+
+
+def test_unpack_refuses_links_and_paths_that_leave(tmp_path: Path) -> None:
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        info = tarfile.TarInfo("results.db")
+        info.type = tarfile.SYMTYPE
+        info.linkname = "/etc/shadow"
+        tar.addfile(info)
+    with pytest.raises(ValueError, match="neither a file"):
+        bundle.unpack(buf.getvalue(), tmp_path / "x")
+
+
+# ------------------------------------------------------------------ campaigns
+
+
+def test_a_campaign_runs_each_cell_as_a_job_and_keeps_the_cluster(
+    tmp_path: Path, kubeconfig: Path
+) -> None:
+    logs = iter([pod_bundle(tmp_path, [1000.0]), pod_bundle(tmp_path, [2000.0])])
+    cluster = FakeCluster(lambda job: PodScript(log=next(logs)))
+    camp, store = campaign(tmp_path, write_spec(tmp_path, kubeconfig), cluster)
+    result = camp.execute()
+    runs = store.full_runs([result.campaign_id])
+    assert [(r.storage, r.status, r.tps) for r in runs] == [
+        ("pl1-100g", "ok", 1000.0),
+        ("pl1-400g", "ok", 2000.0),
+    ]
+    run = runs[1]
+    assert run.host == "k8s:fake/node-1"
+    k8s = run.environment["kubernetes"]
+    assert k8s["node"]["instance_type"] == "ecs.g7.xlarge"
+    assert k8s["node"]["zone"] == "cn-hangzhou-h"
+    assert k8s["volumes"]["data"]["csi_driver"] == "diskplugin.csi.alibabacloud.com"
+    assert k8s["volumes"]["data"]["requested"] == "400Gi"
+    assert k8s["volumes"]["wal"]["requested"] == "50Gi"
+    assert k8s["pod"]["qos_class"] == "Guaranteed"
+    assert run.environment["cpus"] == 4  # the pod's own view, kept
+    assert list(run.series) == ["tps"]
+    art = {kind: Path(a.path) for kind, a in run.artifacts.items()}
+    assert art["pgbench_stdout"].read_text() == "tps = 2000.0\n"
+    assert art["pgbench_stdout"].is_relative_to(tmp_path / "work" / "pods")
+    # nothing of ours is left in the cluster, and every object was ours
+    assert not cluster.of_kind("Job") and not cluster.of_kind("PersistentVolumeClaim")
+    assert {k for k, _ in cluster.created} == {"Job", "PersistentVolumeClaim"}
+
+
+def test_an_unschedulable_pod_fails_its_run_with_the_reason_and_the_matrix_goes_on(
+    tmp_path: Path, kubeconfig: Path
+) -> None:
+    reason = "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."
+
+    def on_job(job: dict) -> PodScript:
+        if "pl1-100g" in job["metadata"]["labels"]["pgfsbench.io/cell"]:
+            return PodScript(phase="Pending", events=[("FailedScheduling", reason)])
+        return PodScript(log=pod_bundle(tmp_path, [1500.0]))
+
+    clock = iter(range(0, 10_000, 2))
+    cluster = FakeCluster(on_job)
+    camp, store = campaign(tmp_path, write_spec(tmp_path, kubeconfig), cluster)
+    camp.clock = lambda: float(next(clock))
+    result = camp.execute()
+    runs = store.full_runs([result.campaign_id])
+    assert runs[0].status == "failed"
+    assert "Pending after" in (runs[0].error or "") and reason in (runs[0].error or "")
+    assert runs[1].status == "ok"
+    assert not cluster.of_kind("Job") and not cluster.of_kind("PersistentVolumeClaim")
+
+
+def test_an_image_that_is_not_there_fails_at_once(tmp_path: Path, kubeconfig: Path) -> None:
+    cluster = FakeCluster(
+        lambda job: PodScript(
+            phase="Pending",
+            waiting_reason="ErrImageNeverPull",
+            waiting_message='Container image "x" is not present',
+        )
+    )
+    camp, store = campaign(tmp_path, write_spec(tmp_path, kubeconfig), cluster, ["pl1-100g*"])
+    camp.clock = lambda: 0.0  # no time passes: only the waiting reason can end it
+    result = camp.execute()
+    (run,) = store.full_runs([result.campaign_id])
+    assert run.status == "failed" and "ErrImageNeverPull" in (run.error or "")
+
+
+def test_a_crashed_pod_says_how_and_what_it_printed(tmp_path: Path, kubeconfig: Path) -> None:
+    cluster = FakeCluster(
+        lambda job: PodScript(
+            phase="Failed",
+            exit_code=137,
+            terminated_reason="OOMKilled",
+            log=["loading", "server closed the connection unexpectedly"],
+        )
+    )
+    camp, store = campaign(tmp_path, write_spec(tmp_path, kubeconfig), cluster, ["pl1-100g*"])
+    (run,) = store.full_runs([camp.execute().campaign_id])
+    assert run.status == "failed"
+    assert "OOMKilled" in (run.error or "")
+    assert "server closed the connection unexpectedly" in (run.error or "")
+
+
+def test_a_cut_log_is_read_again_from_the_claim(tmp_path: Path, kubeconfig: Path) -> None:
+    full = pod_bundle(tmp_path, [1234.0])
+    cut = full[:2] + full[3:]  # one bundle line lost (a rotated log)
+
+    def on_job(job: dict) -> PodScript:
+        fetch = job["metadata"]["name"].endswith("-fetch")
+        assert not fetch or job["spec"]["template"]["spec"]["containers"][0]["command"] == [
+            "pgfsbench",
+            "pod-bundle",
+        ]
+        return PodScript(log=full if fetch else cut)
+
+    cluster = FakeCluster(on_job)
+    camp, store = campaign(tmp_path, write_spec(tmp_path, kubeconfig), cluster, ["pl1-100g*"])
+    (run,) = store.full_runs([camp.execute().campaign_id])
+    assert run.status == "ok" and run.tps == 1234.0
+    assert "came from the claim" in json.dumps(run.metrics.get("cluster_notes"))
+    assert not cluster.of_kind("Job")
+
+
+def test_cleanup_deletes_what_a_killed_controller_left_by_label_only(
+    tmp_path: Path, kubeconfig: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pgfsbench.cleanup import cleanup
+    from pgfsbench.system.journal import Journal
+
+    cluster = FakeCluster(lambda job: PodScript(phase="Running", polls_before_done=10**9))
+    other = cluster.add(
+        {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": {
+                "name": "someone-elses",
+                "namespace": "bench",
+                "labels": {MANAGED_BY: "helm"},
+            },
+        }
+    )
+    camp, _ = campaign(tmp_path, write_spec(tmp_path, kubeconfig), cluster, ["pl1-100g*"])
+
+    class Killed(BaseException):
+        pass
+
+    def killed(*args: object) -> None:
+        raise Killed
+
+    # SIGKILL while the pod runs: no undo, no close (the journal stays as it was written)
+    camp.sleep = killed
+    with monkeypatch.context() as m:
+        m.setattr(Journal, "undo_since", lambda self, mark: [])
+        m.setattr(Journal, "close", lambda self: None)
+        with pytest.raises(Killed):
+            camp.execute()
+    assert cluster.of_kind("Job")
+    leftovers = cluster.of_kind("PersistentVolumeClaim")
+    assert leftovers and leftovers[0]["metadata"]["labels"][CAMPAIGN_LABEL] == camp.uuid
+    # the journal is still there; so is a lock-free process: cleanup undoes it
+    journal = next((tmp_path / "work" / "journal").glob("*.jsonl"))
+    monkeypatch.setattr(cluster_undo, "client_factory", lambda address, ns: cluster)
+    _unlock(journal)
+    report = cleanup(tmp_path / "work")
+    assert report.refused == [] and report.journals == 1
+    assert not cluster.of_kind("PersistentVolumeClaim")
+    assert [j["metadata"]["name"] for j in cluster.of_kind("Job")] == ["someone-elses"]
+    assert cluster.get("Job", "someone-elses", "bench") == other
+
+
+def _unlock(journal: Path) -> None:
+    """The dead controller's flock went with it; here the test process still holds it:
+    drop every lock of this process on the file (a journal of a process that died)."""
+    import fcntl
+
+    for fd_name in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{fd_name}") == str(journal):
+                fcntl.flock(int(fd_name), fcntl.LOCK_UN)
+        except OSError:
+            continue
+
+
+def test_a_journal_naming_an_object_that_is_not_ours_is_refused(tmp_path: Path) -> None:
+    from pgfsbench.system.journal import Scope, Undo, out_of_bounds
+
+    scope = Scope(tmp_path)
+    bad = Undo(
+        "delete_kube_object",
+        {
+            "kubeconfig": "/nonexistent",
+            "namespace": "kube-system",
+            "campaign": "x",
+            "kind": "Deployment",
+            "name": "coredns",
+        },
+    )
+    assert out_of_bounds(bad, scope) is not None
+
+
+def test_history_sees_a_new_node_or_class_but_not_the_runs_own_names() -> None:
+    from pgfsbench.analysis.history import kubernetes_facts
+    from pgfsbench.cluster.environment import run_facts
+
+    def facts(node: str, claim: str, provisioner: str) -> dict[str, str]:
+        return kubernetes_facts(
+            run_facts(
+                {"server_version": "v1.34.4"},
+                {"metadata": {"name": node}, "status": {"nodeInfo": {"kernelVersion": "6.1"}}},
+                {"metadata": {"name": f"pod-{claim}"}, "status": {"qosClass": "Guaranteed"}},
+                {
+                    "data": (
+                        {"metadata": {"name": claim}, "spec": {}},
+                        {
+                            "metadata": {"name": f"pv-{claim}"},
+                            "spec": {"local": {"path": f"/v/{claim}"}},
+                        },
+                        {"metadata": {"name": "ssd"}, "provisioner": provisioner},
+                    )
+                },
+            )
+        )
+
+    a, b = facts("node-1", "c1", "ebs.csi.aws.com"), facts("node-1", "c2", "ebs.csi.aws.com")
+    assert a == b  # other claims, volumes and pods: the same environment
+    c = facts("node-2", "c3", "pd.csi.storage.gke.io")
+    changed = {k for k in a if a[k] != c.get(k)}
+    assert "kubernetes node" in changed
+    assert "kubernetes volumes.data.storage_class.provisioner" in changed
