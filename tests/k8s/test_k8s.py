@@ -67,6 +67,10 @@ def test_two_classes_three_repetitions_with_the_cluster_recorded(
     assert k8s["pod"]["qos_class"] == "Guaranteed"
     assert k8s["pod"]["image_id"].startswith("sha256:") or "@sha256:" in k8s["pod"]["image_id"]
     assert shown["host"].startswith("k8s:test/")
+    # what the pod sees of itself: its own cgroup (its limit, its CPU and throttling)
+    assert shown["environment"]["container"]["memory_limit_bytes"] == 1 << 30
+    series = set(shown["series"])
+    assert {"cg_cpu_pct", "cg_throttled_pct", "cg_memory_mb"} <= series, sorted(series)
     # the filesystem the pod saw is the class's
     by_storage = {r["storage"]: r for r in runs}
     assert by_storage["xfs-local"]["fs"] == "xfs" and by_storage["ext4-local"]["fs"] == "ext4"

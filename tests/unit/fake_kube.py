@@ -8,7 +8,6 @@ import itertools
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from pgfsbench.cluster.client import KINDS, KubeError, Manifest
 
@@ -244,7 +243,7 @@ class FakeCluster:
         return {"gitVersion": "v1.34.4", "platform": "linux/amd64"}
 
 
-def _copy(m: Any) -> Any:
+def _copy(m: Manifest) -> Manifest:
     import copy
 
     return copy.deepcopy(m)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -117,7 +118,9 @@ def pod_bundle(tmp_path: Path, tps: list[float]) -> list[str]:
     return ["progress: 1.0 s, 100.0 tps", *bundle.frame(data)]
 
 
-def campaign(tmp_path: Path, spec: Path, cluster: FakeCluster, only: list[str] | None = None):
+def campaign(
+    tmp_path: Path, spec: Path, cluster: FakeCluster, only: list[str] | None = None
+) -> tuple[ClusterCampaign, Store]:
     loaded = load_spec(spec)
     plan = make_plan(loaded, None, only or [])
     store = Store(str(tmp_path / "results.sqlite"))
@@ -340,7 +343,7 @@ def test_an_unschedulable_pod_fails_its_run_with_the_reason_and_the_matrix_goes_
 ) -> None:
     reason = "0/1 nodes are available: 1 node(s) didn't match Pod's node affinity/selector."
 
-    def on_job(job: dict) -> PodScript:
+    def on_job(job: dict[str, Any]) -> PodScript:
         if "pl1-100g" in job["metadata"]["labels"]["pgfsbench.io/cell"]:
             return PodScript(phase="Pending", events=[("FailedScheduling", reason)])
         return PodScript(log=pod_bundle(tmp_path, [1500.0]))
@@ -392,7 +395,7 @@ def test_a_cut_log_is_read_again_from_the_claim(tmp_path: Path, kubeconfig: Path
     full = pod_bundle(tmp_path, [1234.0])
     cut = full[:2] + full[3:]  # one bundle line lost (a rotated log)
 
-    def on_job(job: dict) -> PodScript:
+    def on_job(job: dict[str, Any]) -> PodScript:
         fetch = job["metadata"]["name"].endswith("-fetch")
         assert not fetch or job["spec"]["template"]["spec"]["containers"][0]["command"] == [
             "pgfsbench",
