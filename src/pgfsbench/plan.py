@@ -149,7 +149,7 @@ def dirty_cannot_matter(cells: Sequence[Cell], d: Defaults) -> list[str]:
         if (
             c.kernel_name not in dirty
             or c.workload.config is None
-            or getattr(c.workload.config, "tool", "pgbench") not in ("pgbench", "sysbench")
+            or c.workload.tool not in ("pgbench", "sysbench")
         ):
             continue
         settings = dict(c.postgres.settings)

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from pgfsbench.spec import Cell, Spec
 from pgfsbench.spec.cluster import PvcStorage, check_pvc_modes, sysctl_is_namespaced
 from pgfsbench.spec.kinds import storage_kind
+from pgfsbench.spec.matrix import workload_config
+from pgfsbench.spec.models import WorkloadBase
 
 
 def pod_refusals(spec: Spec, cells: Sequence[Cell]) -> list[str]:
@@ -58,8 +60,7 @@ def pod_refusals(spec: Spec, cells: Sequence[Cell]) -> list[str]:
                 f"kernel {cell.kernel_name}: transparent huge pages are the node's; a pod "
                 "cannot change them"
             )
-        config = cell.workload.config
-        if config is not None and config.cache == "cold" and not k8s.privileged:
+        if workload_config(cell.workload, WorkloadBase).cache == "cold" and not k8s.privileged:
             problems.append(
                 f'workload {cell.workload.name}: cache = "cold" drops the node\'s page cache, '
                 "which only a privileged pod may do ([kubernetes] privileged = true)"

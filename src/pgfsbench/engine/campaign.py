@@ -558,7 +558,7 @@ def cell_params(cell: Any, *, write_out: bool = True) -> dict[str, object]:
         "kernel": cell.kernel.model_dump(),
         "workload": workload,
         "scale": cell.scale,
-        "scale_basis": getattr(cell, "scale_basis", None),
+        "scale_basis": cell.scale_basis,
         "write_out": write_out,
     }
 

@@ -209,7 +209,7 @@ def _limits(eng: Engine, st: CellState) -> None:
 def _ceiling(eng: Engine, st: CellState) -> None:
     """pg_test_fsync and fio on the empty filesystem, once per storage identity."""
     assert st.storage is not None
-    if not getattr(st.cell.storage, "ceiling", False):
+    if not st.cell.storage.ceiling:
         return
     ident = ceiling.identity(st.cell.storage.model_dump())
     cached = eng.store.get_ceiling(ident)

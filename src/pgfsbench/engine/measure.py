@@ -32,6 +32,8 @@ from pgfsbench.postgres import pgbouncer
 from pgfsbench.postgres.instance import SUPERUSER, children_of
 from pgfsbench.results.store import SeriesRow
 from pgfsbench.spec import WORKLOAD_TOOLS, Cell
+from pgfsbench.spec.matrix import workload_config
+from pgfsbench.spec.models import WorkloadBase
 from pgfsbench.storage import driver_for, sync_volumes
 from pgfsbench.storage.devices import disk_counters, disk_delta
 from pgfsbench.storage.pvc import in_pod
@@ -216,7 +218,7 @@ def measure_run(
     art = eng.artifacts_dir(run_id)
     eng.store.update_run(run_id, **st.prepared().columns())
     ctx = st.context(eng, art)
-    cold = getattr(planned.cell.workload.config, "cache", "warm") == "cold"
+    cold = workload_config(planned.cell.workload, WorkloadBase).cache == "cold"
     cache = cold_cache(eng, st) if cold else None
     observed_run = d.observed(planned.repetition)
     ph = _Phases(

@@ -1,7 +1,7 @@
 """Reading a spec: TOML, `--set` overrides, validation, and one message per problem that
 names the file, the key path and what is allowed.
 
-Paths in a spec are read as follows (all documented in the README's Safety section):
+Paths in a spec are read as follows (all documented in docs/safety.md):
 custom pgbench scripts are resolved relative to the spec file and read by the benchmark,
 which runs as the PostgreSQL OS user, never as root; `existing` storage paths only get a
 directory created inside them; `pg_bindir` is executed.

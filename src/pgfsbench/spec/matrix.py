@@ -12,7 +12,7 @@ import fnmatch
 import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from pgfsbench.spec.dimensions import SWEEPS, TABLES
 from pgfsbench.spec.document import Spec, rule_patterns
@@ -44,6 +44,22 @@ class Workload:
     sampling_rate: float = 1.0
     rate_fraction: float | None = None  # a share of the cell's own maximum ("75%")
     config: WorkloadBase | None = None  # the tool's spec model (its own fields)
+
+
+W = TypeVar("W", bound=WorkloadBase)
+
+
+def workload_config(workload: Workload, model: type[W]) -> W:
+    """The workload's own spec model, typed: a renamed field fails type-checking (a
+    workload made without a spec gets the model's defaults)."""
+    config = workload.config
+    if isinstance(config, model):
+        return config
+    if config is None:
+        return model.model_validate({"tool": workload.tool})
+    raise TypeError(
+        f"internal: workload {workload.name} is a {type(config).__name__}, not a {model.__name__}"
+    )
 
 
 @dataclass(frozen=True)
@@ -103,8 +119,15 @@ def _fmt(v: float | int | None) -> str:
 
 def _values(w: WorkloadBase, d: Defaults, dim: str) -> list[Any]:
     """A workload's values for a swept dimension (the workload's own, else the default)."""
-    own = getattr(w, dim, None)
-    chosen = own if own is not None else getattr(d, dim, None)
+    pairs: dict[str, tuple[object, object]] = {
+        "scale": (w.scale, d.scale),
+        "clients": (w.clients, d.clients),
+        "rate": (w.rate, d.rate),
+    }
+    if dim not in pairs:
+        raise KeyError(f"internal: {dim} is not a dimension a workload sweeps")
+    own, default = pairs[dim]
+    chosen = own if own is not None else default
     if chosen is None:
         return [None]
     return list(chosen) if isinstance(chosen, list) else [chosen]

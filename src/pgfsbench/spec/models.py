@@ -131,7 +131,11 @@ def _size_text(v: str) -> str:
     return v
 
 
-SizeText = Annotated[str, BeforeValidator(lambda v: _size_text(str(v)))]
+def _size_value(v: object) -> str:
+    return _size_text(str(v))
+
+
+SizeText = Annotated[str, BeforeValidator(_size_value)]
 # below this, PostgreSQL cannot even start its backends inside the memory cgroup (its
 # shared memory is outside it, but each backend's private memory and the page cache are in)
 MIN_MEMORY_LIMIT = 64 << 20
@@ -288,6 +292,10 @@ class StorageCommon(Model):
         """Usable bytes for the data directory, when the spec says."""
         return None
 
+    def device_limits(self) -> dict[str, DeviceLimits]:
+        """The limits asked for, by device role (data, wal; pool, log, cache)."""
+        return {}
+
     def layers(self) -> list[str]:
         """What stands between the filesystem and its devices ("LVM", "md raid1 of 2")."""
         return []
@@ -301,6 +309,12 @@ class FilesystemStorage(BlockVolume, StorageCommon):
     snapshots: Snapshots | None = None
     lvm: Lvm | None = None  # ext4, xfs: the data volume on an LVM logical volume
     md: MdRaid | None = None  # the data volume on a software RAID array of its devices
+
+    def device_limits(self) -> dict[str, DeviceLimits]:
+        out = {"data": self.limits} if self.limits is not None else {}
+        if self.wal is not None and self.wal.limits is not None:
+            out["wal"] = self.wal.limits
+        return out
 
     def devices(self) -> list[tuple[str, Device]]:
         data = [("data", d) for d in self.md.devices] if self.md else [("data", self.device)]
@@ -357,6 +371,9 @@ class TmpfsStorage(StorageCommon):
 
     def devices(self) -> list[tuple[str, Device]]:
         return self.wal.devices() if self.wal else []
+
+    def device_limits(self) -> dict[str, DeviceLimits]:
+        return {"wal": self.wal.limits} if self.wal and self.wal.limits else {}
 
     def data_capacity(self) -> int | None:
         return parse_size(self.size)
@@ -508,6 +525,14 @@ class ZfsStorage(StorageCommon):
     wal: ZfsDataset | None = None
     module_parameters: dict[str, ZfsValue] = {}
     snapshots: Snapshots | None = None  # of the data and WAL datasets
+
+    def device_limits(self) -> dict[str, DeviceLimits]:
+        roles = (
+            ("pool", self.pool.limits),
+            ("log", self.pool.log_limits),
+            ("cache", self.pool.cache_limits),
+        )
+        return {role: limits for role, limits in roles if limits is not None}
 
     def devices(self) -> list[tuple[str, Device]]:
         return (
@@ -958,11 +983,11 @@ class Defaults(Model):
     # serve Prometheus metrics on 127.0.0.1:metrics_port while the campaign runs
     # (`run --metrics-port` wins); None: not served
     metrics_port: Annotated[int, Field(ge=1, le=65535)] | None = None
-    # before each run: CPU busy (excluding idle and iowait) or steal above these, in %
-    # of the whole machine, makes the run carry a "busy host" warning
     # a cgroup memory limit for PostgreSQL (its backends and the page cache they charge):
     # "exceeds_ram" reachable at a small size; scales relative to RAM use it as the RAM
     memory_limit: SizeText | None = None
+    # before each run: CPU busy (excluding idle and iowait) or steal above these, in %
+    # of the whole machine, makes the run carry a "busy host" warning
     busy_cpu_pct: float = Field(25.0, ge=0, le=100)
     busy_steal_pct: float = Field(5.0, ge=0, le=100)
 

@@ -87,19 +87,7 @@ def require() -> Mechanism:
 
 def configured(storage: StorageCommon) -> dict[str, DeviceLimits]:
     """The limits a storage configuration asks for, by device role."""
-    out: dict[str, DeviceLimits] = {}
-    data = getattr(storage, "limits", None)
-    if data is not None and hasattr(storage, "device"):
-        out["data"] = data
-    wal = getattr(storage, "wal", None)
-    if wal is not None and getattr(wal, "limits", None) is not None:
-        out["wal"] = wal.limits
-    pool = getattr(storage, "pool", None)
-    if pool is not None:
-        for role, attr in (("pool", "limits"), ("log", "log_limits"), ("cache", "cache_limits")):
-            if getattr(pool, attr) is not None:
-                out[role] = getattr(pool, attr)
-    return out
+    return storage.device_limits()
 
 
 def resolve_for(cfg: DeviceLimits, device_bytes: int | None) -> Resolved:

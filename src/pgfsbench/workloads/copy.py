@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 from pgfsbench.postgres.binaries import Binaries
 from pgfsbench.spec import Cell, Defaults
+from pgfsbench.spec.matrix import workload_config
+from pgfsbench.spec.models import CopyWorkload
 from pgfsbench.system.errors import Stalled, WorkloadError
 from pgfsbench.workloads.base import (
     LoadResult,
@@ -42,7 +44,7 @@ INDEX = f"CREATE INDEX {TABLE}_aid ON {TABLE} (aid)"
 
 
 def rows_of(cell: Cell) -> int:
-    return int(cell.scale * getattr(cell.workload.config, "rows_per_scale", 100_000))
+    return int(cell.scale * workload_config(cell.workload, CopyWorkload).rows_per_scale)
 
 
 def generate_sql(path: Path, first: int, last: int) -> sql.Composed:
@@ -92,8 +94,7 @@ class Copy:
     def load(self, ctx: WorkloadContext, cell: Cell) -> LoadResult:
         import psycopg
 
-        cfg = cell.workload.config
-        streams = int(getattr(cfg, "streams", 1))
+        streams = workload_config(cell.workload, CopyWorkload).streams
         source = ctx.workdir / "copy-source"
         source.mkdir(exist_ok=True)
         if ctx.os_user is not None:
@@ -122,8 +123,7 @@ class Copy:
             return Measurement(unit="MB/s")
         import psycopg
 
-        cfg = cell.workload.config
-        indexes = str(getattr(cfg, "indexes", "after"))
+        indexes = workload_config(cell.workload, CopyWorkload).indexes
         files = self._files(ctx)
         total_bytes = sum(f.stat().st_size for f in files)
         rows = rows_of(cell)

@@ -20,6 +20,8 @@ from pathlib import Path
 
 from pgfsbench.postgres.binaries import Binaries
 from pgfsbench.spec import Cell, Defaults
+from pgfsbench.spec.matrix import workload_config
+from pgfsbench.spec.models import DumpWorkload
 from pgfsbench.system.actions import watch_process_group
 from pgfsbench.system.errors import CommandError, Stalled
 from pgfsbench.system.runner import Child
@@ -90,12 +92,8 @@ class Dump:
         return self.loader.load(ctx, cell)
 
     def run(self, ctx: WorkloadContext, cell: Cell, phase: Phase) -> Measurement:
-        cfg = cell.workload.config
-        fmt, jobs, compress = (
-            getattr(cfg, "format", "custom"),
-            getattr(cfg, "jobs", 1),
-            getattr(cfg, "compress", 0),
-        )
+        cfg = workload_config(cell.workload, DumpWorkload)
+        fmt, jobs, compress = cfg.format, cfg.jobs, cfg.compress
         db_bytes = _database_bytes(ctx.server.conninfo())
         name = "pg_dump" if phase.measured else "warmup"
         started = time.monotonic()
@@ -106,7 +104,7 @@ class Dump:
         stderr_all = []
 
         # a cold cache is cold for one dump only: then the measured phase is that dump
-        once = phase.measured and getattr(cfg, "cache", "warm") == "cold"
+        once = phase.measured and cfg.cache == "cold"
         while dumps == 0 or (not once and time.monotonic() - started < phase.seconds):
             target = ctx.workdir / "dump" if fmt == "directory" else None
             if target is not None and target.exists():

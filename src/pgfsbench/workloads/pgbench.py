@@ -16,6 +16,8 @@ from pathlib import Path
 
 from pgfsbench.postgres.binaries import Binaries
 from pgfsbench.spec import Cell, Defaults, Workload
+from pgfsbench.spec.matrix import workload_config
+from pgfsbench.spec.models import PgbenchWorkload, WorkloadBase
 from pgfsbench.system.access import readable_by
 from pgfsbench.system.actions import watch_process_group
 from pgfsbench.system.errors import CommandError, Stalled, WorkloadError
@@ -297,7 +299,7 @@ class Pgbench:
 
         w = cell.workload
         script = ctx.workdir / "seqscan.sql"
-        script.write_text(seqscan_script(getattr(w.config, "parallel_workers", 0)))
+        script.write_text(seqscan_script(workload_config(w, PgbenchWorkload).parallel_workers))
         script.chmod(0o644)
         with psycopg.connect(ctx.server.conninfo(), connect_timeout=10) as conn:
             row = conn.execute("SELECT pg_relation_size(%s)", (SEQSCAN_TABLE,)).fetchone()
@@ -318,7 +320,7 @@ class Pgbench:
             )
 
         # a cold cache stays cold for one pass only: then each client scans once
-        once = phase.measured and getattr(w.config, "cache", "warm") == "cold"
+        once = phase.measured and workload_config(w, WorkloadBase).cache == "cold"
         m = self._run(
             ctx,
             scan,
@@ -333,7 +335,7 @@ class Pgbench:
             "scans_per_s": scans,
             "table": SEQSCAN_TABLE,
             "table_bytes": table,
-            "parallel_workers": getattr(w.config, "parallel_workers", 0),
+            "parallel_workers": workload_config(w, PgbenchWorkload).parallel_workers,
         }
         if "tps" in m.series:
             t0, values = m.series["tps"]
