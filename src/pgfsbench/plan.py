@@ -24,7 +24,15 @@ from pgfsbench.system.errors import SpecError, UsageError, did_you_mean
 from pgfsbench.units import human_bytes, parse_duration, parse_size
 from pgfsbench.workloads import workload_for
 
-SETUP_SECONDS = 8.0  # losetup, mkfs, mount, initdb, start, stop, unmount
+# What a run costs besides its warm-up and measured phase, measured on the 2-core test VM
+# (bench/own_time.py, bench/results/own-time-*-2026-11-27.json): at scale 2 a run took
+# 1.67 s more than its 7 s (1.26 s pgfsbench's own, 0.26 s the load, 0.15 s writing it
+# out), at scale 50 7-8 s more than its 70 s (the load 4.2 s, its write-out 0.4 s). Set-up:
+# losetup, mkfs, mount, the data directory from the cached template, start.
+SETUP_SECONDS = 0.8
+RUN_OVERHEAD_SECONDS = 0.5  # stop, space figures, series and artifacts stored
+# once a campaign: the checks before it, the template's initdb the first time, the summary
+CAMPAIGN_SECONDS = 4.0
 # What preparing a cell writes, for a device with limits: on the yohgaki example's HDD
 # (78 write IOPS) mkfs, initdb and settling took about 70 s a run, some 5,000 write
 # operations; a load writes its data and as much WAL, in requests of about 256 KiB
@@ -282,7 +290,10 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None, only: Sequence[st
     est = sum(
         preparation_seconds(r.cell, workload_for(r.cell, d).estimated_bytes(r.cell))
         for r in prepared
-    ) + sum(r.cell.workload.warmup_s + r.cell.workload.duration_s + 3 for r in runs)
+    ) + sum(
+        r.cell.workload.warmup_s + r.cell.workload.duration_s + RUN_OVERHEAD_SECONDS for r in runs
+    )
+    est += CAMPAIGN_SECONDS
     auto = (d.repetitions_min, d.repetitions_max, d.ci_target_pct) if d.auto_repetitions else None
     est_max = est * d.repetitions_max / d.repetitions_min if auto else None
     warnings += dirty_cannot_matter(cells, d)

@@ -6,6 +6,7 @@ import json
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,9 @@ from tests.func.conftest import (
 
 def test_quick_example_records_five_ok_runs(base: Path) -> None:
     results = base / "r.sqlite"
+    sets = ("--set", "duration=2s", "--set", "warmup=1s", "--set", "repetitions=1")
+    planned = json.loads(pgfsbench("plan", "examples/quick.toml", "--json", *sets).stdout)
+    t0 = time.monotonic()
     proc = pgfsbench(
         "run",
         "examples/quick.toml",
@@ -31,13 +35,11 @@ def test_quick_example_records_five_ok_runs(base: Path) -> None:
         str(results),
         "--workdir",
         str(base / "work"),
-        "--set",
-        "duration=2s",
-        "--set",
-        "warmup=1s",
-        "--set",
-        "repetitions=1",
+        *sets,
     )
+    took = time.monotonic() - t0
+    # plan's estimate is what the runs take (its constants: plan.py, measured here)
+    assert abs(planned["estimated_seconds"] - took) <= 0.25 * took, (planned, took)
     runs = runs_of(results)
     assert [r["fs"] for r in runs] == ["ext4", "ext4", "xfs", "btrfs", "tmpfs"]
     for r in runs:

@@ -17,8 +17,11 @@ import tempfile
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 import typer
+import typer.core
+import typer.main
 from rich.console import Console
 
 from pgfsbench.report.inert import make_rich_inert
@@ -60,6 +63,109 @@ def _root(
 
 def _register() -> None:
     from pgfsbench.cli import cleanup, compare, doctor, fleet, history, pod, results, run  # noqa: F401
+
+
+# the commands in the order of the work (--help lists them so)
+ORDER = (
+    "demo",
+    "plan",
+    "run",
+    "results",
+    "compare",
+    "report",
+    "history",
+    "doctor",
+    "advise",
+    "fleet",
+    "cleanup",
+)
+# an option's value in --help, by the option's name (else its name in capitals)
+PLACEHOLDERS = {
+    "set": "KEY=VALUE",
+    "sets": "KEY=VALUE",
+    "workdir": "DIR",
+    "only": "GLOB",
+    "results": "STORE",
+    "output": "FILE",
+    "campaign": "ID",
+    "host": "HOST",
+    "format": "FORMAT",
+    "baseline": "NAME",
+    "progress_file": "FILE",
+    "price_file": "FILE",
+    "metrics_port": "PORT",
+    "metrics_address": "ADDRESS",
+    "destroy_data_on": "DEVICE",
+    "memory_limit": "SIZE",
+    "pgdata": "DIR",
+    "inventory": "FILE",
+    "fleet_dir": "DIR",
+}
+
+
+class _Argument(typer.core.TyperArgument):
+    """An argument shown by its placeholder (SPEC, not {spec})."""
+
+    def _usage_display_name(self) -> str:
+        name = self.display_name_raw
+        return name if self.required else f"[{name}]"
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None
+
+
+class _Option(typer.core.TyperOption):
+    """An option shown with its placeholder (FILE, N), a flag with none."""
+
+    def display_type_rich(self, ctx: Any) -> str | None:
+        return None if self.is_flag or self.count else self.metavar
+
+
+def command() -> Any:
+    """The command line as it runs, with readable placeholders (SPEC, FILE, N: not the
+    parameter's Python type) and the commands in the order of the work."""
+    root = typer.main.get_command(app)
+    _placeholders(root)
+    commands = getattr(root, "commands", None)
+    if isinstance(commands, dict):
+        root.commands = {n: commands[n] for n in (*ORDER, *commands) if n in commands}  # type: ignore[attr-defined]
+    return root
+
+
+def _reflow(text: str | None) -> str | None:
+    """A docstring's paragraphs as paragraphs (the terminal wraps them, not the source)."""
+    if not text:
+        return text
+    return "\n\n".join(" ".join(p.split()) for p in text.split("\n\n") if p.strip())
+
+
+def _placeholders(cmd: Any) -> None:
+    cmd.help = _reflow(cmd.help)
+    for param in cmd.params:
+        if getattr(param, "help", None):
+            param.help = _reflow(param.help)
+        name = str(param.name or "")
+        if isinstance(param, typer.core.TyperArgument):
+            param.metavar = name.upper()
+            param.__class__ = _Argument
+        elif isinstance(param, typer.core.TyperOption):
+            if not (param.is_flag or param.count):
+                kind = param.bare_type()
+                default = {"int": "N", "float": "X", "path": "PATH"}.get(kind, name.upper())
+                param.metavar = PLACEHOLDERS.get(name, default)
+            param.__class__ = _Option
+    # --help is made when asked for, not one of the params
+    original = cmd.get_help_option
+
+    def get_help_option(ctx: Any) -> Any:
+        option = original(ctx)
+        if isinstance(option, typer.core.TyperOption):
+            option.__class__ = _Option
+        return option
+
+    cmd.get_help_option = get_help_option
+    for sub in (getattr(cmd, "commands", None) or {}).values():
+        _placeholders(sub)
 
 
 def _workdir_from_argv(argv: list[str]) -> Path:
@@ -128,7 +234,7 @@ def _leave(code: object) -> None:
 def _main() -> None:
     _register()
     try:
-        app()
+        command()(prog_name="pgfsbench")
     except PgfsbenchError as exc:
         err_console.print(f"pgfsbench: error: {exc}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)

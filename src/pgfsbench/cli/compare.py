@@ -117,7 +117,10 @@ def compare_cmd(
             "--host", help="Only the runs of this host (a store holding a fleet's hosts)."
         ),
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option("--json", help="Print the comparisons as JSON (ratios, intervals, verdicts)."),
+    ] = False,
     price_file: PriceFileOpt = None,
     without_disturbed: WithoutDisturbedOpt = False,
 ) -> None:

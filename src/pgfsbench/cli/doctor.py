@@ -88,7 +88,9 @@ def doctor_cmd(
     ignore: Annotated[
         list[str] | None, typer.Option("--ignore", help="Leave out these rule ids (globs).")
     ] = None,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the findings as JSON (for a fleet's preflight).")
+    ] = False,
     show_ok: Annotated[bool, typer.Option("--ok", help="List the rules that passed too.")] = (
         False
     ),
@@ -168,7 +170,9 @@ def _render(
 
 
 @doctor_app.command("list")
-def list_cmd(as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def list_cmd(
+    as_json: Annotated[bool, typer.Option("--json", help="Print the rules as JSON.")] = False,
+) -> None:
     """Every rule: id, layer, severity when it fires, what it checks."""
     from pgfsbench.advisor.rules import RULES
 
@@ -235,7 +239,9 @@ def advise_cmd(
         int | None, typer.Option(help="pgbench scale (default: what fits the free space).")
     ] = None,
     duration: Annotated[str, typer.Option(help="Measured phase of each run.")] = "60s",
-    repetitions: Annotated[int, typer.Option(min=1)] = 3,
+    repetitions: Annotated[
+        int, typer.Option(min=1, help="Repetitions of each cell in the spec written.")
+    ] = 3,
     workdir: Annotated[
         Path, typer.Option(help="Where `run` will make its loop files (sizes fit its free space).")
     ] = (DEFAULT_WORKDIR),

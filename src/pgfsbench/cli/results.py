@@ -214,7 +214,9 @@ def summary_cmd(
             help="Repetitions spreading more than this (% of the median) make a cell unstable."
         ),
     ] = UNSTABLE_PCT,
-    as_json: Annotated[bool, typer.Option("--json")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print each cell's figures and verdicts as JSON.")
+    ] = False,
     price_file: PriceFileOpt = None,
     without_disturbed: WithoutDisturbedOpt = False,
 ) -> None:

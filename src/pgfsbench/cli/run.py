@@ -679,7 +679,9 @@ def demo_spec() -> Path:
 
 @app.command("demo")
 def demo_cmd(
-    results: Annotated[str, typer.Option("--results", "-r")] = "pgfsbench-demo.sqlite",
+    results: Annotated[
+        str, typer.Option("--results", "-r", help="The results store the demo writes.")
+    ] = "pgfsbench-demo.sqlite",
     report: Annotated[Path, typer.Option(help="Where to write the HTML report.")] = Path(
         "pgfsbench-demo.html"
     ),
