@@ -20,7 +20,7 @@ from pgfsbench.spec import Cell, Defaults, LoadedSpec, Spec, expand, workload_to
 from pgfsbench.spec.kinds import storage_kind
 from pgfsbench.spec.models import loop_bytes as created_bytes
 from pgfsbench.storage import needs_root
-from pgfsbench.system.errors import SpecError, UsageError, did_you_mean
+from pgfsbench.system.errors import CapabilityError, SpecError, UsageError, did_you_mean
 from pgfsbench.units import human_bytes, parse_duration, parse_size
 from pgfsbench.workloads import workload_for
 
@@ -268,17 +268,20 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None, only: Sequence[st
         extra = storage_kind(cell.fs).space_headroom  # its own, on top (btrfs)
         needed[cell.id] = int(BASE_BYTES + data * LOAD_HEADROOM * extra)
         cap = cell.storage.data_capacity()
-        if cap is not None and cap < BASE_BYTES + data * MIN_HEADROOM:
-            raise UsageError(
-                f"storage {cell.storage_name} ({human_bytes(cap)}) cannot hold "
-                f"{cell.workload.name} at scale {cell.scale}: its data alone is "
-                f"about {human_bytes(data)} ({human_bytes(needed[cell.id])} with "
-                "the WAL of the load); give it a larger device or a smaller scale"
+        if cap is not None and cap < BASE_BYTES + data * MIN_HEADROOM * extra:
+            room = f", {cell.fs} needing {extra:g}x the room of ext4" if extra > 1 else ""
+            raise CapabilityError(
+                f"storage {cell.storage_name} ({human_bytes(cap)}) cannot hold workload "
+                f"{cell.workload.name} at scale {cell.scale}: its data alone is about "
+                f"{human_bytes(data)}{room} ({human_bytes(needed[cell.id])} with the WAL "
+                "of the load); give it a larger device or a smaller scale "
+                "(--set scale=N, or --only to leave the cell out)"
             )
         if cap is not None and cap < needed[cell.id]:
             warnings.append(
-                f"{cell.storage_name}: {human_bytes(cap)} may be too small for "
-                f"scale {cell.scale} (about {human_bytes(needed[cell.id])} needed"
+                f"{cell.storage_name}: {human_bytes(cap)} may be too small for workload "
+                f"{cell.workload.name} at scale {cell.scale} (about "
+                f"{human_bytes(needed[cell.id])} needed"
                 + (f", {cell.fs} needs {extra:g}x the room of ext4)" if extra > 1 else ")")
             )
     # each preparation (set-up and load), at the pace of the cell's device limits

@@ -392,3 +392,23 @@ builtin = "tpcb-like"
     warnings = make_plan(load_spec(write(tmp_path, text))).warnings
     (said,) = [w for w in warnings if "may be too small" in w]
     assert said.startswith("b: 4.0 GiB") and "btrfs needs 1.5x the room of ext4" in said
+
+
+def test_plan_refuses_a_cell_whose_data_cannot_fit_naming_the_workload(tmp_path: Path) -> None:
+    from pgfsbench.system.errors import CapabilityError
+
+    text = """
+[defaults]
+scale = 100
+[storage.small-btrfs]
+fs = "btrfs"
+device = "loop:2G"
+[workload.rw]
+builtin = "tpcb-like"
+"""
+    with pytest.raises(CapabilityError) as err:
+        make_plan(load_spec(write(tmp_path, text)))
+    said = str(err.value)
+    assert err.value.exit_code == 5
+    assert "small-btrfs (2.0 GiB) cannot hold workload rw at scale 100" in said
+    assert "btrfs needing 1.5x the room of ext4" in said
