@@ -300,3 +300,21 @@ def test_progress_in_a_pipe_says_run_n_of_total_and_the_time_left() -> None:
     assert lines[0].startswith(f"run 1 of {len(plan.runs)} (run id 41): ")
     assert lines[1].startswith(f"run 2 of {len(plan.runs) + 3} (run id 42): ")
     assert all(ln.endswith(" left") and "about " in ln for ln in lines)
+
+
+def test_results_list_and_summary_as_csv(tmp_path: Path) -> None:
+    import csv
+    import io
+
+    from tests.unit.test_store_report import fill
+
+    store = Store(str(tmp_path / "r.sqlite"))
+    fill(store)
+    listed = cli("results", "list", "-r", str(tmp_path / "r.sqlite"), "--format", "csv")
+    rows = list(csv.DictReader(io.StringIO(listed.stdout)))
+    assert len(rows) == 6 and rows[0]["cell"] == "ext4/d/d/w"
+    summary = cli("results", "summary", "-r", str(tmp_path / "r.sqlite"), "--format", "csv")
+    cells = list(csv.DictReader(io.StringIO(summary.stdout)))
+    assert [c["cell"] for c in cells] == ["ext4/d/d/w", "zfs/d/d/w"]
+    bad = cli("results", "list", "-r", str(tmp_path / "r.sqlite"), "--format", "xml")
+    assert bad.returncode == 2 and "table, csv, json" in bad.stderr

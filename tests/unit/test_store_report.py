@@ -90,7 +90,42 @@ def test_summary_median_and_spread(tmp_path: Path) -> None:
     assert "+55.4% ?" in text and "zfs (FUSE)" in text  # 2 vs 3 repetitions: no verdict
     narrow = render(summary_table(cells, width=80), width=80)
     assert max(len(line) for line in narrow.splitlines()) <= 80
-    assert "1  ext4 (ext4)" in narrow and "2  zfs (zfs, FUSE)" in narrow
+    assert "│ext4 " in narrow and "+55.4% ?" in narrow  # short names fit: no legend needed
+    assert "data + pg_wal" not in narrow  # the optional columns went first
+
+
+@pytest.mark.parametrize("width", [80, 100, 120, 126, 160])
+def test_the_summary_fits_any_terminal_without_cutting_a_name_or_a_marker(
+    tmp_path: Path, width: int
+) -> None:
+    store = Store(str(tmp_path / "r.sqlite"))
+    cid = store.start_campaign(StoredCampaign(name="t", spec_text="x", host="h"))
+    long = ["xfs-essd300-scaled/no-zero-no-fpw-big-segments/dirty-bg-5/write-heavy", "ext4/d/d/w"]
+    for cell, tps in zip(long, ([100.0, 130.0, 70.0], [200.0, 201.0, 199.0]), strict=True):
+        for rep, t in enumerate(tps, 1):
+            rid = store.start_run(
+                StoredRun(
+                    campaign_id=cid,
+                    cell=cell,
+                    storage=cell.split("/")[0],
+                    fs="xfs",
+                    postgres=cell.split("/")[1],
+                    kernel=cell.split("/")[2],
+                    workload="w",
+                    repetition=rep,
+                    clients=4,
+                )
+            )
+            store.finish_run(
+                rid, "ok", tps=t, latency_avg_ms=1000 / t, load_seconds=1.0, space_bytes=1000
+            )
+    cells = summarise(store.list_runs())
+    text = render(summary_table(cells, width=width), width=width)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= width
+    assert "!" in text and "baseline" in text and ("▲" in text or "▼" in text or "≈" in text)
+    for cell in cells:  # every name whole, in the table or in the legend below it
+        assert any(cell.label.split(" (")[0] in line for line in lines), cell.label
 
 
 def render(renderable: object, width: int = 160) -> str:
@@ -327,3 +362,20 @@ def test_a_checkpoint_still_running_at_the_end_is_stored_and_aligned(tmp_path: P
     assert est is not None
     reasons = unstable_reasons([run, other], est, [], 5.0)
     assert any("checkpoint ran during repetition" in r for r in reasons), reasons
+
+
+def test_runs_table_drops_columns_before_folding_a_cell_and_is_plain_in_a_pipe(
+    tmp_path: Path,
+) -> None:
+    from pgfsbench.report.terminal import runs_table
+
+    store = Store(str(tmp_path / "r.sqlite"))
+    fill(store)
+    runs = store.list_runs()
+    text = render(runs_table(runs, plain=True, width=80), width=80)
+    lines = text.splitlines()
+    assert max(len(line) for line in lines) <= 80
+    assert len(lines) == len(runs) + 1  # a line a run: no cell folded over several
+    assert not any(ch in text for ch in "│┃━─")
+    wide = render(runs_table(runs, width=160), width=160)
+    assert "load s" in wide and "space" in wide and "│" in wide

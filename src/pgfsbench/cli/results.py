@@ -37,23 +37,64 @@ def open_store(results: str) -> Store:
     return Store(results)
 
 
+FormatOpt = Annotated[
+    str,
+    typer.Option(
+        "--format",
+        help="table (for a terminal; plain, without boxes, into a pipe), csv or json.",
+    ),
+]
+FORMATS_OUT = ("table", "csv", "json")
+
+
+def output_format(fmt: str, as_json: bool) -> str:
+    """--format, with --json as the older way to say json."""
+    if fmt not in FORMATS_OUT:
+        raise UsageError(f"--format {fmt}: give one of {', '.join(FORMATS_OUT)}")
+    return "json" if as_json else fmt
+
+
+def print_csv(rows: list[dict[str, object]]) -> None:
+    """Rows as CSV on standard output (psql's --csv habit: a header, then the rows)."""
+    import csv
+    import sys
+
+    if not rows:
+        return
+    writer = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]), extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: _csv_value(v) for k, v in row.items()})
+
+
+def _csv_value(value: object) -> object:
+    return json.dumps(value, default=str) if isinstance(value, dict | list) else value
+
+
 @results_app.command("list")
 def list_cmd(
     results: ResultsOpt = "pgfsbench.sqlite",
     campaign: Annotated[int | None, typer.Option(help="Only this campaign.")] = None,
     host: HostOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
+    fmt: FormatOpt = "table",
 ) -> None:
     """One line per run (cell x repetition)."""
     from pgfsbench.report.terminal import runs_table
     from pgfsbench.results.store import LIST_KEYS
 
+    how = output_format(fmt, as_json)
     store = open_store(results)
     runs = [r for r in store.list_runs(campaign) if host is None or r.host == host]
-    if as_json:
-        print(json.dumps([{k: getattr(r, k) for k in LIST_KEYS} for r in runs], indent=1))
+    rows = [{k: getattr(r, k) for k in LIST_KEYS} for r in runs]
+    if how == "json":
+        print(json.dumps(rows, indent=1, default=str))
         return
-    Console().print(runs_table(runs))
+    if how == "csv":
+        print_csv(rows)
+        return
+    console = Console()
+    console.print(runs_table(runs, plain=not console.is_terminal, width=console.width))
 
 
 @results_app.command("show")
@@ -181,6 +222,18 @@ PriceFileOpt = Annotated[
 ]
 
 
+def flat(data: dict[str, object], prefix: str = "") -> dict[str, object]:
+    """A cell's JSON as one CSV row: nested objects as dotted columns."""
+    out: dict[str, object] = {}
+    for key, value in data.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            out.update(flat(value, f"{name}."))
+        else:
+            out[name] = value
+    return out
+
+
 def read_prices(path: Path | None) -> dict[str, Price] | None:
     if path is None:
         return None
@@ -195,7 +248,9 @@ def read_prices(path: Path | None) -> dict[str, Price] | None:
 def print_summary(console: Console, a: Analysed, title: str) -> None:
     from pgfsbench.report.terminal import failure_lines, highlight_lines, summary_table
 
-    console.print(summary_table(a.cells, title=title, width=console.width))
+    console.print(
+        summary_table(a.cells, title=title, width=console.width, plain=not console.is_terminal)
+    )
     for line in highlight_lines(a.highlights):
         console.print(line)
     for line in failure_lines(a.cells):
@@ -219,6 +274,7 @@ def summary_cmd(
     ] = False,
     price_file: PriceFileOpt = None,
     without_disturbed: WithoutDisturbedOpt = False,
+    fmt: FormatOpt = "table",
 ) -> None:
     """The summary table of one or several campaigns (a re-run of failed cells, a sweep run
     as separate campaigns), with confidence intervals, verdicts and stalls."""
@@ -234,7 +290,11 @@ def summary_cmd(
         read_prices(price_file),
         without_disturbed,
     )
-    if as_json:
+    how = output_format(fmt, as_json)
+    if how == "csv":
+        print_csv([flat(cell_json(c)) for c in a.cells])
+        return
+    if how == "json":
         print(
             json.dumps(
                 {

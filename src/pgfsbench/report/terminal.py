@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
+from rich.box import HEAVY_HEAD
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -120,22 +122,74 @@ def _best(cells: Sequence[CellSummary], key: str) -> set[str]:
     return best
 
 
-def summary_table(cells: Sequence[CellSummary], title: str = "Summary", width: int = 160) -> Group:
+# the summary's columns, dropped in this order (the last first) until the table fits the
+# terminal; past them, the cells are numbered and named in a legend below
+OPTIONAL_COLUMNS = ("fs", "data + pg_wal", "load s", "min–max")
+
+
+def summary_table(
+    cells: Sequence[CellSummary], title: str = "Summary", width: int = 160, plain: bool = False
+) -> Group:
     """The seeds' table, one row per cell, grouped by what is comparable: throughput as
     mean ±95% CI, change against the group's baseline with its verdict (▲ better,
     ▼ worse, ≈ no significant difference, ? too few repetitions), p99 latency, load time,
-    space (data + pg_wal), runs ok, stalls. Below 120 columns the cells are numbered and
-    named in a legend below the table."""
-    narrow = width < 120
-    table = Table(title=title, title_justify="left", show_lines=False, pad_edge=False)
-    cols = [("#", "right")] if narrow else [("cell", "left"), ("fs", "left")]
+    space (data + pg_wal), runs ok, stalls. The richest layout that fits ``width``: the
+    optional columns go first (OPTIONAL_COLUMNS), then the cells are numbered and named in
+    a legend; no marker and no name is ever cut."""
+    from rich.console import Console
+
+    # measured unconstrained: a table measured at the terminal's width says it fits
+    console = Console(width=10_000, file=open(os.devnull, "w"))  # noqa: SIM115
+    layouts: list[tuple[bool, tuple[str, ...]]] = [
+        (False, OPTIONAL_COLUMNS[i:]) for i in range(len(OPTIONAL_COLUMNS) + 1)
+    ]
+    layouts.append((True, ()))
+    parts: list[Table | Text] = []
+    for numbered, optional in layouts:
+        table, legend = _summary_layout(cells, title, numbered, set(optional), plain)
+        if console.measure(table).maximum <= width or numbered:
+            parts = [table]
+            if numbered:
+                parts.append(legend)
+            break
+    console.file.close()
+    parts += [Text(line, style="dim") for line in cost_lines(cells)]
+    parts.append(
+        Text(
+            "▲ better  ▼ worse  ≈ no significant difference  ? too few repetitions "
+            "(against each group's baseline, 95% confidence); ! unstable; dN N runs disturbed "
+            "by other work on the host; ref a "
+            "reference (a ceiling, never the baseline); " + P99_LEGEND,
+            style="dim",
+        )
+    )
+    return Group(*parts)
+
+
+def _summary_layout(
+    cells: Sequence[CellSummary], title: str, numbered: bool, optional: set[str], plain: bool
+) -> tuple[Table, Table]:
+    """The table with these columns, and the legend of its numbers (``plain``: no box,
+    for a pipe)."""
+    table = Table(
+        title=title,
+        title_justify="left",
+        show_lines=False,
+        pad_edge=False,
+        box=None if plain else HEAVY_HEAD,
+    )
     unit = cells[0].unit if cells else "tps"
+    cols = [("#", "right")] if numbered else [("cell", "left")]
+    if "fs" in optional:
+        cols += [("fs", "left")]
     cols += [(f"{unit} ±CI", "right"), ("vs base", "right")]
-    if not narrow:
+    if "min–max" in optional:
         cols += [("min–max", "right")]
     cols += [("p99 ms", "right")]
-    if not narrow:
-        cols += [("load s", "right"), ("data + pg_wal", "right")]
+    if "load s" in optional:
+        cols += [("load s", "right")]
+    if "data + pg_wal" in optional:
+        cols += [("data + pg_wal", "right")]
     costs = any(c.cost is not None for c in cells)
     if costs:
         cols += [("$/month · per 1k tps", "right")]
@@ -153,26 +207,33 @@ def summary_table(cells: Sequence[CellSummary], title: str = "Summary", width: i
         if len(groups) > 1:
             if gi:
                 table.add_section()
-            table.add_row(Text(members[0].group_label, style="bold cyan"), *[""] * (len(cols) - 1))
+            label = Text(members[0].group_label, style="bold cyan")
+            if numbered:  # the group's words go above its rows, not into a column
+                legend.add_row("", label)
+            else:
+                table.add_row(label, *[""] * (len(cols) - 1))
         for c in members:
             n = cells.index(c) + 1
             tps = Text(fmt_spread(c.tps), style="bold" if c.cell in best_tps else "")
             if c.is_unstable:
                 tps.append(" !", style="yellow")
             p99 = Text(fmt_p99(c), style="bold" if c.cell in best_p99 else "")
-            row: list[str | Text] = [str(n)] if narrow else [cell_name(c), fs_text(c)]
+            row: list[str | Text] = [str(n)] if numbered else [cell_name(c)]
+            if "fs" in optional:
+                row += [fs_text(c)]
             row += [tps, fmt_vs(c)]
-            if not narrow:
+            if "min–max" in optional:
                 row += [fmt_range(c.tps)]
             row += [p99]
-            if not narrow:
+            if "load s" in optional:
                 row += [
                     Text(
                         fmt_spread(c.load_seconds, 1).split(" ")[0],
                         style="bold" if c.cell in best_load else "",
-                    ),
-                    fmt_space(c),
+                    )
                 ]
+            if "data + pg_wal" in optional:
+                row += [fmt_space(c)]
             if costs:
                 row += [fmt_cost(c)]
             ok = Text(f"{c.ok}/{c.runs}")
@@ -182,20 +243,7 @@ def summary_table(cells: Sequence[CellSummary], title: str = "Summary", width: i
             table.add_row(*row, style=None if c.ok == c.runs else "red")
             emulated = f", {c.emulated}" if c.emulated else ""
             legend.add_row(f"{n}", f"{cell_name(c)} ({c.fs}{', FUSE' if c.fuse else ''}{emulated})")
-    parts: list[Table | Text] = [table]
-    if narrow:
-        parts.append(legend)
-    parts += [Text(line, style="dim") for line in cost_lines(cells)]
-    parts.append(
-        Text(
-            "▲ better  ▼ worse  ≈ no significant difference  ? too few repetitions "
-            "(against each group's baseline, 95% confidence); ! unstable; dN N runs disturbed "
-            "by other work on the host; ref a "
-            "reference (a ceiling, never the baseline); " + P99_LEGEND,
-            style="dim",
-        )
-    )
-    return Group(*parts)
+    return table, legend
 
 
 def failure_lines(cells: Sequence[CellSummary]) -> list[Text]:
@@ -238,7 +286,15 @@ RUN_COLUMNS = (
 )
 
 
-def runs_table(runs: Sequence[StoredRun]) -> Table:
+# dropped in this order (the last first) until the runs' table fits the terminal
+RUN_OPTIONAL = ("lat ms", "space", "load s")
+
+
+def runs_table(runs: Sequence[StoredRun], plain: bool = False, width: int = 160) -> Table:
+    """One line per run; the optional columns go (RUN_OPTIONAL) before a cell's name
+    would have to fold."""
+    from rich.console import Console
+
     rows = [
         (
             str(r.run_id),
@@ -253,15 +309,32 @@ def runs_table(runs: Sequence[StoredRun]) -> Table:
         )
         for r in runs
     ]
-    table = Table()
-    for i, (col, justify) in enumerate(RUN_COLUMNS):
+    console = Console(width=10_000, file=open(os.devnull, "w"))  # noqa: SIM115
+    try:
+        for drop in range(len(RUN_OPTIONAL) + 1):
+            gone = set(RUN_OPTIONAL[len(RUN_OPTIONAL) - drop :])
+            table = _runs_layout(rows, plain, gone)
+            if console.measure(table).maximum <= width:
+                return table
+        return table
+    finally:
+        console.file.close()
+
+
+def _runs_layout(rows: Sequence[tuple[str, ...]], plain: bool, gone: set[str]) -> Table:
+    table = Table(box=None) if plain else Table()
+    keep = [i for i, (col, _) in enumerate(RUN_COLUMNS) if col not in gone]
+    for i in keep:
+        col, justify = RUN_COLUMNS[i]
         widest = max((len(row[i]) for row in rows), default=0)
         if justify == "right":  # a number keeps all its digits, whatever the width
             table.add_column(col, justify="right", no_wrap=True, min_width=max(widest, len(col)))
+        elif col == "error":
+            table.add_column(col, justify="left", overflow="fold", ratio=1)
         else:
             table.add_column(col, justify="left", overflow="fold")
     for row in rows:
-        table.add_row(*row)
+        table.add_row(*[row[i] for i in keep])
     return table
 
 
