@@ -285,3 +285,30 @@ def test_results_show_states_the_host_and_settings_rounded_and_without_raw_dicts
     assert "kernel 6.1.0-18-amd64" in text and "2 CPU(s) AMD EPYC" in text
     assert "23.5 GiB RAM" in text and "PostgreSQL 15.18" in text
     assert "shared_buffers" in text
+
+
+def test_conditions_state_pgbench_the_load_and_the_disk_beneath() -> None:
+    row = run("ext4/default/default/tpcb-like", "ext4", 1, 2600.0)
+    row["environment"]["pgbench"] = "pgbench (PostgreSQL) 15.18"
+    row["environment"]["devices"] = {
+        "loop0": {"rotational": "0"},
+        "vda": {
+            "rotational": "1",
+            "scheduler": "none [mq-deadline] kyber",
+            "write_cache": "write back",
+        },
+    }
+    row["metrics"] = {"block_stack": {"under_test": ["loop0"], "beneath": ["vda"]}}
+    row["load_phases"] = {"drop tables": 0.0, "client-side generate": 0.1, "vacuum": 0.05}
+    said = run_conditions(StoredRun.from_row(row))
+    assert said["pgbench"] == "pgbench (PostgreSQL) 15.18"
+    assert said["load"] == "pgbench -i, client-side generation"
+    assert said["disk beneath"] == "vda (rotational, scheduler mq-deadline, write cache write back)"
+    html = render_report(
+        [],
+        [StoredRun.from_row(row)],
+        summarise([StoredRun.from_row(row)]),
+        highlights(summarise([StoredRun.from_row(row)])),
+        inline_js=False,
+    )
+    assert "disk beneath" in html and "client-side generation" in html

@@ -78,6 +78,8 @@ def run_conditions(run: StoredRun) -> dict[str, str]:
             out.update(dict(described(k8s)))
         if env.get("postgresql"):
             out["PostgreSQL"] = str(env["postgresql"])
+        if env.get("pgbench"):
+            out["pgbench"] = str(env["pgbench"])
     tool = w.get("tool", "pgbench")
     what = (
         w.get("builtin")
@@ -106,7 +108,13 @@ def run_conditions(run: StoredRun) -> dict[str, str]:
             if w.get("rate_fraction")
             else f"{float(w['rate']):g} tps"
         )
+    load = _load_mode(run)
+    if load:
+        out["load"] = load
     out["storage"] = _storage(run, storage)
+    beneath = _beneath(run)
+    if beneath:
+        out["disk beneath"] = beneath
     limits = run.storage_details.get("device_limits") or []
     if limits or storage.get("limits"):
         out["device limits"] = _limits(limits, storage.get("limits"))
@@ -131,6 +139,54 @@ def run_conditions(run: StoredRun) -> dict[str, str]:
     ]
     out["kernel settings"] = ", ".join(ksets) or "as the host had them"
     return out
+
+
+def _load_mode(run: StoredRun) -> str:
+    """How the data was loaded, from the load's phases (pgbench -i -I: client-side rows
+    sent by COPY, or server-side generate_series)."""
+    phases = run.load_phases or {}
+    how = [m for m in ("client-side generate", "server-side generate") if m in phases]
+    if not how:
+        return ""
+    text = f"pgbench -i, {how[0].replace(' generate', ' generation')}"
+    if "foreign keys" in phases:
+        text += ", foreign keys"
+    if run.params.get("write_out") is False:
+        text += ", not written out before the run"
+    return text
+
+
+def _beneath(run: StoredRun) -> str:
+    """The disks the storage under test stands on (a loop device's file, a pool's disks)
+    and what they are: rotational or not, the scheduler, the write cache."""
+    stack = run.metrics.get("block_stack") or {}
+    names = stack.get("beneath") if isinstance(stack, Mapping) else None
+    if not names:
+        return ""
+    devices = run.environment.get("devices") or {}
+    out = []
+    for name in names:
+        facts = devices.get(name) if isinstance(devices, Mapping) else None
+        if not isinstance(facts, Mapping):
+            out.append(str(name))
+            continue
+        words = [
+            "rotational" if str(facts.get("rotational")) == "1" else "non-rotational",
+            f"scheduler {_selected(str(facts.get('scheduler', '')))}"
+            if facts.get("scheduler")
+            else "",
+            f"write cache {facts['write_cache']}" if facts.get("write_cache") else "",
+            f"model {facts['model']}" if facts.get("model") else "",
+        ]
+        out.append(f"{name} ({', '.join(w for w in words if w)})")
+    return "; ".join(out)
+
+
+def _selected(choices: str) -> str:
+    """'none [mq-deadline] kyber' -> 'mq-deadline'."""
+    if "[" in choices and "]" in choices:
+        return choices[choices.index("[") + 1 : choices.index("]")]
+    return choices
 
 
 def _storage(run: StoredRun, storage: JsonObject) -> str:

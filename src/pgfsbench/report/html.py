@@ -223,7 +223,43 @@ def _bar_group(cells: Sequence[CellSummary]) -> dict[str, object]:
             # no interval for a single run: no error bar
             lo.append(None if e.ci_low is None else _num((e.mean - e.ci_low) / scale))
             hi.append(None if e.ci_high is None else _num((e.ci_high - e.mean) / scale))
-        return {"names": names, "mean": mean, "lo": lo, "hi": hi, "median": med, "refs": refs}
+        return {
+            "names": names,
+            "mean": mean,
+            "lo": lo,
+            "hi": hi,
+            "median": med,
+            "refs": refs,
+            "stat": "mean",
+        }
+
+    def p99_bars() -> dict[str, object]:
+        """The table's p99 (of all the cell's transactions, its runs' histograms merged; else
+        the median of its runs' p99), whiskers from the lowest to the highest run's p99."""
+        names, value, lo, hi, med = [], [], [], [], []
+        for c in cells:
+            e = c.latency_p99_ms
+            pooled = c.latency_pooled.percentiles_ms.get("p99") if c.latency_pooled else None
+            if c.reference or (e is None and pooled is None):
+                continue
+            shown = pooled if pooled is not None else (e.median if e else None)
+            if shown is None:
+                continue
+            names.append(c.label + (" (FUSE)" if c.fuse else ""))
+            value.append(_num(shown))
+            med.append(_num(e.median) if e else None)
+            several = e is not None and e.n > 1
+            lo.append(_num(max(0.0, shown - e.low)) if several and e else None)
+            hi.append(_num(max(0.0, e.high - shown)) if several and e else None)
+        return {
+            "names": names,
+            "mean": value,
+            "lo": lo,
+            "hi": hi,
+            "median": med,
+            "refs": [],
+            "stat": "p99",
+        }
 
     space = {
         "names": [c.label for c in cells],
@@ -247,7 +283,7 @@ def _bar_group(cells: Sequence[CellSummary]) -> dict[str, object]:
         "title": cells[0].group_label,
         "unit": cells[0].unit,
         "tps": bars("tps"),
-        "p99": bars("latency_p99_ms"),
+        "p99": p99_bars(),
         "load": bars("load_seconds"),
         "space": space,
     }
