@@ -124,8 +124,9 @@ def test_the_summary_fits_any_terminal_without_cutting_a_name_or_a_marker(
     lines = text.splitlines()
     assert max(len(line) for line in lines) <= width
     assert "!" in text and "baseline" in text and ("▲" in text or "▼" in text or "≈" in text)
-    for cell in cells:  # every name whole, in the table or in the legend below it
-        assert any(cell.label.split(" (")[0] in line for line in lines), cell.label
+    for summary in cells:  # every name whole, in the table or in the legend below it
+        name = summary.label.split(" (")[0]
+        assert any(name in line for line in lines), name
 
 
 def render(renderable: object, width: int = 160) -> str:
