@@ -15,6 +15,9 @@ from pgfsbench.jsonish import Table, arr, obj, objs, text, whole
 from pgfsbench.spec.kinds import host_fstypes, storage_kind
 from pgfsbench.units import human_bytes
 
+# the builtin pgbench scripts `advise` writes a spec for (seqscan measures reads only)
+ADVISED_WORKLOADS = ("tpcb-like", "simple-update", "select-only")
+
 GiB = 1 << 30
 BYTES_PER_SCALE = 16 << 20  # pgbench: ~15 MiB of data per scale unit, indexes included
 # mount options a benchmark should carry over from the live filesystem (the rest are

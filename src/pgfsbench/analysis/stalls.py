@@ -32,6 +32,7 @@ import numpy as np
 from pgfsbench.analysis.levels import level_shift
 from pgfsbench.analysis.outside import top_outside
 from pgfsbench.analysis.series import Aligned, median_finite
+from pgfsbench.spec.kinds import filesystem_wait_channels
 
 STRONG, GOOD, WEAK = 1.0, 0.6, 0.3  # how much a clue weighs
 DEFAULT_THRESHOLDS = {"stall_fraction": 0.1, "slowdown_fraction": 0.5, "slowdown_min_seconds": 2.0}
@@ -83,6 +84,8 @@ FREEZE_WCHANS = (
     "freeze_super",
 )
 IO_WCHANS = (
+    # each filesystem's own (ext4_, jbd2, xfs_, xlog, btrfs_, zio_...: spec/kinds.py)
+    *filesystem_wait_channels(),
     "io_schedule",
     "folio_wait",
     "wait_on_page",
@@ -91,16 +94,11 @@ IO_WCHANS = (
     "blk_mq_get_tag",
     "rq_qos_wait",
     "wbt_wait",
-    "jbd2",
-    "xlog",
-    "xfs_",
-    "btrfs_",
     "submit_bio_wait",
     "wait_for_completion_io",
     "blkdev_issue_flush",
     "filemap_fdatawait",
     "__filemap_fdatawait",
-    "ext4_",
     "blk_",
     "throtl",
 )

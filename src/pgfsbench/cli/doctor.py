@@ -250,13 +250,13 @@ def advise_cmd(
     alternatives, on the same kind of storage, so advice is proven before it is adopted."""
     import os
 
-    from pgfsbench.advisor.advise import advise, to_toml
+    from pgfsbench.advisor.advise import ADVISED_WORKLOADS, advise, to_toml
     from pgfsbench.spec.kinds import host_fstypes
 
     if fs is not None and fs not in host_fstypes():
         raise UsageError(f"--fs {fs}: one of {', '.join(host_fstypes())}")
-    if workload not in ("tpcb-like", "simple-update", "select-only"):
-        raise UsageError(f"--workload {workload}: one of tpcb-like, simple-update, select-only")
+    if workload not in ADVISED_WORKLOADS:
+        raise UsageError(f"--workload {workload}: one of {', '.join(ADVISED_WORKLOADS)}")
     doctor: dict[str, object] | None = None
     if findings is not None:
         try:

@@ -57,6 +57,9 @@ class StorageKind:
     needs_root: bool = True
     # runs in a pod of a Kubernetes cluster (`[kubernetes]`), never on the host itself
     cluster: bool = False
+    # the kernel wait channels (prefixes) of its own I/O paths: a process asleep in one
+    # waits for this filesystem's I/O (the diagnosis reads them)
+    wait_channels: tuple[str, ...] = ()
     volume: bool = False  # can hold a separate WAL volume (`wal = { fs = ... }`)
     host_fstype: bool = True  # a filesystem type a host can mount (doctor, advise)
     # how much more room than the data it needs, over what any filesystem needs (plan's
@@ -99,6 +102,7 @@ STORAGE_KINDS: tuple[StorageKind, ...] = (
         "ext4 made by mkfs",
         mkfs=True,
         volume=True,
+        wait_channels=("ext4_", "jbd2"),
     ),
     StorageKind(
         "xfs",
@@ -107,6 +111,7 @@ STORAGE_KINDS: tuple[StorageKind, ...] = (
         "XFS made by mkfs",
         mkfs=True,
         volume=True,
+        wait_channels=("xfs_", "xlog"),
     ),
     StorageKind(
         "btrfs",
@@ -118,6 +123,7 @@ STORAGE_KINDS: tuple[StorageKind, ...] = (
         snapshots=True,
         volume=True,
         space_headroom=1.5,
+        wait_channels=("btrfs_",),
     ),
     StorageKind(
         "tmpfs",
@@ -144,6 +150,8 @@ STORAGE_KINDS: tuple[StorageKind, ...] = (
         copy_on_write=True,
         snapshots=True,
         sync_before_measure=False,
+        # OpenZFS in the kernel (zfs-fuse's waits are the FUSE daemon's, in userspace)
+        wait_channels=("zio_wait", "txg_wait", "zil_commit"),
     ),
     StorageKind(
         "pvc",
@@ -239,6 +247,11 @@ def volume_kinds() -> tuple[StorageKind, ...]:
 def cluster_kinds() -> tuple[StorageKind, ...]:
     """The kinds that run in a pod ([kubernetes]), never on the host."""
     return tuple(k for k in STORAGE_KINDS if k.cluster)
+
+
+def filesystem_wait_channels() -> tuple[str, ...]:
+    """Every kind's own I/O wait channels (prefixes)."""
+    return tuple(w for k in STORAGE_KINDS for w in k.wait_channels)
 
 
 def host_fstypes() -> tuple[str, ...]:

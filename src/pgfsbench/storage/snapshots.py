@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,25 +27,90 @@ from pgfsbench.system.runner import Runner
 PREFIX = "pgfsb-snap-"
 
 
-def take_argv(
-    kind: str, target: str, name: str, snapdir: Path | None, size_bytes: int | None = None
-) -> list[str]:
-    if kind == "btrfs":
-        assert snapdir is not None
-        return ["btrfs", "subvolume", "snapshot", "-r", target, str(snapdir / name)]
-    if kind == "lvm":  # a classic (thick) snapshot: its copy-on-write area is reserved
-        assert size_bytes is not None
-        return ["lvcreate", "-y", "-s", "-n", name, "-L", f"{size_bytes}b", target]
+# --- one mechanism per kind of snapshot (btrfs subvolumes, ZFS datasets, LVM volumes) ---
+
+
+def _btrfs_take(target: str, name: str, snapdir: Path | None, size: int | None) -> list[str]:
+    assert snapdir is not None
+    return ["btrfs", "subvolume", "snapshot", "-r", target, str(snapdir / name)]
+
+
+def _btrfs_delete(target: str, name: str, snapdir: Path | None) -> list[str]:
+    assert snapdir is not None
+    return ["btrfs", "subvolume", "delete", str(snapdir / name)]
+
+
+def _btrfs_exists(runner: Runner, target: str, name: str, snapdir: Path | None) -> bool:
+    return snapdir is not None and (snapdir / name).exists()
+
+
+def _btrfs_problem(target: str, args: dict[str, object]) -> str | None:
+    return None if args.get("snapdir") else "a btrfs snapshot without its directory"
+
+
+def _lvm_take(target: str, name: str, snapdir: Path | None, size: int | None) -> list[str]:
+    # a classic (thick) snapshot: its copy-on-write area is reserved
+    assert size is not None
+    return ["lvcreate", "-y", "-s", "-n", name, "-L", f"{size}b", target]
+
+
+def _lvm_delete(target: str, name: str, snapdir: Path | None) -> list[str]:
+    return ["lvremove", "-f", "-y", f"{target.split('/')[0]}/{name}"]
+
+
+def _lvm_exists(runner: Runner, target: str, name: str, snapdir: Path | None) -> bool:
+    lv = f"{target.split('/')[0]}/{name}"
+    return runner.run(["lvs", lv], timeout=60, check=False).returncode == 0
+
+
+def _lvm_problem(target: str, args: dict[str, object]) -> str | None:
+    return None if target.startswith("pgfsb-") else f"{target} is not a volume pgfsbench creates"
+
+
+def _zfs_take(target: str, name: str, snapdir: Path | None, size: int | None) -> list[str]:
     return ["zfs", "snapshot", f"{target}@{name}"]
 
 
-def delete_argv(kind: str, target: str, name: str, snapdir: Path | None) -> list[str]:
-    if kind == "btrfs":
-        assert snapdir is not None
-        return ["btrfs", "subvolume", "delete", str(snapdir / name)]
-    if kind == "lvm":
-        return ["lvremove", "-f", "-y", f"{target.split('/')[0]}/{name}"]
+def _zfs_delete(target: str, name: str, snapdir: Path | None) -> list[str]:
     return ["zfs", "destroy", f"{target}@{name}"]
+
+
+def _zfs_exists(runner: Runner, target: str, name: str, snapdir: Path | None) -> bool:
+    argv = ["zfs", "list", "-H", "-t", "snapshot", "-o", "name", f"{target}@{name}"]
+    return runner.run(argv, timeout=60, check=False).returncode == 0
+
+
+def _zfs_problem(target: str, args: dict[str, object]) -> str | None:
+    if target.startswith(POOL_PREFIX):
+        return None
+    return f"{target} is not a dataset of a pool pgfsbench creates"
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    """How one kind of snapshot is taken, deleted and found, and which targets are ours."""
+
+    take: Callable[[str, str, Path | None, int | None], list[str]]
+    delete: Callable[[str, str, Path | None], list[str]]
+    exists: Callable[[Runner, str, str, Path | None], bool]
+    target_problem: Callable[[str, dict[str, object]], str | None]
+
+
+MECHANISMS: dict[str, Mechanism] = {
+    "btrfs": Mechanism(_btrfs_take, _btrfs_delete, _btrfs_exists, _btrfs_problem),
+    "lvm": Mechanism(_lvm_take, _lvm_delete, _lvm_exists, _lvm_problem),
+    "zfs": Mechanism(_zfs_take, _zfs_delete, _zfs_exists, _zfs_problem),
+}
+
+
+def take_argv(
+    kind: str, target: str, name: str, snapdir: Path | None, size_bytes: int | None = None
+) -> list[str]:
+    return MECHANISMS[kind].take(target, name, snapdir, size_bytes)
+
+
+def delete_argv(kind: str, target: str, name: str, snapdir: Path | None) -> list[str]:
+    return MECHANISMS[kind].delete(target, name, snapdir)
 
 
 @dataclass
@@ -138,17 +204,7 @@ class Snapshotter:
 
 
 def _exists(runner: Runner, kind: str, target: str, name: str, snapdir: Path | None) -> bool:
-    if kind == "btrfs":
-        return snapdir is not None and (snapdir / name).exists()
-    if kind == "lvm":
-        lv = f"{target.split('/')[0]}/{name}"
-        return runner.run(["lvs", lv], timeout=60, check=False).returncode == 0
-    done = runner.run(
-        ["zfs", "list", "-H", "-t", "snapshot", "-o", "name", f"{target}@{name}"],
-        timeout=60,
-        check=False,
-    )
-    return done.returncode == 0
+    return MECHANISMS[kind].exists(runner, target, name, snapdir)
 
 
 def _delete_one(runner: Runner, kind: str, target: str, name: str, snapdir: Path | None) -> None:
@@ -160,17 +216,12 @@ def _delete_one(runner: Runner, kind: str, target: str, name: str, snapdir: Path
 
 def _snapshot_bound(args: dict[str, object], scope: Scope) -> str | None:
     kind, target, name = str(args["kind"]), str(args["target"]), str(args["name"])
-    if kind not in ("btrfs", "lvm", "zfs"):
+    mechanism = MECHANISMS.get(kind)
+    if mechanism is None:
         return f"{kind} is not a kind of snapshot pgfsbench takes"
     if not re.fullmatch(rf"{re.escape(PREFIX)}[0-9]+", name):
         return f"{name} is not the name of a snapshot pgfsbench takes"
-    if kind == "zfs" and not target.startswith(POOL_PREFIX):
-        return f"{target} is not a dataset of a pool pgfsbench creates"
-    if kind == "lvm" and not target.startswith("pgfsb-"):
-        return f"{target} is not a volume pgfsbench creates"
-    if kind == "btrfs" and not args.get("snapdir"):
-        return "a btrfs snapshot without its directory"
-    return in_workdir("snapdir")(args, scope)
+    return mechanism.target_problem(target, args) or in_workdir("snapdir")(args, scope)
 
 
 @undo_action("delete_snapshot", bound=_snapshot_bound)
