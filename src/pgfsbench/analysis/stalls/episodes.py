@@ -1,0 +1,142 @@
+"""Finding a run's episodes: the seconds below its thresholds, merged into stalls and
+slowdowns, each explained by the causes (causes.py) weighed together (weighing.py)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from pgfsbench.analysis.levels import level_shift
+from pgfsbench.analysis.series import Aligned, median_finite
+from pgfsbench.analysis.stalls.causes import HYPOTHESES
+from pgfsbench.analysis.stalls.evidence import Context
+from pgfsbench.analysis.stalls.model import StallEpisode
+from pgfsbench.analysis.stalls.thresholds import DEFAULT_THRESHOLDS, LATENCY_FACTOR, MERGE_GAP_S
+from pgfsbench.analysis.stalls.weighing import weigh
+
+# ---------------------------------------------------------------- finding episodes
+
+
+def thresholds_of(al: Aligned) -> tuple[float, float, int]:
+    """(stall fraction, slowdown fraction, slowdown minimum seconds) of the run's spec."""
+    t = {**DEFAULT_THRESHOLDS, **al.thresholds}
+    return t["stall_fraction"], t["slowdown_fraction"], max(1, int(t["slowdown_min_seconds"]))
+
+
+def flagged_seconds(
+    al: Aligned,
+    fraction: float,
+    latency_factor: float = LATENCY_FACTOR,
+    reference: float | None = None,
+) -> np.ndarray:
+    """Seconds below ``fraction`` of the reference throughput (the run's median, or the
+    undisturbed level of a run that changed level), or with a p99 above
+    ``latency_factor`` times its median (when ``latency_factor`` > 0)."""
+    tps = al.throughput()
+    flags = np.zeros(al.seconds, dtype=bool)
+    med = median_finite(tps) if reference is None else reference
+    if math.isfinite(med):
+        finite = np.isfinite(tps)
+        flags |= finite & ((tps < fraction * med) if med > 0 else (tps <= 0))
+    if latency_factor > 0:
+        p99 = al.get("lat_p99_ms")
+        med99 = median_finite(p99)
+        if math.isfinite(med99) and med99 > 0:
+            flags |= np.isfinite(p99) & (p99 > latency_factor * med99)
+    return flags
+
+
+def episodes_of(flags: np.ndarray, merge_gap_s: int) -> list[tuple[int, int]]:
+    """(first, last) indices of runs of flagged seconds, merged across gaps of at most
+    ``merge_gap_s`` seconds."""
+    spans: list[tuple[int, int]] = []
+    i = 0
+    while i < len(flags):
+        if flags[i]:
+            j = i
+            while j + 1 < len(flags) and flags[j + 1]:
+                j += 1
+            if spans and i - spans[-1][1] - 1 <= merge_gap_s:
+                spans[-1] = (spans[-1][0], j)
+            else:
+                spans.append((i, j))
+            i = j + 1
+        else:
+            i += 1
+    return spans
+
+
+def _partial_edges(al: Aligned) -> set[int]:
+    """Seconds the throughput series may not cover whole: the first and last of the
+    transaction log's (its seconds are the log's, not the measured phase's); the tools'
+    own progress reports cover whole seconds."""
+    if al.has("tps") or al.seconds == 0:
+        return set()
+    finite = np.flatnonzero(np.isfinite(al.get("tps_log")))
+    return {int(finite[0]), int(finite[-1])} if finite.size else set()
+
+
+def find_stalls(
+    al: Aligned,
+    *,
+    stall_fraction: float | None = None,
+    slowdown_fraction: float | None = None,
+    slowdown_min_seconds: int | None = None,
+    latency_factor: float = LATENCY_FACTOR,
+    merge_gap_s: int = MERGE_GAP_S,
+) -> list[StallEpisode]:
+    """The run's stalls and slowdowns, each with its cause (thresholds: the run's own,
+    else the defaults)."""
+    if al.seconds == 0:
+        return []
+    sf, df, dmin = thresholds_of(al)
+    sf = sf if stall_fraction is None else stall_fraction
+    df = df if slowdown_fraction is None else slowdown_fraction
+    dmin = dmin if slowdown_min_seconds is None else slowdown_min_seconds
+    # a run that changed level is judged against its undisturbed (higher) level: the lower
+    # one is then an episode like any other, with its cause (analysis/levels.py)
+    shift = level_shift(al.throughput())
+    reference = shift.reference if shift is not None else None
+    stall = flagged_seconds(al, sf, 0.0, reference)
+    slow = flagged_seconds(al, df, latency_factor, reference) | stall
+    for edge in _partial_edges(al):  # a partial second is not a dip by itself
+        stall[edge] = slow[edge] = False
+    spans = []
+    for a, b in episodes_of(slow, merge_gap_s):
+        is_stall = bool(stall[a : b + 1].any())
+        if is_stall or b - a + 1 >= dmin:
+            spans.append((a, b, "stall" if is_stall else "slowdown"))
+    inside = np.zeros(al.seconds, dtype=bool)
+    for a, b, _ in spans:
+        inside[a : b + 1] = True
+    return [_episode(al, a, b, kind, inside) for a, b, kind in spans]
+
+
+def _episode(al: Aligned, a: int, b: int, kind: str, inside: np.ndarray) -> StallEpisode:
+    tps = al.throughput()
+    outside = ~inside
+    med = median_finite(tps[outside]) if outside.any() else median_finite(tps)
+    window = tps[a : b + 1]
+    finite = window[np.isfinite(window)]
+    delayed = float(np.sum(np.clip(med - finite, 0, None))) if math.isfinite(med) else 0.0
+    lat = al.get("lat_max_ms")[a : min(al.seconds, b + 2)]  # delayed ones finish just after
+    lat = lat[np.isfinite(lat)]
+    p99 = al.get("lat_p99_ms")
+    p99_in = p99[a : min(al.seconds, b + 2)]
+    p99_in = p99_in[np.isfinite(p99_in)]
+    usual99 = median_finite(p99[outside]) if outside.any() else math.nan
+    ctx = Context(al, a, b, inside)
+    verdict = weigh([f for test in HYPOTHESES if (f := test(ctx)) is not None], ctx)
+    return StallEpisode(
+        start_s=float(a),
+        end_s=float(b + 1),
+        min_tps=float(finite.min()) if finite.size else 0.0,
+        delayed_tx=round(delayed),
+        max_latency_ms=float(lat.max()) if lat.size else None,
+        kind=kind,
+        median_tps=round(med, 1) if math.isfinite(med) else 0.0,
+        p99_ms=float(p99_in.max()) if p99_in.size else None,
+        usual_p99_ms=round(usual99, 3) if math.isfinite(usual99) else None,
+        **verdict,
+    )
