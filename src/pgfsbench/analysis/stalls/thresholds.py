@@ -12,8 +12,8 @@ STRONG, GOOD, WEAK = 1.0, 0.6, 0.3
 # under 50% for 2 s or more.
 DEFAULT_THRESHOLDS = {"stall_fraction": 0.1, "slowdown_fraction": 0.5, "slowdown_min_seconds": 2.0}
 # A second whose p99 latency is this many times the run's median p99 is a slowdown even
-# at full throughput: at 10x the clients wait long enough to notice, while a run's own
-# second-to-second p99 on this VM stayed within about 3x of its median.
+# at full throughput: the clients wait an order of magnitude longer than usual, well past
+# the ordinary spread of a run's per-second p99.
 LATENCY_FACTOR = 10.0
 # Dips this many normal seconds apart are one episode: a checkpoint's sync or a freeze
 # often lets one second through in the middle, and two causes one second apart are rare.
