@@ -306,17 +306,16 @@ def _memory(al: Aligned | None) -> Cause | None:
 def disturbance_of(run: StoredRun) -> Disturbance:
     """A stored run's disturbance: as recorded when it ran, else assessed from what it
     recorded (its CPU readings, its series when they were loaded)."""
-    stored = run.metrics.get("disturbance")
-    if isinstance(stored, Mapping) and "causes" in stored:
+    stored = run.recorded.disturbance
+    if stored is not None and "causes" in stored:
         return Disturbance.from_dict(stored)
     return assess_run(run)
 
 
 def assess_run(run: StoredRun) -> Disturbance:
     """Assess a stored run from what it recorded, whatever was recorded before."""
-    cpu = run.metrics.get("cpu")
     return assess(
-        CpuFigures.of(cpu if isinstance(cpu, Mapping) else {}),
+        CpuFigures.of(run.recorded.cpu or {}),
         align(run) if run.series else None,
     )
 

@@ -45,8 +45,8 @@ def run_histogram(run: StoredRun) -> dict[int, float] | None:
     series = run.series.get("latency_histogram")
     if series is None or not series.values:
         return None
-    log = run.metrics.get("latency_log") or {}
-    rate = float(log.get("sampling_rate") or 1.0) if isinstance(log, dict) else 1.0
+    log = run.recorded.latency_log
+    rate = float(log.sampling_rate or 1.0) if log is not None else 1.0
     weight = 1.0 / rate if rate > 0 else 1.0
     out: dict[int, float] = {}
     for pair in series.values:

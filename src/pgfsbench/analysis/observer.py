@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from pgfsbench.analysis.stats import hodges_lehmann, t_interval, t_interval_log
-from pgfsbench.results.records import JsonObject, StoredRun
+from pgfsbench.results.metrics import ObserverFigures
+from pgfsbench.results.records import StoredRun
 
 
 @dataclass(frozen=True)
@@ -114,8 +115,8 @@ def robust_ratio(ratios: Sequence[float]) -> tuple[float, float | None, float | 
     )
 
 
-def _observer(run: StoredRun) -> JsonObject:
-    return run.metrics.get("observer") or {}
+def _observer(run: StoredRun) -> ObserverFigures:
+    return run.recorded.observer
 
 
 def _throughput(run: StoredRun) -> float | None:
@@ -126,13 +127,13 @@ def _throughput(run: StoredRun) -> float | None:
 def _pairs(runs: Iterable[StoredRun]) -> list[tuple[StoredRun, StoredRun]]:
     """The runs of one cell paired (1, 2), (3, 4)... by repetition, as (watched, not
     watched), for each pair whose two runs are ok and were one of each."""
-    by_rep = {r.repetition: r for r in runs if r.ok and "on" in _observer(r)}
+    by_rep = {r.repetition: r for r in runs if r.ok and _observer(r).on is not None}
     out = []
     for first in sorted(k for k in by_rep if k % 2 == 1):
         a, b = by_rep.get(first), by_rep.get(first + 1)
-        if a is None or b is None or bool(_observer(a)["on"]) == bool(_observer(b)["on"]):
+        if a is None or b is None or bool(_observer(a).on) == bool(_observer(b).on):
             continue
-        out.append((a, b) if _observer(a)["on"] else (b, a))
+        out.append((a, b) if _observer(a).on else (b, a))
     return out
 
 
@@ -165,7 +166,7 @@ def _paired_cpu_extra(
 
 def _cpu_per(run: StoredRun, by: float | None, scale: float) -> float | None:
     """The benchmark's CPU seconds divided by one of the run's figures, times ``scale``."""
-    cpu = _observer(run).get("benchmark_cpu_s")
+    cpu = _observer(run).benchmark_cpu_s
     return None if cpu is None or not by else scale * float(cpu) / float(by)
 
 
@@ -179,12 +180,10 @@ def _cpu_us_per_tx(run: StoredRun) -> float | None:
     return _cpu_per(run, run.transactions, 1e6)
 
 
-def _watched_median(runs: Iterable[StoredRun], key: str) -> float | None:
-    vals = [
-        float(_observer(r)[key])
-        for r in runs
-        if _observer(r).get("on") and _observer(r).get(key) is not None
-    ]
+def _watched_median(
+    runs: Iterable[StoredRun], figure: Callable[[ObserverFigures], float | None]
+) -> float | None:
+    vals = [float(v) for r in runs if _observer(r).on and (v := figure(_observer(r))) is not None]
     return statistics.median(vals) if vals else None
 
 
@@ -194,9 +193,7 @@ def _by_side(
     """The median of a run's figure over the watched and over the not-watched runs."""
     out: dict[str, float] = {}
     for side, on in (("watched", True), ("not watched", False)):
-        vals = [
-            v for r in runs if bool(_observer(r).get("on")) == on if (v := figure(r)) is not None
-        ]
+        vals = [v for r in runs if bool(_observer(r).on) == on if (v := figure(r)) is not None]
         if vals:
             out[side] = round(statistics.median(vals), 2)
     return out
@@ -206,7 +203,7 @@ def observer_effects(runs: Iterable[StoredRun]) -> list[ObserverEffect]:
     """One effect per cell (and host) whose runs alternated watched and not watched."""
     cells: dict[tuple[int | None, str, str | None], list[StoredRun]] = {}
     for r in runs:
-        if r.superseded_by or not _observer(r).get("alternating"):
+        if r.superseded_by or not _observer(r).alternating:
             continue
         cells.setdefault((r.campaign_id, r.cell, r.host), []).append(r)
     out = []
@@ -216,10 +213,8 @@ def observer_effects(runs: Iterable[StoredRun]) -> list[ObserverEffect]:
             continue
         ratio, low, high = geometric_ci(ratios)
         ok = [r for r in rows if r.ok]
-        cpu, total = (
-            _watched_median(ok, key)
-            for key in ("sampler_cpu_pct_of_a_core", "observer_cpu_pct_of_a_core")
-        )
+        cpu = _watched_median(ok, lambda o: o.sampler_cpu_pct_of_a_core)
+        total = _watched_median(ok, lambda o: o.observer_cpu_pct_of_a_core)
         bench, per_tx = _by_side(ok, _cpu_pct), _by_side(ok, _cpu_us_per_tx)
         out.append(
             ObserverEffect(

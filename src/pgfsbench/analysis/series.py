@@ -206,15 +206,10 @@ def align(run: StoredRun) -> Aligned:
         s = series.get(name)
         if s is not None and s.values:
             al.structured[name] = [s.at(k) for k in range(1, n + 1)]
-    metrics = run.metrics
-    stack = metrics.get("block_stack") or {}
-    al.under_test = [str(d) for d in stack.get("under_test") or []]
-    al.beneath = [str(d) for d in stack.get("beneath") or []]
-    al.thresholds = {
-        k: float(v)
-        for k, v in (metrics.get("episodes") or {}).items()
-        if isinstance(v, int | float)
-    }
+    recorded = run.recorded
+    al.under_test = list(recorded.block_stack.under_test)
+    al.beneath = list(recorded.block_stack.beneath)
+    al.thresholds = recorded.episodes.given()
     w = series.get("waits")
     if w is not None and w.values:
         al.waits = [dict(w.at(k) or {}) for k in range(1, n + 1)]
@@ -251,13 +246,8 @@ def align(run: StoredRun) -> Aligned:
     if run.initial_connection_ms is not None and run.clients:
         al.start = StartUp(run.clients, float(run.initial_connection_ms))
     al.events = [
-        Event(
-            str(e.get("kind")),
-            float(e["start_s"]),
-            float(e.get("end_s", e["start_s"])),
-            str(e.get("label", "")),
-        )
-        for e in metrics.get("events") or []
+        Event(e.kind, e.start_s, e.end_s if e.end_s is not None else e.start_s, e.label)
+        for e in recorded.events
     ]
     return al
 

@@ -156,10 +156,10 @@ def _modelled(runs: Sequence[StoredRun]) -> list[str]:
     # per storage: late, modelled, and what the lateness went to (daemons of 2026-11-27 on)
     late: dict[str, list[float]] = {}
     for r in runs:
-        for d in (r.metrics.get("emulated_devices") or {}).values():
+        for d in r.recorded.emulated_devices.values():
             sums = late.setdefault(r.storage, [0.0] * 5)
-            for i, k in enumerate(("late_s", "model_wait_s", "io_s", "model_s", "oversleep_s")):
-                sums[i] += float(d.get(k) or 0)
+            for i, v in enumerate((d.late_s, d.model_wait_s, d.io_s, d.model_s, d.oversleep_s)):
+                sums[i] += float(v or 0)
     slow = {s: lw for s, lw in late.items() if lw[0] > 0.1 * max(lw[1], 1.0)}
     if slow:
         out.append(
@@ -192,8 +192,8 @@ def _daemons_cpu(runs: Sequence[StoredRun]) -> list[str]:
     lower bound of what the storage does without those daemons."""
     seen: dict[str, list[tuple[float, float, dict[str, float]]]] = {}
     for r in runs:
-        cpu = r.metrics.get("cpu")
-        if not (r.ok and not r.superseded_by and isinstance(cpu, dict) and cpu.get("cpus")):
+        cpu = r.recorded.cpu
+        if not (r.ok and not r.superseded_by and cpu and cpu.get("cpus")):
             continue
         daemons = cpu.get("daemons_cpus")
         seen.setdefault(r.storage, []).append(
@@ -268,9 +268,7 @@ def _few_repetitions(runs: Sequence[StoredRun]) -> list[str]:
 
 def _txlog_left_out(runs: Sequence[StoredRun]) -> list[str]:
     """Runs that went without pgbench's transaction log under txlog = "auto"."""
-    cells = sorted(
-        {r.cell for r in runs if (r.metrics.get("observer") or {}).get("txlog_left_out")}
-    )
+    cells = sorted({r.cell for r in runs if r.recorded.observer.txlog_left_out})
     if not cells:
         return []
     return [
@@ -285,11 +283,8 @@ def _prepared_disabled(runs: Sequence[StoredRun]) -> list[str]:
     """sysbench cells that went without prepared statements through a transaction pooler,
     next to sysbench cells that prepared theirs: their difference includes that."""
 
-    def tool(r: StoredRun) -> JsonObject:
-        return r.metrics.get("tool") or {}
-
-    sysbench = [r for r in runs if tool(r).get("name") == "sysbench"]
-    without = sorted({r.cell for r in sysbench if tool(r).get("prepared_statements_disabled")})
+    sysbench = [r for r in runs if r.recorded.tool.name == "sysbench"]
+    without = sorted({r.cell for r in sysbench if r.recorded.tool.prepared_statements_disabled})
     if not without:
         return []
     text = (
@@ -298,7 +293,7 @@ def _prepared_disabled(runs: Sequence[StoredRun]) -> list[str]:
         f"{', '.join(without)}"
     )
     prepared = sorted(
-        {r.cell for r in sysbench if r.ok and tool(r).get("prepared_statements") is True}
+        {r.cell for r in sysbench if r.ok and r.recorded.tool.prepared_statements is True}
     )
     if prepared:
         text += (

@@ -30,6 +30,7 @@ from pgfsbench.engine.preflight import preflight
 from pgfsbench.engine.records import CampaignStatus, RunRecord, RunStatus
 from pgfsbench.engine.warm import WarmImports
 from pgfsbench.plan import Plan, PlannedRun
+from pgfsbench.results.metrics import checked_metrics
 from pgfsbench.results.records import StoredCampaign, StoredRun
 from pgfsbench.results.store import Store
 from pgfsbench.spec import WORKLOAD_TOOLS, Defaults, LoadedSpec
@@ -362,7 +363,10 @@ class Campaign:
         if state is not None and state.instance is not None:
             evidence["server_log_tail"] = _tail(state.instance.log_path, 30)
         return RunRecord(
-            status, error=cause, environment=env, metrics={"evidence": evidence} if evidence else {}
+            status,
+            error=cause,
+            environment=env,
+            metrics=checked_metrics({"evidence": evidence} if evidence else {}),
         )
 
     def _evidence(self, state: CellState | None) -> Evidence:

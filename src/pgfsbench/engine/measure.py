@@ -30,6 +30,7 @@ from pgfsbench.engine.records import RunRecord, RunStatus
 from pgfsbench.plan import PlannedRun
 from pgfsbench.postgres import pgbouncer
 from pgfsbench.postgres.instance import SUPERUSER, children_of
+from pgfsbench.results.metrics import checked_metrics
 from pgfsbench.results.store import SeriesRow
 from pgfsbench.spec import WORKLOAD_TOOLS, Cell
 from pgfsbench.spec.matrix import workload_config
@@ -450,7 +451,7 @@ def _metrics(
             f"memory limited to {human_bytes(st.memory_limit['bytes'])} "
             "(cgroup): RAM was emulated; shared_buffers is outside the limit"
         )
-    return metrics
+    return checked_metrics(metrics)
 
 
 def _record(

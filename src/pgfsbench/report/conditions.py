@@ -159,8 +159,7 @@ def _load_mode(run: StoredRun) -> str:
 def _beneath(run: StoredRun) -> str:
     """The disks the storage under test stands on (a loop device's file, a pool's disks)
     and what they are: rotational or not, the scheduler, the write cache."""
-    stack = run.metrics.get("block_stack") or {}
-    names = stack.get("beneath") if isinstance(stack, Mapping) else None
+    names = run.recorded.block_stack.beneath
     if not names:
         return ""
     devices = run.environment.get("devices") or {}

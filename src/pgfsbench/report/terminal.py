@@ -357,8 +357,8 @@ def run_detail(run: StoredRun, episodes: Sequence[StallEpisode] = ()) -> Table:
     for key, words in run_conditions(run).items():
         if columns.get(key) != words:  # said above already
             table.add_row(_SHORT_KEYS.get(key, key), words)
-    disturbance = run.metrics.get("disturbance")
-    if isinstance(disturbance, dict) and disturbance.get("disturbed"):
+    disturbance = run.recorded.disturbance
+    if disturbance and disturbance.get("disturbed"):
         table.add_row("disturbed", Text("yes (see its warning)", style="yellow"))
     if run.fuse:
         table.add_row(
@@ -503,18 +503,18 @@ def _figure_rows(run: StoredRun) -> list[Row]:
                 ", ".join(f"{k} {v:.2f} ms" for k, v in run.latency_ms.items()),
             )
         )
-    elif (observer := run.metrics.get("observer") or {}).get("txlog") is False:
+    elif (observer := run.recorded.observer).txlog is False:
         rows.append(
             (
                 "latency percentiles",
                 "not measured: no transaction log in this run ("
-                + (observer.get("txlog_left_out") or "txlog = false, or the samplers were off")
+                + (observer.txlog_left_out or "txlog = false, or the samplers were off")
                 + ")",
             )
         )
     for a in run.kernel_applied:
         rows.append((f"kernel {a['name']}", f"{a['before']} -> {a['after']} (restored after)"))
-    ceiling = run.metrics.get("ceiling")
+    ceiling = run.recorded.ceiling
     if ceiling:
         fsync = ceiling.get("pg_test_fsync") or {}
         best = max(fsync.items(), key=lambda kv: kv[1]) if fsync else None

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeAlias
 
 from pgfsbench.jsonish import obj
+from pgfsbench.results.metrics import RunMetrics, read_metrics
 
 JsonObject: TypeAlias = dict[str, Any]
 """A JSON column as stored: keys are optional, values are JSON."""
@@ -200,6 +202,11 @@ class StoredRun:
     @property
     def ok(self) -> bool:
         return self.status == "ok"
+
+    @functools.cached_property
+    def recorded(self) -> RunMetrics:
+        """The run's metrics, typed (results/metrics.py): read by attribute."""
+        return read_metrics(self.metrics)
 
     def param(self, dimension: str) -> JsonObject:
         """The configuration of one dimension of the run's cell (storage, postgres,
