@@ -101,3 +101,32 @@ def test_a_sigterm_while_a_child_is_being_started_ends_the_child(
         for pid in started:  # what an unheld signal left running
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_a_postmaster_whose_links_cannot_be_read_is_judged_by_its_command_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In a pod root lacks CAP_SYS_PTRACE: another user's exe and cwd links are EACCES.
+    The server must not then pass for gone (a run misdiagnosed as a crashed server)."""
+    import os
+    import subprocess
+
+    from pgfsbench.postgres.instance import is_our_postmaster
+
+    shell = tmp_path / "postgres"
+    shell.symlink_to("/bin/sh")
+    pgdata = tmp_path / "pgdata"
+    pgdata.mkdir()
+    proc = subprocess.Popen([str(shell), "-c", "sleep 30", "-D", str(pgdata)])
+    try:
+
+        def denied(path: str) -> str:
+            raise PermissionError(13, "Permission denied", path)
+
+        monkeypatch.setattr(os, "readlink", denied)
+        assert is_our_postmaster(proc.pid, pgdata)
+        assert not is_our_postmaster(proc.pid, tmp_path / "other")
+    finally:
+        proc.kill()
+        proc.wait()
+    assert not is_our_postmaster(proc.pid, pgdata)  # gone

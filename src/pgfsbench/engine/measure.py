@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pgfsbench import kernel
+from pgfsbench.collect.container import cgroup_files
 from pgfsbench.collect.cpu_use import cpu_use, read_cpu
 from pgfsbench.collect.environment import read_environment
 from pgfsbench.collect.host import (
@@ -45,8 +46,7 @@ from pgfsbench.workloads import unobserved
 from pgfsbench.workloads.base import Measurement, Phase, Progress, Workload, WorkloadContext
 
 if TYPE_CHECKING:  # imported where used: the samplers (and psycopg) load while storage is made
-    from pgfsbench.collect.container import cgroup_files
-from pgfsbench.collect.observation import Observation, ObservationResult
+    from pgfsbench.collect.observation import Observation, ObservationResult
 
 # the samplers' series, and each tool's own (spec/kinds.py)
 SERIES_UNITS = {

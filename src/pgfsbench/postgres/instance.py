@@ -401,13 +401,30 @@ def postmaster_pid(pgdata: Path) -> int | None:
 
 
 def is_our_postmaster(pid: int, pgdata: Path) -> bool:
-    """The process is a postgres whose working directory is this data directory."""
+    """The process is a postgres whose working directory is this data directory.
+
+    Its exe and cwd links need CAP_SYS_PTRACE for another user's process, which root
+    has on a host and not in a container (a pod's default capabilities): there, a
+    process that is there but whose links cannot be read is judged by what anyone may
+    read, its name and its command line (`postgres -D <pgdata>`, as pg_ctl starts it)."""
     try:
         exe = Path(os.readlink(f"/proc/{pid}/exe")).name
         cwd = os.readlink(f"/proc/{pid}/cwd")
+    except PermissionError:
+        return _postmaster_by_command_line(pid, pgdata)
     except OSError:
         return False
     return exe in ("postgres", "postmaster") and os.path.realpath(pgdata) == cwd
+
+
+def _postmaster_by_command_line(pid: int, pgdata: Path) -> bool:
+    try:
+        comm = Path(f"/proc/{pid}/comm").read_text().strip()
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    wanted = {str(pgdata).encode(), os.path.realpath(pgdata).encode()}
+    return comm in ("postgres", "postmaster") and any(a in wanted for a in argv)
 
 
 def children_of(pid: int) -> list[tuple[int, int | None]]:
