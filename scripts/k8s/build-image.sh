@@ -62,6 +62,11 @@ if [ ! -s "$archive" ]; then
     echo "build-image: $name in $(( $(date +%s) - start )) s"
 fi
 
+# older pgfsbench images (one per source change) go: the two newest are kept
+ls -1t "$IMAGES"/pgfsbench-*.oci.tar 2>/dev/null | tail -n +3 | while read -r old; do
+    rm -f "$old" "$old.digest"
+done
+
 # pause: a static Go binary alone in its image
 pause_archive="$IMAGES/pause.oci.tar"
 pause_name="registry.k8s.io/pause:3.10"
