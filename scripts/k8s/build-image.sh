@@ -62,7 +62,11 @@ if [ ! -s "$archive" ]; then
     echo "build-image: $name in $(( $(date +%s) - start )) s"
 fi
 
-# older pgfsbench images (one per source change) go: the two newest are kept
+# root filesystems of other package lists go, and older pgfsbench images (one per
+# source change): the two newest are kept
+for old in "$IMAGES"/debian-bookworm-*.tar; do
+    [ "$old" = "$base" ] || rm -f "$old"
+done
 ls -1t "$IMAGES"/pgfsbench-*.oci.tar 2>/dev/null | tail -n +3 | while read -r old; do
     rm -f "$old" "$old.digest"
 done
