@@ -145,7 +145,10 @@ def refused(base: Path, spec: Path, status: int = 5) -> str:
 
 def show(results: Path | str, run_id: int) -> dict[str, Any]:
     out = pgfsbench("results", "show", str(run_id), "--results", str(results), "--json").stdout
-    return json.loads(out)  # type: ignore[no-any-return]
+    shown: dict[str, Any] = json.loads(out)
+    # every run any test shows has metrics of the shape the readers expect
+    assert "format_problems" not in (shown.get("metrics") or {}), shown["metrics"]
+    return shown
 
 
 def wait_for(probe: Callable[[], Any], timeout: float, what: str) -> Any:

@@ -53,3 +53,4 @@ size = "256M"
     assert {"cg_cpu_pct", "cg_throttled_pct", "cg_memory_mb"} <= set(detail["series"])
     assert detail["environment"]["container"]["cgroup"] in ("v1", "v2")
     assert detail["metrics"]["format"] == 1
+    assert "format_problems" not in detail["metrics"]

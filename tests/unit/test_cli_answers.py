@@ -316,5 +316,8 @@ def test_results_list_and_summary_as_csv(tmp_path: Path) -> None:
     summary = cli("results", "summary", "-r", str(tmp_path / "r.sqlite"), "--format", "csv")
     cells = list(csv.DictReader(io.StringIO(summary.stdout)))
     assert [c["cell"] for c in cells] == ["ext4/d/d/w", "zfs/d/d/w"]
+    compared = cli("compare", "-r", str(tmp_path / "r.sqlite"), "--format", "csv")
+    pairs = list(csv.DictReader(io.StringIO(compared.stdout)))
+    assert pairs and pairs[0]["baseline.cell"] == "ext4/d/d/w" and pairs[0]["verdict"]
     bad = cli("results", "list", "-r", str(tmp_path / "r.sqlite"), "--format", "xml")
     assert bad.returncode == 2 and "table, csv, json" in bad.stderr

@@ -117,7 +117,8 @@ def test_a_postmaster_whose_links_cannot_be_read_is_judged_by_its_command_line(
     shell.symlink_to("/bin/sh")
     pgdata = tmp_path / "pgdata"
     pgdata.mkdir()
-    proc = subprocess.Popen([str(shell), "-c", "sleep 30", "-D", str(pgdata)])
+    # "; true": the shell stays (a lone command would be exec'd in its place)
+    proc = subprocess.Popen([str(shell), "-c", "sleep 30; true", "-D", str(pgdata)])
     try:
 
         def denied(path: str) -> str:

@@ -14,10 +14,14 @@ from rich.text import Text
 from pgfsbench.cli import app
 from pgfsbench.cli.results import (
     BaselineOpt,
+    FormatOpt,
     PriceFileOpt,
     WithoutDisturbedOpt,
     campaign_ids,
+    flat,
     open_store,
+    output_format,
+    print_csv,
     read_prices,
 )
 from pgfsbench.system.errors import UsageError
@@ -123,6 +127,7 @@ def compare_cmd(
     ] = False,
     price_file: PriceFileOpt = None,
     without_disturbed: WithoutDisturbedOpt = False,
+    fmt: FormatOpt = "table",
 ) -> None:
     """Is B faster than A? Ratio of means with its 95% CI (Welch's t test on log
     throughput) and a verdict, only between comparable cells (same workload, clients,
@@ -152,8 +157,12 @@ def compare_cmd(
         if len(targets) == 2 or len(camps) == 2
         else _pairs_within(targets[0], campaign, a, b, baseline, host, prices, without_disturbed)
     )
-    if as_json:
+    how = output_format(fmt, as_json)
+    if how == "json":
         print(json.dumps([pair_json(p) for p in pairs], indent=1, default=str))
+        return
+    if how == "csv":
+        print_csv([flat(pair_json(p)) for p in pairs])
         return
     _print_pairs(pairs)
 

@@ -85,7 +85,7 @@ class LatencyLog(Figures):
     transactions: int | None = None
     failed: int | None = None
     sampling_rate: float | None = None
-    schedule_lag_ms: float | None = None
+    schedule_lag_ms: dict[str, float] | None = None  # p50, p99, max (rate-limited runs)
 
 
 class ToolFigures(Figures):
@@ -135,7 +135,14 @@ def read_metrics(raw: object) -> RunMetrics:
 
 def checked_metrics(metrics: dict[str, object]) -> dict[str, object]:
     """What the engine stores, stamped with the format and checked against the shape the
-    readers expect (a wrong shape is a bug of the writer: it fails here, not in a report)."""
+    readers expect. A part of another shape is a bug of the writer: it is named in
+    ``format_problems`` (the tests look for it) and left out by the readers, and the run
+    keeps its figures: a typing mistake never fails a measurement."""
     stamped = {**metrics, "format": METRICS_FORMAT}
-    RunMetrics.model_validate(stamped)
+    try:
+        RunMetrics.model_validate(stamped)
+    except ValidationError as exc:
+        stamped["format_problems"] = [
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+        ]
     return stamped
