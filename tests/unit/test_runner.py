@@ -110,15 +110,22 @@ def test_a_postmaster_whose_links_cannot_be_read_is_judged_by_its_command_line(
     The server must not then pass for gone (a run misdiagnosed as a crashed server)."""
     import os
     import subprocess
+    import sys
 
     from pgfsbench.postgres.instance import is_our_postmaster
 
-    shell = tmp_path / "postgres"
-    shell.symlink_to("/bin/sh")
     pgdata = tmp_path / "pgdata"
     pgdata.mkdir()
-    # "; true": the shell stays (a lone command would be exec'd in its place)
-    proc = subprocess.Popen([str(shell), "-c", "sleep 30; true", "-D", str(pgdata)])
+    # a process named postgres (PR_SET_NAME) with "-D <pgdata>" in its command line, as
+    # pg_ctl starts a postmaster; it says when it is ready
+    code = (
+        "import ctypes, time; ctypes.CDLL(None).prctl(15, b'postgres', 0, 0, 0); "
+        "print('ready', flush=True); time.sleep(30)"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, "-D", str(pgdata)], stdout=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     try:
 
         def denied(path: str) -> str:
@@ -130,4 +137,5 @@ def test_a_postmaster_whose_links_cannot_be_read_is_judged_by_its_command_line(
     finally:
         proc.kill()
         proc.wait()
+        proc.stdout.close()
     assert not is_our_postmaster(proc.pid, pgdata)  # gone
