@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -25,6 +26,40 @@ def ours(kube: LightkubeClient) -> list[str]:
         for obj in kube.select(kind, "default", {MANAGED_BY: "pgfsbench"}):
             found.append(f"{kind} {obj['metadata']['name']}")
     return found
+
+
+def start_long_run(
+    base: Path, cluster_dir: Path, kube: LightkubeClient, *extra: str
+) -> subprocess.Popen[str]:
+    """`pgfsbench run` of a 120 s run in the background, once its pod is Running."""
+    proc = start(
+        "run",
+        str(SPEC),
+        "-r",
+        str(base / "r.sqlite"),
+        "--workdir",
+        str(base / "work"),
+        *cluster_sets(cluster_dir),
+        "--set",
+        "defaults.repetitions=1",
+        "--set",
+        "defaults.duration=120s",
+        *extra,
+    )
+    try:
+        wait_for(
+            lambda: any(
+                (p.get("status") or {}).get("phase") == "Running"
+                for p in kube.select("Pod", "default", {MANAGED_BY: "pgfsbench"})
+            ),
+            120,
+            "a pod of the campaign running",
+        )
+    except BaseException:
+        proc.kill()
+        proc.communicate(timeout=60)
+        raise
+    return proc
 
 
 def deleting(kube: LightkubeClient, what: str) -> bool:
@@ -116,31 +151,9 @@ def test_an_unschedulable_pod_fails_its_run_and_the_matrix_goes_on(
 def test_a_killed_controller_leaves_nothing_after_cleanup(
     base: Path, cluster_dir: Path, kube: LightkubeClient, volumes: int
 ) -> None:
-    proc = start(
-        "run",
-        str(SPEC),
-        "-r",
-        str(base / "r.sqlite"),
-        "--workdir",
-        str(base / "work"),
-        *cluster_sets(cluster_dir),
-        "--set",
-        "defaults.repetitions=1",
-        "--set",
-        "defaults.duration=120s",
-    )
-    try:
-        wait_for(
-            lambda: any(
-                (p.get("status") or {}).get("phase") == "Running"
-                for p in kube.select("Pod", "default", {MANAGED_BY: "pgfsbench"})
-            ),
-            120,
-            "a pod of the campaign running",
-        )
-    finally:
-        proc.send_signal(signal.SIGKILL)
-        proc.communicate(timeout=30)
+    proc = start_long_run(base, cluster_dir, kube)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate(timeout=30)
     assert ours(kube), "the killed controller left its Job, pod and claim"
     out = pgfsbench("cleanup", "--workdir", str(base / "work")).stdout
     assert "Kubernetes objects of campaign" in out
@@ -195,29 +208,7 @@ def test_a_host_run_compares_with_a_cluster_run_of_the_same_cell(
 def test_ctrl_c_deletes_the_running_job_and_its_claims(
     base: Path, cluster_dir: Path, kube: LightkubeClient, volumes: int
 ) -> None:
-    proc = start(
-        "run",
-        str(SPEC),
-        "-r",
-        str(base / "r.sqlite"),
-        "--workdir",
-        str(base / "work"),
-        *cluster_sets(cluster_dir),
-        "--set",
-        "defaults.repetitions=1",
-        "--set",
-        "defaults.duration=120s",
-        "--only",
-        "ext4-local*",
-    )
-    wait_for(
-        lambda: any(
-            (p.get("status") or {}).get("phase") == "Running"
-            for p in kube.select("Pod", "default", {MANAGED_BY: "pgfsbench"})
-        ),
-        120,
-        "the campaign's pod running",
-    )
+    proc = start_long_run(base, cluster_dir, kube, "--only", "ext4-local*")
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
