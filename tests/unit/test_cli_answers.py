@@ -10,7 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pgfsbench.results.records import StoredCampaign, StoredRun
+from pgfsbench.results.records import (
+    RunOutcome,
+    RunPreparation,
+    RunStatus,
+    StoredCampaign,
+    StoredRun,
+)
 from pgfsbench.results.store import Store
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,14 +58,12 @@ def dbi_like(path: Path) -> Path:
                     scale=2,
                 )
             )
+            store.prepare_run(rid, RunPreparation(load_seconds=1.0, space_bytes=1))
             store.finish_run(
                 rid,
-                "ok",
-                tps=tps * jitter,
-                throughput=tps * jitter,
-                latency_avg_ms=1.0,
-                load_seconds=1.0,
-                space_bytes=1,
+                RunOutcome(
+                    RunStatus.OK, tps=tps * jitter, throughput=tps * jitter, latency_avg_ms=1.0
+                ),
             )
     store.finish_campaign(cid, "done")
     return path

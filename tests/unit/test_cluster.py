@@ -19,7 +19,12 @@ from pgfsbench.cluster.manifests import SPEC_ENV, TASK_ENV, label_value, unpacke
 from pgfsbench.cluster.pod import POD_ARTIFACTS, Task
 from pgfsbench.cluster.status import PodPhase, pending_reason, pod_state
 from pgfsbench.plan import make_plan
-from pgfsbench.results.records import StoredCampaign, StoredRun
+from pgfsbench.results.records import (
+    RunOutcome,
+    RunStatus,
+    StoredCampaign,
+    StoredRun,
+)
 from pgfsbench.results.store import Store
 from pgfsbench.spec import load_spec
 from pgfsbench.spec.cluster import CAMPAIGN_LABEL, MANAGED_BY, parse_quantity
@@ -101,12 +106,14 @@ def pod_bundle(tmp_path: Path, tps: list[float]) -> list[str]:
         )
         store.finish_run(
             rid,
-            "ok",
-            tps=value,
-            throughput=value,
-            throughput_unit="tps",
-            latency_avg_ms=1.5,
-            environment={"hostname": "pgfsbench-x-1-abcde", "cpus": 4},
+            RunOutcome(
+                RunStatus.OK,
+                tps=value,
+                throughput=value,
+                throughput_unit="tps",
+                latency_avg_ms=1.5,
+                environment={"hostname": "pgfsbench-x-1-abcde", "cpus": 4},
+            ),
         )
         store.put_series(rid, "tps", [value] * 5, unit="tps")
         art = home / "results-artifacts" / f"run-{rid}"

@@ -7,7 +7,12 @@ import uuid
 from pathlib import Path
 
 from pgfsbench.results.importer import import_store
-from pgfsbench.results.records import StoredCampaign, StoredRun
+from pgfsbench.results.records import (
+    RunOutcome,
+    RunStatus,
+    StoredCampaign,
+    StoredRun,
+)
 from pgfsbench.results.store import Store
 
 
@@ -30,7 +35,9 @@ def _host_file(path: Path, host: str, runs: int) -> tuple[Store, list[int]]:
                 uuid=str(uuid.uuid4()),
             )
         )
-        store.finish_run(rid, "ok", throughput=1000.0 + rep, throughput_unit="tps")
+        store.finish_run(
+            rid, RunOutcome(RunStatus.OK, throughput=1000.0 + rep, throughput_unit="tps")
+        )
         store.put_series(rid, "tps", [1000.0, 1001.0 + rep])
         store.put_checkpoints(rid, [{"started_s": 1.0, "ended_s": 2.0, "reason": "time"}])
         art = path.parent / f"{host}-{rep}.txt"
@@ -42,7 +49,7 @@ def _host_file(path: Path, host: str, runs: int) -> tuple[Store, list[int]]:
 
 def test_import_twice_adds_nothing_twice_and_keeps_children(tmp_path: Path) -> None:
     a, ids = _host_file(tmp_path / "a.sqlite", "db1", 2)
-    a.finish_run(ids[1], "aborted")  # the host was killed during its second run
+    a.finish_run(ids[1], RunOutcome(RunStatus.ABORTED))  # the host was killed during its second run
     team = Store(str(tmp_path / "team.sqlite"))
     first = import_store(a, team)
     assert (first.runs_added, first.campaigns_added) == (2, 1)
@@ -73,7 +80,7 @@ def test_import_twice_adds_nothing_twice_and_keeps_children(tmp_path: Path) -> N
             uuid=str(uuid.uuid4()),
         )
     )
-    a.finish_run(extra, "ok", throughput=999.0)
+    a.finish_run(extra, RunOutcome(RunStatus.OK, throughput=999.0))
     a.supersede(camp, "ext4/p/k/w", 2, extra)
     third = import_store(a, team)
     assert (third.runs_added, third.runs_already_there, third.campaigns_added) == (1, 2, 0)

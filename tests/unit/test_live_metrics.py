@@ -14,8 +14,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from pgfsbench.analysis.stalls import StallEpisode
 from pgfsbench.engine.events import LiveValue, QuietEvents
 from pgfsbench.engine.live import LiveMetrics, phase_name
-from pgfsbench.engine.records import RunRecord, RunStatus
 from pgfsbench.plan import PlannedRun
+from pgfsbench.results.records import RunOutcome, RunStatus
 
 
 def scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -91,7 +91,7 @@ def test_events_become_metrics_and_nothing_is_served_after_close() -> None:
         assert source.calls == 1  # read when scraped, not before
         live.observing(None)
         live.run_finished(
-            planned("ext4/default/default/tpcb-like", 1), 1, RunRecord(status=RunStatus.OK)
+            planned("ext4/default/default/tpcb-like", 1), 1, RunOutcome(status=RunStatus.OK)
         )
         live.extend(1)
         m = scrape(port)
@@ -120,7 +120,7 @@ def test_a_broken_episode_analysis_or_source_never_stops_the_campaign() -> None:
         live.run_started(planned("c", 1), 1)
         live.observing(Broken())
         assert port_answers(live)
-        live.run_finished(planned("c", 1), 1, RunRecord(status=RunStatus.OK))
+        live.run_finished(planned("c", 1), 1, RunOutcome(status=RunStatus.OK))
         assert live.episode_errors == 1
 
 

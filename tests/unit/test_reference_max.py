@@ -9,7 +9,12 @@ from typing import Any
 import pytest
 
 from pgfsbench.engine.measure import reference_max
-from pgfsbench.results.records import StoredCampaign, StoredRun
+from pgfsbench.results.records import (
+    RunOutcome,
+    RunStatus,
+    StoredCampaign,
+    StoredRun,
+)
 from pgfsbench.results.store import Store
 from pgfsbench.spec import load_spec
 from pgfsbench.spec.matrix import Cell, expand
@@ -59,7 +64,7 @@ def test_the_unthrottled_run_of_the_same_cell_is_found(tmp_path: Path, scale: st
                 params={"workload": {"rate": None, "rate_fraction": None}},
             )
         )
-        store.finish_run(run, "ok", throughput=tps)
+        store.finish_run(run, RunOutcome(RunStatus.OK, throughput=tps))
     eng: Any = SimpleNamespace(store=store, campaign_id=campaign)
     found = reference_max(eng, cell)
     assert found is not None and found[0] == 900.0

@@ -11,7 +11,13 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from pgfsbench.results.records import StoredCampaign, StoredRun
+from pgfsbench.results.records import (
+    RunOutcome,
+    RunPreparation,
+    RunStatus,
+    StoredCampaign,
+    StoredRun,
+)
 from pgfsbench.results.store import Store, check_writable, engine_url
 from pgfsbench.storage.devices import parse_pool_members
 from pgfsbench.system.errors import HostBusy, StoreError, UsageError
@@ -76,7 +82,8 @@ def test_a_results_file_from_0_1_0_opens_upgrades_and_keeps_every_run(tmp_path: 
             uuid="00000000-0000-0000-0000-000000000001",
         )
     )
-    store.finish_run(rid, "ok", throughput=1.0, space_bytes=5 << 30)
+    store.prepare_run(rid, RunPreparation(space_bytes=5 << 30))
+    store.finish_run(rid, RunOutcome(RunStatus.OK, throughput=1.0))
     store.close()
     again = Store(str(old))  # opening twice migrates nothing twice
     assert len(again.list_runs()) == 7 and again.get_run(rid).space_bytes == 5 << 30
@@ -125,7 +132,7 @@ def test_export_series_keeps_the_histogram_and_follows_the_extension(tmp_path: P
     store.put_series(rid, "tps", [1.0, 2.0], t0=1.0)
     store.put_series(rid, "latency_histogram", [[700, 3], [710, 5]], step=0.0)
     store.put_series(rid, "waits", [{"IO/WALSync": 2.0}, None])
-    store.finish_run(rid, "ok", tps=1.5)
+    store.finish_run(rid, RunOutcome(RunStatus.OK, tps=1.5))
     n = export_runs(store, tmp_path / "s.parquet", "parquet", series=True)
     frame = pl.read_parquet(tmp_path / "s.parquet")
     assert n == frame.height == 6  # 2 tps, 2 histogram buckets, 1 wait event, 1 empty second

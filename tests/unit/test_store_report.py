@@ -7,7 +7,13 @@ from pgfsbench.analysis.summary import spread, summarise
 from pgfsbench.report.html import render_report
 from pgfsbench.report.terminal import summary_table
 from pgfsbench.results.export import export_runs
-from pgfsbench.results.records import StoredCampaign, StoredRun
+from pgfsbench.results.records import (
+    RunOutcome,
+    RunPreparation,
+    RunStatus,
+    StoredCampaign,
+    StoredRun,
+)
 from pgfsbench.results.store import LIST_KEYS, SeriesRow, Store, engine_url
 from pgfsbench.system.errors import StoreError
 
@@ -34,9 +40,8 @@ def fill(store: Store) -> int:
                     implementation="zfs-fuse" if fs == "zfs" else None,
                 )
             )
-            store.finish_run(
-                rid, "ok", tps=t, latency_avg_ms=1000 / t, load_seconds=1.0, space_bytes=1000 * rep
-            )
+            store.prepare_run(rid, RunPreparation(load_seconds=1.0, space_bytes=1000 * rep))
+            store.finish_run(rid, RunOutcome(RunStatus.OK, tps=t, latency_avg_ms=1000 / t))
             store.put_series(rid, "tps", [t - 1, t, t + 1], unit="tps", t0=1.0)
     rid = store.start_run(
         StoredRun(
@@ -50,7 +55,7 @@ def fill(store: Store) -> int:
             repetition=4,
         )
     )
-    store.finish_run(rid, "failed", error="disk full")
+    store.finish_run(rid, RunOutcome(RunStatus.FAILED, error="disk full"))
     store.finish_campaign(cid, "done")
     return cid
 
@@ -116,9 +121,8 @@ def test_the_summary_fits_any_terminal_without_cutting_a_name_or_a_marker(
                     clients=4,
                 )
             )
-            store.finish_run(
-                rid, "ok", tps=t, latency_avg_ms=1000 / t, load_seconds=1.0, space_bytes=1000
-            )
+            store.prepare_run(rid, RunPreparation(load_seconds=1.0, space_bytes=1000))
+            store.finish_run(rid, RunOutcome(RunStatus.OK, tps=t, latency_avg_ms=1000 / t))
     cells = summarise(store.list_runs())
     text = render(summary_table(cells, width=width), width=width)
     lines = text.splitlines()
@@ -189,7 +193,7 @@ def test_html_summary_rows_come_group_by_group(tmp_path: Path) -> None:
                     scale=scale,
                 )
             )
-            store.finish_run(rid, "ok", tps=1000.0 * scale + (storage == "xfs"))
+            store.finish_run(rid, RunOutcome(RunStatus.OK, tps=1000.0 * scale + (storage == "xfs")))
     store.finish_campaign(cid, "done")
     a = analyse(store, [cid])
     rows = table_rows(a.cells)
@@ -233,7 +237,7 @@ def test_a_run_at_a_share_of_its_maximum_is_never_compared_with_an_unpaced_one(
                     params={"workload": {"rate_fraction": share}},
                 )
             )
-            store.finish_run(rid, "ok", tps=tps * (share or 1.0))
+            store.finish_run(rid, RunOutcome(RunStatus.OK, tps=tps * (share or 1.0)))
     store.finish_campaign(cid, "done")
     cells = {c.cell: c for c in analyse(store, [cid]).cells}
     paced = cells["xfs/d/d/rw@rate=75%"]
@@ -280,40 +284,43 @@ def test_a_runs_series_are_stored_in_one_go_and_replace_their_names_only(tmp_pat
     assert run.series["waits"].values == [1.0]  # not named: kept
 
 
-def _kinds(hint: object) -> set[object]:
-    """The kinds of value a type admits, None left out: `float | None` -> {float}."""
-    import types
-    import typing
-
-    args = (
-        typing.get_args(hint)
-        if typing.get_origin(hint) in (typing.Union, types.UnionType)
-        else (hint,)
-    )
-    return {typing.get_origin(a) or a for a in args if a is not type(None)}
-
-
-def test_the_run_table_the_stored_run_and_the_engines_records_name_the_same_columns() -> None:
-    """One run row is spelled in three places (the table, the record read back, what the
-    engine writes): a column added to one and forgotten in another fails here, and so
-    does a column the engine writes as one kind of value and the store reads as another."""
+def test_the_run_row_is_defined_once_and_its_parts_are_checked_against_it() -> None:
+    """The run row is spelled by the table and by StoredRun; what the engine writes
+    (RunPreparation, RunOutcome) is declared a part of it, checked when the module is
+    imported: a column added to one and forgotten in another fails here, and so does a
+    part that names a column the row lacks or holds another kind of value."""
     import dataclasses
     import typing
 
-    from pgfsbench.engine.records import Prepared, RunRecord
     from pgfsbench.results import schema
-    from pgfsbench.results.records import StoredRun
+    from pgfsbench.results.records import (
+        RunOutcome,
+        RunPreparation,
+        StoredRun,
+        row_part,
+        value_kinds,
+    )
 
     table = {"run_id" if c.name == "id" else c.name for c in schema.run.columns}
     stored = typing.get_type_hints(StoredRun)
     assert table == set(stored) - {"series", "checkpoints", "artifacts"}
     assert {f.name for f in dataclasses.fields(StoredRun)} == set(stored)
-    for record in (RunRecord, Prepared):
-        written = typing.get_type_hints(record)
-        assert set(written) <= set(stored), set(written) - set(stored)
-        for name, hint in written.items():
-            if name != "status":  # a RunStatus, written as its text
-                assert _kinds(hint) == _kinds(stored[name]), (name, hint, stored[name])
+    for part in (RunOutcome, RunPreparation):
+        written = typing.get_type_hints(part)
+        assert set(written) <= set(stored)
+        assert all(value_kinds(h) == value_kinds(stored[n]) for n, h in written.items())
+
+    @dataclasses.dataclass
+    class Misspelt:
+        latency_avg: float | None = None
+
+    @dataclasses.dataclass
+    class Retyped:
+        transactions: float | None = None
+
+    for wrong in (Misspelt, Retyped):
+        with pytest.raises(TypeError, match=wrong.__name__):
+            row_part(wrong)
 
 
 def test_a_checkpoint_still_running_at_the_end_is_stored_and_aligned(tmp_path: Path) -> None:
@@ -338,7 +345,7 @@ def test_a_checkpoint_still_running_at_the_end_is_stored_and_aligned(tmp_path: P
             duration_s=30,
         )
     )
-    store.finish_run(rid, "ok", throughput=1000.0, throughput_unit="tps")
+    store.finish_run(rid, RunOutcome(RunStatus.OK, throughput=1000.0, throughput_unit="tps"))
     store.put_series(rid, "tps", [1000.0] * 30)
     store.put_checkpoints(
         rid,

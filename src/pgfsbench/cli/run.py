@@ -42,8 +42,8 @@ if TYPE_CHECKING:
     from pgfsbench.engine.campaign import CampaignResult
     from pgfsbench.engine.events import Events, LiveSource
     from pgfsbench.engine.live import LiveMetrics
-    from pgfsbench.engine.records import RunRecord
     from pgfsbench.plan import Plan, PlannedRun
+    from pgfsbench.results.records import RunOutcome
     from pgfsbench.results.store import Store
     from pgfsbench.spec import Cell, LoadedSpec
 
@@ -340,7 +340,7 @@ class RichEvents:
     def observing(self, source: LiveSource | None) -> None:
         pass
 
-    def run_finished(self, run: PlannedRun, run_id: int, record: RunRecord) -> None:
+    def run_finished(self, run: PlannedRun, run_id: int, record: RunOutcome) -> None:
         self.progress.advance(self.task)
         self.finished += 1
         self.per_run_s = (time.monotonic() - self.t0) / self.finished

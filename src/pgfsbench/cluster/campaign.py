@@ -52,10 +52,9 @@ from pgfsbench.engine.campaign import (
     note_auto_repetitions,
 )
 from pgfsbench.engine.events import Events, QuietEvents
-from pgfsbench.engine.records import CampaignStatus, RunRecord, RunStatus
 from pgfsbench.plan import Plan, PlannedRun
 from pgfsbench.results.importer import adopt_runs
-from pgfsbench.results.records import StoredCampaign
+from pgfsbench.results.records import CampaignStatus, RunOutcome, RunStatus, StoredCampaign
 from pgfsbench.results.store import Store
 from pgfsbench.spec import LoadedSpec
 from pgfsbench.spec.cluster import CAMPAIGN_LABEL, KubernetesConfig, PvcStorage
@@ -245,7 +244,7 @@ class ClusterCampaign:
                     self._finish(
                         planned,
                         run_id,
-                        RunRecord(
+                        RunOutcome(
                             RunStatus.ABORTED, error="interrupted; its Job and claims were deleted"
                         ),
                         result,
@@ -433,7 +432,10 @@ class ClusterCampaign:
                 why += "; " + "; ".join(outcome.notes)
             for planned, run_id in zip(group, run_ids, strict=True):
                 self._finish(
-                    planned, run_id, RunRecord(RunStatus.FAILED, error=why, environment=env), result
+                    planned,
+                    run_id,
+                    RunOutcome(RunStatus.FAILED, error=why, environment=env),
+                    result,
                 )
             return
         where = self.workdir / "pods" / names.job
@@ -444,7 +446,7 @@ class ClusterCampaign:
                 self._finish(
                     planned,
                     run_id,
-                    RunRecord(
+                    RunOutcome(
                         RunStatus.FAILED,
                         error=f"the pod's bundle cannot be read: {exc}",
                         environment=env,
@@ -473,13 +475,16 @@ class ClusterCampaign:
                     f"; it said: {said}" if said else ""
                 )
                 self._finish(
-                    planned, run_id, RunRecord(RunStatus.FAILED, error=why, environment=env), result
+                    planned,
+                    run_id,
+                    RunOutcome(RunStatus.FAILED, error=why, environment=env),
+                    result,
                 )
                 continue
             node = ((outcome.node or {}).get("metadata") or {}).get("name")
-            self.store.update_run(run_id, host=cluster_host(self.client.context, node))
+            self.store.set_run_host(run_id, cluster_host(self.client.context, node))
             stored = self.store.get_run(run_id)
-            record = RunRecord(
+            record = RunOutcome(
                 RunStatus(stored.status) if stored.status in set(RunStatus) else RunStatus.FAILED,
                 error=stored.error,
                 throughput=stored.throughput,
@@ -514,11 +519,9 @@ class ClusterCampaign:
         return run_facts(cluster, outcome.node, outcome.pod, volumes)
 
     def _finish(
-        self, planned: PlannedRun, run_id: int, record: RunRecord, result: CampaignResult
+        self, planned: PlannedRun, run_id: int, record: RunOutcome, result: CampaignResult
     ) -> None:
-        columns = record.columns()
-        columns.pop("status", None)
-        self.store.finish_run(run_id, str(record.status), **columns)
+        self.store.finish_run(run_id, record)
         result.counts[record.status] = result.counts.get(record.status, 0) + 1
         self.events.run_finished(planned, run_id, record)
 

@@ -27,11 +27,16 @@ from pgfsbench.engine.diagnosis import Evidence, Volume, root_cause
 from pgfsbench.engine.events import Events, QuietEvents
 from pgfsbench.engine.measure import measure_run
 from pgfsbench.engine.preflight import preflight
-from pgfsbench.engine.records import CampaignStatus, RunRecord, RunStatus
 from pgfsbench.engine.warm import WarmImports
 from pgfsbench.plan import Plan, PlannedRun
 from pgfsbench.results.metrics import checked_metrics
-from pgfsbench.results.records import StoredCampaign, StoredRun
+from pgfsbench.results.records import (
+    CampaignStatus,
+    RunOutcome,
+    RunStatus,
+    StoredCampaign,
+    StoredRun,
+)
 from pgfsbench.results.store import Store
 from pgfsbench.spec import WORKLOAD_TOOLS, Defaults, LoadedSpec
 from pgfsbench.storage.devices import DevicePolicy
@@ -263,7 +268,7 @@ class Campaign:
                     self._finish(
                         planned,
                         run_id,
-                        RunRecord(RunStatus.FAILED, error=f"not run: {earlier}"),
+                        RunOutcome(RunStatus.FAILED, error=f"not run: {earlier}"),
                         result,
                     )
                     continue
@@ -318,17 +323,15 @@ class Campaign:
         return run_id
 
     def _finish(
-        self, planned: PlannedRun, run_id: int, record: RunRecord, result: CampaignResult
+        self, planned: PlannedRun, run_id: int, record: RunOutcome, result: CampaignResult
     ) -> None:
-        columns = record.columns()
-        columns.pop("status", None)
-        self.store.finish_run(run_id, str(record.status), **columns)
+        self.store.finish_run(run_id, record)
         if record.status == RunStatus.OK:
             self._judge_disturbance(planned, run_id, record)
         result.counts[record.status] = result.counts.get(record.status, 0) + 1
         self.events.run_finished(planned, run_id, record)
 
-    def _judge_disturbance(self, planned: PlannedRun, run_id: int, record: RunRecord) -> None:
+    def _judge_disturbance(self, planned: PlannedRun, run_id: int, record: RunOutcome) -> None:
         """What else used the host during the measured phase, read from what the run
         recorded (analysis/disturbance): kept with the run, and a disturbed run says so
         (repetitions = "auto" runs it again; --without-disturbed leaves it out)."""
@@ -348,7 +351,7 @@ class Campaign:
 
     def _failure(
         self, eng: Engine, state: CellState | None, cause: str, status: RunStatus
-    ) -> RunRecord:
+    ) -> RunOutcome:
         """A failed (or aborted) run with what was known: the kernel settings in effect now
         (before they are undone), the host, the server log's last lines."""
         env: dict[str, object] = {}
@@ -362,7 +365,7 @@ class Campaign:
         evidence: dict[str, object] = {}
         if state is not None and state.instance is not None:
             evidence["server_log_tail"] = _tail(state.instance.log_path, 30)
-        return RunRecord(
+        return RunOutcome(
             status,
             error=cause,
             environment=env,

@@ -20,13 +20,13 @@ from typing import Any
 
 from pgfsbench import kernel
 from pgfsbench.collect import ceiling
-from pgfsbench.engine.records import Prepared
 from pgfsbench.engine.warm import WarmImports
 from pgfsbench.plan import Plan
 from pgfsbench.postgres import pgbouncer, sessions
 from pgfsbench.postgres.binaries import Binaries
 from pgfsbench.postgres.instance import SUPERUSER, Instance, children_of
 from pgfsbench.postgres.template import Templates
+from pgfsbench.results.records import RunPreparation
 from pgfsbench.results.store import Store
 from pgfsbench.spec import Cell, LoadedSpec
 from pgfsbench.storage import driver_for, limits, sync_volumes, volume_info
@@ -96,9 +96,9 @@ class CellState:
     memory_limit: dict[str, Any] | None = None
     max_connections: sessions.Raised | None = None  # set by pgfsbench (the spec left it)
 
-    def prepared(self) -> Prepared:
+    def prepared(self) -> RunPreparation:
         assert self.storage is not None
-        return Prepared(
+        return RunPreparation(
             fs=self.storage.fs,
             load_seconds=self.load.seconds if self.load else None,
             load_phases=dict(self.load.phases) if self.load else {},

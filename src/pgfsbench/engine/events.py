@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from pgfsbench.engine.records import RunRecord
 from pgfsbench.plan import PlannedRun
+from pgfsbench.results.records import RunOutcome
 
 LiveValue = float | dict[str, float]
 
@@ -24,7 +24,7 @@ class Events(Protocol):
         self, second: float, throughput: float, unit: str, latency_ms: float | None = None
     ) -> None: ...
     def observing(self, source: LiveSource | None) -> None: ...
-    def run_finished(self, run: PlannedRun, run_id: int, record: RunRecord) -> None: ...
+    def run_finished(self, run: PlannedRun, run_id: int, record: RunOutcome) -> None: ...
     def warning(self, text: str) -> None: ...
     def extend(self, runs: int) -> None: ...
 
@@ -47,7 +47,7 @@ class QuietEvents:
     def observing(self, source: LiveSource | None) -> None:
         pass
 
-    def run_finished(self, run: PlannedRun, run_id: int, record: RunRecord) -> None:
+    def run_finished(self, run: PlannedRun, run_id: int, record: RunOutcome) -> None:
         pass
 
     def warning(self, text: str) -> None:

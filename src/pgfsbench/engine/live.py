@@ -33,8 +33,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from pgfsbench.engine.events import Events, LiveSource, LiveValue
-from pgfsbench.engine.records import RunRecord
 from pgfsbench.plan import PlannedRun
+from pgfsbench.results.records import RunOutcome
 
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
@@ -172,7 +172,7 @@ class LiveMetrics(Collector):
             self.source = source
         self.inner.observing(source)
 
-    def run_finished(self, run: PlannedRun, run_id: int, record: RunRecord) -> None:
+    def run_finished(self, run: PlannedRun, run_id: int, record: RunOutcome) -> None:
         found: Sequence[StallEpisode] = ()
         if self.episodes is not None and record.status == "ok":
             try:

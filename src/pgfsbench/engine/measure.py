@@ -27,11 +27,11 @@ from pgfsbench.collect.host import (
 )
 from pgfsbench.engine.cell import CellState, Engine
 from pgfsbench.engine.events import Events
-from pgfsbench.engine.records import RunRecord, RunStatus
 from pgfsbench.plan import PlannedRun
 from pgfsbench.postgres import pgbouncer
 from pgfsbench.postgres.instance import SUPERUSER, children_of
 from pgfsbench.results.metrics import checked_metrics
+from pgfsbench.results.records import RunOutcome, RunStatus
 from pgfsbench.results.store import SeriesRow
 from pgfsbench.spec import WORKLOAD_TOOLS, Cell
 from pgfsbench.spec.matrix import workload_config
@@ -213,11 +213,11 @@ class _Phases:
 
 def measure_run(
     eng: Engine, planned: PlannedRun, run_id: int, st: CellState, events: Events
-) -> RunRecord:
+) -> RunOutcome:
     assert st.instance is not None and st.storage is not None
     d = eng.loaded.spec.defaults
     art = eng.artifacts_dir(run_id)
-    eng.store.update_run(run_id, **st.prepared().columns())
+    eng.store.prepare_run(run_id, st.prepared())
     ctx = st.context(eng, art)
     cold = workload_config(planned.cell.workload, WorkloadBase).cache == "cold"
     cache = cold_cache(eng, st) if cold else None
@@ -262,9 +262,7 @@ def measure_run(
     if not ph.m.ok:
         # keep what the tool measured, then fail with the cause (the engine names the root)
         record.status = RunStatus.FAILED
-        eng.store.update_run(
-            run_id, **{k: v for k, v in record.columns().items() if k not in ("status",)}
-        )
+        eng.store.keep_outcome(run_id, record)
         if ph.m.stalled:
             raise Stalled(ph.m.stalled)
         raise WorkloadError(ph.m.failure(st.workload.tool))
@@ -456,8 +454,8 @@ def _metrics(
 
 def _record(
     ph: _Phases, m: Measurement, observed: ObservationResult, metrics: dict[str, object], art: Path
-) -> RunRecord:
-    return RunRecord(
+) -> RunOutcome:
+    return RunOutcome(
         status=RunStatus.OK,
         throughput=m.throughput,
         throughput_unit=m.unit,

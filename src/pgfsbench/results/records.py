@@ -1,6 +1,12 @@
-"""Typed records out of the store: one frozen dataclass per row kind (a run with its
-series, checkpoints and artifacts; a campaign). Analysis and reports read attributes that
-mypy checks, not keys.
+"""Typed records of the store: one frozen dataclass per row kind (a run with its series,
+checkpoints and artifacts; a campaign). Analysis and reports read attributes that mypy
+checks, not keys.
+
+A run's row is defined once, by `StoredRun`. What the engine writes into it on the way
+(`RunPreparation` when a cell is ready, `RunOutcome` when a run ends) are parts of that row:
+each field is one of `StoredRun`'s, with the same kind of value, checked when this module
+is imported (`row_part`), and the store takes them as they are (`Store.prepare_run`,
+`Store.finish_run`), never as loose keywords.
 
 The JSON columns (a run's params, storage details, environment, metrics, space) stay JSON
 objects: they are the self-describing part of a result, written by many versions of
@@ -13,15 +19,33 @@ import dataclasses
 import datetime as dt
 import functools
 import math
+import types
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeAlias
+from enum import StrEnum
+from typing import Any, TypeAlias, TypeVar
 
 from pgfsbench.jsonish import obj
 from pgfsbench.results.metrics import RunMetrics, read_metrics
 
 JsonObject: TypeAlias = dict[str, Any]
 """A JSON column as stored: keys are optional, values are JSON."""
+
+
+class RunStatus(StrEnum):
+    RUNNING = "running"
+    OK = "ok"
+    FAILED = "failed"
+    ABORTED = "aborted"  # interrupted, or found dead by `pgfsbench cleanup`
+
+
+class CampaignStatus(StrEnum):
+    RUNNING = "running"
+    DONE = "done"  # every planned run has a result (some may have failed)
+    INTERRUPTED = "interrupted"  # Ctrl-C / SIGTERM: stopped, everything undone
+    ABORTED = "aborted"  # the process died; `pgfsbench cleanup` undid what it left
+
 
 # A run's latency histogram (series "latency_histogram": [bucket, count] pairs): bucket k
 # holds latencies in [e^(k/100), e^((k+1)/100)) us, 1% wide, as HdrHistogram's log buckets;
@@ -269,6 +293,106 @@ class StoredRun:
             for k, v in dict(artifacts).items()
         }
         return cls(**values)
+
+
+def value_kinds(hint: object) -> frozenset[object]:
+    """The kinds of value a type admits, None left out and a status enum read as its
+    text: `float | None` -> {float}, `dict[str, Any]` -> {dict}, `RunStatus` -> {str}."""
+    args = (
+        typing.get_args(hint)
+        if typing.get_origin(hint) in (typing.Union, types.UnionType)
+        else (hint,)
+    )
+    kinds: set[object] = set()
+    for arg in args:
+        if arg is type(None):
+            continue
+        base = typing.get_origin(arg) or arg
+        kinds.add(str if isinstance(base, type) and issubclass(base, StrEnum) else base)
+    return frozenset(kinds)
+
+
+_Part = TypeVar("_Part")
+
+
+def row_part(cls: type[_Part]) -> type[_Part]:
+    """Declares a dataclass a part of the run row: each of its fields must be a field of
+    `StoredRun` holding the same kinds of value. Checked at import, so a column renamed
+    or retyped in one place and not the other stops every use, not a later write."""
+    row = typing.get_type_hints(StoredRun)
+    for name, hint in typing.get_type_hints(cls).items():
+        if name not in row or name in _RUN_DETAIL:
+            raise TypeError(f"{cls.__name__}.{name} is not a column of the run row")
+        if value_kinds(hint) != value_kinds(row[name]):
+            raise TypeError(f"{cls.__name__}.{name} holds {hint}, the run row's column {row[name]}")
+    return cls
+
+
+def _written(part: object) -> JsonObject:
+    """A part's columns to write: unknown (None) values are left as they are, a status
+    is written as its text."""
+    assert dataclasses.is_dataclass(part) and not isinstance(part, type)
+    out: JsonObject = {}
+    for f in dataclasses.fields(part):
+        value = getattr(part, f.name)
+        if value is None:
+            continue
+        out[f.name] = str(value) if isinstance(value, StrEnum) else value
+    return out
+
+
+@row_part
+@dataclass
+class RunPreparation:
+    """What preparing a cell established, written to each of its runs before measuring."""
+
+    fs: str | None = None
+    load_seconds: float | None = None
+    load_phases: JsonObject | None = None
+    space_bytes: int | None = None
+    storage_details: JsonObject | None = None
+    kernel_applied: list[JsonObject] | None = None
+    implementation: str | None = None
+    fuse: bool | None = None
+
+    def columns(self) -> JsonObject:
+        return _written(self)
+
+
+@row_part
+@dataclass
+class RunOutcome:
+    """The outcome of one run, as written when it ends. A failed run keeps what was known
+    when it failed; what is None is left as the row had it."""
+
+    status: RunStatus
+    error: str | None = None
+    throughput: float | None = None
+    throughput_unit: str | None = None
+    tps: float | None = None
+    warmup_tps: float | None = None
+    latency_avg_ms: float | None = None
+    latency_stddev_ms: float | None = None
+    transactions: int | None = None
+    failed_transactions: int | None = None
+    initial_connection_ms: float | None = None
+    latency_ms: dict[str, float] | None = None
+    wal_bytes: int | None = None
+    wal_fpi: int | None = None
+    space_after_run_bytes: int | None = None
+    space: JsonObject | None = None
+    environment: JsonObject | None = None
+    metrics: JsonObject = field(default_factory=dict)
+    warnings: list[str] = field(default_factory=list)
+    artifacts_dir: str | None = None
+
+    def columns(self) -> JsonObject:
+        """The columns to write (its status included): None is left as it was, and so
+        is an empty list of warnings (a run's warnings may have been written before)."""
+        out = _written(self)
+        if not self.warnings:
+            out.pop("warnings", None)
+        return out
 
 
 @dataclass(frozen=True)

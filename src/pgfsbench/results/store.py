@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -17,6 +17,8 @@ from sqlalchemy.exc import SQLAlchemyError
 from pgfsbench.results import schema
 from pgfsbench.results.records import (
     JsonObject,
+    RunOutcome,
+    RunPreparation,
     StoredArtifact,
     StoredCampaign,
     StoredCheckpoint,
@@ -237,9 +239,17 @@ class Store:
             result = conn.execute(insert(schema.run).values(**fields))
             return int(result.inserted_primary_key[0])  # type: ignore[index]
 
-    def update_run(self, run_id: int, **fields: object) -> None:
+    def _update_run(self, run_id: int, fields: Mapping[str, object]) -> None:
         with self.engine.begin() as conn:
             conn.execute(update(schema.run).where(schema.run.c.id == run_id).values(**fields))
+
+    def prepare_run(self, run_id: int, prepared: RunPreparation) -> None:
+        """What preparing the run's cell established (written before it is measured)."""
+        self._update_run(run_id, prepared.columns())
+
+    def set_run_host(self, run_id: int, host: str) -> None:
+        """Where the run ran, when that is learnt after it started (a cluster's node)."""
+        self._update_run(run_id, {"host": host})
 
     def add_to_run(
         self, run_id: int, metrics: dict[str, object], warnings: list[str] | None = None
@@ -249,7 +259,7 @@ class Store:
         fields: dict[str, object] = {"metrics": self._merged_metrics(run_id, metrics)}
         if warnings is not None:
             fields["warnings"] = warnings
-        self.update_run(run_id, **fields)
+        self._update_run(run_id, fields)
 
     def _merged_metrics(self, run_id: int, new: object) -> object:
         with self.engine.connect() as conn:
@@ -260,11 +270,21 @@ class Store:
             return {**old, **(new if isinstance(new, dict) else {})}
         return new
 
-    def finish_run(self, run_id: int, status: str, **fields: object) -> None:
-        """The run's outcome; `metrics` is merged into what was stored before."""
-        if "metrics" in fields:
-            fields["metrics"] = self._merged_metrics(run_id, fields["metrics"])
-        self.update_run(run_id, status=status, ended_at=now(), **fields)
+    def keep_outcome(self, run_id: int, outcome: RunOutcome) -> None:
+        """What a run measured, its status and times left as they are (a run about to be
+        failed by its caller, who names the cause); `metrics` merged as in `finish_run`."""
+        fields = outcome.columns()
+        fields.pop("status")
+        fields["metrics"] = self._merged_metrics(run_id, fields.get("metrics", {}))
+        self._update_run(run_id, fields)
+
+    def finish_run(self, run_id: int, outcome: RunOutcome) -> None:
+        """The run's outcome, ended now; its `metrics` are merged into what was stored
+        before (the samplers' evidence, written during the run)."""
+        fields = outcome.columns()
+        fields["metrics"] = self._merged_metrics(run_id, fields.get("metrics", {}))
+        fields["ended_at"] = now()
+        self._update_run(run_id, fields)
 
     def mark_aborted(self, run_ids: Sequence[int], reason: str) -> int:
         with self.engine.begin() as conn:
