@@ -77,6 +77,8 @@ class EmulatedDeviceFigures(Figures):
     io_s: float | None = None
     model_s: float | None = None
     oversleep_s: float | None = None
+    cpu_s: float | None = None  # the daemon's own CPU during the run
+    loop_held_s: float | None = None  # the most its shared wake-ups held arrivals
 
 
 class LatencyLog(Figures):

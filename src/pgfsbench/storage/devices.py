@@ -219,9 +219,14 @@ def disk_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, o
     bytes, the wait its model added, how late the host made its replies (late_s, replies
     over a millisecond late), and where that lateness was spent, the three adding up to
     late_s: the image's reads and writes on the host (io_s), the wait for the model
-    (model_s), waking up after the model's time (oversleep_s)."""
+    (model_s), the wait for the reply to be written after the model's time (oversleep_s:
+    the daemon's wake-up, and the replies written before it). And the daemon's own CPU
+    (cpu_s), and the most its shared wake-ups could have held arrivals (loop_held_s: a
+    request read late by at most 5% of the wait the device had queued); both 0 from
+    daemons older than 2026-11-27."""
     keys: tuple[str, ...] = ("reads", "writes", "flushes", "read_bytes", "write_bytes")
     keys += ("model_wait_s", "late_s", "io_s", "model_s", "oversleep_s")
+    keys += ("cpu_s", "loop_held_s")
     out: dict[str, Any] = {k: round(after.get(k, 0.0) - before.get(k, 0.0), 3) for k in keys}
     requests = out["reads"] + out["writes"] + out["flushes"]
     out["seconds"] = round(after.get("t", 0.0) - before.get("t", 0.0), 3)
