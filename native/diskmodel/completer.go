@@ -25,6 +25,7 @@ import (
 	"container/heap"
 	"runtime"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -47,6 +48,10 @@ type job struct {
 	data                    []byte  // a read's data
 	buf                     *[]byte // its buffer, back to the pool after the reply
 	written                 uint32  // a write's count
+	// a request whose image I/O would wait, made by a worker (fuse.go)
+	errno   syscall.Errno
+	req     *[]byte // a write's request buffer, back to its pool once written
+	payload []byte  // a write's data, in that buffer
 }
 
 func (j *job) waitNs() int64 { return int64((j.dueS - j.arrived) * 1e9) }

@@ -22,7 +22,6 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/debug"
 	"runtime/pprof"
 	"sync"
 	"sync/atomic"
@@ -46,15 +45,16 @@ type counters struct {
 }
 
 type disk struct {
-	image  *os.File
-	mapped atomic.Pointer[[]byte] // the image mapped, when it could be (mapImage)
-	size   int64
-	model  Model
-	start  time.Time
-	c      counters
-	done   *completer // answers each request when the model says it completes
-	answer func(*job) // writes a request's reply (the FUSE server's)
-	trace  *traceLog  // every request, when PGFSBENCH_DISK_TRACE names a file (diagnosis)
+	image *os.File
+	// RWF_NOWAIT is refused by the image's filesystem: the loop's reads and writes wait
+	noNowait atomic.Bool
+	size     int64
+	model    Model
+	start    time.Time
+	c        counters
+	done     *completer // answers each request when the model says it completes
+	answer   func(*job) // writes a request's reply (the FUSE server's)
+	trace    *traceLog  // every request, when PGFSBENCH_DISK_TRACE names a file (diagnosis)
 }
 
 // traceLog: one line a request (arrival s, op, offset, bytes, the model's completion s),
@@ -146,93 +146,67 @@ func (d *disk) leave() { d.c.inflight.Add(-1) }
 
 // readAt: the image's bytes at `off` (cut at the disk's end). The image is as long as
 // the disk (truncated to it at start), so a read within the disk is whole or an error: a
-// failed or short read is EIO, never invented zeros.
-func (d *disk) readAt(dest []byte, off int64) ([]byte, syscall.Errno) {
+// failed or short read is EIO, never invented zeros. With `nowait`, a read that would
+// wait for the host's disk (not all in its page cache) is not made: `blocked`, for a
+// worker to make (fuse.go).
+func (d *disk) readAt(dest []byte, off int64, nowait bool) (got []byte, errno syscall.Errno, blocked bool) {
 	if off >= d.size {
-		return dest[:0], 0
+		return dest[:0], 0, false
 	}
 	if off+int64(len(dest)) > d.size {
 		dest = dest[:d.size-off]
 	}
-	if !d.imageIO(len(dest), func(mem []byte) bool {
-		if mem != nil {
-			copy(dest, mem[off:])
-			return true
-		}
-		got, err := d.image.ReadAt(dest, off)
-		return err == nil && got == len(dest)
-	}) {
+	n, err := d.imageIO(unix.Preadv2, dest, off, nowait)
+	if err == unix.EAGAIN || (nowait && err == nil && n < len(dest)) {
+		return nil, 0, true
+	}
+	if err != nil || n < len(dest) {
 		d.c.errors.Add(1)
-		return nil, syscall.EIO
+		return nil, syscall.EIO, false
 	}
 	d.c.reads.Add(1)
 	d.c.readBytes.Add(int64(len(dest)))
-	return dest, 0
+	return dest, 0, false
 }
 
 // writeAt: into the image; past the disk's end is ENOSPC, a failed or short write EIO.
-func (d *disk) writeAt(data []byte, off int64) syscall.Errno {
+// With `nowait`, a write that would wait (the host throttling its dirty pages, a block
+// to allocate) is not made, or not wholly: `blocked`, for a worker to make again.
+func (d *disk) writeAt(data []byte, off int64, nowait bool) (errno syscall.Errno, blocked bool) {
 	if off+int64(len(data)) > d.size {
-		return syscall.ENOSPC
+		return syscall.ENOSPC, false
 	}
-	if !d.imageIO(len(data), func(mem []byte) bool {
-		if mem != nil {
-			copy(mem[off:], data)
-			return true
-		}
-		got, err := d.image.WriteAt(data, off)
-		return err == nil && got == len(data)
-	}) {
+	n, err := d.imageIO(unix.Pwritev2, data, off, nowait)
+	if err == unix.EAGAIN || (nowait && err == nil && n < len(data)) {
+		return 0, true
+	}
+	if err != nil || n < len(data) {
 		d.c.errors.Add(1)
-		return syscall.EIO
+		return syscall.EIO, false
 	}
 	d.c.writes.Add(1)
 	d.c.writeBytes.Add(int64(len(data)))
-	return 0
+	return 0, false
 }
 
-// checkImage: once a second, the image's size. An image shrunk under the disk (by hand:
-// pgfsbench never does it) would read as zeros through the mapping in its last page:
-// from then on it is read and written with pread and pwrite, whose short reads are EIO.
-func (d *disk) checkImage() {
-	if d.mapped.Load() == nil {
-		return
+// imageIO: one pread or pwrite of the image, RWF_NOWAIT when asked for and the host's
+// filesystem takes it (where it does not, the loop makes the call itself, waiting).
+func (d *disk) imageIO(io func(int, [][]byte, int64, int) (int, error), b []byte, off int64, nowait bool) (int, error) {
+	flags := 0
+	if nowait && !d.noNowait.Load() {
+		flags = unix.RWF_NOWAIT
 	}
-	if st, err := d.image.Stat(); err != nil || st.Size() < d.size {
-		d.mapped.Store(nil)
-	}
-}
-
-// imageIO runs one read or write of n bytes of the image: a small one through the
-// mapping, a large one with pread or pwrite, which fill the host's page cache without a
-// fault per page (through the mapping, 1 MiB writes on hdd-7200 over an image on ext4
-// were answered 2.4-4.6 s late for 28-29 s of modelled wait, 2.9 s of CPU in 6 s; with
-// pwrite none late, 0.74 s of CPU). Through the mapping, a page the host
-// cannot give (the image shrunk under it, its filesystem full or failing) faults with
-// SIGBUS: that fault is this request's EIO, not the daemon's end.
-func (d *disk) imageIO(n int, io func(mem []byte) bool) (ok bool) {
-	m := d.mapped.Load()
-	if m == nil || n > largeIO {
-		return io(nil)
-	}
-	old := debug.SetPanicOnFault(true)
-	defer func() {
-		debug.SetPanicOnFault(old)
-		if recover() != nil {
-			ok = false
+	for {
+		n, err := io(int(d.image.Fd()), [][]byte{b}, off, flags)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case flags != 0 && err == unix.EOPNOTSUPP:
+			d.noNowait.Store(true)
+			flags = 0
+			continue
 		}
-	}()
-	return io(*m)
-}
-
-// mapImage maps the image (shared, read and write): a request's data is then copied to
-// and from the page cache without a system call of its own (a pread or pwrite cost
-// 4-6 us of CPU here, more than the copy). Nil where the image cannot be mapped (then
-// pread and pwrite).
-func (d *disk) mapImage() {
-	mem, err := unix.Mmap(int(d.image.Fd()), 0, int(d.size), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
-	if err == nil {
-		d.mapped.Store(&mem)
+		return n, err
 	}
 }
 
@@ -326,7 +300,6 @@ func main() {
 		os.Exit(1)
 	}
 	d := &disk{image: f, size: *size, model: model, start: time.Now()}
-	d.mapImage()
 	d.done = newCompleter(d.start, d.finish, pacing{window: int64(*window * 1e3), share: *share})
 	if *cpuProfile != "" {
 		pf, err := os.OpenFile(*cpuProfile, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
@@ -352,7 +325,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "pgfsbench-disk:", err)
 		os.Exit(1)
 	}
-	server := newServer(d, fd)
+	server, err := newServer(d, fd)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "pgfsbench-disk:", err)
+		os.Exit(1)
+	}
 	d.answer = server.answer
 	server.serve()
 	unmount := func() error { return syscall.Unmount(*mountpoint, 0) }
@@ -385,7 +362,6 @@ func main() {
 	for {
 		select {
 		case <-ticker.C:
-			d.checkImage()
 			write(false)
 		case <-stop:
 			// unmount: refused while the loop device holds the file; then retry until
