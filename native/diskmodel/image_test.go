@@ -89,6 +89,10 @@ func TestAReadThatWouldWaitIsLeftToAWorker(t *testing.T) {
 	if err := f.Sync(); err != nil {
 		t.Fatal(err)
 	}
+	var st unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &st); err != nil || st.Type == unix.TMPFS_MAGIC {
+		t.Skip("the image is in memory here: no read waits")
+	}
 	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
 		t.Fatal(err)
 	}
