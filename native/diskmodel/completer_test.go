@@ -17,7 +17,6 @@ type loopUnderTest struct {
 	mu       sync.Mutex
 	queued   []*job
 	answered map[uint64]int64 // unique -> when answered (ns since start)
-	late     map[uint64]int64 // unique -> lateness allowed to it (share of its wait)
 }
 
 func runLoop(t *testing.T, pace pacing) *loopUnderTest {
