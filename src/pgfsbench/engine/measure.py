@@ -232,9 +232,10 @@ def measure_run(
     observation = _observation(eng, st, observed_run)
     observation.start()
     events.observing(observation)
-    # is the host busy? A watched run with a warm-up learns it from the warm-up (the CPU of
-    # the processes outside the benchmark); otherwise a second's sample, now
-    if not (observed_run and ph.warmup_s >= 2):
+    # is the host busy? A watched run learns it from its samplers (the CPU of the processes
+    # outside the benchmark): over the warm-up when it has one, else over the measured
+    # phase itself; a run without samplers from a second's sample of the host, now
+    if not observed_run:
         ph.load = sample_load(1.0)
         _busy(ph.load, "before the run", d, ph.warnings, events, ph.cell.id, planned.repetition)
     observed: ObservationResult | None = None
@@ -328,7 +329,7 @@ def _warm_up(eng: Engine, st: CellState, ph: _Phases, watch: _Watch) -> None:
         ph.warm = st.workload.run(watch.ctx, ph.cell, dog.unmeasured(ph.warmup_s))
         if ph.warm.stalled:
             raise Stalled(f"during the warm-up: {ph.warm.stalled}")
-    if ph.load is None:
+    if ph.load is None and ph.warmup_s >= 2:
         ph.load = watch.observation.outside_load(warm_from) or sample_load(1.0)
         _busy(
             ph.load,
@@ -364,7 +365,7 @@ def _measured(eng: Engine, st: CellState, ph: _Phases, watch: _Watch) -> None:
         f"measuring {w.duration_s:g} s"
         + (" without pgbench's transaction log (txlog = auto)" if ph.left_out else "")
     )
-    observation.mark_measured_start()
+    measured_from = observation.mark_measured_start()
     ph.snapper = snapshotter_for(eng, st)
     if ph.snapper is not None:
         ph.snapper.start()
@@ -394,6 +395,18 @@ def _measured(eng: Engine, st: CellState, ph: _Phases, watch: _Watch) -> None:
     }
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     ph.children_cpu = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    if ph.load is None:  # watched, without a warm-up to judge from: the measured phase
+        outside = observation.outside_load(measured_from)
+        ph.load = outside or sample_load(1.0)
+        _busy(
+            ph.load,
+            "during the run" if outside else "after the run",
+            d,
+            ph.warnings,
+            events,
+            ph.cell.id,
+            watch.repetition,
+        )
 
 
 def _metrics(

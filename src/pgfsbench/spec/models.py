@@ -986,8 +986,9 @@ class Defaults(Model):
     # a cgroup memory limit for PostgreSQL (its backends and the page cache they charge):
     # "exceeds_ram" reachable at a small size; scales relative to RAM use it as the RAM
     memory_limit: SizeText | None = None
-    # before each run: CPU busy (excluding idle and iowait) or steal above these, in %
-    # of the whole machine, makes the run carry a "busy host" warning
+    # CPU busy outside the benchmark (excluding idle and iowait) or steal above these, in
+    # % of the whole machine, over the warm-up, the measured phase or (a run without
+    # samplers) a second before it, makes the run carry a "busy host" warning
     busy_cpu_pct: float = Field(25.0, ge=0, le=100)
     busy_steal_pct: float = Field(5.0, ge=0, le=100)
 

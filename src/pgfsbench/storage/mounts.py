@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 from pgfsbench.system.bounds import own_directory_name
@@ -12,6 +13,13 @@ from pgfsbench.system.mountinfo import MountInfo, holders, mount_table
 from pgfsbench.system.runner import Runner
 from pgfsbench.system.trust import inside
 from pgfsbench.system.wait import wait_until
+
+# how long an unmount waits for the last users of a filesystem to leave (a server's
+# processes ending after its stop, a sampler closing its files): seconds in practice
+USERS_LEAVE_S = 20.0
+# users still there after this long: is the filesystem frozen? Its users would wait for
+# the thaw, not leave, and the wait would only delay saying so
+USERS_FROZEN_AFTER_S = 2.0
 
 
 def mount_at(target: Path) -> MountInfo | None:
@@ -82,12 +90,28 @@ def _umount(runner: Runner, args: dict[str, object]) -> None:
     lazily while someone still uses it: either would strand it (an unmounted frozen
     filesystem keeps its device busy, with no path left to thaw it through)."""
     target = Path(str(args["target"]))
+    since = time.monotonic()
+    asked = False
 
-    def unused() -> bool:
-        return mount_at(target) is None or not holders(target)
+    def unused_or_frozen() -> str | None:
+        # users of a frozen filesystem never leave (they sleep until it thaws): asked once
+        # they have stayed a while, so a frozen one is said at once, not after the timeout
+        nonlocal asked
+        if mount_at(target) is None or not holders(target):
+            return "unused"
+        if not asked and time.monotonic() - since >= USERS_FROZEN_AFTER_S:
+            asked = True
+            if frozen(runner, target):
+                return "frozen"
+        return None
 
     try:
-        wait_until(unused, timeout=20, interval=1.0, what=f"the users of {target} to leave")
+        state = wait_until(
+            unused_or_frozen,
+            timeout=USERS_LEAVE_S,
+            interval=0.25,
+            what=f"the users of {target} to leave",
+        )
     except TimeoutExpired:
         users = holders(target)
         raise ProvisionError(
@@ -95,6 +119,12 @@ def _umount(runner: Runner, args: dict[str, object]) -> None:
             "(if its filesystem is frozen, thaw it with `fsfreeze -u`), then run "
             "`pgfsbench cleanup`"
         ) from None
+    if state == "frozen":
+        users = holders(target)
+        raise ProvisionError(
+            f"{target} is frozen and still in use by {', '.join(map(str, users[:5]))}; "
+            f"left mounted: thaw it (`fsfreeze -u {target}`), then run `pgfsbench cleanup`"
+        )
     if mount_at(target) is None:
         return
     if frozen(runner, target):
