@@ -1,4 +1,5 @@
 from pathlib import Path
+from typing import cast
 
 import pytest
 
@@ -13,7 +14,9 @@ from pgfsbench.storage.zfs import (
     resolved_properties,
     zpool_create_argv,
 )
-from pgfsbench.system.errors import CapabilityError
+from pgfsbench.storage.zfs.fuse import _holds_no_pool
+from pgfsbench.system.errors import CapabilityError, CommandError
+from pgfsbench.system.runner import Completed, Runner
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "zfs"
 
@@ -129,3 +132,32 @@ def test_pool_layout_validation() -> None:
     ZfsPool(layout="stripe", devices=["loop:1G", "loop:1G"])
     with pytest.raises(ValueError):
         ZfsPool(layout="single", devices=["loop:1G", "loop:1G"])
+
+
+class _Zpool:
+    """A runner whose `zpool list` answers as given (or fails to run)."""
+
+    def __init__(self, code: int | None, out: str = "") -> None:
+        self.code, self.out = code, out
+
+    def run(self, argv: list[str], *, timeout: float, check: bool = True) -> Completed:
+        assert argv[:2] == ["zpool", "list"]
+        if self.code is None:
+            raise CommandError(argv, None, "timed out")
+        return Completed(tuple(argv), self.code, self.out, "", 0.01)
+
+
+@pytest.mark.parametrize(
+    ("code", "out", "empty"),
+    [
+        (0, "", True),  # no pool: nothing to write back, ended at once
+        (0, "\n", True),
+        (0, "pgfsb-1-data\n", False),  # a pool left (its destroy failed): asked to stop
+        (1, "", False),  # no answer: asked to stop
+        (None, "", False),
+    ],
+)
+def test_zfs_fuse_is_ended_at_once_only_when_it_holds_no_pool(
+    code: int | None, out: str, empty: bool
+) -> None:
+    assert _holds_no_pool(cast(Runner, _Zpool(code, out))) is empty

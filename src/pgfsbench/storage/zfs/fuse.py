@@ -116,15 +116,33 @@ def _stop_zfs_fuse(runner: Runner, args: dict[str, object]) -> None:
     except OSError:
         return
     start = process_start_time(pid)
-    os.kill(pid, signal.SIGTERM)
+    # zfs-fuse's own shutdown sleeps 4-5 s whatever it holds (its listener's and threads'
+    # 1-2 s timeouts, then a second before it exits). Holding no pool it has nothing to
+    # write back: it is ended at once. Holding one (its destroy failed), it is asked to stop.
+    empty = _holds_no_pool(runner)
+    os.kill(pid, signal.SIGKILL if empty else signal.SIGTERM)
     try:
         wait_until(
-            lambda: not process_alive(pid, start), timeout=60, interval=0.5, what="zfs-fuse to exit"
+            lambda: not process_alive(pid, start),
+            timeout=60,
+            interval=0.05 if empty else 0.5,
+            what="zfs-fuse to exit",
         )
     except Exception:
         if process_alive(pid, start):
             os.kill(pid, signal.SIGKILL)
+    if empty and not _fuse_pids() and FUSE_SOCKET.is_socket():
+        FUSE_SOCKET.unlink(missing_ok=True)  # what its own exit removes
     pidfile.unlink(missing_ok=True)
+
+
+def _holds_no_pool(runner: Runner) -> bool:
+    """Does the running zfs-fuse answer that it has no pool (imported or being created)?"""
+    try:
+        done = runner.run(["zpool", "list", "-H", "-o", "name"], timeout=30, check=False)
+    except CommandError:
+        return False
+    return done.returncode == 0 and not done.stdout.strip()
 
 
 @undo_action("umount_dangling_fuse", bound=in_workdir("target"))
