@@ -304,11 +304,21 @@ def main() -> None:
             result["priority"] = priority(work, args.reps, args.seconds)
         if args.calibrate:
             result["calibration"] = {args.calibrate: calibrate(work, args.calibrate, args.seconds)}
-        print(json.dumps(result, indent=1))
-        if args.save:
-            args.save.write_text(json.dumps(result, indent=1) + "\n")
+        emit(result, args.save)
     finally:
-        subprocess.run(["rm", "-rf", "--one-file-system", str(work)], check=False)
+        remove_work(work)
+
+
+def emit(result: dict[str, Any], save: Path | None) -> None:
+    """The figures on stdout, and in ``save`` when given (bench/results)."""
+    print(json.dumps(result, indent=1))
+    if save:
+        save.write_text(json.dumps(result, indent=1) + "\n")
+
+
+def remove_work(work: Path) -> None:
+    """The scratch directory, never crossing into a filesystem mounted beneath it."""
+    subprocess.run(["rm", "-rf", "--one-file-system", str(work)], check=False)
 
 
 if __name__ == "__main__":

@@ -40,7 +40,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "bench"))
-from device_model import fio, with_device  # noqa: E402
+from device_model import emit, fio, remove_work, with_device  # noqa: E402
 from rawserver import measured_commit  # noqa: E402
 
 from pgfsbench.spec.models import EmulatedDevice  # noqa: E402
@@ -265,11 +265,9 @@ def main() -> None:
             "reps": args.reps,
             "cases": compare(work, daemons, args.reps, args.seconds),
         }
-        print(json.dumps(result, indent=1))
-        if args.save:
-            args.save.write_text(json.dumps(result, indent=1) + "\n")
+        emit(result, args.save)
     finally:
-        subprocess.run(["rm", "-rf", "--one-file-system", str(work)], check=False)
+        remove_work(work)
 
 
 if __name__ == "__main__":

@@ -227,6 +227,7 @@ def test_a_filesystem_frozen_for_good_fails_the_run_and_is_never_stranded(base: 
 scale = 1
 clients = 2
 threads = 1
+duration = "120s"
 warmup = "0s"
 repetitions = 1
 stall_timeout = "10s"
@@ -236,17 +237,8 @@ device = "loop:512M"
 [storage.second]
 fs = "tmpfs"
 size = "512M"
-[workload.long]
-duration = "120s"
-[workload.short]
-duration = "2s"
-[[matrix.exclude]]
-storage = "first"
-workload = "short"
-[[matrix.exclude]]
-storage = "second"
-workload = "long"
-""",
+"""
+        + SECOND_SHORT,
     )
     results = base / "r.sqlite"
     proc = start("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
