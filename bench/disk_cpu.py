@@ -1,7 +1,8 @@
 """What an emulated disk's daemon costs in CPU, and whether it keeps up with its model.
 
 Two daemons side by side in one run (the one built from the tree, and one built from an
-earlier commit), alternated ABBA, each case on a fresh emulated disk:
+earlier commit; or the tree's on its two transports), alternated ABBA, each case on a
+fresh emulated disk:
 
   - sata-ssd, 8 KiB random writes, queue depth 32 (fio, libaio, direct): IOPS, and the
     daemon's own CPU (user + system of all its threads, /proc/PID/stat) per I/O;
@@ -16,8 +17,10 @@ new daemon, what its completer did (wake-ups, batches).
 
     .venv/bin/python bench/disk_cpu.py --before-commit 74cdfdf [--reps 3] [--seconds 10]
         [--save bench/results/disk-cpu-....json]
-    .venv/bin/python bench/disk_cpu.py --profile [--seconds 10]   the tree's daemon under
-        its own CPU profiler (pprof) and perf, on the first case
+    .venv/bin/python bench/disk_cpu.py --transports [--reps 3]   the tree's daemon on
+        /dev/fuse and on FUSE over io_uring (Linux 6.14+) side by side
+    .venv/bin/python bench/disk_cpu.py --profile [--transport io_uring] [--seconds 10]
+        the tree's daemon under its own CPU profiler (pprof) and perf, on the first case
 
 Needs root and Go; works under /dev/shm (the images in memory, so the host disk is in no
 figure) and removes what it made.
@@ -35,7 +38,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
@@ -162,13 +165,17 @@ def measure(where: Path, dev: str, job: dict[str, Any], seconds: float) -> dict[
     return got
 
 
+# a daemon to measure: its binary and what carries its requests
+Daemon = tuple[Path, Literal["dev_fuse", "io_uring"]]
+
+
 def run_case(
-    work: Path, daemon: Path, name: str, rep: int, case: str, seconds: float
+    work: Path, daemon: Daemon, name: str, rep: int, case: str, seconds: float
 ) -> dict[str, Any]:
     model, job = CASES[case]
-    os.environ["PGFSBENCH_DISK"] = str(daemon)
+    os.environ["PGFSBENCH_DISK"] = str(daemon[0])
     where = f"{name}-{rep}-{case.replace(' ', '-')}"
-    spec = EmulatedDevice(size="4G", model=model)
+    spec = EmulatedDevice(size="4G", model=model, transport=daemon[1])
     return with_device(  # type: ignore[no-any-return]
         work,
         where,
@@ -177,7 +184,7 @@ def run_case(
     )
 
 
-def compare(work: Path, daemons: dict[str, Path], reps: int, seconds: float) -> dict[str, Any]:
+def compare(work: Path, daemons: dict[str, Daemon], reps: int, seconds: float) -> dict[str, Any]:
     rows: dict[str, dict[str, list[dict[str, Any]]]] = {c: {n: [] for n in daemons} for c in CASES}
     names = list(daemons)
     for rep in range(reps):
@@ -186,7 +193,7 @@ def compare(work: Path, daemons: dict[str, Path], reps: int, seconds: float) -> 
                 got = run_case(work, daemons[name], name, rep, case, seconds)
                 rows[case][name].append(got)
                 print(
-                    f"rep {rep + 1} {case:<28} {name:<7}: {got['iops']:>9,.0f} IOPS "
+                    f"rep {rep + 1} {case:<28} {name:<9}: {got['iops']:>9,.0f} IOPS "
                     f"{got['mbps']:>8,.1f} MB/s  p50 {got['clat_p50_us']:>7.1f} us  CPU "
                     f"{got['cpu_share']:.2f} core, {got['cpu_us_per_io']:.1f} us/IO "
                     f"{got['switches_per_io']:.2f} switches/IO {got['wakeups_per_io']:.2f} "
@@ -211,21 +218,21 @@ def compare(work: Path, daemons: dict[str, Path], reps: int, seconds: float) -> 
     }
 
 
-def profile(work: Path, daemon: Path, seconds: float) -> None:
+def profile(work: Path, daemon: Daemon, seconds: float) -> None:
     """The first case under the daemon's own profiler and under perf (whole system)."""
     prof = work / "cpu.pprof"
     wrapper = work / "pgfsbench-disk"
-    wrapper.write_text(f'#!/bin/sh\nexec {daemon} --cpuprofile {prof} "$@"\n')
+    wrapper.write_text(f'#!/bin/sh\nexec {daemon[0]} --cpuprofile {prof} "$@"\n')
     wrapper.chmod(0o755)
     perf_data = work / "perf.data"
     perf = subprocess.Popen(
         ["perf", "record", "-a", "-g", "-o", str(perf_data), "--", "sleep", str(seconds + 4)],
         stderr=subprocess.DEVNULL,
     )
-    got = run_case(work, wrapper, "profile", 0, next(iter(CASES)), seconds)
+    got = run_case(work, (wrapper, daemon[1]), "profile", 0, next(iter(CASES)), seconds)
     perf.wait()
     print(json.dumps(got, indent=1))
-    subprocess.run([go(), "tool", "pprof", "-top", "-nodecount=35", str(daemon), str(prof)])
+    subprocess.run([go(), "tool", "pprof", "-top", "-nodecount=35", str(daemon[0]), str(prof)])
     report = subprocess.run(
         [
             *("perf", "report", "-i", str(perf_data), "--no-children"),
@@ -240,6 +247,12 @@ def profile(work: Path, daemon: Path, seconds: float) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--before-commit", help="compare with the daemon of this commit")
+    ap.add_argument(
+        "--transports",
+        action="store_true",
+        help="compare the tree's daemon on /dev/fuse and on FUSE over io_uring",
+    )
+    ap.add_argument("--transport", choices=("dev_fuse", "io_uring"), default="dev_fuse")
     ap.add_argument("--profile", action="store_true")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=10.0)
@@ -253,14 +266,18 @@ def main() -> None:
     try:
         now = build(ROOT / "native" / "diskmodel", work / "pgfsbench-disk-tree")
         if args.profile:
-            profile(work, now, args.seconds)
+            profile(work, (now, args.transport), args.seconds)
             return
-        daemons = {"after": now}
+        daemons: dict[str, Daemon] = {"after": (now, args.transport)}
         if args.before_commit:
-            daemons = {"before": build_commit(args.before_commit, work), "after": now}
+            before = build_commit(args.before_commit, work)
+            daemons = {"before": (before, "dev_fuse"), "after": (now, args.transport)}
+        if args.transports:
+            daemons = {"dev_fuse": (now, "dev_fuse"), "io_uring": (now, "io_uring")}
         result: dict[str, Any] = {
             "commit": measured_commit(),
             "before_commit": args.before_commit,
+            "daemons": {name: {"transport": t} for name, (_, t) in daemons.items()},
             "seconds": args.seconds,
             "reps": args.reps,
             "cases": compare(work, daemons, args.reps, args.seconds),

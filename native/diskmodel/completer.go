@@ -41,6 +41,7 @@ type job struct {
 	index int
 
 	unique                  uint64
+	ent                     *ringEnt // the ring entry it came in and is answered from (nil: /dev/fuse)
 	op                      Op
 	off, n                  int64
 	arrived, done, modelled float64 // s since start: arrival, image I/O done, model done
@@ -160,34 +161,28 @@ func (c *completer) next(now int64) (at int64, arrivals bool) {
 	return limit, false
 }
 
-// run: the loop. `read` reads and handles every queued request (false when the mount
-// is gone); `fds` are polled for arrivals.
-func (c *completer) run(fds []int, read func() bool) {
+// loopIO: how the loop waits for and reads arrivals: ppoll(2) and reads of /dev/fuse
+// (pollIO), or the ring's waits (ring.go).
+type loopIO interface {
+	serveAll() bool                  // read and handle every request queued now; false when the mount is gone
+	sleep(left int64, arrivals bool) // wait `left` ns (-1: no limit), or for an arrival when `arrivals`
+	flush()                          // hand over the replies written, before a spin
+}
+
+// run: the loop, until the mount is gone.
+func (c *completer) run(io loopIO) {
 	runtime.LockOSThread()
 	_ = unix.Prctl(unix.PR_SET_TIMERSLACK, 1000, 0, 0, 0)
-	var withFD []unix.PollFd
-	for _, fd := range fds {
-		withFD = append(withFD, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
-	}
-	// pending: requests may be queued (the last sleep did not watch for them, or said so);
-	// a look after a timed sleep that saw none reads nothing (a read that says EAGAIN is
-	// a system call for nothing)
-	pending := true
 	for {
 		c.c.wakeups.Add(1)
-		if pending && !read() {
+		if !io.serveAll() {
 			return
 		}
 		now := c.nowNs()
 		c.answerDue(now)
 		at, arrivals := c.next(now)
-		fds := withFD
-		if !arrivals {
-			fds = nil
-		}
-		pending = true
 		if at == never {
-			_, _ = unix.Ppoll(fds, nil, nil)
+			io.sleep(-1, true)
 			continue
 		}
 		left := at - c.nowNs()
@@ -196,13 +191,51 @@ func (c *completer) run(fds []int, read func() bool) {
 		}
 		if left <= spinNs {
 			c.c.spins.Add(1)
+			io.flush()
 			for c.nowNs() < at {
 			}
 			continue
 		}
-		ts := unix.NsecToTimespec(left)
-		if k, err := unix.Ppoll(fds, &ts, nil); k == 0 && err == nil && fds != nil {
-			pending = false // the time came, and no request
+		io.sleep(left, arrivals)
+	}
+}
+
+// pollIO: arrivals on file descriptors (/dev/fuse, the workers' eventfd), waited for with
+// ppoll(2) and read by `read` (false when the mount is gone).
+type pollIO struct {
+	fds  []int
+	read func() bool
+	// pending: requests may be queued (the last sleep did not watch for them, or said
+	// so); a look after a timed sleep that saw none reads nothing (a read that says
+	// EAGAIN is a system call for nothing)
+	pending bool
+	polled  []unix.PollFd
+}
+
+func (p *pollIO) serveAll() bool {
+	ok := !p.pending || p.read()
+	p.pending = true
+	return ok
+}
+
+func (p *pollIO) flush() {}
+
+func (p *pollIO) sleep(left int64, arrivals bool) {
+	if p.polled == nil {
+		for _, fd := range p.fds {
+			p.polled = append(p.polled, unix.PollFd{Fd: int32(fd), Events: unix.POLLIN})
 		}
+	}
+	fds := p.polled
+	if !arrivals {
+		fds = nil
+	}
+	if left < 0 {
+		_, _ = unix.Ppoll(fds, nil, nil)
+		return
+	}
+	ts := unix.NsecToTimespec(left)
+	if k, err := unix.Ppoll(fds, &ts, nil); k == 0 && err == nil && fds != nil {
+		p.pending = false // the time came, and no request
 	}
 }

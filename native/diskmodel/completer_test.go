@@ -52,7 +52,7 @@ func runLoop(t *testing.T, pace pacing) *loopUnderTest {
 		}
 		return true
 	}
-	go l.c.run([]int{efd}, read)
+	go l.c.run(&pollIO{fds: []int{efd}, read: read, pending: true})
 	return l
 }
 

@@ -1,4 +1,4 @@
-// The FUSE side: one file, `disk`, served straight off /dev/fuse.
+// The FUSE side: one file, `disk`, served straight off /dev/fuse (or the ring, ring.go).
 //
 // No goroutine holds a request: the loop's thread (completer.go) reads it, does the
 // image's read or write (or hands it to a worker when it would wait), asks the model
@@ -91,6 +91,13 @@ type server struct {
 	finished []*job // made by the workers, for the loop to model
 	done     chan struct{}
 	once     sync.Once
+	// FUSE over io_uring (ring.go): wanted when the kernel offers it; nil while on
+	// /dev/fuse alone
+	ringWanted bool
+	ring       *fuseRing
+	dev        *pollIO // the /dev/fuse loop's waits
+	ringErr    string  // why the ring was not used, when it was wanted
+	inited     chan struct{}
 }
 
 // mount opens /dev/fuse and mounts it on `mountpoint`, as fusermount would (root only).
@@ -112,7 +119,8 @@ func newServer(d *disk, fd int) (*server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &server{d: d, fd: fd, efd: efd, work: make(chan *job, 1024), done: make(chan struct{})}
+	s := &server{d: d, fd: fd, efd: efd, work: make(chan *job, 1024), done: make(chan struct{}), inited: make(chan struct{})}
+	s.dev = &pollIO{fds: []int{fd, efd}, read: s.drain, pending: true}
 	s.bufs.New = func() any { b := make([]byte, 0, maxWrite); return &b }
 	s.reqBufs.New = func() any { b := make([]byte, readBufBytes); return &b }
 	s.buf = s.reqBufs.Get().(*[]byte)
@@ -129,9 +137,47 @@ func (s *server) serve() {
 		go s.worker()
 	}
 	go func() {
-		s.d.done.run([]int{s.fd, s.efd}, s.drain)
+		s.d.done.run(s)
+		if s.ring != nil {
+			s.ring.close()
+		}
 		s.once.Do(func() { close(s.done) })
 	}()
+}
+
+// the loop's waits (completer.run): on the ring once it is there, on /dev/fuse before
+func (s *server) serveAll() bool {
+	if s.ring != nil {
+		return s.serveRing()
+	}
+	return s.dev.serveAll()
+}
+
+func (s *server) sleep(left int64, arrivals bool) {
+	if s.ring != nil {
+		s.sleepRing(left, arrivals)
+		return
+	}
+	s.dev.sleep(left, arrivals)
+}
+
+func (s *server) flush() {
+	if s.ring != nil {
+		_ = s.ring.u.submit()
+	}
+}
+
+// transport: what carries the requests, for the stats
+func (s *server) transport() string {
+	select {
+	case <-s.inited:
+	default:
+		return ""
+	}
+	if s.ring != nil {
+		return "io_uring"
+	}
+	return "/dev/fuse"
 }
 
 // worker: the image's reads and writes that wait; each, made, goes back to the loop. Its
@@ -145,11 +191,13 @@ func (s *server) worker() {
 	}
 	for j := range s.work {
 		if j.op == OpRead {
-			j.data, j.errno, _ = s.d.readAt((*j.buf)[:j.n], j.off, false)
+			j.data, j.errno, _ = s.d.readAt(j.readBuffer(), j.off, false)
 			j.n = int64(len(j.data))
 		} else {
 			j.errno, _ = s.d.writeAt(j.payload, j.off, false)
-			s.reqBufs.Put(j.req)
+			if j.req != nil {
+				s.reqBufs.Put(j.req)
+			}
 			j.req, j.payload = nil, nil
 		}
 		j.done = s.d.now()
@@ -180,7 +228,7 @@ func (s *server) adopt() {
 				j.buf = nil
 			}
 			s.d.leave()
-			s.reply(j.unique, j.errno)
+			s.reply(j.unique, j.ent, j.errno)
 			continue
 		}
 		s.d.schedule(j)
@@ -202,7 +250,7 @@ func (s *server) drain() bool {
 		default: // ENODEV: unmounted
 			return false
 		}
-		if !s.handle((*s.buf)[:n]) {
+		if !s.handle((*s.buf)[:n], nil, nil) {
 			return false
 		}
 		// replies due meanwhile go now, not after the whole queue: a burst of large
@@ -213,8 +261,13 @@ func (s *server) drain() bool {
 	}
 }
 
-// reply writes a reply now (from the reader or the completer thread).
-func (s *server) reply(unique uint64, errno syscall.Errno, payload ...[]byte) {
+// reply: to a request from the ring (ent) or from /dev/fuse (written now). The loop's
+// thread only.
+func (s *server) reply(unique uint64, ent *ringEnt, errno syscall.Errno, payload ...[]byte) {
+	if ent != nil {
+		s.replyRing(ent, unique, errno, payload...)
+		return
+	}
 	h := fuse.OutHeader{Length: uint32(outHeader), Status: -int32(errno), Unique: unique}
 	var iov [3][]byte
 	iov[0] = bytesOf(&h)
@@ -240,66 +293,60 @@ func (s *server) attr(id uint64) fuse.Attr {
 	}
 }
 
-// handle one request; false when the mount is to end (DESTROY).
-func (s *server) handle(req []byte) bool {
+// handle one request: `req` its headers (and, from /dev/fuse, its data), `data` a
+// write's data or a name when it came by the ring (ent); false when the mount is to end
+// (DESTROY).
+func (s *server) handle(req, data []byte, ent *ringEnt) bool {
 	h := at[fuse.InHeader](req)
 	if h == nil {
 		return true
 	}
-	body := req[inHeaderSize:]
+	if ent == nil {
+		data = req[inHeaderSize:]
+	}
+	reply := func(errno syscall.Errno, payload ...[]byte) { s.reply(h.Unique, ent, errno, payload...) }
 	switch h.Opcode {
 	case opInit:
-		in := at[fuse.InitIn](req)
-		if in == nil || in.Major != 7 {
-			s.reply(h.Unique, syscall.EPROTO)
-			return false
-		}
-		want := uint32(fuse.CAP_ASYNC_READ | fuse.CAP_BIG_WRITES | fuse.CAP_ASYNC_DIO |
-			fuse.CAP_PARALLEL_DIROPS | fuse.CAP_MAX_PAGES)
-		out := fuse.InitOut{
-			Major: 7, Minor: min(in.Minor, 28), MaxReadAhead: in.MaxReadAhead,
-			Flags: in.Flags & want, MaxBackground: 128, CongestionThreshold: 96,
-			MaxWrite: maxWrite, TimeGran: 1, MaxPages: maxWrite / 4096,
-		}
-		s.reply(h.Unique, 0, bytesOf(&out))
+		s.init(h.Unique, at[fuse.InitIn](req))
+		return true
 	case opLookup:
-		name := body
+		name := data
 		if i := indexZero(name); i >= 0 {
 			name = name[:i]
 		}
 		if h.NodeId != rootID || string(name) != "disk" {
-			s.reply(h.Unique, syscall.ENOENT)
+			reply(syscall.ENOENT)
 			break
 		}
 		out := fuse.EntryOut{NodeId: diskID, Generation: 1, EntryValid: ttlSeconds, AttrValid: ttlSeconds, Attr: s.attr(diskID)}
-		s.reply(h.Unique, 0, bytesOf(&out))
+		reply(0, bytesOf(&out))
 	case opGetattr:
 		out := fuse.AttrOut{AttrValid: ttlSeconds, Attr: s.attr(h.NodeId)}
-		s.reply(h.Unique, 0, bytesOf(&out))
+		reply(0, bytesOf(&out))
 	case opSetattr:
 		// the size is the device's; a truncate to it (or a mode change) is accepted
 		in := at[fuse.SetAttrIn](req)
 		if in != nil && in.Valid&fuse.FATTR_SIZE != 0 && int64(in.Size) != s.d.size {
-			s.reply(h.Unique, syscall.EPERM)
+			reply(syscall.EPERM)
 			break
 		}
 		out := fuse.AttrOut{AttrValid: ttlSeconds, Attr: s.attr(h.NodeId)}
-		s.reply(h.Unique, 0, bytesOf(&out))
+		reply(0, bytesOf(&out))
 	case opOpen:
 		if h.NodeId != diskID {
-			s.reply(h.Unique, syscall.EISDIR)
+			reply(syscall.EISDIR)
 			break
 		}
 		// no page cache between the loop device and the model; writes of the loop
 		// device's queue go in parallel
 		out := fuse.OpenOut{OpenFlags: fuse.FOPEN_DIRECT_IO | fuse.FOPEN_PARALLEL_DIRECT_WRITES}
-		s.reply(h.Unique, 0, bytesOf(&out))
+		reply(0, bytesOf(&out))
 	case opOpendir:
-		s.reply(h.Unique, 0, bytesOf(&fuse.OpenOut{}))
+		reply(0, bytesOf(&fuse.OpenOut{}))
 	case opReaddir:
 		in := at[fuse.ReadIn](req)
 		if in == nil {
-			s.reply(h.Unique, syscall.EINVAL)
+			reply(syscall.EINVAL)
 			break
 		}
 		list := fuse.NewDirEntryList(make([]byte, min(in.Size, 4096)), in.Offset)
@@ -313,37 +360,40 @@ func (s *server) handle(req []byte) bool {
 				break
 			}
 		}
-		s.reply(h.Unique, 0, list.Bytes())
+		reply(0, list.Bytes())
 	case opStatfs:
 		out := fuse.StatfsOut{Bsize: 4096, Frsize: 4096, NameLen: 255}
-		s.reply(h.Unique, 0, bytesOf(&out))
+		reply(0, bytesOf(&out))
 	case opRead:
 		in := at[fuse.ReadIn](req)
 		if in == nil {
-			s.reply(h.Unique, syscall.EINVAL)
+			reply(syscall.EINVAL)
 			break
 		}
-		s.read(h.Unique, int64(in.Offset), int(in.Size))
+		s.read(h.Unique, ent, int64(in.Offset), int(in.Size))
 	case opWrite:
 		in := at[fuse.WriteIn](req)
-		if in == nil || len(req) < writeInSize+int(in.Size) {
-			s.reply(h.Unique, syscall.EINVAL)
+		if ent == nil && in != nil {
+			data = req[min(writeInSize, len(req)):]
+		}
+		if in == nil || len(data) < int(in.Size) {
+			reply(syscall.EINVAL)
 			break
 		}
-		s.write(h.Unique, int64(in.Offset), req[writeInSize:writeInSize+int(in.Size)])
+		s.write(h.Unique, ent, int64(in.Offset), data[:in.Size])
 	case opFsync:
 		// the block layer's flush (a loop device turns REQ_OP_FLUSH into fsync)
-		s.flush(h.Unique)
+		s.flushDisk(h.Unique, ent)
 	case opRelease, opReleasedir, opFlush, opFsyncdir, opAccess:
-		s.reply(h.Unique, 0)
+		reply(0)
 	case opForget, opBatchForget, opInterrupt:
 		// no reply: a forgotten inode is ours forever, and an interrupted request is
 		// answered when its time comes (the kernel drops a reply it no longer waits for)
 	case opDestroy:
-		s.reply(h.Unique, 0)
+		reply(0)
 		return false
 	default:
-		s.reply(h.Unique, syscall.ENOSYS)
+		reply(syscall.ENOSYS)
 	}
 	return true
 }
@@ -357,63 +407,139 @@ func indexZero(b []byte) int {
 	return -1
 }
 
-func (s *server) read(unique uint64, off int64, size int) {
+func (s *server) read(unique uint64, ent *ringEnt, off int64, size int) {
 	arrived := s.d.now()
 	s.d.enter()
-	bp := s.bufs.Get().(*[]byte)
-	dest, errno, blocked := s.d.readAt((*bp)[:min(size, maxWrite)], off, true)
+	j := &job{unique: unique, ent: ent, op: OpRead, off: off, n: int64(min(size, maxWrite)), arrived: arrived}
+	if ent == nil {
+		j.buf = s.bufs.Get().(*[]byte)
+	}
+	dest, errno, blocked := s.d.readAt(j.readBuffer(), off, true)
 	if blocked {
-		s.work <- &job{unique: unique, op: OpRead, off: off, n: int64(min(size, maxWrite)), arrived: arrived, buf: bp}
+		s.work <- j
 		return
 	}
 	if errno != 0 {
-		s.bufs.Put(bp)
+		s.putBuf(j)
 		s.d.leave()
-		s.reply(unique, errno)
+		s.reply(unique, ent, errno)
 		return
 	}
-	s.d.schedule(&job{unique: unique, op: OpRead, off: off, n: int64(len(dest)), arrived: arrived, done: s.d.now(), data: dest, buf: bp})
+	j.n, j.done, j.data = int64(len(dest)), s.d.now(), dest
+	s.d.schedule(j)
 }
 
-func (s *server) write(unique uint64, off int64, data []byte) {
+func (s *server) putBuf(j *job) {
+	if j.buf != nil {
+		s.bufs.Put(j.buf)
+		j.buf = nil
+	}
+}
+
+// readBuffer: where a read's data goes: the ring entry's payload, which its reply is
+// sent from, or a buffer of the pool.
+func (j *job) readBuffer() []byte {
+	if j.ent != nil {
+		return j.ent.payload[:j.n]
+	}
+	return (*j.buf)[:j.n]
+}
+
+func (s *server) write(unique uint64, ent *ringEnt, off int64, data []byte) {
 	arrived := s.d.now()
 	s.d.enter()
 	errno, blocked := s.d.writeAt(data, off, true)
 	if blocked {
-		// the request's buffer goes with it; the next request is read into another
-		j := &job{unique: unique, op: OpWrite, off: off, n: int64(len(data)), arrived: arrived, written: uint32(len(data)), req: s.buf, payload: data}
-		s.buf = s.reqBufs.Get().(*[]byte)
+		j := &job{unique: unique, ent: ent, op: OpWrite, off: off, n: int64(len(data)), arrived: arrived, written: uint32(len(data)), payload: data}
+		if ent == nil {
+			// the request's buffer goes with it; the next request is read into another
+			j.req = s.buf
+			s.buf = s.reqBufs.Get().(*[]byte)
+		}
 		s.work <- j
 		return
 	}
 	if errno != 0 {
 		s.d.leave()
-		s.reply(unique, errno)
+		s.reply(unique, ent, errno)
 		return
 	}
-	s.d.schedule(&job{unique: unique, op: OpWrite, off: off, n: int64(len(data)), arrived: arrived, done: s.d.now(), written: uint32(len(data))})
+	s.d.schedule(&job{unique: unique, ent: ent, op: OpWrite, off: off, n: int64(len(data)), arrived: arrived, done: s.d.now(), written: uint32(len(data))})
 }
 
-func (s *server) flush(unique uint64) {
+func (s *server) flushDisk(unique uint64, ent *ringEnt) {
 	arrived := s.d.now()
 	s.d.enter()
 	s.d.c.flushes.Add(1)
-	s.d.schedule(&job{unique: unique, op: OpFlush, arrived: arrived, done: arrived})
+	s.d.schedule(&job{unique: unique, ent: ent, op: OpFlush, arrived: arrived, done: arrived})
 }
 
 // answer a job's request: its data, its count of bytes written, or nothing (a flush).
 func (s *server) answer(j *job) {
 	switch {
 	case j.op == OpRead:
-		s.reply(j.unique, 0, j.data)
-		s.bufs.Put(j.buf)
-		j.data, j.buf = nil, nil
+		s.reply(j.unique, j.ent, 0, j.data)
+		s.putBuf(j)
+		j.data = nil
 	case j.op == OpWrite:
 		out := fuse.WriteOut{Size: j.written}
-		s.reply(j.unique, 0, bytesOf(&out))
+		s.reply(j.unique, j.ent, 0, bytesOf(&out))
 	default:
-		s.reply(j.unique, 0)
+		s.reply(j.unique, j.ent, 0)
 	}
+}
+
+// init answers FUSE_INIT. When the kernel offers FUSE over io_uring and it is wanted, the
+// ring is made first and asked for in the reply, then its entries registered: from the
+// reply on, the kernel holds every request until each queue has one. Where the ring
+// cannot be made or is refused, /dev/fuse serves alone (and says why in the log).
+func (s *server) init(unique uint64, in *fuse.InitIn) {
+	defer func() {
+		select {
+		case <-s.inited:
+		default:
+			close(s.inited)
+		}
+	}()
+	if in == nil || in.Major != 7 {
+		s.reply(unique, nil, syscall.EPROTO)
+		return
+	}
+	want := uint32(fuse.CAP_ASYNC_READ | fuse.CAP_BIG_WRITES | fuse.CAP_ASYNC_DIO |
+		fuse.CAP_PARALLEL_DIROPS | fuse.CAP_MAX_PAGES)
+	out := fuse.InitOut{
+		Major: 7, Minor: min(in.Minor, 28), MaxReadAhead: in.MaxReadAhead,
+		Flags: in.Flags & want, MaxBackground: ringDepth, CongestionThreshold: ringDepth * 3 / 4,
+		MaxWrite: maxWrite, TimeGran: 1, MaxPages: maxWrite / 4096,
+	}
+	var ring *fuseRing
+	switch {
+	case !s.ringWanted:
+	case in.Flags&capInitExt == 0 || in.Flags64()&fuse.CAP_OVER_IO_URING == 0:
+		s.ringErr = "the kernel does not offer FUSE over io_uring (Linux 6.14 and later, with fuse's enable_uring parameter on)"
+	default:
+		var err error
+		if ring, err = newFuseRing(); err != nil {
+			s.ringErr = err.Error()
+			break
+		}
+		out.Flags |= capInitExt
+		out.Flags2 = uint32(fuse.CAP_OVER_IO_URING >> 32)
+	}
+	s.reply(unique, nil, 0, bytesOf(&out))
+	if ring == nil {
+		if s.ringErr != "" {
+			fmt.Fprintln(os.Stderr, "pgfsbench-disk: serving on /dev/fuse:", s.ringErr)
+		}
+		return
+	}
+	if err := ring.register(s.fd, s.efd); err != nil {
+		s.ringErr = err.Error()
+		fmt.Fprintln(os.Stderr, "pgfsbench-disk: serving on /dev/fuse:", err)
+		ring.close()
+		return
+	}
+	s.ring = ring
 }
 
 func init() {

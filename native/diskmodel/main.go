@@ -5,10 +5,12 @@
 // this process as a FUSE request. The data goes to a sparse image file on the host; the
 // reply is written when the device model says the request would have completed on the
 // emulated device (model.go, completer.go). The file is opened with FOPEN_DIRECT_IO: no
-// page cache between the loop device and the model (fuse.go).
+// page cache between the loop device and the model (fuse.go). The requests come by
+// /dev/fuse, or with --transport io_uring by FUSE over io_uring (ring.go).
 //
 // It writes one JSON line a second to --stats (what it served, how long the model made
-// it wait, the most requests in flight, its own CPU) and a last line when it ends. SIGTERM
+// it wait, the most requests in flight, its own CPU, what carries its requests) and a
+// last line when it ends. SIGTERM
 // or SIGINT unmounts and ends it; pgfsbench journals its pid, the mount and the image, so
 // a killed run is undone by `pgfsbench cleanup`.
 package main
@@ -47,14 +49,15 @@ type counters struct {
 type disk struct {
 	image *os.File
 	// RWF_NOWAIT is refused by the image's filesystem: the loop's reads and writes wait
-	noNowait atomic.Bool
-	size     int64
-	model    Model
-	start    time.Time
-	c        counters
-	done     *completer // answers each request when the model says it completes
-	answer   func(*job) // writes a request's reply (the FUSE server's)
-	trace    *traceLog  // every request, when PGFSBENCH_DISK_TRACE names a file (diagnosis)
+	noNowait  atomic.Bool
+	size      int64
+	model     Model
+	start     time.Time
+	c         counters
+	done      *completer // answers each request when the model says it completes
+	answer    func(*job) // writes a request's reply (the FUSE server's)
+	transport func() string
+	trace     *traceLog // every request, when PGFSBENCH_DISK_TRACE names a file (diagnosis)
 }
 
 // traceLog: one line a request (arrival s, op, offset, bytes, the model's completion s),
@@ -237,6 +240,8 @@ type stats struct {
 	Holds    int64   `json:"loop_holds"`
 	HeldS    float64 `json:"loop_held_s"`
 	Final    bool    `json:"final,omitempty"`
+	// what carries the requests: "io_uring" (FUSE over io_uring) or "/dev/fuse"
+	Transport string `json:"transport,omitempty"`
 }
 
 // cpuSeconds: the process's CPU time so far (every thread, user and system).
@@ -260,7 +265,7 @@ func (d *disk) snapshot(final bool) stats {
 		Wakeups: d.done.c.wakeups.Load(), Batches: d.done.c.batches.Load(),
 		Released: d.done.c.released.Load(), Spins: d.done.c.spins.Load(),
 		Holds: d.done.c.holds.Load(), HeldS: float64(d.done.c.heldNs.Load()) / 1e9,
-		Final: final,
+		Final: final, Transport: d.transport(),
 	}
 }
 
@@ -274,12 +279,17 @@ func main() {
 	window := flag.Float64("window-us", 100, "wake-ups closer than this (us) are shared by the requests of both")
 	share := flag.Float64("share", 0.05, "the most a reply or an arrival may be held to share a wake-up, as a share of the device's own wait (0: never)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile (pprof) here until the daemon ends")
+	transport := flag.String("transport", "dev_fuse", "what carries the requests: dev_fuse (/dev/fuse), io_uring (FUSE over io_uring, or fail) or auto (io_uring where the kernel offers it, else /dev/fuse)")
 	flag.Parse()
 	// One processor more than the cores: the loop's thread (locked) spends its time in
 	// ppoll(2), holding its processor until the runtime's monitor takes it back; the
 	// spare one runs the rest (the stats line, signals) meanwhile.
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(runtime.NumCPU() + 1)
+	}
+	if *transport != "auto" && *transport != "io_uring" && *transport != "dev_fuse" {
+		fmt.Fprintln(os.Stderr, "pgfsbench-disk: --transport is auto, io_uring or dev")
+		os.Exit(2)
 	}
 	if *image == "" || *mountpoint == "" || *size <= 0 || *size%4096 != 0 {
 		fmt.Fprintln(os.Stderr, "pgfsbench-disk: --image, --mountpoint and --size (a multiple of 4096) are required")
@@ -331,7 +341,19 @@ func main() {
 		os.Exit(1)
 	}
 	d.answer = server.answer
+	d.transport = server.transport
+	server.ringWanted = *transport != "dev_fuse"
 	server.serve()
+	// the kernel sends FUSE_INIT as it mounts; the transport is known once it is answered
+	select {
+	case <-server.inited:
+	case <-time.After(10 * time.Second):
+	}
+	if *transport == "io_uring" && server.ring == nil {
+		fmt.Fprintln(os.Stderr, "pgfsbench-disk: --transport io_uring:", server.ringErr)
+		_ = syscall.Unmount(*mountpoint, unix.MNT_DETACH)
+		os.Exit(1)
+	}
 	unmount := func() error { return syscall.Unmount(*mountpoint, 0) }
 	var out *os.File
 	if *statsPath != "" {
@@ -352,6 +374,7 @@ func main() {
 		line, _ := json.Marshal(d.snapshot(final))
 		_, _ = out.Write(append(line, '\n'))
 	}
+	write(false) // the transport, from the start
 	if *ready != "" {
 		_ = os.WriteFile(*ready, []byte(fmt.Sprintf("%d\n", os.Getpid())), 0o644)
 	}

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from pgfsbench.spec.models import EmulatedDevice
+from pgfsbench.storage import devices
 from pgfsbench.storage.devices import DeviceFactory
 from pgfsbench.storage.mounts import mount
 from pgfsbench.system.journal import Journal
@@ -125,6 +126,58 @@ def test_the_platter_is_paid_for_random_fsyncs_and_streams_at_the_media_rate(
     assert slow * 20 <= fast, (fast, slow)
 
 
+@pytest.mark.skipif(
+    not devices.FUSE_URING_PARAM.exists(),
+    reason="this kernel has no FUSE over io_uring (Linux 6.14 and later)",
+)
+def test_over_io_uring_the_same_disk_serves_and_the_kernels_switch_is_put_back(
+    base: Path,
+) -> None:
+    """transport = "io_uring": the daemon's requests come by the ring; fuse's enable_uring
+    is on only while it mounts (journaled, so a killed run's cleanup puts it back), and the
+    data written and fsynced is read back whole."""
+    switch = devices.FUSE_URING_PARAM
+    before = switch.read_text().strip()
+    runner = Runner()
+    journal = Journal.create(base / "ring", runner)
+    try:
+        with journal.scope():
+            spec = EmulatedDevice(size="512M", model="sata-ssd", transport="io_uring")
+            dev = DeviceFactory(journal, runner, base / "ring").get(spec, "data")
+            assert dev.details["device_model_transport"] == "io_uring"
+            assert switch.read_text().strip() == before
+            if before in ("N", "0"):
+                (step,) = [
+                    s
+                    for s in journal.pending()
+                    if s.undo.kind == "restore_value" and s.undo.args["path"] == str(switch)
+                ]
+                assert step.undo.args["value"] == before
+            runner.run(["mkfs.ext4", "-q", dev.path], timeout=300)
+            mount(journal, runner, dev.path, base / "ring" / "mnt", "ext4", [])
+            verify = subprocess.run(
+                [
+                    *("fio", "--name=v", f"--filename={base / 'ring' / 'mnt' / 'f'}"),
+                    *("--size=32M", "--rw=randwrite", "--bs=8k", "--ioengine=libaio"),
+                    *("--iodepth=16", "--direct=1", "--fsync=8", "--verify=crc32c"),
+                    "--verify_state_save=0",
+                    "--output-format=json",
+                ],
+                capture_output=True,
+                text=True,
+            )
+            assert verify.returncode == 0, verify.stdout + verify.stderr
+            stats = [
+                json.loads(x) for x in Path(dev.details["device_model_stats"]).read_text().split()
+            ]
+            assert stats[-1]["transport"] == "io_uring" and stats[-1]["writes"] > 0
+            assert stats[-1]["flushes"] > 0 and stats[-1]["errors"] == 0
+    finally:
+        journal.close()
+    assert switch.read_text().strip() == before
+    assert leftovers(base) == []
+
+
 SPEC = """
 [defaults]
 scale = 1
@@ -151,6 +204,7 @@ def test_a_run_records_its_models_and_sigkill_then_cleanup_leaves_nothing(base: 
     # the emulated disks' daemons' CPU during the measured phase
     assert shown["metrics"]["cpu"]["daemons_cpus"]["pgfsbench-disk"] > 0
     assert details["data"]["device_model"] == "sata-ssd"
+    assert details["data"]["device_model_transport"] == "/dev/fuse"
     assert details["wal"]["device_model_params"]["write_cache"] is False
     assert "write cache off" in details["wal"]["device_model_text"]
     assert "pgfsbench-disk" in details["service_processes"]

@@ -147,3 +147,15 @@ def test_a_process_started_before_the_writer_or_without_its_start_time_is_refuse
 def test_malformed_arguments_are_refused_not_raised() -> None:
     assert "malformed" in (out_of_bounds(Undo("restore_value", {}), SCOPE) or "")
     assert out_of_bounds(Undo("no_such_action", {}), SCOPE) is not None
+
+
+def test_fuses_ring_switch_is_restored_only_to_a_boolean() -> None:
+    """fuse's enable_uring (on while an emulated disk mounts over io_uring) is a kernel
+    file pgfsbench writes; only Y or N (or 1, 0) go back into it."""
+    path = "/sys/module/fuse/parameters/enable_uring"
+    for value in ("Y", "N", "1", "0"):
+        assert out_of_bounds(Undo("restore_value", {"path": path, "value": value}), SCOPE) is None
+    for value in ("yes", "Y N", "2", ""):
+        assert out_of_bounds(Undo("restore_value", {"path": path, "value": value}), SCOPE)
+    other = "/sys/module/fuse/parameters/max_user_bgreq"
+    assert out_of_bounds(Undo("restore_value", {"path": other, "value": "1"}), SCOPE)

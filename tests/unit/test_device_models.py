@@ -30,9 +30,45 @@ def test_an_emulated_disk_is_a_table_in_the_spec_and_a_loop_size_in_the_plan(
     assert device_text(dev) == "2G emulated (hdd-7200)" and device_text("loop:1G") == "loop:1G"
 
 
+def test_a_disk_over_io_uring_is_not_supported_where_the_kernel_lacks_it(
+    tmp_path: Path,
+) -> None:
+    """transport = "io_uring" on a kernel without FUSE over io_uring (or with io_uring
+    off): the cell is not supported here, with the reason, and the others run."""
+    p = tmp_path / "spec.toml"
+    p.write_text(
+        HEAD
+        + 'device = { size = "2G", model = "sata-ssd", transport = "io_uring" }\n'
+        + '[storage.f]\nfs = "ext4"\ndevice = { size = "2G", model = "sata-ssd" }\n'
+    )
+    plan = make_plan(load_spec(p))
+    ring = [c.id for c in plan.cells if c.storage_name == "e"]
+    assert len(ring) == 1 and len(plan.cells) == 2
+    param, disabled = tmp_path / "enable_uring", tmp_path / "io_uring_disabled"
+    assert devices.fuse_uring_unsupported(param, disabled) == (
+        "this kernel has no FUSE over io_uring (Linux 6.14 and later)"
+    )
+    param.write_text("N\n")
+    disabled.write_text("2\n")
+    assert "kernel.io_uring_disabled = 2" in (devices.fuse_uring_unsupported(param, disabled) or "")
+    disabled.write_text("0\n")
+    assert devices.fuse_uring_unsupported(param, disabled) is None
+    import pgfsbench.engine.preflight as preflight
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(preflight, "fuse_uring_unsupported", lambda: "no ring here")
+        why = preflight.emulated_disks_unsupported(plan.cells)
+        assert list(why) == ring and why[ring[0]].endswith(
+            'transport = "io_uring" is not supported here: no ring here'
+        )
+        mp.setattr(preflight, "fuse_uring_unsupported", lambda: None)
+        assert preflight.emulated_disks_unsupported(plan.cells) == {}
+
+
 @pytest.mark.parametrize(
     ("device", "said"),
     [
+        ('{ size = "2G", model = "sata-ssd", transport = "nbd" }', "transport"),
         ('{ size = "2G", model = "hdd-7201" }', "model 'hdd-7201' is unknown (models: zero,"),
         ('{ size = "2G", model = "ssd" }', "unknown"),
         ('{ size = "1M", model = "zero" }', "needs at least 16M"),
@@ -129,3 +165,25 @@ def test_an_emulated_disks_second_says_what_made_its_replies_late() -> None:
     assert d["late_ms_per_request"] == round(1e3 * 0.4 / 210, 3)
     # a daemon of before these counters: none of them, not an error
     assert devices.disk_delta({}, {"t": 1.0})["oversleep_s"] == 0.0
+
+
+def test_the_daemons_line_gives_its_numbers_and_says_what_carries_its_requests(
+    tmp_path: Path,
+) -> None:
+    stats = tmp_path / "d.stats.jsonl"
+    stats.write_text(
+        '{"t": 1.0, "writes": 5, "transport": "io_uring"}\n'
+        '{"t": 2.0, "writes": 9, "final": true, "transport": "io_uring"}\n'
+    )
+    assert devices.disk_counters(stats) == {"t": 2.0, "writes": 9.0}
+    assert devices.disk_transport(stats) == "io_uring"
+    # a line cut short by the daemon's end: the whole one before it
+    stats.write_text('{"t": 1.0, "writes": 5, "transport": "/dev/fuse"}\n{"t": 2.0, "wri')
+    assert devices.disk_counters(stats) == {"t": 1.0, "writes": 5.0}
+    assert devices.disk_transport(stats) == "/dev/fuse"
+    # a daemon older than the transport, or a value it would never write
+    stats.write_text('{"t": 1.0}\n')
+    assert devices.disk_transport(stats) == "unknown"
+    stats.write_text('{"t": 1.0, "transport": "<b>x</b>"}\n')
+    assert devices.disk_transport(stats) == "unknown"
+    assert devices.disk_counters(tmp_path / "none") == {}

@@ -142,7 +142,7 @@ def _refuse_devices_in_use(devices: list[str]) -> None:
 def _check_versions(loaded: LoadedSpec, plan: Plan) -> None:
     """Each configuration's PostgreSQL, asked (read only) which settings it knows: an
     unknown one is refused now; what this machine cannot run is said (run skips it)."""
-    from pgfsbench.engine.preflight import check_postgres_versions
+    from pgfsbench.engine.preflight import check_postgres_versions, emulated_disks_unsupported
     from pgfsbench.postgres.binaries import find_binaries
     from pgfsbench.system.errors import InstanceError
 
@@ -155,6 +155,7 @@ def _check_versions(loaded: LoadedSpec, plan: Plan) -> None:
         ) from None
     if problems:
         raise UsageError("; ".join(dict.fromkeys(problems)))
+    unsupported |= emulated_disks_unsupported(plan.cells)
     plan.warnings.extend(
         f"not supported here (run skips it): {c}: {why}" for c, why in unsupported.items()
     )

@@ -26,8 +26,9 @@ from pgfsbench.postgres.binaries import (
 )
 from pgfsbench.postgres.instance import SUPERUSER
 from pgfsbench.spec import Cell, LoadedSpec
+from pgfsbench.spec.models import EmulatedDevice
 from pgfsbench.storage import driver_for, limits
-from pgfsbench.storage.devices import DevicePolicy, check_real_device
+from pgfsbench.storage.devices import DevicePolicy, check_real_device, fuse_uring_unsupported
 from pgfsbench.system.access import first_unreachable
 from pgfsbench.system.errors import CapabilityError, NeedsRootError, UsageError
 from pgfsbench.system.runner import Runner
@@ -76,6 +77,22 @@ def check_postgres_versions(
             if why is not None:
                 unsupported[cell.id] = f"io_method = io_uring is not supported here: {why}"
     return by_bindir, unsupported, problems
+
+
+def emulated_disks_unsupported(cells: list[Cell]) -> dict[str, str]:
+    """The cells whose emulated disks ask for what this kernel lacks (FUSE over io_uring),
+    and why: an answer, not a failed run."""
+    why = fuse_uring_unsupported()
+    if why is None:
+        return {}
+    return {
+        cell.id: f'an emulated disk\'s transport = "io_uring" is not supported here: {why}'
+        for cell in cells
+        if any(
+            isinstance(d, EmulatedDevice) and d.transport == "io_uring"
+            for _, d in cell.storage.devices()
+        )
+    }
 
 
 def postgres_os_user() -> str | None:
@@ -154,6 +171,7 @@ def preflight(
     check_workdir(workdir, os_user)
     binaries = find_binaries(loaded.spec.defaults.pg_bindir)
     by_bindir, unsupported, problems = check_postgres_versions(plan.cells, binaries)
+    unsupported |= emulated_disks_unsupported(plan.cells)
     for cell in plan.cells:
         problems += [f"kernel {cell.kernel_name}: {p}" for p in kernel.check(cell.kernel)]
         problems += workload_for(cell, loaded.spec.defaults).problems(

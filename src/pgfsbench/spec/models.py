@@ -71,6 +71,10 @@ class EmulatedDevice(BaseModel):
     # hdd: the whole drive, of which this device is the outer part (default 1T);
     # cloud: the volume's size, which its IOPS and MB/s follow (default: `size`)
     drive: str | None = None
+    # what carries the block requests to the daemon: /dev/fuse, or FUSE over io_uring
+    # (Linux 6.14 and later; pgfsbench turns fuse's enable_uring parameter on while the
+    # daemon mounts, journaled). No cheaper on a 2-vCPU VM: docs/guide/emulated-disks.md
+    transport: Literal["dev_fuse", "io_uring"] = "dev_fuse"
 
     @field_validator("size", "drive")
     @classmethod

@@ -148,16 +148,26 @@ def attach_emulated(
     argv = [*priority, daemon, "--image", str(image), "--size", str(size)]
     argv += ["--mountpoint", str(mnt)]
     argv += ["--model", model.json(), "--stats", str(stats), "--ready", str(pidfile)]
-    pid = runner.start_daemon(argv, log_path=log)
+    uring_was = None
+    if spec.transport == "io_uring":
+        argv += ["--transport", "io_uring"]
+        uring_was = enable_fuse_uring(journal)
+    try:
+        pid = runner.start_daemon(argv, log_path=log)
 
-    def served() -> bool:
-        if not process_alive(pid, None) or process_state(pid) == "Z":
-            reap(pid)
-            tail = log.read_text(errors="replace").strip().splitlines()[-3:]
-            raise ProvisionError(f"{DISK_DAEMON} ended: {' / '.join(tail) or 'no message'}")
-        return pidfile.exists() and mount_at(mnt) is not None
+        def served() -> bool:
+            if not process_alive(pid, None) or process_state(pid) == "Z":
+                reap(pid)
+                tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+                raise ProvisionError(f"{DISK_DAEMON} ended: {' / '.join(tail) or 'no message'}")
+            return pidfile.exists() and mount_at(mnt) is not None
 
-    wait_until(served, timeout=30, interval=0.05, what=f"{DISK_DAEMON} to serve {mnt}")
+        wait_until(served, timeout=30, interval=0.05, what=f"{DISK_DAEMON} to serve {mnt}")
+    finally:
+        if uring_was is not None:
+            # its mount has its ring (or has done without): the parameter only decides
+            # what a new FUSE mount may ask for
+            FUSE_URING_PARAM.write_text(uring_was + "\n")
     loop = losetup(journal, runner, mnt / "disk")
     if model.params["kind"] == "hdd":
         # a spinning disk says so: filesystems choose by it (btrfs's ssd mode, mkfs
@@ -171,6 +181,7 @@ def attach_emulated(
         "device_model_stats": str(stats),
         "device_model_image": str(image),
         "device_model_priority": priority_text,
+        "device_model_transport": disk_transport(stats),
     }
     return BlockDevice(loop, str(mnt / "disk"), size, details)
 
@@ -200,18 +211,75 @@ def controller_priority(runner: Runner) -> tuple[list[str], str]:
     return ["nice", "-n", "-10"], "nice -10 (real-time refused here)"
 
 
-def disk_counters(stats: str | Path) -> dict[str, float]:
-    """An emulated disk's counters now: the daemon's last line a second (stats file)."""
+def _last_stats(stats: str | Path) -> dict[str, object]:
+    """The daemon's last whole line a second (stats file); {} when there is none."""
     try:
         lines = read_text_nofollow(Path(stats)).splitlines()
     except OSError:
         return {}
     for line in reversed(lines):
         try:
-            return {k: float(v) for k, v in json.loads(line).items() if k != "final"}
-        except (ValueError, AttributeError):
+            got = json.loads(line)
+        except ValueError:
             continue
+        if isinstance(got, dict):
+            return got
     return {}
+
+
+def disk_counters(stats: str | Path) -> dict[str, float]:
+    """An emulated disk's counters now: the numbers of the daemon's last line."""
+    return {
+        k: float(v)
+        for k, v in _last_stats(stats).items()
+        if isinstance(v, int | float) and not isinstance(v, bool)
+    }
+
+
+def disk_transport(stats: str | Path) -> str:
+    """What carries the emulated disk's requests: "io_uring" (FUSE over io_uring) or
+    "/dev/fuse"; "unknown" from a daemon that does not say (older than 2026-11-28)."""
+    got = _last_stats(stats).get("transport")
+    return got if isinstance(got, str) and got in ("io_uring", "/dev/fuse") else "unknown"
+
+
+# fuse's switch for FUSE over io_uring (Linux 6.14 and later; absent before)
+FUSE_URING_PARAM = Path("/sys/module/fuse/parameters/enable_uring")
+
+
+def fuse_uring_unsupported(
+    param: Path = FUSE_URING_PARAM,
+    disabled: Path = Path("/proc/sys/kernel/io_uring_disabled"),
+) -> str | None:
+    """Why an emulated disk cannot take its requests over io_uring here (None: it can)."""
+    if not param.exists():
+        return "this kernel has no FUSE over io_uring (Linux 6.14 and later)"
+    try:
+        if disabled.read_text().strip() == "2":
+            return "the kernel disables io_uring (kernel.io_uring_disabled = 2)"
+    except OSError:
+        pass
+    return None
+
+
+def enable_fuse_uring(journal: Journal) -> str | None:
+    """Turn fuse's enable_uring parameter on (journaled) for a daemon about to mount, so
+    that the kernel offers it FUSE over io_uring; the value to put back once its mount is
+    served, or None when there is nothing to do (on already, or a kernel without it).
+    The kernel reads it only when a FUSE mount starts: a mount that has its ring keeps it."""
+    try:
+        old = FUSE_URING_PARAM.read_text().strip()
+    except OSError:
+        return None
+    if old not in ("N", "0"):
+        return None
+    write_value(
+        journal,
+        FUSE_URING_PARAM,
+        "Y",
+        what="fuse enable_uring, while an emulated disk's daemon mounts",
+    )
+    return old
 
 
 def disk_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, object]:

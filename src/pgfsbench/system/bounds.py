@@ -17,14 +17,19 @@ from pathlib import Path
 from pgfsbench.system.journal import Bound, Scope
 from pgfsbench.system.trust import inside
 
+# fuse's switch for FUSE over io_uring (a boolean: Y or N), on while an emulated disk mounts
+FUSE_URING = re.compile(r"/sys/module/fuse/parameters/enable_uring")
 # What pgfsbench writes with restore_value: the kernel's vm.* sysctls, transparent huge
-# pages, a loop device's rotational flag (emulated HDDs), OpenZFS's module parameters.
+# pages, a loop device's rotational flag (emulated HDDs), OpenZFS's module parameters,
+# fuse's switch for FUSE over io_uring.
 KERNEL_FILES = (
     re.compile(r"/proc/sys/vm/[a-z0-9_]+"),
     re.compile(r"/sys/kernel/mm/transparent_hugepage/(enabled|defrag)"),
     re.compile(r"/sys/block/loop[0-9]+/queue/rotational"),
     re.compile(r"/sys/module/zfs/parameters/[a-z0-9_]+"),
+    FUSE_URING,
 )
+_BOOLEANS = frozenset({"Y", "N", "1", "0"})
 _INTEGERS = re.compile(r"-?[0-9]+( -?[0-9]+)*")
 _CHOICE = re.compile(r"[a-z_+ \[\]]+")
 DEV_NUMBERS = re.compile(r"[0-9]+:[0-9]+")
@@ -80,6 +85,8 @@ def kernel_value(args: dict[str, object], scope: Scope) -> str | None:
     path, value = str(args["path"]), str(args["value"])
     if os.path.normpath(path) != path or not any(p.fullmatch(path) for p in KERNEL_FILES):
         return f"{path} is not a kernel setting pgfsbench changes"
+    if FUSE_URING.fullmatch(path):
+        return None if value in _BOOLEANS else f"{value!r} is not a value {path} takes (Y or N)"
     choice = path.startswith("/sys/kernel/mm/transparent_hugepage/")
     if choice:
         if not _CHOICE.fullmatch(value):
