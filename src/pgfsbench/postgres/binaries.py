@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pgfsbench.system.errors import InstanceError
+from pgfsbench.system.io_uring import IO_URING_DISABLED, io_uring_refused
 from pgfsbench.system.runner import query
 
 DEBIAN_GLOB = "/usr/lib/postgresql/*/bin"
@@ -237,9 +238,7 @@ def configure_flags(binaries: Binaries) -> str:
     return done.stdout if done is not None and done.returncode == 0 else ""
 
 
-def io_uring_unsupported(
-    binaries: Binaries, disabled_path: Path = Path("/proc/sys/kernel/io_uring_disabled")
-) -> str | None:
+def io_uring_unsupported(binaries: Binaries, disabled_path: Path = IO_URING_DISABLED) -> str | None:
     """Why io_method = io_uring cannot work with these binaries on this kernel (None: it
     can): before 18, not built with liburing, or io_uring disabled by the kernel."""
     if binaries.major < 18:
@@ -250,12 +249,7 @@ def io_uring_unsupported(
         return f"PostgreSQL {binaries.version} in {binaries.bindir} was built without liburing"
     if meson_or_unknown and not _links_liburing(binaries):
         return f"PostgreSQL {binaries.version} in {binaries.bindir} was built without liburing"
-    try:
-        if disabled_path.read_text().strip() == "2":
-            return "the kernel disables io_uring (kernel.io_uring_disabled = 2)"
-    except OSError:
-        pass
-    return None
+    return io_uring_refused(disabled_path)
 
 
 def _links_liburing(binaries: Binaries) -> bool:

@@ -24,6 +24,7 @@ from pgfsbench.storage.mounts import mount_at
 from pgfsbench.system.actions import make_dir, write_value
 from pgfsbench.system.bounds import in_workdir
 from pgfsbench.system.errors import CapabilityError, CommandError, GuardError, ProvisionError
+from pgfsbench.system.io_uring import IO_URING_DISABLED, io_uring_refused
 from pgfsbench.system.journal import Journal, Undo, undo_action
 from pgfsbench.system.mountinfo import mount_table
 from pgfsbench.system.runner import (
@@ -249,17 +250,12 @@ FUSE_URING_PARAM = Path("/sys/module/fuse/parameters/enable_uring")
 
 def fuse_uring_unsupported(
     param: Path = FUSE_URING_PARAM,
-    disabled: Path = Path("/proc/sys/kernel/io_uring_disabled"),
+    disabled: Path = IO_URING_DISABLED,
 ) -> str | None:
     """Why an emulated disk cannot take its requests over io_uring here (None: it can)."""
     if not param.exists():
         return "this kernel has no FUSE over io_uring (Linux 6.14 and later)"
-    try:
-        if disabled.read_text().strip() == "2":
-            return "the kernel disables io_uring (kernel.io_uring_disabled = 2)"
-    except OSError:
-        pass
-    return None
+    return io_uring_refused(disabled)
 
 
 def enable_fuse_uring(journal: Journal) -> str | None:
