@@ -24,7 +24,6 @@ const (
 	enterGetEvents    = 1 << 0
 	enterExtArg       = 1 << 3
 	offSQRing         = 0
-	offCQRing         = 0x8000000
 	offSQEs           = 0x10000000
 	opPollAdd         = 6
 	opURingCmd        = 46
