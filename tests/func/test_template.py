@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import shutil
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from pgfsbench.postgres.binaries import find_binaries
 from pgfsbench.postgres.instance import Instance
 from pgfsbench.postgres.template import Templates
 from pgfsbench.spec import InitdbOptions
-from pgfsbench.system.errors import CommandError
+from pgfsbench.system.held import Held, Owner
 from pgfsbench.system.journal import Journal
 from pgfsbench.system.runner import Runner
 from tests.func.conftest import pgfsbench, runs_of, show, write_spec
@@ -92,11 +93,10 @@ def test_a_copy_that_fails_leaves_nothing_of_it_and_initdb_runs(
             real_copy = Templates.copy_into
 
             def half_copy(
-                self: Templates, t: Path, pgdata: Path, wal: Path | None, r: Runner
+                self: Templates, t: Path, pgdata: Held, wal: Path | None, o: Owner | None
             ) -> str:
-                real_copy(self, t, pgdata, wal, r)
-                (pgdata / "global").chmod(0o700)
-                raise CommandError(["cp"], 1, "cp: failed to preserve ownership")
+                real_copy(self, t, pgdata, wal, o)
+                raise OSError(errno.EPERM, "failed to preserve ownership")
 
             monkeypatch.setattr(Templates, "copy_into", half_copy)
             output = second[1].init(journal, runner, InitdbOptions(), templates)

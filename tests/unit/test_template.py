@@ -8,7 +8,7 @@ from pathlib import Path
 
 from pgfsbench.postgres.binaries import Binaries
 from pgfsbench.postgres.template import Templates, template_key
-from pgfsbench.system.runner import Runner
+from pgfsbench.system.held import Held
 
 
 def _binaries(tmp_path: Path) -> Binaries:
@@ -58,8 +58,7 @@ def _cluster(root: Path, wal_elsewhere: bool) -> tuple[Path, Path | None]:
 def test_a_copy_has_every_block_and_its_wal_where_initdb_would_put_it(tmp_path: Path) -> None:
     pgdata, wal = _cluster(tmp_path / "made", wal_elsewhere=True)
     templates = Templates(tmp_path / "templates")
-    runner = Runner()
-    templates.save("k", pgdata, wal, "initdb said this", runner)
+    templates.save("k", pgdata, wal, "initdb said this")
     found = templates.find("k")
     assert found is not None and not (found / "pgdata" / "pg_wal").is_symlink()
     assert [p.name for p in templates.root.iterdir()] == ["k"]  # no partial copy left
@@ -67,7 +66,9 @@ def test_a_copy_has_every_block_and_its_wal_where_initdb_would_put_it(tmp_path: 
     target = tmp_path / "cell" / "pgdata"
     target.mkdir(parents=True, mode=0o700)
     waldir = tmp_path / "cell" / "wal"
-    output = templates.copy_into(found, target, waldir, runner)
+    waldir.mkdir(mode=0o700)
+    with Held.open(target) as held:
+        output = templates.copy_into(found, held, waldir, None)
     assert output.startswith("(a copy of the initdb template k)") and "initdb said" in output
     assert (target / "pg_wal").is_symlink() and (target / "pg_wal").resolve() == waldir
     segment = waldir / "000000010000000000000001"
@@ -80,7 +81,8 @@ def test_a_copy_has_every_block_and_its_wal_where_initdb_would_put_it(tmp_path: 
     # the same template into a cluster with its WAL inside
     inside = tmp_path / "cell2" / "pgdata"
     inside.mkdir(parents=True, mode=0o700)
-    templates.copy_into(found, inside, None, runner)
+    with Held.open(inside) as held:
+        templates.copy_into(found, held, None, None)
     assert (inside / "pg_wal").is_dir() and not (inside / "pg_wal").is_symlink()
     assert (inside / "pg_wal" / "000000010000000000000001").stat().st_blocks * 512 >= 1 << 20
 
@@ -93,10 +95,9 @@ def test_an_incomplete_template_is_not_found(tmp_path: Path) -> None:
 
 def test_a_work_directory_keeps_the_templates_used_last(tmp_path: Path) -> None:
     templates = Templates(tmp_path / "t", keep=2)
-    runner = Runner()
     for i, key in enumerate(("a", "b", "c")):
         pgdata, _ = _cluster(tmp_path / f"made-{key}", wal_elsewhere=False)
-        templates.save(key, pgdata, None, "", runner)
+        templates.save(key, pgdata, None, "")
         os.utime(templates.root / key, (1000 + i, 1000 + i))  # saved one after the other
         if key == "b":
             assert templates.find("a") is not None  # a used again: now the newest

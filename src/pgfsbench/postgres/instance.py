@@ -23,7 +23,8 @@ from pgfsbench.postgres.ipc import data_dir_identity, postmaster_orphans, releas
 from pgfsbench.postgres.template import Templates, template_key
 from pgfsbench.spec import InitdbOptions, Scalar
 from pgfsbench.system.bounds import own_directory_name
-from pgfsbench.system.errors import CommandError, InstanceError, TimeoutExpired
+from pgfsbench.system.errors import CommandError, InstanceError, PgfsbenchError, TimeoutExpired
+from pgfsbench.system.held import Held, Owner
 from pgfsbench.system.journal import Journal, Scope, Undo, undo_action
 from pgfsbench.system.runner import (
     Runner,
@@ -208,60 +209,66 @@ class Instance:
         # a run killed during initdb leaves it. It is found by the data directory's device
         # and inode, so the directory is made here (initdb takes an empty one, and then
         # empties it rather than removing it when it fails) and its identity journaled.
-        if not self.pgdata.exists():
-            self.pgdata.mkdir(mode=0o700)
-            if self.os_user:
-                import shutil
-
-                shutil.chown(self.pgdata, self.os_user, self.os_user)
-        identity = data_dir_identity(self.pgdata)
-        journal.record(
-            f"initdb {self.pgdata}",
-            Undo(
-                "release_server_memory",
-                {"pgdata": str(self.pgdata), "identity": list(identity) if identity else None},
-            ),
-        )
-        argv = initdb_argv(self.binaries, self.pgdata, self.waldir, options)
-        key = template_key(self.binaries, argv, self.pgdata, self.waldir, self.os_user)
-        if templates is not None and (found := templates.find(key)) is not None:
-            # commands.sh says what the copy stands for, and how to make it without one
-            runner.transcript.append(
-                f"# a copy of the initdb template {found.name}, made by: "
-                + shlex.join(
-                    argv if self.os_user is None else ["runuser", "-u", self.os_user, "--", *argv]
-                )
+        owner = Owner.of(self.os_user)
+        # made here, root's and 0700 until it holds a cluster: the server's user (shared
+        # with the distribution's PostgreSQL) can plant nothing in it that root would
+        # then write through (system/held.py)
+        with (
+            Held.open(self.pgdata.parent) as parent,
+            parent.ensure_dir(self.pgdata.name, 0o700) as pgdata,
+        ):
+            identity = data_dir_identity(self.pgdata)
+            journal.record(
+                f"initdb {self.pgdata}",
+                Undo(
+                    "release_server_memory",
+                    {"pgdata": str(self.pgdata), "identity": list(identity) if identity else None},
+                ),
             )
-            try:
-                return templates.copy_into(found, self.pgdata, self.waldir, runner)
-            except (CommandError, OSError) as exc:
-                # a filesystem that refuses the copy (owners, modes) may still take initdb's
-                # own files: what the copy made goes, and initdb runs
-                templates.uncopy(found, self.pgdata, self.waldir)
-                note = f"copying the initdb template {found.name} failed ({exc}); ran initdb\n"
-                runner.transcript.append("# " + note.strip())
-        else:
+            argv = initdb_argv(self.binaries, self.pgdata, self.waldir, options)
+            key = template_key(self.binaries, argv, self.pgdata, self.waldir, self.os_user)
             note = ""
+            if templates is not None and (found := templates.find(key)) is not None:
+                # commands.sh says what the copy stands for, and how to make it without one
+                runner.transcript.append(
+                    f"# a copy of the initdb template {found.name}, made by: "
+                    + shlex.join(
+                        argv
+                        if self.os_user is None
+                        else ["runuser", "-u", self.os_user, "--", *argv]
+                    )
+                )
+                try:
+                    output = templates.copy_into(found, pgdata, self.waldir, owner)
+                except (PgfsbenchError, OSError) as exc:
+                    # a filesystem that refuses the copy (owners, modes) may still take
+                    # initdb's own files: what the copy made goes, and initdb runs
+                    templates.uncopy(found, pgdata, self.waldir)
+                    note = f"copying the initdb template {found.name} failed ({exc}); ran initdb\n"
+                    runner.transcript.append("# " + note.strip())
+                else:
+                    pgdata.hand_to(owner, 0o700)
+                    return output
+            pgdata.hand_to(owner, 0o700)
         try:
             done = runner.run(argv, timeout=600, user=self.os_user)
         except CommandError as exc:
             raise InstanceError(f"initdb failed: {exc}") from None
         output = note + done.stdout + done.stderr
         if templates is not None:
-            with contextlib.suppress(CommandError, OSError):  # the next cell runs initdb
-                templates.save(key, self.pgdata, self.waldir, output, runner)
+            with contextlib.suppress(PgfsbenchError, OSError):  # the next cell runs initdb
+                templates.save(key, self.pgdata, self.waldir, output)
         return output
 
     def configure(self, settings: Mapping[str, Scalar]) -> Path:
-        conf = self.pgdata / CONF_NAME
-        conf.write_text(render_conf(self.socket_dir, self.port, settings, self.binaries.major))
-        with (self.pgdata / "postgresql.conf").open("a") as fh:
-            fh.write(f"\ninclude '{CONF_NAME}'\n")
-        if self.os_user:
-            import shutil
-
-            shutil.chown(conf, self.os_user, self.os_user)
-        return conf
+        """pgfsbench's settings file, and its include in postgresql.conf, written beneath
+        the held data directory (the server's user's: never by path)."""
+        owner = Owner.of(self.os_user)
+        with Held.open(self.pgdata) as pgdata:
+            text = render_conf(self.socket_dir, self.port, settings, self.binaries.major)
+            pgdata.write(CONF_NAME, text, 0o600, owner)
+            pgdata.append("postgresql.conf", f"\ninclude '{CONF_NAME}'\n", owner)
+        return self.pgdata / CONF_NAME
 
     def start(self, journal: Journal, runner: Runner, timeout: float) -> int:
         journal.record(

@@ -18,8 +18,10 @@ from pathlib import Path
 from pgfsbench.spec import Cell, Pooler, Scalar
 from pgfsbench.system.actions import make_dir, watch_process_group
 from pgfsbench.system.errors import CapabilityError, InstanceError
+from pgfsbench.system.held import Held, Owner
 from pgfsbench.system.journal import Journal
 from pgfsbench.system.runner import Child, Runner
+from pgfsbench.system.trust import read_text_nofollow
 from pgfsbench.system.wait import wait_until
 
 PORT = 6432
@@ -160,12 +162,17 @@ def start(
     ver = version(runner)
     directory = make_dir(journal, celldir / "pgbouncer", owner=os_user, mode=0o755)
     socket_dir = make_dir(journal, celldir / "pgbsock", owner=os_user, mode=0o700)
-    (directory / "userlist.txt").write_text(f'"{user}" ""\n')
     ini = directory / "pgbouncer.ini"
-    ini.write_text(render_ini(pooler, directory, socket_dir, pg_socket, pg_port, user))
-    if os_user:
-        for f in (ini, directory / "userlist.txt"):
-            shutil.chown(f, os_user, os_user)
+    # the directory is the server user's: its files are made beneath it held, never by path
+    owner = Owner.of(os_user)
+    with Held.open(directory) as held:
+        held.write("userlist.txt", f'"{user}" ""\n', 0o600, owner)
+        held.write(
+            ini.name,
+            render_ini(pooler, directory, socket_dir, pg_socket, pg_port, user),
+            0o600,
+            owner,
+        )
     child = runner.spawn(
         [BINARY, str(ini)], stdout_path=directory / "stdout.txt", user=os_user, cwd=directory
     )
@@ -189,7 +196,7 @@ def start(
 
 def log_tail(directory: Path, lines: int = 3) -> str:
     try:
-        text = (directory / "pgbouncer.log").read_text(errors="replace")
+        text = read_text_nofollow(directory / "pgbouncer.log")
     except OSError:
         return "no log"
     return " | ".join(text.strip().splitlines()[-lines:])

@@ -10,14 +10,18 @@ The copy is what initdb would write, not an approximation of it: initdb's output
 its binaries, its arguments, its environment (locale, time zone) and the host's limits it
 probes (shared memory and semaphores, for ``max_connections`` and ``shared_buffers``), and
 all of these are in the template's key, with the boot's id (a reboot makes new templates).
-Files are copied whole (``--sparse=never``: a WAL segment initdb zero-filled must not come
-back with holes, which would make its first writes allocate blocks). The one difference is
-the system identifier in ``pg_control``, the same for every copy; no benchmark reads it.
+Files are copied whole (every block written: a WAL segment initdb zero-filled must not come
+back with holes, which would make its first writes allocate blocks), beneath directories
+held by descriptor (``system/held.py``): the cluster initdb made is the server user's, and
+a link or a FIFO that user planted in it is refused, never followed or vouched for. The
+one difference is the system identifier in ``pg_control``, the same for every copy; no
+benchmark reads it.
 
 Templates live in the work directory (``initdb-templates/``, root's alone), the 8 used
 last; a template is written under a name of its own and renamed into place once complete,
 so a killed run leaves no half one. Root copies a template into every later cell and starts
-it, so one is used only if root made it here: its manifest (root's file, written when it
+it, into a data directory the server's user cannot enter until the copy is whole, so one
+is used only if root made it here: its manifest (root's file, written when it
 was made) holds its key and a checksum of every entry (names, types, modes, owners, link
 targets and contents), checked again before each use. A template that fails any check is
 passed over, and initdb runs.
@@ -35,7 +39,7 @@ from pathlib import Path
 
 from pgfsbench.postgres.binaries import Binaries
 from pgfsbench.system.errors import PgfsbenchError
-from pgfsbench.system.runner import Runner
+from pgfsbench.system.held import Held, Owner, make_dirs
 from pgfsbench.system.trust import directory_problem, open_nofollow, read_trusted
 
 FORMAT = 2  # 2: a manifest with the key and a checksum of the tree
@@ -143,36 +147,34 @@ class Templates:
         for old in done[self.keep :]:
             shutil.rmtree(old, ignore_errors=True)
 
-    def save(
-        self, key: str, pgdata: Path, waldir: Path | None, output: str, runner: Runner
-    ) -> None:
+    def save(self, key: str, pgdata: Path, waldir: Path | None, output: str) -> None:
         """Copy a cluster initdb has just made (nothing has started it) as the template of
-        ``key``. The WAL directory, when it is elsewhere, is copied in as pg_wal."""
+        ``key``. The WAL directory, when it is elsewhere, is copied in as pg_wal. The
+        cluster is the server user's: it is read beneath held directories, regular files
+        and directories only (a link or a FIFO planted there fails the save, and the next
+        cell runs initdb)."""
         if self.find(key) is not None:
             return
-        self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+        make_dirs(self.root, 0o700)
         self._discard(self.root / key)  # one not to be used (an older format, changed)
         for stale in self.root.glob(f".{key}.*"):  # a killed run's (one campaign a host)
             shutil.rmtree(stale, ignore_errors=True)
-        partial = self.root / f".{key}.{os.getpid()}"
-        partial.mkdir(mode=0o700)
+        name = f".{key}.{os.getpid()}"
+        partial = self.root / name
         try:
-            copy = partial / "pgdata"
-            copy.mkdir(mode=0o700)
-            _copy_entries(runner, pgdata, copy, skip_wal=waldir is not None)
-            if waldir is not None:
-                (copy / "pg_wal").mkdir(mode=0o700)
-                _copy_entries(runner, waldir, copy / "pg_wal", skip_wal=False)
-            shutil.copystat(pgdata, copy)
-            os.chown(copy, pgdata.stat().st_uid, pgdata.stat().st_gid)
-            if waldir is not None:
-                os.chown(copy / "pg_wal", waldir.stat().st_uid, waldir.stat().st_gid)
-            (partial / OUTPUT).write_text(output)
-            manifest = {"format": FORMAT, "key": key, "checksum": tree_checksum(partial)}
-            fd = open_nofollow(partial / MANIFEST, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
-            with os.fdopen(fd, "w") as fh:
-                json.dump(manifest, fh)
-            runner.run(["sync", "--file-system", str(partial)], timeout=120)
+            with Held.open(self.root) as root, root.make_dir(name) as made:
+                with Held.open(pgdata) as source, made.make_dir("pgdata") as copy:
+                    owner = _owner_of(source)
+                    copy.copy_from(source, owner, skip=("pg_wal",) if waldir else ())
+                    if waldir is not None:
+                        with Held.open(waldir) as wal, copy.make_dir("pg_wal") as wal_copy:
+                            wal_copy.copy_from(wal, owner)
+                            wal_copy.hand_to(_owner_of(wal), wal.stat().st_mode)
+                    copy.hand_to(owner, source.stat().st_mode)
+                made.create(OUTPUT, output)
+                manifest = {"format": FORMAT, "key": key, "checksum": tree_checksum(partial)}
+                made.create(MANIFEST, json.dumps(manifest))
+                os.sync()
             partial.rename(self.root / key)
             self._evict()
         finally:
@@ -186,46 +188,40 @@ class Templates:
         elif path.is_dir():
             shutil.rmtree(path)
 
-    def copy_into(self, template: Path, pgdata: Path, waldir: Path | None, runner: Runner) -> str:
-        """Make the cluster at ``pgdata`` (an empty directory of the server's user) a copy
-        of the template, with its WAL in ``waldir`` (pg_wal a link to it) when one is
-        given, as initdb --waldir makes it; initdb's output as the template kept it."""
-        source = template / "pgdata"
-        _copy_entries(runner, source, pgdata, skip_wal=waldir is not None)
-        if waldir is not None:
-            waldir.mkdir(mode=0o700, exist_ok=True)
-            owner = source / "pg_wal"
-            os.chown(waldir, owner.stat().st_uid, owner.stat().st_gid)
-            _copy_entries(runner, owner, waldir, skip_wal=False)
-            link = pgdata / "pg_wal"
-            link.symlink_to(waldir)
-            os.lchown(link, owner.stat().st_uid, owner.stat().st_gid)
+    def copy_into(
+        self, template: Path, pgdata: Held, waldir: Path | None, owner: Owner | None
+    ) -> str:
+        """Make the cluster in ``pgdata`` (an empty directory of root's, handed to the
+        server's user only after this) a copy of the template, with its WAL in ``waldir``
+        (pg_wal a link to it) when one is given, as initdb --waldir makes it; initdb's
+        output as the template kept it."""
+        with Held.open(template / "pgdata") as source:
+            pgdata.copy_from(source, owner, skip=("pg_wal",) if waldir else ())
+            if waldir is not None:
+                with source.descend("pg_wal") as wal_source, Held.open(waldir) as wal:
+                    wal.copy_from(wal_source, owner)
+                pgdata.symlink("pg_wal", waldir, owner)
         try:
-            output = (template / OUTPUT).read_text()
-        except OSError:
+            output = read_trusted(template / OUTPUT).decode(errors="replace")
+        except (OSError, PgfsbenchError):
             output = ""
         return f"(a copy of the initdb template {template.name})\n{output}"
 
-    def uncopy(self, template: Path, pgdata: Path, waldir: Path | None) -> None:
+    def uncopy(self, template: Path, pgdata: Held, waldir: Path | None) -> None:
         """Remove what a failed ``copy_into`` may have made: the template's entries by
         name, in ``pgdata`` and ``waldir``, and nothing else that is there."""
-        source = template / "pgdata"
-        places = [(source, pgdata)] + ([(source / "pg_wal", waldir)] if waldir else [])
-        for origin, place in places:
-            for entry in origin.iterdir():
-                made = place / entry.name
-                if made.is_symlink() or made.is_file():
-                    made.unlink()
-                elif made.is_dir():
-                    shutil.rmtree(made)
+        with Held.open(template / "pgdata") as source:
+            for name in source.names():
+                pgdata.remove(name)
+            if waldir is not None and source.exists("pg_wal"):
+                with source.descend("pg_wal") as wal_source, Held.open(waldir) as wal:
+                    for name in wal_source.names():
+                        wal.remove(name)
 
 
-def _copy_entries(runner: Runner, source: Path, target: Path, *, skip_wal: bool) -> None:
-    """Copy what is in ``source`` into ``target`` as it is (owners, modes, links), every
-    block written (no holes), pg_wal left out when ``skip_wal``."""
-    entries = sorted(str(e) for e in source.iterdir() if not (skip_wal and e.name == "pg_wal"))
-    if entries:
-        runner.run(["cp", "-a", "--sparse=never", *entries, str(target) + "/"], timeout=600)
+def _owner_of(held: Held) -> Owner:
+    st = held.stat()
+    return Owner(st.st_uid, st.st_gid)
 
 
 def tree_checksum(root: Path, skip: tuple[str, ...] = ()) -> str:

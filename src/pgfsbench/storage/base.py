@@ -11,6 +11,7 @@ from typing import Any, Generic, TypeVar
 from pgfsbench.spec.models import StorageCommon
 from pgfsbench.storage.devices import DeviceFactory
 from pgfsbench.storage.snapshots import Snapshotter
+from pgfsbench.system.held import Held, Owner, make_dirs
 from pgfsbench.system.journal import Journal
 from pgfsbench.system.runner import Runner
 
@@ -158,11 +159,17 @@ def space_figures(storage: ProvisionedStorage) -> dict[str, int]:
 
 
 def prepare_dir(path: Path, owner: str | None) -> Path:
-    """A directory for PostgreSQL inside a volume we mounted (so it goes with the umount)."""
-    import shutil
+    """A directory for PostgreSQL inside a volume we mounted (so it goes with the umount),
+    made beneath its held parent and handed to ``owner`` on its descriptor."""
+    make_dirs(path.parent)
+    with Held.open(path.parent) as parent, parent.ensure_dir(path.name, 0o700, Owner.of(owner)):
+        return path
 
-    path.mkdir(parents=True, exist_ok=True)
-    path.chmod(0o700)
-    if owner:
-        shutil.chown(path, owner, owner)
+
+def prepare_volume_root(path: Path) -> Path:
+    """The root of a volume we mounted, root's and traversable: the server's user gets the
+    directories made in it (pgdata, pg_wal), never the root itself, where it could plant
+    the names root makes next."""
+    with Held.open(path) as root:
+        root.hand_to(None, 0o755)
     return path

@@ -22,6 +22,7 @@ from pgfsbench.storage.base import (
     StorageDriver,
     Volume,
     prepare_dir,
+    prepare_volume_root,
 )
 from pgfsbench.storage.mounts import mount
 from pgfsbench.storage.snapshots import Snapshotter
@@ -61,10 +62,10 @@ def wal_volume(ctx: ProvisionContext, wal: WalVolume | None) -> tuple[Volume | N
 def provisioned(
     name: str, fs: str, data: Volume, pgdata: Path, ctx: ProvisionContext, wal: WalVolume | None
 ) -> ProvisionedStorage:
-    """The storage, its WAL volume made and the data volume's root made PostgreSQL's
-    (initdb wants to create pgdata itself or find it empty)."""
+    """The storage, its WAL volume made and the data volume's root root's, traversable
+    (pgfsbench makes pgdata in it: postgres/instance.py)."""
     wal_vol, waldir = wal_volume(ctx, wal)
-    prepare_dir(data.mountpoint, ctx.postgres_user)
+    prepare_volume_root(data.mountpoint)
     roles = {"data": data.devices, **({"wal": wal_vol.devices} if wal_vol else {})}
     return ProvisionedStorage(
         name, fs, data, pgdata, wal_vol, waldir, device_roles={k: v for k, v in roles.items() if v}

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +10,7 @@ from pgfsbench.spec import FilesystemStorage
 from pgfsbench.storage.base import ProvisionContext, ProvisionedStorage, Volume
 from pgfsbench.storage.blockfs import MkfsDriver
 from pgfsbench.storage.snapshots import Snapshotter
+from pgfsbench.system.held import Held, new_dir
 from pgfsbench.system.journal import Journal
 from pgfsbench.system.runner import Runner
 
@@ -34,10 +34,11 @@ class BtrfsDriver(MkfsDriver):
         # the data directory as a subvolume, so that it can be snapshotted; snapshots go
         # next to it (the filesystem, and they with it, goes at teardown)
         ctx.runner.run(["btrfs", "subvolume", "create", str(pgdata)], timeout=60)
-        (data.mountpoint / "snapshots").mkdir(mode=0o700)
-        if ctx.postgres_user:
-            shutil.chown(pgdata, ctx.postgres_user, ctx.postgres_user)
-        pgdata.chmod(0o700)
+        # root's, in the filesystem's root (root's): the server's user is handed the data
+        # directory when it holds a cluster (postgres/instance.py)
+        new_dir(data.mountpoint / "snapshots", 0o700)
+        with Held.open(pgdata) as subvolume:
+            subvolume.hand_to(None, 0o700)
         return pgdata
 
     def snapshotter(

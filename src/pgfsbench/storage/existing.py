@@ -7,7 +7,6 @@ only the directory it created inside.
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +21,7 @@ from pgfsbench.storage.base import (
 )
 from pgfsbench.storage.mounts import mount_of
 from pgfsbench.system.errors import ProvisionError
+from pgfsbench.system.held import Held
 from pgfsbench.system.journal import Undo
 from pgfsbench.system.runner import Runner
 
@@ -37,9 +37,10 @@ def own_directory(name: str, base: Path, role: str, ctx: ProvisionContext) -> Vo
     suffix = "" if role == "data" else f"-{role}"
     own = base / f"pgfsbench-{stamp}-{os.getpid()}-{ctx.directory.name}{suffix}"
     ctx.journal.record(f"mkdir {own}", Undo("remove_path", {"path": str(own)}))
-    own.mkdir(mode=0o700)
-    if ctx.postgres_user:
-        shutil.chown(own, ctx.postgres_user, ctx.postgres_user)
+    # made beneath the held base (which the server's user may own), and kept root's: the
+    # directories PostgreSQL gets are made in it (postgres/instance.py), never by path
+    with Held.open(base) as held, held.make_dir(own.name, 0o755):
+        pass
     info = mount_of(own)
     return Volume(
         role,

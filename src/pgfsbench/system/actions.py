@@ -3,13 +3,13 @@ processes we started. Each has a registered undo that is safe to run twice."""
 
 from __future__ import annotations
 
-import shutil
 import signal
 from pathlib import Path
 from typing import Any
 
 from pgfsbench.system.bounds import kernel_value, process_group, removable_path
 from pgfsbench.system.errors import PgfsbenchError
+from pgfsbench.system.held import Held, Owner, new_dir
 from pgfsbench.system.journal import Journal, Undo, undo_action
 from pgfsbench.system.mountinfo import mounts_under
 from pgfsbench.system.runner import Runner, process_alive, signal_process_group
@@ -19,10 +19,7 @@ from pgfsbench.system.wait import wait_until
 def make_dir(journal: Journal, path: Path, *, owner: str | None = None, mode: int = 0o755) -> Path:
     """Create a directory that pgfsbench owns (removed on undo, with what is inside)."""
     journal.record(f"mkdir {path}", Undo("remove_path", {"path": str(path)}))
-    path.mkdir(parents=True, exist_ok=False)
-    path.chmod(mode)
-    if owner:
-        shutil.chown(path, owner, owner)
+    new_dir(path, mode, Owner.of(owner))
     return path
 
 
@@ -48,10 +45,14 @@ def _remove_path(runner: Runner, args: dict[str, Any]) -> None:
     if inside:
         # never delete across a mount point: it would erase (or, frozen, hang in) that fs
         raise PgfsbenchError(f"not removing {path}: {inside[0].target} is still mounted inside it")
-    if path.is_symlink() or path.is_file():
-        path.unlink()
-    elif path.is_dir():
-        shutil.rmtree(path)
+    # by its held parent: a link anywhere on the way that another user could have put
+    # there is refused, and the last name is removed, never followed
+    try:
+        parent = Held.open(path.parent)
+    except FileNotFoundError:
+        return
+    with parent:
+        parent.remove(path.name)
 
 
 @undo_action("restore_value", bound=kernel_value)

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import IO
 
 from pgfsbench.system.errors import CommandError, PgfsbenchError, Stalled
+from pgfsbench.system.held import open_log_file, open_new_file
 from pgfsbench.system.signals import signals_held
 from pgfsbench.system.trust import read_trusted, trusted_uids
 
@@ -42,8 +43,26 @@ class Completed:
     seconds: float
 
 
+# Secrets of pgfsbench's own connections (the results store's password, libpq's password
+# and service files, an SSL key's passphrase) reach no child: the server runs as the
+# `postgres` OS user, whom any database superuser can act as, and reads its environment
+# in /proc. The store connects in this process and keeps them; children are given their
+# connections on their command lines.
+SECRET_ENV = frozenset(
+    {"PGPASSWORD", "PGPASSFILE", "PGSERVICEFILE", "PGSSLPASSWORD", "PGSSLKEY", "PGFSBENCH_RESULTS"}
+)
+_SECRET_WORDS = ("PASSWORD", "PASSWD", "SECRET", "TOKEN", "CREDENTIAL", "PRIVATE_KEY", "API_KEY")
+
+
+def is_secret_env(name: str) -> bool:
+    """Is an environment variable one that no child may inherit?"""
+    upper = name.upper()
+    return upper in SECRET_ENV or any(word in upper for word in _SECRET_WORDS)
+
+
 def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
-    env = dict(os.environ)
+    """The environment of every child: ours without secrets, in the C locale."""
+    env = {k: v for k, v in os.environ.items() if not is_secret_env(k)}
     env.update(BASE_ENV)
     if extra:
         env.update(extra)
@@ -134,7 +153,7 @@ class Runner:
         how to stop it, in its place in the order of undoing (a disk under a mounted
         filesystem must outlive the unmount)."""
         self._note(argv, None)
-        with log_path.open("ab") as log:
+        with os.fdopen(open_log_file(log_path, 0o644), "ab") as log:
             try:
                 proc = subprocess.Popen(
                     list(argv),
@@ -161,7 +180,8 @@ class Runner:
         """Start a long child in its own process group; stdout to a file, stderr streamed
         line by line (with ``merge_stderr``, both streamed, and the file left empty)."""
         self._note(argv, user)
-        out = stdout_path.open("w")
+        # through its held directory: it may be the server user's (pgbouncer's)
+        out = os.fdopen(open_new_file(stdout_path, 0o644), "w")
         proc: subprocess.Popen[str] | None = None
         entry: Path | None = None
         try:

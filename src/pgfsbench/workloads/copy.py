@@ -24,6 +24,7 @@ from pgfsbench.spec import Cell, Defaults
 from pgfsbench.spec.matrix import workload_config
 from pgfsbench.spec.models import CopyWorkload
 from pgfsbench.system.errors import Stalled, WorkloadError
+from pgfsbench.system.held import Held, Owner
 from pgfsbench.workloads.base import (
     LoadResult,
     Measurement,
@@ -96,11 +97,12 @@ class Copy:
 
         streams = workload_config(cell.workload, CopyWorkload).streams
         source = ctx.workdir / "copy-source"
-        source.mkdir(exist_ok=True)
-        if ctx.os_user is not None:
-            import shutil
-
-            shutil.chown(source, ctx.os_user)
+        # in the scratch directory, which is the server user's: made beneath it held
+        with (
+            Held.open(ctx.workdir) as scratch,
+            scratch.ensure_dir(source.name, 0o700, Owner.of(ctx.os_user)),
+        ):
+            pass
         started = time.monotonic()
         try:
             with psycopg.connect(

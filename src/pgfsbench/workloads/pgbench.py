@@ -21,6 +21,7 @@ from pgfsbench.spec.models import PgbenchWorkload, WorkloadBase
 from pgfsbench.system.access import readable_by
 from pgfsbench.system.actions import watch_process_group
 from pgfsbench.system.errors import CommandError, Stalled, WorkloadError
+from pgfsbench.system.held import write_file
 from pgfsbench.workloads.base import (
     WORKLOAD_ENV,
     Endpoint,
@@ -299,8 +300,9 @@ class Pgbench:
 
         w = cell.workload
         script = ctx.workdir / "seqscan.sql"
-        script.write_text(seqscan_script(workload_config(w, PgbenchWorkload).parallel_workers))
-        script.chmod(0o644)
+        # the scratch directory is the server user's: written beneath it held, not by path
+        workers = workload_config(w, PgbenchWorkload).parallel_workers
+        write_file(script, seqscan_script(workers), 0o644)
         with psycopg.connect(ctx.server.conninfo(), connect_timeout=10) as conn:
             row = conn.execute("SELECT pg_relation_size(%s)", (SEQSCAN_TABLE,)).fetchone()
         table = int(row[0]) if row else 0

@@ -17,6 +17,7 @@ from pgfsbench.storage.base import (
     StorageDriver,
     Volume,
     prepare_dir,
+    prepare_volume_root,
     space_figures,
 )
 from pgfsbench.storage.mounts import mount_at
@@ -181,7 +182,7 @@ class ZfsDriver(StorageDriver[ZfsStorage]):
                 ctx, impl, f"{pool}/wal", ctx.directory / "mnt" / "wal", config.wal, "wal", daemon
             )
             waldir = prepare_dir(wal.mountpoint / "pg_wal", ctx.postgres_user)
-        prepare_dir(data.mountpoint, ctx.postgres_user)
+        prepare_volume_root(data.mountpoint)
         details: dict[str, Any] = {
             "implementation": impl.label(),
             "fuse": impl.fuse,
