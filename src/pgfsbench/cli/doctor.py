@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from pgfsbench.advisor.doctor import Finding
     from pgfsbench.advisor.facts import Facts
 from pgfsbench.system.errors import UsageError
+from pgfsbench.system.held import write_file
 from pgfsbench.system.paths import DEFAULT_WORKDIR
 
 doctor_app = typer.Typer(
@@ -282,7 +283,7 @@ def advise_cmd(
     except OSError:
         free = None
     advice = advise(doctor, fs, free, scale, workload, duration, repetitions)
-    output.write_text(to_toml(advice))
+    write_file(output, to_toml(advice), 0o644)
     console = Console()
     console.print(
         f"wrote {output}: {len(obj(advice.spec['storage']))} storage(s) x "

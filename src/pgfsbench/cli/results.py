@@ -12,6 +12,7 @@ from rich.console import Console
 from pgfsbench.cli import app
 from pgfsbench.results.target import shown
 from pgfsbench.system.errors import StoreError, UsageError
+from pgfsbench.system.held import write_file
 
 if TYPE_CHECKING:
     from pgfsbench.report.loading import Analysed
@@ -354,15 +355,13 @@ def report_cmd(
     if fmt == "md":
         from pgfsbench.report.markdown import render_markdown
 
-        output.write_text(
-            render_markdown(a.campaigns, a.cells, a.highlights, a.highlights.warnings, a.runs)
-        )
+        text = render_markdown(a.campaigns, a.cells, a.highlights, a.highlights.warnings, a.runs)
+        write_file(output, text, 0o644)
     else:
         from pgfsbench.report.html import render_report
 
-        output.write_text(
-            render_report(a.campaigns, a.runs, a.cells, a.highlights, history=a.history)
-        )
+        text = render_report(a.campaigns, a.runs, a.cells, a.highlights, history=a.history)
+        write_file(output, text, 0o644)
     Console().print(f"report: {output.resolve()}")
 
 

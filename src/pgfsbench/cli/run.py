@@ -29,9 +29,11 @@ from pgfsbench.system.errors import (
     CapabilityError,
     GuardError,
     Interrupted,
+    PgfsbenchError,
     RunsFailed,
     UsageError,
 )
+from pgfsbench.system.held import write_file
 from pgfsbench.system.paths import DEFAULT_WORKDIR
 from pgfsbench.units import human_bytes, human_seconds
 
@@ -417,10 +419,8 @@ class ProgressFile:
             "finished": finished,
             "updated": round(time.time()),
         }
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        with contextlib.suppress(OSError):  # watching must never stop the run
-            tmp.write_text(json.dumps(data) + "\n")
-            tmp.replace(self.path)
+        with contextlib.suppress(OSError, PgfsbenchError):  # watching must never stop the run
+            write_file(self.path, json.dumps(data) + "\n", 0o644)
 
 
 def live_metrics(
@@ -699,7 +699,8 @@ def demo_cmd(
     from pgfsbench.report.html import render_report
 
     a = analyse(store, [result.campaign_id])
-    report.write_text(render_report(a.campaigns, a.runs, a.cells, a.highlights, history=a.history))
+    text = render_report(a.campaigns, a.runs, a.cells, a.highlights, history=a.history)
+    write_file(report, text, 0o644)
     console.print(f"HTML report: {report.resolve()}")
     console.print("Next:", markup=False)
     for line in next_commands(results, a.cells, [r.run_id for r in a.runs]):

@@ -19,6 +19,8 @@ from pathlib import Path
 from pgfsbench.cluster import bundle
 from pgfsbench.cluster.manifests import SPEC_ENV, TASK_ENV, unpacked_spec
 from pgfsbench.spec.cluster import POD_DATA_MOUNT
+from pgfsbench.system.errors import PgfsbenchError
+from pgfsbench.system.held import Held, make_dirs, write_file
 
 POD_HOME = Path("/var/lib/pgfsbench")
 RESULTS_NAME = "results.db"
@@ -66,10 +68,11 @@ def run_task(
     status: 0 when a bundle was sent, whatever the runs' statuses (they are in it)."""
     task = Task.parse(os.environ[TASK_ENV])
     # root's, and open to the postgres user on its way to the work directory
-    home.mkdir(mode=0o755, parents=True, exist_ok=True)
-    home.chmod(0o755)
+    make_dirs(home)
+    with Held.open(home) as held:
+        held.hand_to(None, 0o755)
     spec = home / (Path(task.spec_name).name or "spec.toml")
-    spec.write_text(unpacked_spec(os.environ[SPEC_ENV]))
+    write_file(spec, unpacked_spec(os.environ[SPEC_ENV]), 0o600)
     results = home / RESULTS_NAME
     status = 0
     try:
@@ -83,8 +86,8 @@ def run_task(
     # first on the claim, which outlives this pod until the controller has the bundle
     target = Path(POD_DATA_MOUNT) / bundle.BUNDLE_NAME
     try:
-        target.write_bytes(data)
-    except OSError as exc:
+        write_file(target, data, 0o600)
+    except (OSError, PgfsbenchError) as exc:
         print(f"pgfsbench pod: could not keep the bundle on the claim: {exc}", file=sys.stderr)
     for line in bundle.frame(data):
         emit(line)

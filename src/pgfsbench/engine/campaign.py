@@ -10,6 +10,7 @@ Whatever a run could not undo (a filesystem frozen under it) is tried again at t
 from __future__ import annotations
 
 import contextlib
+import os
 import shutil
 import signal
 import uuid
@@ -41,6 +42,7 @@ from pgfsbench.results.store import Store
 from pgfsbench.spec import WORKLOAD_TOOLS, Defaults, LoadedSpec
 from pgfsbench.storage.devices import DevicePolicy
 from pgfsbench.system.errors import Interrupted, PgfsbenchError, UsageError
+from pgfsbench.system.held import open_new_file, write_file
 from pgfsbench.system.journal import Journal
 from pgfsbench.system.runner import ChildRegistry, Runner
 from pgfsbench.system.signals import signals_held
@@ -418,7 +420,7 @@ class Campaign:
                 with (
                     contextlib.suppress(OSError),
                     open_written_by_others(state.instance.log_path) as src,
-                    (art / "postgresql.log").open("wb") as dst,
+                    os.fdopen(open_new_file(art / "postgresql.log"), "wb") as dst,
                 ):
                     shutil.copyfileobj(src, dst, 1 << 20)
         for path in sorted(art.iterdir()):
@@ -430,11 +432,8 @@ class Campaign:
         """The commands run since the last run's, in order: this run's preparation,
         measurement and teardown (a run's commands.sh starts with its own set-up)."""
         path = eng.artifacts_dir(run_id) / "commands.sh"
-        path.write_text(
-            "# commands pgfsbench ran for this run, in order\n"
-            + "\n".join(eng.runner.transcript)
-            + "\n"
-        )
+        text = "# commands pgfsbench ran for this run, in order\n"
+        write_file(path, text + "\n".join(eng.runner.transcript) + "\n")
         eng.runner.transcript.clear()
         self.store.put_artifact(run_id, ARTIFACT_KINDS["commands.sh"], path)
 

@@ -34,6 +34,7 @@ from pgfsbench.storage.base import ProvisionContext, ProvisionedStorage, Volume
 from pgfsbench.storage.devices import DISK_DAEMON, DeviceFactory, DevicePolicy, block_size
 from pgfsbench.system.actions import make_dir
 from pgfsbench.system.errors import InstanceError
+from pgfsbench.system.held import Held, make_dirs
 from pgfsbench.system.journal import Journal
 from pgfsbench.system.runner import Runner
 from pgfsbench.units import parse_size
@@ -148,9 +149,10 @@ Step = Callable[[Engine, CellState], None]
 
 def _directories(eng: Engine, st: CellState) -> None:
     cells_dir = eng.workdir / "cells"
-    cells_dir.mkdir(exist_ok=True)
-    if cells_dir.stat().st_uid == os.geteuid():
-        cells_dir.chmod(0o755)  # PostgreSQL's OS user must traverse it whatever our umask
+    make_dirs(cells_dir)
+    with Held.open(cells_dir) as held:
+        if held.stat().st_uid == os.geteuid():
+            held.hand_to(None, 0o755)  # PostgreSQL's OS user must traverse it whatever our umask
     st.celldir = make_dir(eng.journal, cells_dir / f"run-{st.run_id}")
     st.logdir = make_dir(eng.journal, st.celldir / "log", owner=eng.os_user, mode=0o755)
     # the benchmark's own scratch directory (transaction logs): it runs as the OS user

@@ -31,6 +31,7 @@ from pgfsbench.storage import driver_for, limits
 from pgfsbench.storage.devices import DevicePolicy, check_real_device, fuse_uring_unsupported
 from pgfsbench.system.access import first_unreachable
 from pgfsbench.system.errors import CapabilityError, NeedsRootError, UsageError
+from pgfsbench.system.held import Held
 from pgfsbench.system.runner import Runner
 from pgfsbench.system.trust import check_workdir_trusted, make_trusted_dir
 from pgfsbench.workloads import workload_for
@@ -159,8 +160,10 @@ def check_workdir(workdir: Path, os_user: str | None) -> None:
 
 def make_workdir(workdir: Path) -> None:
     make_trusted_dir(workdir)
-    if workdir.stat().st_uid == os.geteuid():
-        workdir.chmod(workdir.stat().st_mode | 0o755)
+    with Held.open(workdir) as held:
+        st = held.stat()
+        if st.st_uid == os.geteuid():
+            held.hand_to(None, st.st_mode | 0o755)
 
 
 def preflight(

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from pgfsbench.system.errors import CapabilityError, UsageError
+from pgfsbench.system.held import write_file
 from pgfsbench.system.trust import check_workdir_trusted, file_problem
 
 PLAYBOOK = Path(__file__).resolve().parent / "playbooks" / "run.yml"
@@ -95,10 +96,8 @@ class FleetState:
     ended_at: str = ""
 
     def save(self) -> None:
-        path = Path(self.directory) / STATE
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=1))
-        tmp.replace(path)
+        # in the checked fleet directory, made anew (never through a link), root's alone
+        write_file(Path(self.directory) / STATE, json.dumps(asdict(self), indent=1), 0o600)
 
     @classmethod
     def load(cls, directory: Path) -> FleetState:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO
 
 from pgfsbench.system.errors import CommandError, PgfsbenchError, Stalled
-from pgfsbench.system.held import open_log_file, open_new_file
+from pgfsbench.system.held import make_dirs, open_log_file, open_new_file, write_file
 from pgfsbench.system.signals import signals_held
 from pgfsbench.system.trust import read_trusted, trusted_uids
 
@@ -356,11 +356,10 @@ class ChildRegistry:
     def add(self, pid: int, argv: Sequence[str]) -> Path | None:
         entry = self.directory / str(pid)
         try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            entry.write_text(
-                json.dumps({"start_time": process_start_time(pid), "argv": shlex.join(argv)[:300]})
-            )
-        except OSError:
+            make_dirs(self.directory, 0o700)
+            record = {"start_time": process_start_time(pid), "argv": shlex.join(argv)[:300]}
+            write_file(entry, json.dumps(record))
+        except (OSError, PgfsbenchError):
             return None  # a full or read-only disk must not stop the run; cleanup has less
         return entry
 

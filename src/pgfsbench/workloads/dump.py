@@ -24,6 +24,7 @@ from pgfsbench.spec.matrix import workload_config
 from pgfsbench.spec.models import DumpWorkload
 from pgfsbench.system.actions import watch_process_group
 from pgfsbench.system.errors import CommandError, Stalled
+from pgfsbench.system.held import write_file
 from pgfsbench.system.runner import Child
 from pgfsbench.workloads.base import (
     WORKLOAD_ENV,
@@ -140,7 +141,7 @@ class Dump:
                 break
             dumps += 1
         elapsed = time.monotonic() - started
-        (ctx.artifacts / f"{name}.stderr").write_text("".join(stderr_all))
+        write_file(ctx.artifacts / f"{name}.stderr", "".join(stderr_all))
         if out.total > 0 and dumps:  # output bytes -> database bytes
             factor = db_bytes * dumps / out.total
             per_second = [round(v * factor, 3) for v in per_second]

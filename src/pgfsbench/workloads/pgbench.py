@@ -279,11 +279,11 @@ class Pgbench:
                 argv, timeout=max(600.0, cell.scale * 120.0), user=ctx.os_user, cwd=ctx.workdir
             )
         except CommandError as exc:
-            (ctx.artifacts / "pgbench-init.txt").write_text(exc.stdout + exc.stderr)
+            write_file(ctx.artifacts / "pgbench-init.txt", exc.stdout + exc.stderr)
             raise WorkloadError(f"pgbench -i failed: {exc}") from None
         wall = time.monotonic() - started
         output = done.stdout + done.stderr
-        (ctx.artifacts / "pgbench-init.txt").write_text(output)
+        write_file(ctx.artifacts / "pgbench-init.txt", output)
         parsed = parse_init(output)
         phases = dict(parsed.phases) if parsed else {}
         phases["wall_clock"] = round(wall, 3)
@@ -388,17 +388,17 @@ class Pgbench:
             rc = child.wait_watching(phase.seconds + 300, phase.stalled)
         except Stalled as exc:
             # what it measured until it stalled is the evidence of the stall
-            (ctx.artifacts / f"{name}.stderr").write_text(child.stderr)
+            write_file(ctx.artifacts / f"{name}.stderr", child.stderr)
             return Measurement(
                 series=progress_series(points), stalled=str(exc), returncode=-1, errors=(str(exc),)
             )
         except CommandError:
-            (ctx.artifacts / f"{name}.stderr").write_text(child.stderr)
+            write_file(ctx.artifacts / f"{name}.stderr", child.stderr)
             raise
         except BaseException:
             child.kill_tree()
             raise
-        (ctx.artifacts / f"{name}.stderr").write_text(child.stderr)
+        write_file(ctx.artifacts / f"{name}.stderr", child.stderr)
         summary = parse_run(stdout_path.read_text(errors="replace"), child.stderr)
         m = _measurement(summary, rc, points)
         if log:

@@ -18,6 +18,7 @@ from pgfsbench.postgres.binaries import Binaries
 from pgfsbench.spec import Cell, Defaults, SysbenchWorkload
 from pgfsbench.system.actions import watch_process_group
 from pgfsbench.system.errors import CommandError, Stalled, WorkloadError
+from pgfsbench.system.held import write_file
 from pgfsbench.workloads.base import (
     WORKLOAD_ENV,
     Endpoint,
@@ -299,10 +300,10 @@ class Sysbench:
                 argv, timeout=max(600.0, rows / 2000), user=ctx.os_user, cwd=ctx.workdir
             )
         except CommandError as exc:
-            (ctx.artifacts / "sysbench-prepare.txt").write_text(exc.stdout + exc.stderr)
+            write_file(ctx.artifacts / "sysbench-prepare.txt", exc.stdout + exc.stderr)
             raise WorkloadError(f"sysbench prepare failed: {exc}") from None
         wall = time.monotonic() - started
-        (ctx.artifacts / "sysbench-prepare.txt").write_text(done.stdout + done.stderr)
+        write_file(ctx.artifacts / "sysbench-prepare.txt", done.stdout + done.stderr)
         return LoadResult(wall, {"prepare": round(wall, 3)}, done.stdout)
 
     def run(self, ctx: WorkloadContext, cell: Cell, phase: Phase) -> Measurement:
@@ -357,7 +358,7 @@ class Sysbench:
             child.kill_tree()
             raise
         output = child.stderr  # stdout and stderr, merged and streamed
-        out_path.write_text(output)
+        write_file(out_path, output)
         return _measurement(parse_run(output), rc, reports, cfg, prepared, lost)
 
 

@@ -18,6 +18,7 @@ from pgfsbench.storage.zfs.layout import POOL_PREFIX
 from pgfsbench.system.actions import write_value
 from pgfsbench.system.bounds import pool_name
 from pgfsbench.system.errors import ProvisionError
+from pgfsbench.system.held import Held, make_dirs
 from pgfsbench.system.journal import Journal, Undo, undo_action
 from pgfsbench.system.runner import Runner
 from pgfsbench.system.wait import wait_until
@@ -136,11 +137,12 @@ def evict_pool_cache(
         *storage.device_roles.get("cache", ()),
     ]
     links = workdir / "zpool-import"
-    links.mkdir(exist_ok=True)
-    for i, dev in enumerate(members):
-        link = links / f"{i}-{Path(dev).name}"
-        if not link.is_symlink():
-            link.symlink_to(dev)
+    make_dirs(links, 0o700)
+    with Held.open(links) as held:
+        for i, dev in enumerate(members):
+            name = f"{i}-{Path(dev).name}"
+            if not held.exists(name):
+                held.symlink(name, Path(dev))
     before = arc_bytes()
     journal.record(
         f"zpool export {pool} (cold cache)", Undo("zpool_import", {"name": pool, "dir": str(links)})
