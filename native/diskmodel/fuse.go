@@ -106,7 +106,7 @@ func mount(mountpoint string) (int, error) {
 	if err != nil {
 		return -1, err
 	}
-	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=0,group_id=0,max_read=%d,allow_other", fd, maxWrite)
+	opts := fmt.Sprintf("fd=%d,rootmode=40000,user_id=0,group_id=0,max_read=%d,allow_other,default_permissions", fd, maxWrite)
 	if err := unix.Mount("pgfsbench-disk", mountpoint, "fuse.pgfsbench-disk", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
 		_ = unix.Close(fd)
 		return -1, fmt.Errorf("mount %s: %w", mountpoint, err)
@@ -285,7 +285,7 @@ func (s *server) reply(unique uint64, ent *ringEnt, errno syscall.Errno, payload
 
 func (s *server) attr(id uint64) fuse.Attr {
 	if id == rootID {
-		return fuse.Attr{Ino: rootID, Mode: syscall.S_IFDIR | 0o755, Nlink: 2, Blksize: 4096}
+		return fuse.Attr{Ino: rootID, Mode: syscall.S_IFDIR | 0o700, Nlink: 2, Blksize: 4096}
 	}
 	return fuse.Attr{
 		Ino: diskID, Size: uint64(s.d.size), Blocks: uint64(s.d.size / 512),
@@ -335,6 +335,13 @@ func (s *server) handle(req, data []byte, ent *ringEnt) bool {
 	case opOpen:
 		if h.NodeId != diskID {
 			reply(syscall.EISDIR)
+			break
+		}
+		// the device under test is root's alone: the kernel checks the modes (the mount's
+		// default_permissions, the disk 0600 and its directory 0700 of uid 0), and an open
+		// by anyone else is refused here too, should a mode ever be changed
+		if h.Uid != 0 {
+			reply(syscall.EACCES)
 			break
 		}
 		// no page cache between the loop device and the model; writes of the loop

@@ -323,7 +323,9 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	if path := os.Getenv("PGFSBENCH_DISK_TRACE"); path != "" {
-		tf, err := os.OpenFile(fmt.Sprintf("%s.%d", path, os.Getpid()), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		// a new file, never one that is there (a link another user planted where the
+		// trace goes would make root write through it)
+		tf, err := os.OpenFile(fmt.Sprintf("%s.%d", path, os.Getpid()), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "pgfsbench-disk: trace:", err)
 			os.Exit(1)

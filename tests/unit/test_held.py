@@ -37,8 +37,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("system/actions.py", "write_text"): "write_value: /proc/sys and /sys, bounded by "
     "system/bounds.KERNEL_FILES",
     ("storage/devices.py", "write_text"): "fuse's enable_uring under /sys/module",
-    ("storage/devices.py", "open:x"): "an image file in root's work directory (checked "
-    "trusted by preflight), created O_EXCL",
     ("system/trust.py", "chmod"): "make_trusted_dir: directories pgfsbench has just made "
     "under a checked parent",
     ("report/terminal.py", "open:w"): "/dev/null, for a console that measures text",

@@ -426,10 +426,8 @@ class ClusterCampaign:
         names, _ = self.manifests(group, run_ids[0])
         k8s_facts = self._facts(names, outcome, facts)
         env: dict[str, object] = {"kubernetes": k8s_facts}
-        if outcome.data is None:
-            why = outcome.failure or "the pod sent no results"
-            if outcome.notes:
-                why += "; " + "; ".join(outcome.notes)
+
+        def fail_all(why: str) -> None:
             for planned, run_id in zip(group, run_ids, strict=True):
                 self._finish(
                     planned,
@@ -437,24 +435,22 @@ class ClusterCampaign:
                     RunOutcome(RunStatus.FAILED, error=why, environment=env),
                     result,
                 )
+
+        if outcome.data is None:
+            why = outcome.failure or "the pod sent no results"
+            if outcome.notes:
+                why += "; " + "; ".join(outcome.notes)
+            fail_all(why)
             return
         where = self.workdir / "pods" / names.job
+        # the bundle is what a container image made: hostile input. Whatever is wrong with
+        # it fails this Job's runs with the reason, and the matrix goes on.
         try:
             results = bundle.unpack(outcome.data, where)
-        except (ValueError, OSError) as exc:
-            for planned, run_id in zip(group, run_ids, strict=True):
-                self._finish(
-                    planned,
-                    run_id,
-                    RunOutcome(
-                        RunStatus.FAILED,
-                        error=f"the pod's bundle cannot be read: {exc}",
-                        environment=env,
-                    ),
-                    result,
-                )
+            pod_store = Store.foreign(results, artifacts_root=where / bundle.ARTIFACTS_DIR)
+        except (ValueError, OSError, PgfsbenchError) as exc:
+            fail_all(f"the pod's bundle cannot be read: {exc}")
             return
-        pod_store = Store(str(results), artifacts_root=where / bundle.ARTIFACTS_DIR)
         try:
             pod_runs = sorted(pod_store.list_runs(None), key=lambda r: r.run_id)
             pairs = [(r.run_id, run_id) for r, run_id in zip(pod_runs, run_ids, strict=False)]
@@ -466,6 +462,11 @@ class ClusterCampaign:
                 environment=env,
                 storage_details={"kubernetes": k8s_facts.get("volumes", {})},
             )
+        except Interrupted:
+            raise
+        except Exception as exc:
+            fail_all(f"the pod's results cannot be taken: {exc.__class__.__name__}: {exc}"[:500])
+            return
         finally:
             pod_store.close()
         for i, (planned, run_id) in enumerate(zip(group, run_ids, strict=True)):

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pgfsbench.system.errors import CapabilityError, PgfsbenchError
+from pgfsbench.system.trust import UntrustedPath, file_problem, path_problem, read_trusted
 
 Manifest = dict[str, Any]
 
@@ -52,6 +53,38 @@ class ClusterAddress:
         if env:
             return Path(env.split(os.pathsep)[0]).expanduser()
         return Path("~/.kube/config").expanduser()
+
+
+def kubeconfig_problem(path: Path) -> str | None:
+    """Why a kubeconfig cannot be trusted (None: it can): a kubeconfig runs commands (exec
+    plugins), so it and every directory on its way must be writable by root (or whoever
+    runs pgfsbench) alone, as for the work directory."""
+    if not path.is_absolute():
+        return f"kubeconfig {path} is not an absolute path"
+    why = path_problem(path.parent)
+    if why is not None:
+        return f"kubeconfig {path}: {why}"
+    try:
+        return file_problem(os.lstat(path), path)
+    except OSError as exc:
+        return f"kubeconfig {path}: {exc.strerror}"
+
+
+def read_kubeconfig(path: Path) -> dict[str, Any]:
+    """A kubeconfig's content, checked (``kubeconfig_problem``) and read once, through a
+    descriptor opened without following a link: the content checked is the one used."""
+    import yaml
+
+    why = kubeconfig_problem(path)
+    if why is not None:
+        raise UntrustedPath(
+            f"{why}: a kubeconfig can run commands (exec plugins); give one that only "
+            "root can write"
+        )
+    data = yaml.safe_load(read_trusted(path))
+    if not isinstance(data, dict):
+        raise CapabilityError(f"kubeconfig {path}: not a kubeconfig (a YAML mapping)")
+    return data
 
 
 class KubeClient(Protocol):
@@ -127,7 +160,7 @@ class LightkubeClient:
                 f"no kubeconfig at {path}: give [kubernetes] kubeconfig, or set KUBECONFIG"
             )
         try:
-            config = KubeConfig.from_file(str(path))
+            config = KubeConfig.from_dict(read_kubeconfig(path), fname=path)
             single = config.get(context_name=address.context)
         except (ConfigError, OSError, ValueError, KeyError) as exc:
             raise CapabilityError(f"kubeconfig {path}: {exc}") from None

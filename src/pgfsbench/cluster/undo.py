@@ -12,19 +12,22 @@ else can write it, at run time and again at cleanup.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pgfsbench.cluster.client import ClusterAddress, KubeClient, LightkubeClient
+from pgfsbench.cluster.client import (
+    ClusterAddress,
+    KubeClient,
+    LightkubeClient,
+    kubeconfig_problem,
+)
 from pgfsbench.spec.cluster import CAMPAIGN_LABEL, MANAGED_BY
 from pgfsbench.system.journal import Scope, Undo, undo_action
 from pgfsbench.system.runner import Runner
 from pgfsbench.system.trust import (
     UntrustedPath,
-    file_problem,
 )
 
 OBJECT_KINDS = ("Job", "PersistentVolumeClaim")
@@ -45,22 +48,15 @@ def use_client(address: ClusterAddress, namespace: str, client: KubeClient) -> N
     _in_use[(str(address.path()), address.context, namespace)] = client
 
 
-def kubeconfig_problem(path: str | None) -> str | None:
-    """Why this kubeconfig cannot be trusted (None: it can)."""
+def recorded_kubeconfig_problem(path: str | None) -> str | None:
+    """Why the kubeconfig a journal names cannot be trusted (None: it can)."""
     if path is None:
         return "no kubeconfig path recorded"
-    p = Path(path)
-    if not p.is_absolute():
-        return f"kubeconfig {path} is not an absolute path"
-    try:
-        st = os.lstat(p)
-    except OSError as exc:
-        return f"kubeconfig {path}: {exc.strerror}"
-    return file_problem(st, p)
+    return kubeconfig_problem(Path(path))
 
 
 def check_kubeconfig(address: ClusterAddress) -> None:
-    why = kubeconfig_problem(str(address.path()))
+    why = kubeconfig_problem(address.path())
     if why is not None:
         raise UntrustedPath(
             f"{why}: a kubeconfig can run commands (exec plugins); give one that only "
@@ -83,7 +79,7 @@ def _campaign_bound(args: dict[str, object], scope: Scope) -> str | None:
     if not NAMESPACE.fullmatch(str(args.get("namespace"))):
         return f"namespace {args.get('namespace')!r} is not a namespace name"
     kubeconfig = args.get("kubeconfig")
-    return kubeconfig_problem(None if kubeconfig is None else str(kubeconfig))
+    return recorded_kubeconfig_problem(None if kubeconfig is None else str(kubeconfig))
 
 
 def _client(args: dict[str, Any]) -> KubeClient:

@@ -10,15 +10,34 @@ it is, by path, with its size and SHA-256 recorded so that a copy can be checked
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
+import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    Integer,
+    String,
+    Table,
+    insert,
+    select,
+    update,
+)
 from sqlalchemy.engine import Connection
+from sqlalchemy.types import TypeEngine
 
 from pgfsbench.results import schema
 from pgfsbench.results.store import Store
+from pgfsbench.system.errors import PgfsbenchError
+from pgfsbench.system.held import Held
+from pgfsbench.system.trust import open_written_by_others
 
 
 @dataclass
@@ -38,14 +57,63 @@ class ImportReport:
 
 
 def sha256_of(path: Path) -> str | None:
+    """An artifact's SHA-256, when it is a regular file (opened without following a link
+    or waiting on a FIFO: a results file names it, and a results file is input)."""
     try:
-        digest = hashlib.sha256()
-        with path.open("rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
+        with open_written_by_others(path) as f:
+            digest = hashlib.sha256()
+            while block := f.read(1 << 20):
                 digest.update(block)
-        return digest.hexdigest()
+            return digest.hexdigest()
     except OSError:
         return None
+
+
+def sha256_beneath(root: Path, path: Path) -> str | None:
+    """The SHA-256 of ``path`` when it is a regular file beneath ``root`` reached without
+    a link (a pod's bundle names its artifacts: none may name a file of the host's)."""
+    if not path.is_relative_to(root):
+        return None
+    *dirs, name = path.relative_to(root).parts or ("",)
+    try:
+        with Held.open(root) as top, top.descend(*dirs) as parent:
+            fd = parent.open_existing(name, os.O_RDONLY)
+            with os.fdopen(fd, "rb") as f:
+                return hashlib.file_digest(f, "sha256").hexdigest()
+    except (OSError, PgfsbenchError):
+        return None
+
+
+def _fits(column_type: TypeEngine[Any], value: object) -> bool:
+    """Is ``value`` of the Python type a column of ``column_type`` holds?"""
+    if isinstance(column_type, Boolean):
+        return isinstance(value, bool) or value in (0, 1)
+    if isinstance(column_type, Integer):  # BigInteger too
+        return isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(column_type, Float):
+        return isinstance(value, int | float) and not isinstance(value, bool)
+    if isinstance(column_type, String):  # Text too
+        return isinstance(value, str)
+    if isinstance(column_type, DateTime):
+        return isinstance(value, dt.datetime)
+    if isinstance(column_type, JSON):
+        return isinstance(value, dict | list | str | int | float | bool)
+    return False
+
+
+def checked_row(table: Table, row: Mapping[str, Any]) -> dict[str, Any]:
+    """A row read from another machine's store, with our columns only, each of its
+    column's type; ValueError names the first that is not."""
+    values = {}
+    for column in table.columns:
+        value = row.get(column.name)
+        if value is not None and not _fits(column.type, value):
+            raise ValueError(
+                f"{table.name}.{column.name} holds a {type(value).__name__}, not a "
+                f"{column.type.__class__.__name__}"
+            )
+        values[column.name] = value
+    return values
 
 
 def _campaign_key(row: dict[str, object]) -> str:
@@ -129,25 +197,43 @@ def import_store(source: Store, target: Store, host: str | None = None) -> Impor
     return report
 
 
-def _copy_children(src: Connection, dst: Connection, old: int, new: int) -> None:
-    for s in src.execute(select(schema.series).where(schema.series.c.run_id == old)).mappings():
-        dst.execute(insert(schema.series).values(**{**dict(s), "run_id": new}))
-    for c in src.execute(
-        select(schema.checkpoint).where(schema.checkpoint.c.run_id == old)
-    ).mappings():
+def _copy_children(
+    src: Connection, dst: Connection, old: int, new: int, moved: tuple[Path, Path] | None = None
+) -> None:
+    """A run's series, checkpoints and artifacts. With ``moved`` (another machine's
+    store: a pod's bundle), each row is checked for our types and an artifact is kept only
+    beneath the bundle's directory (``moved``'s second), found without a link."""
+
+    def rows(table: Table) -> list[dict[str, Any]]:
+        found = src.execute(select(table).where(table.c.run_id == old)).mappings()
+        return [checked_row(table, dict(r)) if moved else dict(r) for r in found]
+
+    for s in rows(schema.series):
+        dst.execute(insert(schema.series).values(**{**s, "run_id": new}))
+    for c in rows(schema.checkpoint):
         dst.execute(
             insert(schema.checkpoint).values(
-                **{k: v for k, v in dict(c).items() if k not in ("id", "run_id")}, run_id=new
+                **{k: v for k, v in c.items() if k not in ("id", "run_id")}, run_id=new
             )
         )
     checksums: dict[str, object] = {}
-    for a in src.execute(select(schema.artifact).where(schema.artifact.c.run_id == old)).mappings():
-        dst.execute(insert(schema.artifact).values(**{**dict(a), "run_id": new}))
-        checksums[str(a["kind"])] = {"path": a["path"], "sha256": sha256_of(Path(a["path"]))}
-    if checksums:
+    refused: list[str] = []
+    for a in rows(schema.artifact):
+        path = str(a["path"])
+        if moved is not None:
+            if not Path(path).is_relative_to(moved[0]) or ".." in Path(path).parts:
+                refused.append(f"{a['kind']}: {path[:200]}")
+                continue
+            path = _moved(path, moved)
+        dst.execute(insert(schema.artifact).values(**{**a, "path": path, "run_id": new}))
+        digest = sha256_beneath(moved[1], Path(path)) if moved else sha256_of(Path(path))
+        checksums[str(a["kind"])] = {"path": path, "sha256": digest}
+    if checksums or refused:
         row = dst.execute(select(schema.run.c.metrics).where(schema.run.c.id == new)).first()
         metrics = dict(row[0] or {}) if row else {}
         metrics["imported_artifacts"] = checksums
+        if refused:
+            metrics["artifacts_refused"] = {"outside the bundle": refused[:20]}
         dst.execute(update(schema.run).where(schema.run.c.id == new).values(metrics=metrics))
 
 
@@ -187,7 +273,8 @@ def adopt_runs(
             row = src.execute(select(schema.run).where(schema.run.c.id == old)).mappings().first()
             if row is None:
                 raise ValueError(f"run {old} is not in {source.target}")
-            values = {k: v for k, v in dict(row).items() if k not in _ADOPTED_KEEPS}
+            checked = checked_row(schema.run, dict(row)) if moved is not None else dict(row)
+            values = {k: v for k, v in checked.items() if k not in _ADOPTED_KEEPS}
             if environment:
                 values["environment"] = {**dict(values.get("environment") or {}), **environment}
             if storage_details:
@@ -200,24 +287,7 @@ def adopt_runs(
             dst.execute(update(schema.run).where(schema.run.c.id == new).values(**values))
             for table in (schema.series, schema.checkpoint, schema.artifact):
                 dst.execute(table.delete().where(table.c.run_id == new))
-            _copy_children(src, dst, old, new)
-            if moved is not None:
-                checksums: dict[str, object] = {}
-                for a in dst.execute(
-                    select(schema.artifact).where(schema.artifact.c.run_id == new)
-                ).mappings():
-                    path = _moved(str(a["path"]), moved)
-                    dst.execute(
-                        update(schema.artifact)
-                        .where(schema.artifact.c.run_id == new, schema.artifact.c.kind == a["kind"])
-                        .values(path=path)
-                    )
-                    checksums[str(a["kind"])] = {"path": path, "sha256": sha256_of(Path(path))}
-                metrics = dict(values.get("metrics") or {})
-                metrics["imported_artifacts"] = checksums
-                dst.execute(
-                    update(schema.run).where(schema.run.c.id == new).values(metrics=metrics)
-                )
+            _copy_children(src, dst, old, new, moved)
 
 
 def _moved(path: str, moved: tuple[Path, Path]) -> str:

@@ -5,10 +5,13 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import os
+import sqlite3
+import time
 from collections.abc import Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any, NamedTuple
+from urllib.parse import quote
 
 from sqlalchemy import create_engine, delete, insert, inspect, select, text, update
 from sqlalchemy.engine import Connection, Engine
@@ -80,6 +83,46 @@ def engine_url(target: str) -> str:
 def sqlite_path(url: str) -> Path | None:
     if url.startswith("sqlite:///"):
         return Path(url[len("sqlite:///") :])
+    return None
+
+
+# A pod's results file holds a few runs: reading it whole takes well under a second. A
+# query still going after this is a trap (a view that recurses, a table made huge).
+FOREIGN_DEADLINE_S = 60.0
+
+
+def _foreign_connection(path: Path) -> sqlite3.Connection:
+    conn = sqlite3.connect(f"file:{quote(str(path))}?mode=ro", uri=True, check_same_thread=False)
+    conn.execute("PRAGMA trusted_schema = OFF")
+    conn.execute("PRAGMA query_only = ON")
+    deadline = time.monotonic() + FOREIGN_DEADLINE_S
+    conn.set_progress_handler(lambda: int(time.monotonic() > deadline), 10_000)
+    return conn
+
+
+def foreign_schema_problem(conn: Connection) -> str | None:
+    """Why another machine's results file cannot be read as ours (None: it can): its
+    schema revision must be ours, and every table pgfsbench reads a table (never a view,
+    whose query would run here) with exactly our columns. Only sqlite_master and the
+    table_info pragma are read to decide."""
+    kinds = {
+        str(name): str(kind)
+        for kind, name in conn.execute(text("SELECT type, name FROM sqlite_master")).all()
+    }
+    if kinds.get("alembic_version") != "table":
+        return "no schema revision (not a results file of this pgfsbench)"
+    revision = conn.execute(text("SELECT version_num FROM alembic_version")).scalar()
+    if revision != HEAD_REVISION:
+        return (
+            f"results schema revision {str(revision)[:20]!r}, where this pgfsbench writes "
+            f"{HEAD_REVISION}: the image and the controller are different versions"
+        )
+    for table in schema.metadata.sorted_tables:
+        if kinds.get(table.name) != "table":
+            return f"{table.name} is a {kinds.get(table.name, 'missing table')}, not a table"
+        columns = {str(r[1]) for r in conn.execute(text(f'PRAGMA table_xinfo("{table.name}")'))}
+        if columns != {c.name for c in table.columns}:
+            return f"table {table.name} does not have this pgfsbench's columns"
     return None
 
 
@@ -204,6 +247,29 @@ class Store:
             ) from None
         except ModuleNotFoundError as exc:
             raise StoreError(f"results store {self.target}: {exc}") from None
+
+    @classmethod
+    def foreign(cls, path: Path, artifacts_root: Path) -> Store:
+        """Another machine's SQLite file (a pod's, from its bundle), opened read-only, as
+        hostile input: no migration, the schema checked (``foreign_schema_problem``), its
+        schema never trusted (``trusted_schema = OFF``), every query within a deadline."""
+        store = cls.__new__(cls)
+        store.target = shown(str(path))
+        store.url = f"sqlite:///{path}"
+        store.artifacts_root = artifacts_root
+        store.engine = create_engine("sqlite://", creator=lambda: _foreign_connection(path))
+        try:
+            with store.engine.connect() as conn:
+                why = foreign_schema_problem(conn)
+        except SQLAlchemyError as exc:
+            store.engine.dispose()
+            raise StoreError(
+                f"{store.target}: not a results file ({exc.__class__.__name__})"
+            ) from None
+        if why is not None:
+            store.engine.dispose()
+            raise StoreError(f"{store.target}: {why}")
+        return store
 
     # ------------------------------------------------------------ writing
 

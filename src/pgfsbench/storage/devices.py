@@ -24,6 +24,7 @@ from pgfsbench.storage.mounts import mount_at
 from pgfsbench.system.actions import make_dir, write_value
 from pgfsbench.system.bounds import in_workdir
 from pgfsbench.system.errors import CapabilityError, CommandError, GuardError, ProvisionError
+from pgfsbench.system.held import Held, make_dirs
 from pgfsbench.system.io_uring import IO_URING_DISABLED, io_uring_refused
 from pgfsbench.system.journal import Journal, Undo, undo_action
 from pgfsbench.system.mountinfo import mount_table
@@ -95,9 +96,9 @@ def attach_loop(journal: Journal, runner: Runner, image: Path, size: int) -> Blo
     journal.record(
         f"create sparse file {image} ({size} bytes)", Undo("remove_path", {"path": str(image)})
     )
-    image.parent.mkdir(parents=True, exist_ok=True)
-    with image.open("xb") as fh:
-        fh.truncate(size)
+    make_dirs(image.parent, 0o700)  # the devices under test are root's alone
+    with Held.open(image.parent) as directory:
+        directory.create_sized(image.name, size)
     return BlockDevice(losetup(journal, runner, image), str(image), size)
 
 
@@ -136,7 +137,7 @@ def attach_emulated(
         drive_bytes=parse_size(spec.drive) if spec.drive else None,
     )
     daemon = disk_daemon()
-    directory.mkdir(parents=True, exist_ok=True)
+    make_dirs(directory, 0o700)  # the devices under test are root's alone
     image, mnt = directory / f"{stem}.img", directory / f"{stem}.disk"
     pidfile, stats, log = (directory / f"{stem}.{x}" for x in ("pid", "stats.jsonl", "log"))
     journal.record(f"create sparse file {image}", Undo("remove_path", {"path": str(image)}))
@@ -159,7 +160,7 @@ def attach_emulated(
         def served() -> bool:
             if not process_alive(pid, None) or process_state(pid) == "Z":
                 reap(pid)
-                tail = log.read_text(errors="replace").strip().splitlines()[-3:]
+                tail = read_text_nofollow(log).strip().splitlines()[-3:]
                 raise ProvisionError(f"{DISK_DAEMON} ended: {' / '.join(tail) or 'no message'}")
             return pidfile.exists() and mount_at(mnt) is not None
 

@@ -214,6 +214,15 @@ class Held:
         """A new file (FileExistsError if the name is taken)."""
         self._create(_one_name(name), data, mode, owner)
 
+    def create_sized(self, name: str, size: int, mode: int = 0o600) -> None:
+        """A new sparse file of ``size`` bytes (a loop device's image), root's."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(_one_name(name), flags, mode & MODE_BITS, dir_fd=self.fd)
+        try:
+            os.ftruncate(fd, size)
+        finally:
+            os.close(fd)
+
     def _create(self, name: str, data: bytes | str, mode: int, owner: Owner | None) -> None:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(name, flags, 0o600, dir_fd=self.fd)
