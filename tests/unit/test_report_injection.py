@@ -86,3 +86,66 @@ def test_markdown_and_terminal_show_hostile_text_inert(tmp_path: Path) -> None:
     listed = cli("results", "list", "--results", str(store))
     assert listed.returncode == 0, listed.stderr
     assert "\x1b]0;" not in listed.stdout and "\x07" not in listed.stdout
+
+
+RICH_MARKUP = "[link=https://evil.example/x]click[/link] [/unbalanced] [bold red]loud"
+
+
+def test_stored_names_are_never_read_as_rich_markup(tmp_path: Path) -> None:
+    """A name like ``[link=...]`` made a terminal hyperlink, and an unbalanced ``[/x]``
+    crashed `results list`: every command shows stored text as it is."""
+    store = hostile_store(tmp_path)
+    with sqlite3.connect(store) as conn:
+        conn.execute("UPDATE run SET cell = ? || '/' || id, error = ?", (RICH_MARKUP, RICH_MARKUP))
+        conn.execute("UPDATE campaign SET name = ?", (RICH_MARKUP,))
+    for argv in (
+        ["results", "list", "--results", str(store)],
+        ["results", "summary", "--results", str(store)],
+        ["results", "show", "1", "--results", str(store)],
+    ):
+        done = cli(*argv)
+        assert done.returncode == 0, f"{argv}: {done.stdout[-500:]}{done.stderr[-500:]}"
+        assert "\x1b]8;" not in done.stdout  # no OSC 8 hyperlink
+        assert "[/unbalanced]" in done.stdout or "unbalanced" in done.stdout, argv
+
+
+def test_hostile_text_makes_no_markdown_block_link_or_image(tmp_path: Path) -> None:
+    """A newline in a stored error started new Markdown blocks (a heading, a remote image):
+    each stored text is one inert run of Markdown."""
+    store = hostile_store(tmp_path)
+    evil = "oops\n# Heading\n![t](https://evil.example/p.png) [x](javascript:alert(1)) <b>"
+    with sqlite3.connect(store) as conn:
+        conn.execute("UPDATE run SET status = 'failed', error = ?", (evil,))
+        conn.execute("UPDATE run SET cell = ? || id", ("![i](https://evil.example/c.png)",))
+    md = tmp_path / "r.md"
+    done = cli("report", "--results", str(store), "-o", str(md), "--format", "markdown")
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = md.read_text()
+    assert "\n# Heading" not in text
+    assert "![" not in text.replace("\\!\\[", "") and "](" not in text.replace("\\](", "")
+    assert "<b>" not in text
+
+
+def test_plotly_text_is_given_as_entities() -> None:
+    """plotly reads <a href>, <b>, <br> in labels and hover text: the template gives it
+    every stored text through its entity escape."""
+    template = (Path(__file__).resolve().parents[2] / "src/pgfsbench/report/templates").joinpath(
+        "report.html.j2"
+    )
+    js = template.read_text()
+    for raw in ("y: b.names,", "name: l.name,", "text: e.label,", "text: m.text, mode", "name: e,"):
+        assert raw not in js, raw
+    assert 'const P = s => String(s).replace(/&/g, "&amp;")' in js
+
+
+def test_every_console_is_the_plain_one() -> None:
+    """A console made elsewhere would read stored text as markup again."""
+    src = Path(__file__).resolve().parents[2] / "src" / "pgfsbench"
+    made = [
+        f"{p.relative_to(src)}:{i}"
+        for p in src.rglob("*.py")
+        if p.name != "inert.py"
+        for i, line in enumerate(p.read_text().splitlines(), 1)
+        if "Console(" in line and "plain_console(" not in line
+    ]
+    assert made == []

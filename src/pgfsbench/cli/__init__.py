@@ -22,9 +22,8 @@ from typing import Any
 import typer
 import typer.core
 import typer.main
-from rich.console import Console
 
-from pgfsbench.report.inert import make_rich_inert
+from pgfsbench.report.inert import make_rich_inert, plain_console
 from pgfsbench.system.errors import Interrupted, PgfsbenchError
 
 app = typer.Typer(
@@ -36,7 +35,7 @@ app = typer.Typer(
     add_completion=False,
 )
 make_rich_inert()  # before anything is printed: no outside text reaches a terminal raw
-err_console = Console(stderr=True)
+err_console = plain_console(stderr=True)
 BUG_EXIT = 70
 
 

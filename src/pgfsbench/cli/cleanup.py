@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from pgfsbench.cli import app
+from pgfsbench.report.inert import plain_console
 from pgfsbench.system.errors import NeedsRootError, PgfsbenchError
 from pgfsbench.system.paths import DEFAULT_WORKDIR
 from pgfsbench.system.trust import UntrustedPath, check_workdir_trusted
@@ -27,7 +27,7 @@ def cleanup_cmd(
     from pgfsbench.cleanup import cleanup
     from pgfsbench.system.hostlock import host_lock
 
-    console = Console()
+    console = plain_console()
     check_workdir_trusted(workdir)  # before anything in it is read
     if not workdir.is_dir():
         console.print(f"nothing to clean up: {workdir} does not exist")
@@ -38,9 +38,9 @@ def cleanup_cmd(
     with host_lock("pgfsbench cleanup", workdir):
         report = cleanup(workdir)
     for line in report.refused:
-        console.print(f"[red]refused[/]: {escape(line)}", highlight=False)
+        console.print(f"[red]refused[/]: {escape(line)}", highlight=False, markup=True)
     for line in report.still_running:
-        console.print(f"[yellow]skipped[/]: {line}")
+        console.print(f"[yellow]skipped[/]: {escape(line)}", markup=True)
     for what in report.undone:
         console.print(f"undone: {what}", markup=False)
     console.print(

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
@@ -24,6 +23,7 @@ from pgfsbench.cli.results import (
     print_csv,
     read_prices,
 )
+from pgfsbench.report.inert import plain_console
 from pgfsbench.system.errors import UsageError
 
 if TYPE_CHECKING:
@@ -256,7 +256,7 @@ def _mark(cell: CellSummary) -> str:
 def _print_pairs(pairs: list[Pair]) -> None:
     from pgfsbench.report.terminal import fmt_spread
 
-    console = Console()
+    console = plain_console()
     table = Table(title="B against A (95% confidence)", title_justify="left")
     for col in ("A", "B", "A tps ±CI", "B tps ±CI", "B/A [95% CI]", "verdict", "p99"):
         table.add_column(col, justify="left" if col in ("A", "B", "verdict") else "right")
@@ -356,7 +356,7 @@ def _by_host(
             )
         )
         return
-    console = Console()
+    console = plain_console()
     table = Table(
         title="B against A on each host, then across hosts (95% confidence)", title_justify="left"
     )

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 
 from pgfsbench.cli import app
@@ -16,6 +15,7 @@ from pgfsbench.jsonish import obj
 if TYPE_CHECKING:
     from pgfsbench.advisor.doctor import Finding
     from pgfsbench.advisor.facts import Facts
+from pgfsbench.report.inert import plain_console
 from pgfsbench.system.errors import UsageError
 from pgfsbench.system.held import write_file
 from pgfsbench.system.paths import DEFAULT_WORKDIR
@@ -111,7 +111,7 @@ def doctor_cmd(
         if as_json:
             print(json.dumps({"status": 3, "error": msg}))
         else:
-            Console(stderr=True).print(f"pgfsbench doctor: {msg}", markup=False)
+            plain_console(stderr=True).print(f"pgfsbench doctor: {msg}", markup=False)
         raise typer.Exit(3)
     findings, skipped = examine(facts, rules)
     status = exit_status(findings, inspected)
@@ -127,15 +127,17 @@ def _render(
 ) -> None:
     from pgfsbench.advisor.doctor import LAYERS, summary_lines
 
-    console = Console()
-    console.print("[bold]pgfsbench doctor[/]: read only; nothing was started or changed")
+    console = plain_console()
+    console.print(
+        "[bold]pgfsbench doctor[/]: read only; nothing was started or changed", markup=True
+    )
     for line in summary_lines(facts):
         console.print(f"  {escape(line)}")
     for layer in LAYERS:
         shown = [f for f in findings if f.layer == layer and (show_ok or f.severity > 0)]
         if not shown:
             continue
-        console.print(f"\n[bold]{layer}[/]")
+        console.print(f"\n[bold]{layer}[/]", markup=True)
         by_rule: dict[str, list[Finding]] = {}
         for f in shown:  # a rule that saw several things: each, then its advice once
             by_rule.setdefault(f.rule, []).append(f)
@@ -144,7 +146,7 @@ def _render(
             tag = f.severity.name
             for one in seen:
                 text = one.seen or ("no problem seen" if tag == "OK" else one.title)
-                console.print(f"  [{STYLE[tag]}]{tag:4}[/] {rule}: {escape(text)}")
+                console.print(f"  [{STYLE[tag]}]{tag:4}[/] {rule}: {escape(text)}", markup=True)
             if f.severity > 0:
                 console.print(f"       why: {escape(f.why)}")
                 console.print(f"       do:  {escape(f.remedy)}")
@@ -163,11 +165,11 @@ def _render(
         for r in skipped:
             reasons.setdefault(why_skipped(BY_ID[r], facts), []).append(r)
         for why, ids in reasons.items():
-            console.print(f"  [dim]did not apply ({escape(why)}): {', '.join(ids)}[/]")
+            console.print(f"  [dim]did not apply ({escape(why)}): {', '.join(ids)}[/]", markup=True)
     for what in facts.unread:
-        console.print(f"[dim]could not read: {escape(what)}[/]")
+        console.print(f"[dim]could not read: {escape(what)}[/]", markup=True)
     if status == 3:
-        console.print("[red]could not inspect what was asked for[/]")
+        console.print("[red]could not inspect what was asked for[/]", markup=True)
 
 
 @doctor_app.command("list")
@@ -194,11 +196,12 @@ def list_cmd(
             )
         )
         return
-    console = Console()
+    console = plain_console()
     for r in RULES:
         console.print(
             f"{r.id:28} {r.layer:11} [{STYLE[r.severity.name]}]{r.severity.name:4}[/]"
-            f" {escape(r.title)}"
+            f" {escape(r.title)}",
+            markup=True,
         )
 
 
@@ -210,9 +213,10 @@ def explain_cmd(rule: Annotated[str, typer.Argument(help="A rule id.")]) -> None
     r = BY_ID.get(rule)
     if r is None:
         raise UsageError(f"no rule {rule!r} (see `pgfsbench doctor list`)")
-    console = Console()
+    console = plain_console()
     console.print(
-        f"[bold]{r.id}[/] ({r.layer}, {r.severity.name} when it fires): {escape(r.title)}"
+        f"[bold]{r.id}[/] ({r.layer}, {r.severity.name} when it fires): {escape(r.title)}",
+        markup=True,
     )
     console.print(f"why: {escape(r.why)}")
     console.print(f"do:  {escape(r.remedy)}")
@@ -284,7 +288,7 @@ def advise_cmd(
         free = None
     advice = advise(doctor, fs, free, scale, workload, duration, repetitions)
     write_file(output, to_toml(advice), 0o644)
-    console = Console()
+    console = plain_console()
     console.print(
         f"wrote {output}: {len(obj(advice.spec['storage']))} storage(s) x "
         f"{len(obj(advice.spec['postgres']))} PostgreSQL configuration(s)"

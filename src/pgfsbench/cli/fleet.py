@@ -12,6 +12,7 @@ from rich.live import Live
 from rich.table import Table
 
 from pgfsbench.cli import app
+from pgfsbench.report.inert import plain_console
 from pgfsbench.system.errors import RunsFailed, UsageError
 
 if TYPE_CHECKING:
@@ -161,7 +162,7 @@ def run_cmd(
     Store(results).close()
     run_args = " ".join(f"--set {shlex.quote(s)}" for s in sets or [])
     state = new_state(spec, inventory, results, fleet_dir, command, run_args, remote_dir)
-    console = Console()
+    console = plain_console()
     console.print(
         f"fleet run {state.run_uuid}: {spec} on {inventory}"
         + (f" (limit {limit})" if limit else "")
@@ -180,7 +181,7 @@ def status_cmd(fleet_dir: DirOpt = DEFAULT_DIR) -> None:
     """Each host of the last fleet run: its status, phase, what was imported."""
     from pgfsbench.fleet.driver import FleetState
 
-    Console().print(_table(FleetState.load(fleet_dir)))
+    plain_console().print(_table(FleetState.load(fleet_dir)))
 
 
 @fleet_app.command("resume")
@@ -194,7 +195,7 @@ def resume_cmd(
 
     state = FleetState.load(fleet_dir)
     todo = [h for h in state.hosts.values() if h.status != "done"]
-    console = Console()
+    console = plain_console()
     if not todo:
         console.print("every host finished; nothing to resume")
         return

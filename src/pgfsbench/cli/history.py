@@ -8,10 +8,10 @@ import json
 from typing import Annotated
 
 import typer
-from rich.console import Console
 
 from pgfsbench.cli import app
 from pgfsbench.cli.results import HostOpt, ResultsOpt, open_store
+from pgfsbench.report.inert import plain_console
 from pgfsbench.system.errors import UsageError
 
 
@@ -56,7 +56,7 @@ def history_cmd(
     if as_json:
         print(json.dumps([h.as_dict() for h in found], indent=1, default=str))
         return
-    console = Console()
+    console = plain_console()
     if not found:
         console.print("no ok runs match")
         return

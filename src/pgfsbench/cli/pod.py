@@ -7,9 +7,9 @@ import os
 from pathlib import Path
 
 import typer
-from rich.console import Console
 
 from pgfsbench.cli import app
+from pgfsbench.report.inert import plain_console
 
 
 def _emit(line: str) -> None:
@@ -24,7 +24,7 @@ def pod_run_cmd() -> None:
     from pgfsbench.spec import load_spec
     from pgfsbench.system.errors import PgfsbenchError
 
-    console = Console(width=120)
+    console = plain_console(width=120)
 
     def run(spec: Path, sets: list[str], cell: str, workdir: Path, results: str) -> None:
         loaded = load_spec(spec, sets)

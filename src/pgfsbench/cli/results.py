@@ -7,14 +7,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
 
 from pgfsbench.cli import app
+from pgfsbench.report.inert import plain_console
 from pgfsbench.results.target import shown
 from pgfsbench.system.errors import StoreError, UsageError
 from pgfsbench.system.held import write_file
 
 if TYPE_CHECKING:
+    from rich.console import Console
+
     from pgfsbench.report.loading import Analysed
     from pgfsbench.results.store import Store
     from pgfsbench.storage.profiles import Price
@@ -94,7 +96,7 @@ def list_cmd(
     if how == "csv":
         print_csv(rows)
         return
-    console = Console()
+    console = plain_console()
     console.print(runs_table(runs, plain=not console.is_terminal, width=console.width))
 
 
@@ -130,7 +132,7 @@ def show_cmd(
         return
     from pgfsbench.report.terminal import run_detail
 
-    Console().print(run_detail(run, episodes))
+    plain_console().print(run_detail(run, episodes))
 
 
 FORMATS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet"}
@@ -170,7 +172,7 @@ def export_cmd(
     chosen = export_format(output, fmt)
     store = open_store(results)
     n = export_runs(store, output, chosen, series=series, host=host)
-    Console().print(f"wrote {n} rows to {output}")
+    plain_console().print(f"wrote {n} rows to {output}")
 
 
 def campaign_ids(store: Store, campaigns: list[int] | None) -> list[int]:
@@ -309,9 +311,8 @@ def summary_cmd(
             )
         )
         return
-    print_summary(
-        Console(), a, f"campaign(s) {', '.join(str(c.id) for c in a.campaigns)} in {shown(results)}"
-    )
+    title = f"campaign(s) {', '.join(str(c.id) for c in a.campaigns)} in {shown(results)}"
+    print_summary(plain_console(), a, title)
 
 
 @app.command("report")
@@ -362,7 +363,7 @@ def report_cmd(
 
         text = render_report(a.campaigns, a.runs, a.cells, a.highlights, history=a.history)
         write_file(output, text, 0o644)
-    Console().print(f"report: {output.resolve()}")
+    plain_console().print(f"report: {output.resolve()}")
 
 
 @results_app.command("import")
@@ -385,7 +386,7 @@ def import_cmd(
     src = open_store(source)
     dst = open_store(results) if "://" in results else _create_store(results)
     report = import_store(src, dst, host)
-    Console().print(
+    plain_console().print(
         f"{shown(source)} -> {shown(results)}: {report.text()}", markup=False, highlight=False
     )
 

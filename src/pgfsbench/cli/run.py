@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -25,6 +26,7 @@ from rich.progress import (
 from rich.table import Table
 
 from pgfsbench.cli import app
+from pgfsbench.report.inert import plain_console
 from pgfsbench.system.errors import (
     CapabilityError,
     GuardError,
@@ -123,7 +125,7 @@ def plan_cmd(
     if as_json:
         print(json.dumps(plan.as_dict(), indent=1))
         return
-    print_plan(Console(), plan)
+    print_plan(plain_console(), plan)
 
 
 def _refuse_devices_in_use(devices: list[str]) -> None:
@@ -240,10 +242,11 @@ def print_plan(console: Console, plan: Plan) -> None:
     if plan.real_devices:
         console.print(
             f"[bold red]real devices that would be ERASED[/]: "
-            f"{', '.join(plan.real_devices)} (needs --destroy-data-on for each)"
+            f"{escape(', '.join(plan.real_devices))} (needs --destroy-data-on for each)",
+            markup=True,
         )
     for w in plan.warnings:
-        console.print(f"[yellow]warning[/]: {w}", markup=True, highlight=False)
+        console.print(f"[yellow]warning[/]: {escape(w)}", markup=True, highlight=False)
 
 
 def _print_scale_bases(console: Console, plan: Plan) -> None:
@@ -311,7 +314,7 @@ class RichEvents:
         self.progress.update(self.task, description=f"{self.current} {self.phase_text}{extra}")
 
     def run_started(self, run: PlannedRun, run_id: int) -> None:
-        self.current = f"[bold]{run.cell.id}[/] #{run.repetition}"
+        self.current = f"[bold]{escape(run.cell.id)}[/] #{run.repetition}"
         self.phase_text = ""
         self._describe()
         if self.file:
@@ -327,7 +330,7 @@ class RichEvents:
             )
 
     def phase(self, text: str) -> None:
-        self.phase_text = f"· {text}"
+        self.phase_text = f"· {escape(text)}"
         self._describe()
         if self.file:
             self.file.write(phase=text)
@@ -654,7 +657,7 @@ def run_cmd(
         workdir,
         destroy_data_on or [],
         force,
-        Console(),
+        plain_console(),
         only,
         resume,
         host_name,
@@ -693,7 +696,7 @@ def demo_cmd(
     from pgfsbench.report.loading import analyse
     from pgfsbench.spec import load_spec
 
-    console = Console()
+    console = plain_console()
     loaded = load_spec(demo_spec(), sets or [])
     store, result = run_spec(loaded, results, workdir, [], False, console)
     from pgfsbench.report.html import render_report

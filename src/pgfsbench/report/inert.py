@@ -5,16 +5,23 @@ and Markdown must not carry their HTML to whatever renders it."""
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final
 
-# C0 controls but tab and newline, DEL, and the C1 controls (ESC's 8-bit twins)
-_CONTROLS: Final = [
-    *(c for c in range(0x20) if c not in (0x09, 0x0A)),
-    0x7F,
-    *range(0x80, 0xA0),
+from pgfsbench.system.printable import PRINTABLE_TABLE as _PRINTABLE
+from pgfsbench.system.printable import REPLACEMENT, printable
+
+__all__ = [
+    "REPLACEMENT",
+    "make_rich_inert",
+    "markdown_inline",
+    "markdown_text",
+    "plain_console",
+    "printable",
 ]
-REPLACEMENT: Final = "\ufffd"  # shows that something was there
-_PRINTABLE: Final[dict[int, str]] = dict.fromkeys(_CONTROLS, REPLACEMENT)
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
 _MARKDOWN: Final[dict[int, str]] = {
     **_PRINTABLE,
     ord("&"): "&amp;",
@@ -23,14 +30,30 @@ _MARKDOWN: Final[dict[int, str]] = {
 }
 
 
-def printable(text: str) -> str:
-    """``text`` with every control character but tab and newline replaced (U+FFFD)."""
-    return text.translate(_PRINTABLE)
-
-
 def markdown_text(text: str) -> str:
     """``text`` for a Markdown document: printable, and no HTML a renderer would act on."""
     return text.translate(_MARKDOWN)
+
+
+# what Markdown acts on inside a line: emphasis, code, links and images ([x](y), ![x](y)),
+# autolinks and HTML (<...>), tables (|), escapes (\\)
+_MARKDOWN_INLINE: Final[dict[int, str]] = {
+    **_PRINTABLE,
+    **{ord(c): "\\" + c for c in "\\`*_[]!|~"},
+    ord("&"): "&amp;",
+    ord("<"): "&lt;",
+    ord(">"): "&gt;",
+    ord("\n"): " \u23ce ",  # a line break shown, never a new block (a heading, an image)
+    ord("\r"): "",
+}
+
+
+def markdown_inline(text: str) -> str:
+    """Outside text (a name, an error, a server's message) as one inert run of Markdown:
+    on one line, its HTML as entities, every character that would make emphasis, a link,
+    an image or a table cell escaped, a '#' that would start a heading too."""
+    out = text.translate(_MARKDOWN_INLINE)
+    return "\\" + out if out.lstrip().startswith(("#", "+", "-", "=", ">")) else out
 
 
 def make_rich_inert() -> None:
@@ -40,3 +63,15 @@ def make_rich_inert() -> None:
     from rich import control
 
     control._CONTROL_STRIP_TRANSLATE.update(_PRINTABLE)  # type: ignore[arg-type]
+
+
+def plain_console(**options: Any) -> Console:
+    """The console every command prints with: a string it is given, a table cell or a
+    title included, is shown as it is, never read as rich markup (a stored name like
+    ``[link=...]`` would make a hyperlink, an unbalanced ``[/x]`` would crash the command).
+    A line of pgfsbench's own that carries styles says so: ``print(..., markup=True)``,
+    with any outside text in it through ``rich.markup.escape``."""
+    from rich.console import Console
+
+    options.setdefault("markup", False)
+    return Console(**options)

@@ -8,7 +8,7 @@ from pgfsbench import __version__
 from pgfsbench.analysis.stalls import CAUSES, describe_blocker
 from pgfsbench.analysis.summary import CellSummary, Highlights, by_group
 from pgfsbench.report.conditions import conditions
-from pgfsbench.report.inert import markdown_text
+from pgfsbench.report.inert import markdown_inline, printable
 from pgfsbench.report.terminal import (
     P99_LEGEND,
     cell_name,
@@ -24,7 +24,17 @@ from pgfsbench.results.records import StoredCampaign, StoredRun
 
 
 def _row(cells: Sequence[str]) -> str:
-    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+    return "| " + " | ".join(M(c) for c in cells) + " |"
+
+
+def _rule(n: int) -> str:
+    """A table's header rule of ``n`` columns."""
+    return "|" + " --- |" * n
+
+
+# every text that comes from a results file goes through M (names, errors, evidence,
+# hosts, warnings): one inert line of Markdown each (report/inert.markdown_inline)
+M = markdown_inline
 
 
 def conditions_lines(runs: Sequence[StoredRun], cells: Sequence[CellSummary]) -> list[str]:
@@ -32,11 +42,11 @@ def conditions_lines(runs: Sequence[StoredRun], cells: Sequence[CellSummary]) ->
     c = conditions(runs)
     if not c.common and not c.per_cell:
         return []
-    lines = ["## Conditions", "", _row(["", "every run"]), _row(["---", "---"])]
+    lines = ["## Conditions", "", _row(["", "every run"]), _rule(2)]
     lines += [_row([k, v]) for k, v in c.common] + [""]
     if c.differing:
         labels = {x.cell: cell_name(x) for x in cells}
-        lines += [_row(["configuration", *c.differing]), _row(["---"] * (len(c.differing) + 1))]
+        lines += [_row(["configuration", *c.differing]), _rule(len(c.differing) + 1)]
         lines += [_row([labels.get(cell, cell), *values]) for cell, values in c.per_cell]
         lines.append("")
     return lines
@@ -49,24 +59,25 @@ def render_markdown(
     warnings: Sequence[str],
     runs: Sequence[StoredRun] = (),
 ) -> str:
-    names = ", ".join(f"{c.name} (campaign {c.id})" for c in campaigns)
+    names = ", ".join(f"{M(c.name)} (campaign {c.id})" for c in campaigns)
     lines = [f"# pgfsbench: {names or 'results'}", "", f"pgfsbench {__version__}", ""]
     hosts = sorted({c.host for c in campaigns if c.host})
     if hosts:
         lines += [
-            f"Host(s): {', '.join(hosts)}. "
+            f"Host(s): {M(', '.join(hosts))}. "
             + "; ".join(
-                f"campaign {c.id}: {(c.started_at or '')[:19]}, {c.status}" for c in campaigns
+                f"campaign {c.id}: {M((c.started_at or '')[:19])}, {M(c.status or '')}"
+                for c in campaigns
             ),
             "",
         ]
     if warnings:
-        lines += ["**Read with care:**", ""] + [f"- {w}" for w in warnings] + [""]
+        lines += ["**Read with care:**", ""] + [f"- {M(w)}" for w in warnings] + [""]
     if highlights.lines:
         lines += (
             ["## What stands out", ""]
             + [
-                ("  - " if line.startswith("  ") else "- ") + line.strip()
+                ("  - " if line.startswith("  ") else "- ") + M(line.strip())
                 for line in highlights.lines
             ]
             + [""]
@@ -83,9 +94,9 @@ def render_markdown(
     lines += _episode_lines(cells)
     failures = [(c, e) for c in cells for e in c.errors]
     if failures:
-        lines += ["## Failed runs", ""] + [f"- {c.label}: {e}" for c, e in failures] + [""]
-    # names, errors and evidence come from the store: shown, never rendered as HTML
-    return markdown_text("\n".join(lines))
+        lines += ["## Failed runs", ""] + [f"- {M(c.label)}: {M(e)}" for c, e in failures] + [""]
+    # names, errors and evidence come from the store: each went through M above
+    return printable("\n".join(lines))
 
 
 def _summary_lines(cells: Sequence[CellSummary]) -> list[str]:
@@ -108,8 +119,8 @@ def _summary_lines(cells: Sequence[CellSummary]) -> list[str]:
     groups = by_group(cells)
     for members in groups:
         if len(groups) > 1:
-            lines += [f"**{members[0].group_label}**", ""]
-        lines += [_row(header), _row(["---"] * len(header))]
+            lines += [f"**{M(members[0].group_label)}**", ""]
+        lines += [_row(header), _rule(len(header))]
         for c in members:
             lines.append(
                 _row(
@@ -132,7 +143,7 @@ def _summary_lines(cells: Sequence[CellSummary]) -> list[str]:
     lines += [P99_LEGEND + ".", ""]
     costs = cost_lines(cells)
     if costs:
-        lines += ["**What the volumes cost**", ""] + [f"- {ln}" for ln in costs] + [""]
+        lines += ["**What the volumes cost**", ""] + [f"- {M(ln)}" for ln in costs] + [""]
     return lines
 
 
@@ -150,13 +161,13 @@ def _episode_lines(cells: Sequence[CellSummary]) -> list[str]:
         ]
         for c, rs, ep in episodes:
             lines.append(
-                f"- **{c.label} #{rs.repetition}** (run {rs.run_id}), "
-                f"{ep.headline(c.unit)}: **{ep.verdict()}**"
+                f"- **{M(c.label)} #{rs.repetition}** (run {rs.run_id}), "
+                f"{M(ep.headline(c.unit))}: **{M(ep.verdict())}**"
             )
-            lines += [f"  - {e}" for e in ep.evidence]
-            lines += [f"  - blocker: {describe_blocker(b)}" for b in ep.blockers]
-            lines += [f"  - ruled out: not {CAUSES[k]}: {why}" for k, _, why in ep.alternatives]
+            lines += [f"  - {M(e)}" for e in ep.evidence]
+            lines += [f"  - blocker: {M(describe_blocker(b))}" for b in ep.blockers]
+            lines += [f"  - ruled out: not {CAUSES[k]}: {M(why)}" for k, _, why in ep.alternatives]
             if ep.missing:
-                lines.append(f"  - not recorded: {', '.join(ep.missing)}")
+                lines.append(f"  - not recorded: {M(', '.join(ep.missing))}")
         lines.append("")
     return lines

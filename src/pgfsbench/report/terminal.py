@@ -16,6 +16,7 @@ from pgfsbench.analysis.history import SeriesHistory
 from pgfsbench.analysis.stalls import CAUSES, StallEpisode
 from pgfsbench.analysis.stats import Estimate
 from pgfsbench.analysis.summary import CellSummary, Highlights, by_group, leaders
+from pgfsbench.report.inert import plain_console
 from pgfsbench.results.records import StoredRun
 from pgfsbench.units import human_bytes
 
@@ -136,10 +137,8 @@ def summary_table(
     space (data + pg_wal), runs ok, stalls. The richest layout that fits ``width``: the
     optional columns go first (OPTIONAL_COLUMNS), then the cells are numbered and named in
     a legend; no marker and no name is ever cut."""
-    from rich.console import Console
-
     # measured unconstrained: a table measured at the terminal's width says it fits
-    console = Console(width=10_000, file=open(os.devnull, "w"))  # noqa: SIM115
+    console = plain_console(width=10_000, file=open(os.devnull, "w"))  # noqa: SIM115
     layouts: list[tuple[bool, tuple[str, ...]]] = [
         (False, OPTIONAL_COLUMNS[i:]) for i in range(len(OPTIONAL_COLUMNS) + 1)
     ]
@@ -293,8 +292,6 @@ RUN_OPTIONAL = ("lat ms", "space", "load s")
 def runs_table(runs: Sequence[StoredRun], plain: bool = False, width: int = 160) -> Table:
     """One line per run; the optional columns go (RUN_OPTIONAL) before a cell's name
     would have to fold."""
-    from rich.console import Console
-
     rows = [
         (
             str(r.run_id),
@@ -309,7 +306,7 @@ def runs_table(runs: Sequence[StoredRun], plain: bool = False, width: int = 160)
         )
         for r in runs
     ]
-    console = Console(width=10_000, file=open(os.devnull, "w"))  # noqa: SIM115
+    console = plain_console(width=10_000, file=open(os.devnull, "w"))  # noqa: SIM115
     try:
         for drop in range(len(RUN_OPTIONAL) + 1):
             gone = set(RUN_OPTIONAL[len(RUN_OPTIONAL) - drop :])

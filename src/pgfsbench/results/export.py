@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -9,16 +10,21 @@ import polars as pl
 
 from pgfsbench.results.records import StoredRun, bucket_value_ms
 from pgfsbench.results.store import Store
+from pgfsbench.system.held import write_file
+from pgfsbench.system.printable import printable
 
 SCALAR_TYPES = (int, float, str, bool, type(None))
 
 
 def _flat(run: StoredRun) -> dict[str, object]:
-    """Scalars as columns; nested values as JSON text so nothing is lost."""
-    return {
+    """Scalars as columns; nested values as JSON text so nothing is lost. Text is made
+    printable: a stored name or error may hold escape sequences for whoever views the
+    file in a terminal (report/inert.py)."""
+    flat = {
         k: v if isinstance(v, SCALAR_TYPES) else json.dumps(v, default=str)
         for k, v in run.columns().items()
     }
+    return {k: printable(v) if isinstance(v, str) else v for k, v in flat.items()}
 
 
 def series_rows(run: StoredRun) -> list[dict[str, object]]:
@@ -29,7 +35,13 @@ def series_rows(run: StoredRun) -> list[dict[str, object]]:
 
     def add(series: str, t: float, value: object) -> None:
         rows.append(
-            {"run_id": run.run_id, "cell": run.cell, "series": series, "t": t, "value": value}
+            {
+                "run_id": run.run_id,
+                "cell": printable(run.cell),
+                "series": printable(series),
+                "t": t,
+                "value": value,
+            }
         )
 
     for name, s in run.series.items():
@@ -67,8 +79,11 @@ def export_runs(
         )
     else:
         frame = pl.DataFrame([_flat(r) for r in runs], infer_schema_length=None)
+    buffer = io.BytesIO()
     if fmt == "parquet":
-        frame.write_parquet(output)
+        frame.write_parquet(buffer)
     else:
-        frame.write_csv(output)
+        frame.write_csv(buffer)
+    # other users' command lines may be in it (a disturbance's): root's alone, made anew
+    write_file(output, buffer.getvalue(), 0o600)
     return frame.height
