@@ -159,3 +159,58 @@ def test_fuses_ring_switch_is_restored_only_to_a_boolean() -> None:
         assert out_of_bounds(Undo("restore_value", {"path": path, "value": value}), SCOPE)
     other = "/sys/module/fuse/parameters/max_user_bgreq"
     assert out_of_bounds(Undo("restore_value", {"path": other, "value": "1"}), SCOPE)
+
+
+@pytest.mark.parametrize(
+    ("undo", "why"),
+    [
+        (
+            Undo("restore_value", {"path": "/proc/sys/vm/mmap_min_addr", "value": "0"}),
+            "not a sysctl",
+        ),
+        (Undo("restore_value", {"path": "/proc/sys/vm/swappiness", "value": "900"}), "outside"),
+        (
+            Undo("restore_dirty_pair", {"vm.dirty_bytes": "0", "vm.dirty_ratio": "101"}),
+            "outside",
+        ),
+        (
+            Undo("kill_process_group", {"pid": 5000, "start_time": 1200, "boot_id": "other"}),
+            "another boot",
+        ),
+        (Undo("umount", {"target": f"{W}/cells/pgfsbench-20260101-000000-4242-a/../../etc"}), ".."),
+        (Undo("remove_path", {"path": f"{W}/cells/run-1/../../../etc"}), ".."),
+    ],
+)
+def test_what_a_journal_may_not_ask_whatever_it_says(undo: Undo, why: str) -> None:
+    """A vm.* value outside its range (or a key pgfsbench never sets), a kill on another
+    boot, a '..' before any normalising: each refused, with why."""
+    found = out_of_bounds(undo, SCOPE)
+    assert found is not None and why in found
+
+
+def test_a_kill_needs_the_writers_start_to_be_known() -> None:
+    blind = Scope(WORK, (), writer_pid=4242, writer_start=None, boot_id="b")
+    found = out_of_bounds(Undo("kill_process_group", {"pid": 5000, "start_time": 1}), blind)
+    assert found is not None and "when its writer started" in found
+
+
+def test_a_work_directory_with_dot_dot_is_refused_as_given(tmp_path: Path) -> None:
+    from pgfsbench.system.trust import path_problem
+
+    (tmp_path / "real" / "deep").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(tmp_path / "real" / "deep")
+    # lexically tmp_path/x; for the kernel, tmp_path/real/x
+    found = path_problem(tmp_path / "link" / ".." / "x")
+    assert found is not None and "'..'" in found
+
+
+def test_the_spec_refuses_a_vm_sysctl_its_undo_could_not_restore() -> None:
+    from pydantic import ValidationError
+
+    from pgfsbench.spec import Spec
+
+    for sysctl in ({"vm.mmap_min_addr": 0}, {"vm.swappiness": 500}):
+        with pytest.raises(ValidationError, match=r"not a sysctl pgfsbench sets|outside"):
+            Spec.model_validate(
+                {"storage": {"s": {"fs": "tmpfs"}}, "kernel": {"k": {"sysctl": sysctl}}}
+            )

@@ -150,3 +150,37 @@ def test_a_taken_port_is_refused() -> None:
 )
 def test_phase_names_leave_figures_out(text: str, name: str) -> None:
     assert phase_name(text) == name
+
+
+def test_silent_connections_hold_no_thread_each_and_the_endpoint_still_answers() -> None:
+    """200 connections that say nothing: the server keeps a fixed pool (no thread per
+    connection), closes what it cannot take, and answers a real scrape meanwhile."""
+    import socket
+    import threading
+    import time
+
+    from pgfsbench.engine import live as live_module
+
+    live = LiveMetrics(QuietEvents(), 0, host="h", spec="s", total=1, episodes=lambda _: [])
+    port = live.start()
+    before = threading.active_count()
+    idle = []
+    try:
+        for _ in range(200):
+            idle.append(socket.create_connection(("127.0.0.1", port), timeout=5))
+        time.sleep(0.5)
+        grown = threading.active_count() - before
+        assert grown <= live_module.MAX_CLIENTS + 1, grown
+        started = time.monotonic()
+        while True:  # the idle ones time out (REQUEST_TIMEOUT_S); then a scrape is served
+            try:
+                assert scrape(port)
+                break
+            except OSError:
+                rounds = (live_module.MAX_CLIENTS + live_module.MAX_WAITING) / live_module.MAX_CLIENTS
+                assert time.monotonic() - started < (rounds + 2) * live_module.REQUEST_TIMEOUT_S
+                time.sleep(0.2)
+    finally:
+        for s in idle:
+            s.close()
+        live.close()

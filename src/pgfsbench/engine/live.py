@@ -20,15 +20,19 @@ run. What is served (prefix pgfsbench_):
 
 from __future__ import annotations
 
+import contextlib
 import re
+import socket
 import statistics
 import threading
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+from wsgiref.simple_server import WSGIRequestHandler, WSGIServer
 
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry, make_wsgi_app
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -37,7 +41,7 @@ from pgfsbench.plan import PlannedRun
 from pgfsbench.results.records import RunOutcome
 
 if TYPE_CHECKING:
-    from wsgiref.simple_server import WSGIServer
+    from wsgiref.types import WSGIApplication
 
     from pgfsbench.analysis.stalls import StallEpisode
 
@@ -100,7 +104,7 @@ class LiveMetrics(Collector):
         self.warnings = 0
         self.episode_errors = 0
         self._lock = threading.Lock()
-        self._server: WSGIServer | None = None
+        self._server: BoundedServer | None = None
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
 
@@ -109,9 +113,7 @@ class LiveMetrics(Collector):
     def start(self) -> int:
         """Listen on the address (127.0.0.1 unless told otherwise); OSError if the port is
         taken or the address is not this host's."""
-        server, _thread = start_http_server(
-            self.requested_port, addr=self.address, registry=self.registry
-        )
+        server = serve_bounded(self.address, self.requested_port, make_wsgi_app(self.registry))
         self._server = server
         self.port = int(server.server_port)
         return self.port
@@ -315,3 +317,59 @@ class LiveMetrics(Collector):
                 sample.add_metric([*at, name], value)
         yield sample
         yield waiting
+
+
+# The endpoint is scraped by one Prometheus, or looked at with curl: a few clients at a
+# time. Anyone on the host can connect to it, so a client that connects and says nothing
+# (or 200 of them) holds one of these workers for this long at most, never a thread each.
+MAX_CLIENTS = 4  # requests served at once
+MAX_WAITING = 4  # connections accepted beyond those, waiting for a worker; more are closed
+REQUEST_TIMEOUT_S = 2.0  # to send a request and take the answer
+
+
+class _QuietHandler(WSGIRequestHandler):
+    timeout = REQUEST_TIMEOUT_S  # the socket's, for every read and write
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+class BoundedServer(WSGIServer):
+    """A WSGI server with a fixed pool of workers and a timeout on every connection."""
+
+    def __init__(self, address: tuple[str, int], family: socket.AddressFamily) -> None:
+        self.address_family = family
+        self._pool = ThreadPoolExecutor(MAX_CLIENTS, thread_name_prefix="pgfsbench-metrics")
+        self._slots = threading.BoundedSemaphore(MAX_CLIENTS + MAX_WAITING)
+        super().__init__(address, _QuietHandler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self.shutdown_request(request)  # too many at once: closed, not queued
+            return
+        request.settimeout(REQUEST_TIMEOUT_S)
+
+        def serve() -> None:
+            try:  # a client's broken or timed-out request ends only itself
+                with contextlib.suppress(Exception):
+                    self.finish_request(request, client_address)
+            finally:
+                self.shutdown_request(request)
+                self._slots.release()
+
+        self._pool.submit(serve)
+
+    def server_close(self) -> None:
+        super().server_close()
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def serve_bounded(address: str, port: int, app: WSGIApplication) -> BoundedServer:
+    """Serve ``app`` on ``address``:``port`` (0: any free port) from a thread of its own."""
+    family, _, _, _, sockaddr = socket.getaddrinfo(
+        address, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE
+    )[0]
+    server = BoundedServer((str(sockaddr[0]), port), family)
+    server.set_app(app)
+    threading.Thread(target=server.serve_forever, name="pgfsbench-metrics", daemon=True).start()
+    return server

@@ -33,7 +33,7 @@ from pgfsbench.system.runner import (
     process_start_time,
     process_state,
 )
-from pgfsbench.system.trust import inside, read_text_nofollow
+from pgfsbench.system.trust import inside, open_written_by_others, read_text_nofollow
 from pgfsbench.system.wait import wait_until
 
 if TYPE_CHECKING:
@@ -295,6 +295,15 @@ class Instance:
         pid = postmaster_pid(self.pgdata)
         if pid is None:
             raise InstanceError("PostgreSQL started but left no postmaster.pid")
+        # postmaster.pid is the server user's file: the pid in it is acted on (the memory
+        # cgroup, signals) only when it is this data directory's postmaster, of that user
+        owner = Owner.of(self.os_user)
+        if not is_our_postmaster(pid, self.pgdata) or (
+            owner is not None and process_uid(pid) != owner.uid
+        ):
+            raise InstanceError(
+                f"postmaster.pid names pid {pid}, which is not this data directory's server"
+            )
         self.pid = pid
         wait_until(
             self._accepts, timeout=timeout, interval=0.2, what="PostgreSQL to accept connections"
@@ -400,11 +409,28 @@ def startup_failure(path: Path) -> str:
 def postmaster_pid(pgdata: Path) -> int | None:
     """The pid on postmaster.pid's first line; negative for a standalone backend (initdb's,
     or ``postgres --single``), which writes its pid so."""
+    # the server's user writes it: never through a link, never a FIFO (which would hang
+    # teardown and cleanup), a few lines at most
     try:
-        first = (pgdata / "postmaster.pid").read_text().splitlines()[0]
+        with open_written_by_others(pgdata / "postmaster.pid") as fh:
+            first = fh.read(POSTMASTER_PID_BYTES).decode(errors="replace").splitlines()[0]
         return int(first)
     except (OSError, ValueError, IndexError):
         return None
+
+
+POSTMASTER_PID_BYTES = 4096  # its lines: pid, data directory, start, port, socket, ...
+
+
+def process_uid(pid: int) -> int | None:
+    """The real uid of a process (None: it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("Uid:"):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
 
 
 def is_our_postmaster(pid: int, pgdata: Path) -> bool:

@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from pgfsbench.system.bounds import vm_value_problem
 from pgfsbench.units import human_bytes, parse_duration, parse_size
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
@@ -732,6 +733,11 @@ class KernelConfig(Model):
             if not isinstance(value, str | int | float | bool):
                 raise ValueError(f"{key}: a sysctl value is a number")
             out[str(key)] = sysctl_value(str(key), value)
+            if str(key).startswith("vm."):
+                # what pgfsbench may set on a host is what its undo may restore
+                why = vm_value_problem(str(key).removeprefix("vm."), str(out[str(key)]))
+                if why is not None:
+                    raise ValueError(why)
         return out
 
 

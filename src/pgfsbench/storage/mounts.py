@@ -77,6 +77,8 @@ def mount_of_run(args: dict[str, object], scope: Scope) -> str | None:
     """Only what the run mounted: in its work directory, or in the directory it made on a
     filesystem the user named."""
     target = str(args["target"])
+    if ".." in Path(target).parts:  # refused as written: '..' after a link goes elsewhere
+        return f"{target} goes through '..'"
     if inside(target, scope.workdir) or any(
         own_directory_name(str(p), scope) for p in Path(target).parents
     ):

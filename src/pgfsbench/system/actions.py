@@ -13,6 +13,7 @@ from pgfsbench.system.held import Held, Owner, new_dir
 from pgfsbench.system.journal import Journal, Undo, undo_action
 from pgfsbench.system.mountinfo import mounts_under
 from pgfsbench.system.runner import Runner, process_alive, signal_process_group
+from pgfsbench.system.trust import boot_id
 from pgfsbench.system.wait import wait_until
 
 
@@ -35,7 +36,10 @@ def write_value(journal: Journal, path: Path, value: str, *, what: str) -> str:
 
 def watch_process_group(journal: Journal, pid: int, start_time: int | None, what: str) -> None:
     """Journal a child we started, so cleanup can end its whole tree after a SIGKILL of ours."""
-    journal.record(what, Undo("kill_process_group", {"pid": pid, "start_time": start_time}))
+    journal.record(
+        what,
+        Undo("kill_process_group", {"pid": pid, "start_time": start_time, "boot_id": boot_id()}),
+    )
 
 
 @undo_action("remove_path", bound=removable_path)
@@ -70,6 +74,8 @@ def _restore_value(runner: Runner, args: dict[str, Any]) -> None:
 def _kill_process_group(runner: Runner, args: dict[str, Any]) -> None:
     pid = int(args["pid"])
     start = args.get("start_time")
+    if args.get("boot_id") not in (None, boot_id()):
+        return  # started on another boot: gone with it, and its pid is someone else's now
     if not process_alive(pid, start):
         return
     signal_process_group(pid, start, signal.SIGTERM)

@@ -23,13 +23,56 @@ FUSE_URING = re.compile(r"/sys/module/fuse/parameters/enable_uring")
 # pages, a loop device's rotational flag (emulated HDDs), OpenZFS's module parameters,
 # fuse's switch for FUSE over io_uring.
 KERNEL_FILES = (
-    re.compile(r"/proc/sys/vm/[a-z0-9_]+"),
+    re.compile(r"/proc/sys/vm/[a-z0-9_-]+"),
     re.compile(r"/sys/kernel/mm/transparent_hugepage/(enabled|defrag)"),
     re.compile(r"/sys/block/loop[0-9]+/queue/rotational"),
     re.compile(r"/sys/module/zfs/parameters/[a-z0-9_]+"),
     FUSE_URING,
 )
 _BOOLEANS = frozenset({"Y", "N", "1", "0"})
+_HUGE = 2**63 - 1
+# The vm.* sysctls pgfsbench sets and restores, each with the values it may restore (a
+# journal that restores vm.mmap_min_addr = 0, or enables userfaultfd for everyone, would
+# weaken the host: such keys are not here, and are refused by the spec too).
+VM_SYSCTLS: dict[str, tuple[int, int]] = {
+    "dirty_background_bytes": (0, _HUGE),
+    "dirty_background_ratio": (0, 100),
+    "dirty_bytes": (0, _HUGE),
+    "dirty_ratio": (0, 100),
+    "dirty_expire_centisecs": (0, 2**31 - 1),
+    "dirty_writeback_centisecs": (0, 2**31 - 1),
+    "dirtytime_expire_seconds": (0, 2**31 - 1),
+    "swappiness": (0, 200),
+    "nr_hugepages": (0, 2**31 - 1),
+    "nr_overcommit_hugepages": (0, 2**31 - 1),
+    "overcommit_memory": (0, 2),
+    "overcommit_ratio": (0, 2**31 - 1),
+    "overcommit_kbytes": (0, _HUGE),
+    "zone_reclaim_mode": (0, 7),
+    "min_free_kbytes": (0, 2**31 - 1),
+    "watermark_scale_factor": (1, 3000),
+    "watermark_boost_factor": (0, 2**31 - 1),
+    "vfs_cache_pressure": (0, 2**31 - 1),
+    "stat_interval": (1, 2**31 - 1),
+    "page-cluster": (0, 31),
+    "max_map_count": (65530, 2**31 - 1),
+}
+
+
+def vm_value_problem(key: str, value: str) -> str | None:
+    """Why ``value`` is not one pgfsbench may set or restore for the sysctl vm.``key``."""
+    if key not in VM_SYSCTLS:
+        return f"vm.{key} is not a sysctl pgfsbench sets (it sets {', '.join(VM_SYSCTLS)})"
+    low, high = VM_SYSCTLS[key]
+    try:
+        number = int(value)
+    except ValueError:
+        return f"vm.{key} = {value!r} is not a number"
+    if not low <= number <= high:
+        return f"vm.{key} = {number} is outside {low}..{high}"
+    return None
+
+
 _INTEGERS = re.compile(r"-?[0-9]+( -?[0-9]+)*")
 _CHOICE = re.compile(r"[a-z_+ \[\]]+")
 DEV_NUMBERS = re.compile(r"[0-9]+:[0-9]+")
@@ -72,6 +115,8 @@ SHORT_SOCKET_DIR = re.compile(r"/tmp/pgfsb-[0-9a-f]{8}")
 
 def removable_path(args: dict[str, object], scope: Scope) -> str | None:
     path = str(args["path"])
+    if ".." in Path(path).parts:  # refused as written, before any normalising
+        return f"{path} goes through '..'"
     if inside(path, scope.workdir) or own_directory_name(path, scope):
         return None
     if SHORT_SOCKET_DIR.fullmatch(path):
@@ -101,6 +146,8 @@ def kernel_value(args: dict[str, object], scope: Scope) -> str | None:
         return None
     if not _INTEGERS.fullmatch(value):
         return f"{value!r} is not a number, as {path} takes"
+    if path.startswith("/proc/sys/vm/"):
+        return vm_value_problem(path.removeprefix("/proc/sys/vm/"), value)
     return None
 
 
@@ -112,6 +159,8 @@ def dirty_pair(args: dict[str, object], scope: Scope) -> str | None:
             return f"{key} is not a sysctl pgfsbench restores as a pair"
         if not _INTEGERS.fullmatch(str(value)):
             return f"{key} = {value!r} is not a number"
+        if (why := vm_value_problem(key.removeprefix("vm."), str(value))) is not None:
+            return why
     if len(args) != 2:
         return "a pair names two sysctls"
     return None
@@ -124,12 +173,19 @@ def started_by_run(pid: object, start: object, scope: Scope) -> str | None:
         return f"pid {pid!r} is not a process pgfsbench can have started"
     if not isinstance(start, int):
         return f"pid {pid} has no start time to identify it by"
-    if scope.writer_start is not None and start < scope.writer_start:
+    if scope.writer_start is None:
+        return f"pid {pid}: the journal does not say when its writer started"
+    if start < scope.writer_start:
         return f"pid {pid} started before the run that wrote the journal"
     return None
 
 
 def process_group(args: dict[str, object], scope: Scope) -> str | None:
+    """A process group the journal's writer started, in this boot (the undo ends it only
+    while the boot is the journal's: on another, its pid names someone else)."""
+    boot = args.get("boot_id")
+    if boot is not None and boot != scope.boot_id:
+        return f"pid {args.get('pid')} was started on another boot than the journal's"
     return started_by_run(args.get("pid"), args.get("start_time"), scope)
 
 

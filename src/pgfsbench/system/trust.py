@@ -75,7 +75,11 @@ def directory_problem(st: os.stat_result, path: Path, *, last: bool) -> str | No
 
 def path_problem(path: Path) -> str | None:
     """Why ``path`` (a work directory, existing or to be made) is not safe to work in, or
-    None. Checked component by component from /, as the kernel walks it."""
+    None. Checked component by component from /, as the kernel walks it: a '..' is
+    refused as given (normalised away first, 'link/..' would be checked as its parent,
+    while the kernel goes up from where the link points)."""
+    if ".." in Path(path).parts:
+        return f"{path}: give the path without '..'"
     absolute = Path(os.path.normpath(Path(path).absolute()))
     current = Path("/")
     pending = list(absolute.parts[1:])
