@@ -24,6 +24,15 @@ fleet_app = typer.Typer(
 )
 app.add_typer(fleet_app, name="fleet")
 
+AcceptKeys = Annotated[
+    bool,
+    typer.Option(
+        "--accept-new-host-keys",
+        help="Accept (and record) the SSH key of a host never reached before; a key that "
+        "changed is still refused. Default: every key checked against the known hosts "
+        "(root's, or the inventory's UserKnownHostsFile).",
+    ),
+]
 DirOpt = Annotated[
     Path,
     typer.Option(
@@ -147,6 +156,7 @@ def run_cmd(
             "under the fleet run's UUID and the host's inventory name."
         ),
     ] = ("/var/tmp/pgfsbench-fleet"),
+    accept_new_host_keys: AcceptKeys = False,
 ) -> None:
     """Run SPEC on every host of the inventory and import each host's results as they
     arrive. Exits 6 when some host did not finish."""
@@ -161,7 +171,9 @@ def run_cmd(
     check_writable(results)  # and reachable, with its schema: before any host starts
     Store(results).close()
     run_args = " ".join(f"--set {shlex.quote(s)}" for s in sets or [])
-    state = new_state(spec, inventory, results, fleet_dir, command, run_args, remote_dir)
+    state = new_state(
+        spec, inventory, results, fleet_dir, command, run_args, remote_dir, accept_new_host_keys
+    )
     console = plain_console()
     console.print(
         f"fleet run {state.run_uuid}: {spec} on {inventory}"
@@ -188,12 +200,28 @@ def status_cmd(fleet_dir: DirOpt = DEFAULT_DIR) -> None:
 def resume_cmd(
     fleet_dir: DirOpt = DEFAULT_DIR,
     serial: Annotated[int | None, typer.Option(help="Hosts at a time.")] = None,
+    results: Annotated[
+        str | None,
+        typer.Option(
+            "--results",
+            "-r",
+            help="The store, when the run's was given with a password in its URL (the "
+            "fleet's state keeps it without).",
+        ),
+    ] = None,
 ) -> None:
     """Run again the hosts that failed or were unreachable (`run --resume` where the host
     had begun a campaign), without rerunning those that finished."""
     from pgfsbench.fleet.driver import FleetState, run_fleet
 
     state = FleetState.load(fleet_dir)
+    if results is not None:
+        state.results = results
+    elif "***" in state.results:
+        raise UsageError(
+            f"the fleet's store is {state.results}: give it again with --results (its "
+            "password is not kept), or its password through PGPASSWORD or ~/.pgpass"
+        )
     todo = [h for h in state.hosts.values() if h.status != "done"]
     console = plain_console()
     if not todo:

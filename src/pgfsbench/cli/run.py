@@ -27,6 +27,7 @@ from rich.table import Table
 
 from pgfsbench.cli import app
 from pgfsbench.report.inert import plain_console
+from pgfsbench.results.target import shown
 from pgfsbench.system.errors import (
     CapabilityError,
     GuardError,
@@ -713,7 +714,7 @@ def demo_cmd(
 
 def next_commands(results: str, cells: Sequence[CellSummary], run_ids: Sequence[int]) -> list[str]:
     """What to type after the demo, with its own file names: each command works as shown."""
-    store = shlex.quote(results)
+    store = shlex.quote(shown(results))
     lines = [f"pgfsbench results summary --results {store}    # the table again"]
     if run_ids:
         lines.append(

@@ -337,6 +337,8 @@ class _QuietHandler(WSGIRequestHandler):
 class BoundedServer(WSGIServer):
     """A WSGI server with a fixed pool of workers and a timeout on every connection."""
 
+    request_queue_size = 64  # the listen backlog: connections are taken (or closed) at once
+
     def __init__(self, address: tuple[str, int], family: socket.AddressFamily) -> None:
         self.address_family = family
         self._pool = ThreadPoolExecutor(MAX_CLIENTS, thread_name_prefix="pgfsbench-metrics")

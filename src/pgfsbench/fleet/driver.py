@@ -22,8 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from pgfsbench.system.errors import CapabilityError, UsageError
-from pgfsbench.system.held import write_file
-from pgfsbench.system.trust import check_workdir_trusted, file_problem
+from pgfsbench.system.held import make_dirs, write_file
+from pgfsbench.system.secrets import shown
+from pgfsbench.system.trust import (
+    check_workdir_trusted,
+    file_problem,
+    make_trusted_dir,
+    read_trusted,
+)
 
 PLAYBOOK = Path(__file__).resolve().parent / "playbooks" / "run.yml"
 STATE = "fleet.json"
@@ -91,6 +97,8 @@ class FleetState:
     command: str
     run_args: str = ""
     remote_dir: str = "/var/tmp/pgfsbench-fleet"
+    # ssh accepts a host's key it has never seen (and records it); a changed one is refused
+    accept_new_host_keys: bool = False
     hosts: dict[str, HostState] = field(default_factory=dict)
     started_at: str = ""
     ended_at: str = ""
@@ -104,7 +112,7 @@ class FleetState:
         path = directory / STATE
         if not path.is_file():
             raise UsageError(f"{path}: no fleet run here (see `pgfsbench fleet run`)")
-        data = json.loads(path.read_text())
+        data = json.loads(read_trusted(path))
         hosts = {k: HostState(**v) for k, v in data.pop("hosts").items()}
         return cls(**data, hosts=hosts)
 
@@ -205,8 +213,8 @@ def run_fleet(
     base = Path(state.directory)
     # the hosts' results are fetched there and imported: nobody else may plant one
     check_workdir_trusted(base, "--fleet-dir")
-    (base / "fetched").mkdir(parents=True, exist_ok=True)
-    (base / "ansible").mkdir(exist_ok=True)
+    make_dirs(base / "fetched", 0o700)
+    make_dirs(base / "ansible", 0o700)
     extravars: dict[str, Any] = {
         "spec": str(Path(state.spec).resolve()),
         "run_uuid": state.run_uuid,
@@ -233,7 +241,7 @@ def run_fleet(
             limit=hosts,
             quiet=True,
             event_handler=follower,
-            envvars=ansible_env(),
+            envvars=ansible_env(state.accept_new_host_keys),
         )
         stats = result.stats or {}
         for name, hs in state.hosts.items():
@@ -249,14 +257,20 @@ def run_fleet(
     return state
 
 
-def ansible_env() -> dict[str, str]:
-    """ansible-playbook from the same environment as pgfsbench (a venv's bin first)."""
+def ansible_env(accept_new_host_keys: bool = False) -> dict[str, str]:
+    """ansible-playbook from the same environment as pgfsbench (a venv's bin first), every
+    host's key checked (the known hosts of root, or the inventory's own
+    ``ansible_ssh_common_args='-o UserKnownHostsFile=...'``); with
+    ``accept_new_host_keys``, a key never seen is accepted and kept, a changed one refused."""
     here = str(Path(sys.executable).parent)
-    return {
+    env = {
         "PATH": f"{here}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-        "ANSIBLE_HOST_KEY_CHECKING": "False",
+        "ANSIBLE_HOST_KEY_CHECKING": "True",
         "ANSIBLE_NOCOLOR": "1",
     }
+    if accept_new_host_keys:
+        env["ANSIBLE_SSH_COMMON_ARGS"] = "-o StrictHostKeyChecking=accept-new"
+    return env
 
 
 def new_state(
@@ -267,21 +281,24 @@ def new_state(
     command: str,
     run_args: str,
     remote_dir: str = "/var/tmp/pgfsbench-fleet",
+    accept_new_host_keys: bool = False,
 ) -> FleetState:
-    directory.mkdir(parents=True, exist_ok=True)
+    # checked before anything is written there: the state and the fetched results
+    make_trusted_dir(directory)
     old = directory / STATE
     if old.is_file():  # an earlier fleet run: kept under its uuid
-        previous = json.loads(old.read_text()).get("run_uuid", "previous")
-        old.replace(directory / f"fleet-{previous}.json")
+        previous = json.loads(read_trusted(old)).get("run_uuid", "previous")
+        old.replace(directory / f"fleet-{str(previous)[:40].replace('/', '_')}.json")
     state = FleetState(
         str(uuid.uuid4()),
         str(spec.resolve()),
         str(inventory.resolve()),
-        results,
+        shown(results),  # kept without its password (give it through PGPASSWORD or ~/.pgpass)
         str(directory.resolve()),
         command,
         run_args,
         remote_dir,
+        accept_new_host_keys,
         started_at=_now(),
     )
     state.save()

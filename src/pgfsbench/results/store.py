@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import os
@@ -30,6 +31,7 @@ from pgfsbench.results.records import (
 )
 from pgfsbench.results.target import shown
 from pgfsbench.system.errors import StoreError, UsageError
+from pgfsbench.system.held import Held
 
 LIST_KEYS = (
     "run_id",
@@ -236,6 +238,11 @@ class Store:
             if not db.parent.is_dir():
                 raise StoreError(f"{db.parent} does not exist")
             self.artifacts_root = artifacts_root or db.parent / f"{db.stem}-artifacts"
+            if not db.exists():
+                # root's alone: runs keep the command lines of other users' processes (a
+                # disturbance's); SQLite gives its journal files the same mode
+                with contextlib.suppress(FileExistsError), Held.open(db.parent) as parent:
+                    parent.create(db.name, b"", 0o600)
         else:
             self.artifacts_root = artifacts_root or Path("pgfsbench-artifacts").resolve()
         try:

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from pgfsbench.system.errors import PgfsbenchError
 from pgfsbench.system.runner import Runner, process_start_time
+from pgfsbench.system.secrets import shown_argv
 from pgfsbench.system.signals import signals_held
 from pgfsbench.system.trust import (
     UntrustedPath,
@@ -148,7 +149,7 @@ class Journal:
             "boot_id": boot_id(),
             "host": socket.gethostname(),
             "started": time.time(),
-            "argv": sys.argv,
+            "argv": shown_argv(sys.argv),
         }
         header.update(meta or {})
         devices = header.get("devices")
