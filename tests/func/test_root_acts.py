@@ -13,6 +13,7 @@ import os
 import pwd
 import stat
 import subprocess
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -331,3 +332,78 @@ def test_a_childs_output_file_is_not_opened_through_a_link(base: Path) -> None:
         child = Runner().spawn(["echo", "hello"], stdout_path=directory / "stdout.txt")
         child.wait(timeout=10)
         assert (directory / "stdout.txt").read_text() == "hello\n"
+
+
+# ---- what root reads where the server's user writes
+
+
+def test_a_fifo_named_postmaster_pid_does_not_hang_teardown(base: Path) -> None:
+    """A FIFO in place of postmaster.pid blocked every reader (teardown, cleanup)."""
+    from pgfsbench.postgres.instance import postmaster_pid
+
+    pgdata = postgres_dir(base / "pgdata", 0o700)
+    as_postgres(f"mkfifo '{pgdata}/postmaster.pid'")
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from pathlib import Path; "
+            "from pgfsbench.postgres.instance import postmaster_pid; "
+            "print(postmaster_pid(Path(sys.argv[1])))",
+            str(pgdata),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=20,
+        check=True,
+    )
+    assert done.stdout.strip() == "None"
+    assert postmaster_pid(pgdata) is None
+
+
+def test_a_kubeconfig_in_a_directory_the_server_user_owns_is_refused(base: Path) -> None:
+    """The check looked at the file only: a user owning a directory on its path swapped it
+    between the check and the read, and root ran that user's exec plugin."""
+    from pgfsbench.cluster.client import read_kubeconfig
+
+    theirs = postgres_dir(base / "kube")
+    config = theirs / "config"
+    config.write_text("apiVersion: v1\nclusters: []\ncontexts: []\nusers: []\n")
+    config.chmod(0o600)
+    with pytest.raises(PgfsbenchError, match="owned by postgres"):
+        read_kubeconfig(config)
+    ours = base / "kube-root"
+    ours.mkdir(mode=0o700)
+    (ours / "config").write_text("apiVersion: v1\nclusters: []\ncontexts: []\nusers: []\n")
+    (ours / "config").chmod(0o600)
+    assert read_kubeconfig(ours / "config")["apiVersion"] == "v1"
+
+
+def test_an_emulated_disk_is_roots_alone(base: Path) -> None:
+    """As postgres, the whole device under test was read and raw blocks written beneath a
+    mounted filesystem: its directory is 0700 and its FUSE mount checks permissions."""
+    from pgfsbench.spec.models import EmulatedDevice
+    from pgfsbench.storage.devices import DeviceFactory
+
+    runner = Runner()
+    journal = Journal.create(base, runner)
+    try:
+        with journal.scope():
+            DeviceFactory(journal, runner, base / "devices").get(
+                EmulatedDevice(size="64M", model="zero"), "data"
+            )
+            assert stat.S_IMODE((base / "devices").stat().st_mode) == 0o700
+            (disk,) = (base / "devices").glob("*.disk")
+            os.chmod(base / "devices", 0o711)  # even with the way open: the mount refuses
+            try:
+                read = subprocess.run(
+                    ["runuser", "-u", "postgres", "--", "head", "-c", "512", str(disk / "disk")],
+                    capture_output=True,
+                    timeout=20,
+                    check=False,
+                )
+                assert read.returncode != 0 and b"denied" in read.stderr, read
+            finally:
+                os.chmod(base / "devices", 0o700)
+    finally:
+        journal.close()

@@ -35,11 +35,12 @@ def markdown_text(text: str) -> str:
     return text.translate(_MARKDOWN)
 
 
-# what Markdown acts on inside a line: emphasis, code, links and images ([x](y), ![x](y)),
-# autolinks and HTML (<...>), tables (|), escapes (\\)
+# what makes Markdown act inside a line: links and images ([x](y), ![x](y)), autolinks
+# and HTML (<...>), table cells (|), escapes (\\). Emphasis (*, _) is left: it changes no
+# more than a look, and escaping it would make names like wal_buffers hard to read.
 _MARKDOWN_INLINE: Final[dict[int, str]] = {
     **_PRINTABLE,
-    **{ord(c): "\\" + c for c in "\\`*_[]!|~"},
+    **{ord(c): "\\" + c for c in "\\[]|`"},
     ord("&"): "&amp;",
     ord("<"): "&lt;",
     ord(">"): "&gt;",
@@ -50,8 +51,8 @@ _MARKDOWN_INLINE: Final[dict[int, str]] = {
 
 def markdown_inline(text: str) -> str:
     """Outside text (a name, an error, a server's message) as one inert run of Markdown:
-    on one line, its HTML as entities, every character that would make emphasis, a link,
-    an image or a table cell escaped, a '#' that would start a heading too."""
+    on one line, its HTML as entities, every character that would make a link, an image,
+    code or a table cell escaped, a '#' that would start a heading too."""
     out = text.translate(_MARKDOWN_INLINE)
     return "\\" + out if out.lstrip().startswith(("#", "+", "-", "=", ">")) else out
 
