@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pgfsbench.advisor.safety import unsafe_of_params
 from pgfsbench.postgres import sessions
 from pgfsbench.spec import Cell, Defaults, LoadedSpec, Spec, expand, workload_tool
 from pgfsbench.spec.kinds import storage_kind
@@ -301,6 +302,7 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None, only: Sequence[st
     est_max = est * d.repetitions_max / d.repetitions_min if auto else None
     warnings += dirty_cannot_matter(cells, d)
     warnings += sessions.plan_warnings(cells)
+    warnings += unsafe_warnings(cells)
     warnings = list(dict.fromkeys(warnings))
     if workdir is not None:
         warnings += space_warnings(workdir, loop_bytes, needed)
@@ -324,6 +326,21 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None, only: Sequence[st
         auto,
         est_max,
     )
+
+
+def unsafe_warnings(cells: Sequence[Cell]) -> list[str]:
+    """Each configuration whose settings can lose or corrupt committed data (the doctor's
+    rules, advisor/safety.py): measured as a reference, never the baseline nor the best."""
+    out = []
+    for cell in cells:
+        # the configurations as a run stores them: the same reading as the summary's
+        found = unsafe_of_params(cell.storage.model_dump(), cell.postgres.model_dump())
+        for u in found:
+            out.append(
+                f"{cell.storage_name}/{cell.postgres_name} is unsafe ({u.text()}): measured "
+                "as a reference (what safety costs), never the baseline nor the best"
+            )
+    return out
 
 
 def _check_place(spec: Spec, cells: Sequence[Cell]) -> None:

@@ -82,6 +82,8 @@ def _fpw_off(f: Facts) -> list[str] | None:
         return []
     seen = []
     for p in _pg_paths(f):
+        if p.fstype == "btrfs" and p.copy_on_write:
+            continue  # copy-on-write: a page is written anew and switched to whole, never torn
         if p.fstype != "zfs":
             seen.append(
                 f"full_page_writes = off with {p.describe()}: {p.fstype} can tear "
@@ -111,6 +113,15 @@ def _fsync_off(f: Facts) -> list[str] | None:
     if f.pg is None or f.pg.on("fsync") is None:
         return None
     return Passed("fsync = on") if f.pg.on("fsync") else ["fsync = off"]
+
+
+def _sync_commit_off(f: Facts) -> list[str] | None:
+    if f.pg is None or f.pg.get("synchronous_commit") is None:
+        return None
+    value = str(f.pg.get("synchronous_commit")).strip().strip("'").lower()
+    if value in ("off", "false", "no", "0"):
+        return ["synchronous_commit = off"]
+    return Passed(f"synchronous_commit = {value}")
 
 
 def _zfs_sync_disabled(f: Facts) -> list[str] | None:
@@ -508,10 +519,12 @@ RULES: tuple[Rule, ...] = (
         Severity.BAD,
         "full_page_writes off where pages can tear",
         _fpw_off,
-        "Only a filesystem that never writes part of a page (ZFS with recordsize >= 8K) "
-        "makes full_page_writes = off safe; elsewhere a crash mid-write leaves a torn page "
-        "that WAL replay cannot repair: silent or unrecoverable corruption.",
-        "Set full_page_writes = on (reload). Turn it off only on ZFS with recordsize >= 8K.",
+        "Only a filesystem that never writes part of a page (ZFS with recordsize >= 8K, "
+        "btrfs with copy-on-write) makes full_page_writes = off safe; elsewhere a crash "
+        "mid-write leaves a torn page that WAL replay cannot repair: silent or "
+        "unrecoverable corruption.",
+        "Set full_page_writes = on (reload). Turn it off only on ZFS with recordsize >= 8K "
+        "or copy-on-write btrfs.",
         PG_REL,
     ),
     Rule(
@@ -535,6 +548,19 @@ RULES: tuple[Rule, ...] = (
         _fsync_off,
         "With fsync = off, a crash of the OS or a power cut can corrupt the whole cluster.",
         "Set fsync = on; for speed on throwaway data use synchronous_commit = off instead.",
+        PG_WAL,
+    ),
+    Rule(
+        "synchronous-commit-off",
+        "postgresql",
+        Severity.WARN,
+        "synchronous_commit off",
+        _sync_commit_off,
+        "A commit is acknowledged before its WAL is on disk: a crash loses the transactions "
+        "of the last moments (up to 3 x wal_writer_delay), which clients were told had "
+        "committed. No corruption: the cluster stays consistent.",
+        "Keep it off only where losing the last commits is acceptable (set per transaction "
+        "or per role for those); otherwise synchronous_commit = on.",
         PG_WAL,
     ),
     Rule(

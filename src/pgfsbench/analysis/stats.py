@@ -32,6 +32,11 @@ class Estimate:
     ci_low: float | None  # 95% confidence interval of the mean; None with one value
     ci_high: float | None
     method: str  # "t on log", "t", "bootstrap" or "single value"
+    # the geometric mean and its t interval on log values: what `compare` tests (its ratio
+    # is one of geometric means); None when a value is not positive
+    gmean: float | None = None
+    gci_low: float | None = None
+    gci_high: float | None = None
 
     @property
     def rel_range(self) -> float:
@@ -146,8 +151,10 @@ def estimate(values: Iterable[float | None]) -> Estimate | None:
     n = len(vals)
     mean = statistics.fmean(vals)
     median = statistics.median(vals)
+    positive = min(vals) > 0
+    gmean = math.exp(statistics.fmean(math.log(v) for v in vals)) if positive else None
     if n == 1:
-        return Estimate(1, median, vals[0], vals[0], mean, None, None, None, "single value")
+        return Estimate(1, median, vals[0], vals[0], mean, None, None, None, "single value", gmean)
     sd = statistics.stdev(vals)
     cv = sd / mean if mean else None
     if n >= BOOTSTRAP_MIN_N:
@@ -159,4 +166,5 @@ def estimate(values: Iterable[float | None]) -> Estimate | None:
     else:
         lo, hi = t_interval(vals)
         method = "t"
-    return Estimate(n, median, min(vals), max(vals), mean, cv, lo, hi, method)
+    glo, ghi = t_interval_log(vals) if positive else (None, None)
+    return Estimate(n, median, min(vals), max(vals), mean, cv, lo, hi, method, gmean, glo, ghi)

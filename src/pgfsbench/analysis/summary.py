@@ -14,6 +14,7 @@ import fnmatch
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from pgfsbench.advisor.safety import unsafe_of_params
 from pgfsbench.analysis.compare import Comparison, Verdict, compare
 from pgfsbench.analysis.cost import RunCost, run_cost
 from pgfsbench.analysis.disturbance import disturbance_of
@@ -80,6 +81,9 @@ class CellSummary:
     baseline: str | None = None  # the label of its group's baseline (None: it is one)
     # a reference (RAM, fsync off), not a candidate: never the best nor the baseline
     reference: bool = False
+    # how its settings can lose or corrupt committed data (advisor/safety.py): such a cell
+    # is a reference too, shown as what safety costs
+    unsafe: tuple[str, ...] = ()
     # "emulated data hdd-7200": devices answered by a device model, not a real disk
     emulated: str | None = None
     # the percentiles of all its ok runs' transactions (their histograms merged)
@@ -296,6 +300,9 @@ def _cell(
     """One cell's summary over its runs."""
     ok = [r for r in rows if r.ok]
     first = rows[0]
+    unsafe = tuple(
+        u.text() for u in unsafe_of_params(first.param("storage"), first.param("postgres"))
+    )
     thr = [r.figure for r in ok]
     p99 = [r.latency_ms.get("p99") for r in ok]
     stalls = tuple(RunStalls(r.run_id, r.repetition, stalls_of(r)) for r in rows)
@@ -339,7 +346,8 @@ def _cell(
         values=tuple(float(v) for v in thr if v is not None),
         p99_values=tuple(float(v) for v in p99 if v is not None),
         load_values=tuple(float(r.load_seconds) for r in ok if r.load_seconds is not None),
-        reference=_reference(first),
+        reference=_reference(first) or bool(unsafe),
+        unsafe=unsafe,
         emulated=emulated_of(first),
         space_data_bytes=estimate(_space(r, "data_bytes") for r in ok),
         space_wal_bytes=estimate(_space(r, "pg_wal_bytes") for r in ok),
@@ -400,7 +408,11 @@ def with_baselines(cells: list[CellSummary], baseline: str | None) -> list[CellS
     for members in by_group.values():
         candidates = [i for i in members if not cells[i].reference] or members
         base_i = next(
-            (i for i in members if baseline and matches(cells[i], baseline)),
+            (
+                i
+                for i in members
+                if baseline and matches(cells[i], baseline) and not cells[i].unsafe
+            ),
             None if baseline else candidates[0],
         )
         if base_i is None:
@@ -586,7 +598,19 @@ def highlights(cells: Sequence[CellSummary]) -> Highlights:
             h.lines.append(
                 "  no verdict (too few repetitions): " + ", ".join(c.label for c in none)
             )
-        for ref in (c for c in measured if c.reference and c.tps is not None):
+        for ref in (c for c in measured if c.unsafe and c.tps is not None):
+            assert ref.tps is not None
+            h.lines.append(
+                f"  unsafe {ref.label}: {ref.tps.mean:,.0f} {unit}, never the best "
+                f"({'; '.join(ref.unsafe)})"
+                + (
+                    f"; what safety costs: the best safe mean ({best.label}) is "
+                    f"{100 * best.tps.mean / ref.tps.mean:.0f}% of it"
+                    if ref is not best and ref.tps.mean > 0
+                    else ""
+                )
+            )
+        for ref in (c for c in measured if c.reference and not c.unsafe and c.tps is not None):
             assert ref.tps is not None
             h.lines.append(
                 f"  reference {ref.label}: {ref.tps.mean:,.0f} {unit}; the highest mean "

@@ -28,6 +28,7 @@ from pgfsbench.system.errors import UsageError
 
 if TYPE_CHECKING:
     from pgfsbench.analysis.pairs import Pair
+    from pgfsbench.analysis.stats import Estimate
     from pgfsbench.analysis.summary import CellSummary
     from pgfsbench.storage.profiles import Price
 
@@ -253,12 +254,23 @@ def _mark(cell: CellSummary) -> str:
     return f" [{len(cell.disturbed)} disturbed]" if cell.disturbed else ""
 
 
-def _print_pairs(pairs: list[Pair]) -> None:
-    from pgfsbench.report.terminal import fmt_spread
+def fmt_geometric(s: Estimate | None) -> str:
+    """'2,703 [2,650, 2,757]': the geometric mean with its t interval on logs (what the
+    ratio beside it is made of); the value alone when there is one."""
+    if s is None or s.gmean is None:
+        return "-"
+    if s.gci_low is None or s.gci_high is None:
+        return f"{s.gmean:,.0f}"
+    return f"{s.gmean:,.0f} [{s.gci_low:,.0f}, {s.gci_high:,.0f}]"
 
+
+def _print_pairs(pairs: list[Pair]) -> None:
     console = plain_console()
-    table = Table(title="B against A (95% confidence)", title_justify="left")
-    for col in ("A", "B", "A tps ±CI", "B tps ±CI", "B/A [95% CI]", "verdict", "p99"):
+    table = Table(
+        title="B against A (95% confidence; geometric means, as the ratio is)",
+        title_justify="left",
+    )
+    for col in ("A", "B", "A tps [95% CI]", "B tps [95% CI]", "B/A [95% CI]", "verdict", "p99"):
         table.add_column(col, justify="left" if col in ("A", "B", "verdict") else "right")
     for p in pairs:
         cmp = p.throughput
@@ -285,8 +297,8 @@ def _print_pairs(pairs: list[Pair]) -> None:
         table.add_row(
             p.base.label + (f" ({p.base_source})" if p.base_source else "") + _mark(p.base),
             p.other.label + (f" ({p.other_source})" if p.other_source else "") + _mark(p.other),
-            fmt_spread(p.base.tps),
-            fmt_spread(p.other.tps),
+            fmt_geometric(p.base.tps),
+            fmt_geometric(p.other.tps),
             ratio,
             verdict,
             p99,

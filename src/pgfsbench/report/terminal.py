@@ -90,6 +90,8 @@ def fmt_vs(c: CellSummary) -> str:
     cmp = c.vs_baseline
     if cmp.change_pct is None:
         return "?"
+    if c.unsafe:  # can lose or corrupt committed data: what safety costs, no verdict
+        return f"{cmp.change_pct:+.1f}% unsafe"
     if c.reference:  # a ceiling, not a candidate: how far above, no verdict
         return f"{cmp.change_pct:+.1f}% ref"
     return f"{cmp.change_pct:+.1f}% {cmp.verdict.mark()}"
@@ -97,7 +99,8 @@ def fmt_vs(c: CellSummary) -> str:
 
 def cell_name(c: CellSummary) -> str:
     """A cell's label, marked when it is a reference."""
-    return (c.label or c.cell) + (" (reference)" if c.reference else "")
+    mark = " (unsafe)" if c.unsafe else " (reference)" if c.reference else ""
+    return (c.label or c.cell) + mark
 
 
 def fs_text(c: CellSummary) -> str:
@@ -112,14 +115,15 @@ def fmt_space(c: CellSummary) -> str:
     return f"{human_bytes(c.space_data_bytes.median)}{wal}"
 
 
-def _best(cells: Sequence[CellSummary], key: str) -> set[str]:
-    """Cells significantly best on a column within their comparable group (summary.leaders:
-    none where the top is a tie)."""
-    best: set[str] = set()
+def _best(cells: Sequence[CellSummary], key: str) -> set[tuple[object, str]]:
+    """(group, cell) of the cells significantly best on a column within their comparable
+    group (summary.leaders: none where the top is a tie). By group and cell: the same
+    configuration at another scale or on another host is another row, which may have lost."""
+    best: set[tuple[object, str]] = set()
     for members in by_group(cells):
         lead = leaders(members, key)
         if lead is not None and lead.winner is not None:
-            best.add(lead.winner.cell)
+            best.add((lead.winner.group, lead.winner.cell))
     return best
 
 
@@ -213,10 +217,10 @@ def _summary_layout(
                 table.add_row(label, *[""] * (len(cols) - 1))
         for c in members:
             n = cells.index(c) + 1
-            tps = Text(fmt_spread(c.tps), style="bold" if c.cell in best_tps else "")
+            tps = Text(fmt_spread(c.tps), style="bold" if (c.group, c.cell) in best_tps else "")
             if c.is_unstable:
                 tps.append(" !", style="yellow")
-            p99 = Text(fmt_p99(c), style="bold" if c.cell in best_p99 else "")
+            p99 = Text(fmt_p99(c), style="bold" if (c.group, c.cell) in best_p99 else "")
             row: list[str | Text] = [str(n)] if numbered else [cell_name(c)]
             if "fs" in optional:
                 row += [fs_text(c)]
@@ -228,7 +232,7 @@ def _summary_layout(
                 row += [
                     Text(
                         fmt_spread(c.load_seconds, 1).split(" ")[0],
-                        style="bold" if c.cell in best_load else "",
+                        style="bold" if (c.group, c.cell) in best_load else "",
                     )
                 ]
             if "data + pg_wal" in optional:
