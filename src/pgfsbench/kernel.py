@@ -12,7 +12,7 @@ from pathlib import Path
 
 from pgfsbench.spec import KernelConfig
 from pgfsbench.system.actions import write_value
-from pgfsbench.system.bounds import cgroup_directory, dirty_pair
+from pgfsbench.system.bounds import cgroup_directory, dirty_pair, vm_value_problem
 from pgfsbench.system.errors import ProvisionError
 from pgfsbench.system.journal import Journal, Scope, Undo, undo_action
 from pgfsbench.system.runner import Runner
@@ -58,6 +58,12 @@ def check(config: KernelConfig) -> list[str]:
         for k in config.sysctl
         if not sysctl_path(k).exists()
     ]
+    # what pgfsbench sets it must be able to restore, within bounds (system/bounds.py)
+    for k, v in config.sysctl.items():
+        if not k.startswith("vm.") or not sysctl_path(k).exists():
+            continue
+        if (why := vm_value_problem(k.removeprefix("vm."), str(v))) is not None:
+            problems.append(why)
     if config.transparent_hugepage and not (THP / "enabled").exists():
         problems.append("this kernel has no transparent huge page control")
     return problems

@@ -299,7 +299,17 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None, only: Sequence[st
     )
     est += CAMPAIGN_SECONDS
     auto = (d.repetitions_min, d.repetitions_max, d.ci_target_pct) if d.auto_repetitions else None
-    est_max = est * d.repetitions_max / d.repetitions_min if auto else None
+    # the worst case: every comparison unsettled to repetitions_max, the baselines at about
+    # √k runs a round; a budget stops new rounds (the last one still finishes)
+    est_max = None
+    if auto:
+        per_run = (est - CAMPAIGN_SECONDS) / max(1, len(runs))
+        baselines = max(1, len({(c.workload.name, c.scale, c.workload.clients) for c in cells}))
+        k = max(1, len(cells) // baselines - 1)
+        worst_runs = d.repetitions_max * (len(cells) - baselines + baselines * round(k**0.5))
+        est_max = CAMPAIGN_SECONDS + per_run * max(len(runs), worst_runs)
+        if d.budget is not None:
+            est_max = min(est_max, max(est, d.budget_s + per_run * len(cells)))
     warnings += dirty_cannot_matter(cells, d)
     warnings += sessions.plan_warnings(cells)
     warnings += unsafe_warnings(cells)

@@ -49,3 +49,32 @@ def test_a_small_drift_is_not_a_shift() -> None:
     tps = np.concatenate([noisy(3000, 15, 0.02), noisy(2500, 15, 0.02)])  # -17%
     assert level_shift(tps) is None
     assert find_stalls(Aligned(30, {"tps": tps})) == []
+
+
+def test_noise_alone_is_not_a_level_shift_whatever_split_the_search_picks() -> None:
+    """The p-value was taken on the very split the search chose: the best of ~n splits
+    looks significant in much noise. By permutation of the largest t it keeps its level:
+    of 200 runs of white noise (and 200 of a slow drift within MIN_CHANGE), at most 1%."""
+    import numpy as np
+
+    from pgfsbench.analysis.levels import level_shift
+
+    rng = np.random.default_rng(7)
+    found = sum(level_shift(rng.normal(1000, 150, 60)) is not None for _ in range(200))
+    drift = sum(
+        level_shift(np.linspace(1000, 800, 60) + rng.normal(0, 60, 60)) is not None
+        for _ in range(200)
+    )
+    assert found <= 2 and drift <= 2, (found, drift)
+
+
+def test_a_real_level_shift_is_found_with_a_permutation_p() -> None:
+    import numpy as np
+
+    from pgfsbench.analysis.levels import PERMUTATIONS, level_shift
+
+    rng = np.random.default_rng(3)
+    x = np.r_[rng.normal(2400, 60, 30), rng.normal(900, 60, 30)]
+    shift = level_shift(x)
+    assert shift is not None and shift.at == 30
+    assert shift.p == 1 / (PERMUTATIONS + 1)

@@ -10,6 +10,7 @@ that does not assume normality (below 5 it cannot reach p < 0.05 with 3 vs 3).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Sequence
@@ -53,6 +54,16 @@ class Comparison:
     verdict: Verdict
     reason: str
     higher_is_better: bool = True
+    # Holm's step-down adjustment over the comparisons of one family (a group's cells
+    # against its baseline): the p the verdict was taken on, and how many were compared
+    adjusted_p: float | None = None
+    family: int = 1
+
+    def p_words(self) -> str:
+        """'p=0.003' alone, or 'p=0.012 (Holm, 4 comparisons)' within a family."""
+        if self.family > 1 and self.adjusted_p is not None:
+            return f"p={self.adjusted_p:.3g} (Holm, {self.family} comparisons)"
+        return f"p={self.p_value:.3g}"
 
     @property
     def change_pct(self) -> float | None:
@@ -67,7 +78,7 @@ class Comparison:
                 if self.higher_is_better
                 else ("lower" if better else "higher")
             )
-            return f"{word}, p={self.p_value:.3g}"
+            return f"{word}, {self.p_words()}"
         return self.reason
 
     def words(self) -> str:
@@ -84,7 +95,7 @@ class Comparison:
                 if self.higher_is_better
                 else ("lower" if self.verdict is Verdict.BETTER else "higher")
             )
-            return f"{base} {word}, p={self.p_value:.3g} (n={self.n_base} vs {self.n_other})"
+            return f"{base} {word}, {self.p_words()} (n={self.n_base} vs {self.n_other})"
         return f"{base}: {self.reason}"
 
 
@@ -170,6 +181,38 @@ def compare(
     return result(
         (ratio, lo, hi, p, mw), Verdict.SAME, f"no significant difference (n={na} vs {nb}; {why})"
     )
+
+
+def family_wise(comparisons: Sequence[Comparison | None]) -> list[Comparison | None]:
+    """The comparisons of one family (every cell of a group against its baseline) at a
+    family-wise level ALPHA: Holm's step-down adjustment of their p-values (each the
+    largest of (m - j + 1) p_(j) over the j-th smallest and those before it), a verdict
+    of faster or slower kept only where the adjusted p is below ALPHA. With one
+    comparison nothing changes. Holm controls the chance of any false verdict in the
+    family at ALPHA whatever the dependence between the comparisons (they share the
+    baseline)."""
+    tested = [i for i, c in enumerate(comparisons) if c is not None and c.p_value is not None]
+    m = len(tested)
+    out = list(comparisons)
+    if m < 2:
+        return out
+    order = sorted(tested, key=lambda i: comparisons[i].p_value or 0.0)  # type: ignore[union-attr]
+    running = 0.0
+    for rank, i in enumerate(order):
+        c = comparisons[i]
+        assert c is not None and c.p_value is not None
+        running = max(running, min(1.0, (m - rank) * c.p_value))
+        verdict, reason = c.verdict, c.reason
+        if c.verdict in (Verdict.BETTER, Verdict.WORSE) and running >= ALPHA:
+            verdict = Verdict.SAME
+            reason = (
+                f"no significant difference (n={c.n_base} vs {c.n_other}; p={c.p_value:.2g}, "
+                f"{running:.2g} after Holm's correction for {m} comparisons)"
+            )
+        out[i] = dataclasses.replace(
+            c, verdict=verdict, reason=reason, adjusted_p=running, family=m
+        )
+    return out
 
 
 def combine_blocks(ratios: Sequence[float]) -> tuple[float, float, float] | None:

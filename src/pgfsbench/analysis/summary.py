@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pgfsbench.advisor.safety import unsafe_of_params
-from pgfsbench.analysis.compare import Comparison, Verdict, compare
+from pgfsbench.analysis.compare import Comparison, Verdict, compare, family_wise
 from pgfsbench.analysis.cost import RunCost, run_cost
 from pgfsbench.analysis.disturbance import disturbance_of
 from pgfsbench.analysis.histogram import PooledLatency, pooled_latency
@@ -272,11 +272,14 @@ def summarise(
     baseline: str | None = None,
     unstable_pct: float = UNSTABLE_PCT,
     prices: Mapping[str, Price] | None = None,
+    settled: Mapping[str, Mapping[str, object]] | None = None,
 ) -> list[CellSummary]:
     """Group runs by cell (and host, in first-seen order), summarise the ok ones, and
     compare each group's cells with its baseline. Runs superseded by a resumed run are
     left out. Stalls are found when the runs carry their series. ``prices``: one's own
-    volume prices, over the published ones."""
+    volume prices, over the published ones. ``settled``: the verdicts a `repetitions =
+    "auto"` campaign reached (its notes, by cell): they stand for its cells, valid however
+    it stopped, where a fixed-sample test of the same runs would not be."""
     groups: dict[tuple[str, str | None], list[StoredRun]] = {}
     for r in runs:
         if r.superseded_by:
@@ -287,6 +290,7 @@ def summarise(
             [_cell(cell, host, rows, unstable_pct, prices) for (cell, host), rows in groups.items()]
         ),
         baseline,
+        settled,
     )
 
 
@@ -399,7 +403,11 @@ def unknown_baseline(cells: Sequence[CellSummary], baseline: str | None) -> str 
     return f"--baseline {baseline}: no cell matches it" + did_you_mean(baseline, names)
 
 
-def with_baselines(cells: list[CellSummary], baseline: str | None) -> list[CellSummary]:
+def with_baselines(
+    cells: list[CellSummary],
+    baseline: str | None,
+    settled: Mapping[str, Mapping[str, object]] | None = None,
+) -> list[CellSummary]:
     """Each comparable group's baseline: the cell ``baseline`` names, else its first."""
     by_group: dict[GroupKey, list[int]] = {}
     for i, c in enumerate(cells):
@@ -418,19 +426,74 @@ def with_baselines(cells: list[CellSummary], baseline: str | None) -> list[CellS
         if base_i is None:
             continue
         base = cells[base_i]
-        for i in members:
-            if i == base_i:
-                continue
-            c = cells[i]
+        others = [i for i in members if i != base_i]
+        tps: dict[int, Comparison | None] = {
+            i: compare(base.values, cells[i].values) for i in others
+        }
+        p99: dict[int, Comparison | None] = {
+            i: compare(base.p99_values, cells[i].p99_values, higher_is_better=False)
+            if base.p99_values and cells[i].p99_values
+            else None
+            for i in others
+        }
+        # the candidates' comparisons are one family each (throughput, p99): Holm's
+        # correction keeps the chance of any false verdict in the group at 5%; references
+        # and unsafe cells are measured against the baseline but take no verdict
+        family = [i for i in others if not cells[i].reference]
+        for figure in (tps, p99):
+            adjusted = family_wise([figure[i] for i in family])
+            figure.update(dict(zip(family, adjusted, strict=True)))
+        for i in family:
+            stored = (settled or {}).get(cells[i].cell)
+            if stored is not None and stored.get("baseline") == base.cell:
+                tps[i] = sequential_comparison(stored, tps[i])
+        for i in others:
             out[i] = dataclasses.replace(
-                c,
-                baseline=base.label,
-                vs_baseline=compare(base.values, c.values),
-                p99_vs_baseline=compare(base.p99_values, c.p99_values, higher_is_better=False)
-                if base.p99_values and c.p99_values
-                else None,
+                cells[i], baseline=base.label, vs_baseline=tps[i], p99_vs_baseline=p99[i]
             )
     return out
+
+
+_SETTLED_VERDICT = {
+    "faster": Verdict.BETTER,
+    "slower": Verdict.WORSE,
+    "equivalent": Verdict.SAME,
+    "unsettled": Verdict.NONE,
+}
+
+
+def sequential_comparison(stored: Mapping[str, object], fixed: Comparison | None) -> Comparison:
+    """A comparison as the campaign's confidence sequence settled it (its notes): the
+    ratio and interval of the sequence, its verdict; the fixed-sample test's p is kept
+    beside it, said to be uncorrected for the stopping."""
+
+    def num(key: str) -> float | None:
+        value = stored.get(key)
+        return float(value) if isinstance(value, int | float) else None
+
+    margin = num("margin") or 0.02
+    verdict = _SETTLED_VERDICT.get(str(stored.get("verdict")), Verdict.NONE)
+    word = {
+        Verdict.BETTER: "faster",
+        Verdict.WORSE: "slower",
+        Verdict.SAME: f"equivalent within ±{margin * 100:.1f}%",
+        Verdict.NONE: "unsettled at the campaign's end",
+    }[verdict]
+    n_base, n_other = int(num("n_base") or 0), int(num("n") or 0)
+    reason = f"{word} (anytime-valid confidence sequence, n={n_base} vs {n_other})"
+    return Comparison(
+        n_base,
+        n_other,
+        num("ratio"),
+        num("low"),
+        num("high"),
+        None,
+        None,
+        margin,
+        verdict,
+        reason,
+        True,
+    )
 
 
 MOST_EPISODES = 3  # a run with more is summed up by cause (results show lists each)
@@ -473,6 +536,9 @@ class Leaders:
 
     best: CellSummary
     tied: tuple[CellSummary, ...]
+    # the cells said to be behind the best, each with its test against the best (Holm's
+    # correction over those tests: several "behind" claims hold together at 5%)
+    behind: tuple[tuple[CellSummary, Comparison], ...] = ()
 
     @property
     def winner(self) -> CellSummary | None:
@@ -513,14 +579,19 @@ def leaders(members: Sequence[CellSummary], figure: str = "tps") -> Leaders | No
         return sum(vals) / len(vals)
 
     best = (max if higher else min)(candidates, key=mean)
-    tied = tuple(
-        c
-        for c in candidates
-        if c is not best
-        and compare(values_of(c), values_of(best), higher_is_better=higher).verdict
-        is not Verdict.BETTER
+    others = [c for c in candidates if c is not best]
+    tests = [compare(values_of(c), values_of(best), higher_is_better=higher) for c in others]
+    tied = tuple(c for c, t in zip(others, tests, strict=True) if t.verdict is not Verdict.BETTER)
+    # the same tests the other way round (each cell against the best), corrected together
+    against = family_wise(
+        [compare(values_of(best), values_of(c), higher_is_better=higher) for c in others]
     )
-    return Leaders(best, tied)
+    behind = tuple(
+        (c, t)
+        for c, t in zip(others, against, strict=True)
+        if t is not None and t.verdict is Verdict.WORSE
+    )
+    return Leaders(best, tied, behind)
 
 
 @dataclass
@@ -565,9 +636,11 @@ def highlights(cells: Sequence[CellSummary]) -> Highlights:
                 )
                 + (
                     " at the top; "
-                    + ", ".join(c.label for c in candidates if c not in top)
-                    + f" significantly behind {lead.best.label}"
-                    if len(top) < len(candidates)
+                    + "; ".join(
+                        f"{c.label} significantly behind {lead.best.label} ({t.words()})"
+                        for c, t in lead.behind
+                    )
+                    if lead.behind
                     else ""
                 )
             )

@@ -175,13 +175,13 @@ def print_plan(console: Console, plan: Plan) -> None:
     from pgfsbench.spec.models import EmulatedDevice
 
     reps = (
-        f"{plan.auto[0]} to {plan.auto[1]} repetitions (until the 95% CI is within "
-        f"±{plan.auto[2]:g}%)"
+        f"{plan.auto[0]} to {plan.auto[1]} repetitions (until each comparison with its "
+        "baseline is settled: faster, slower or equivalent, anytime-valid at 95% family-wise)"
         if plan.auto
         else f"{plan.repetitions} repetitions"
     )
     runs = (
-        f"{len(plan.runs)} to {len(plan.cells) * plan.auto[1]} runs"
+        f"{len(plan.runs)} runs, more as the verdicts need"
         if plan.auto
         else f"{len(plan.runs)} runs"
     )

@@ -13,6 +13,7 @@ created (cluster/undo.py), so `pgfsbench cleanup` deletes what a killed controll
 from __future__ import annotations
 
 import contextlib
+import secrets
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -45,6 +46,7 @@ from pgfsbench.cluster.status import (
 )
 from pgfsbench.cluster.undo import campaign_undo, check_kubeconfig, object_undo
 from pgfsbench.engine.campaign import (
+    AutoState,
     CampaignResult,
     groups_of,
     more_runs,
@@ -137,6 +139,7 @@ class ClusterCampaign:
     # ------------------------------------------------------------ the whole matrix
 
     def execute(self) -> CampaignResult:
+        self.started = time.monotonic()  # what the budget counts from
         make_trusted_dir(self.workdir)
         left = cleanup(self.workdir, self.runner)
         for line in left.refused:
@@ -199,12 +202,18 @@ class ClusterCampaign:
     def _adaptive(self, journal: Journal, result: CampaignResult, facts: dict[str, object]) -> None:
         """repetitions = "auto", as on a host (engine/campaign.more_runs)."""
         d = self.loaded.spec.defaults
-        stopped: dict[str, str] = {}
-        while more := more_runs(self.store, self.plan, d, result, stopped):
+        state = AutoState(seed=secrets.randbits(32))
+        while True:
+            if time.monotonic() - self.started >= d.budget_s:
+                state.budget_spent = True
+                break
+            more = more_runs(self.store, self.plan, d, result, state)
+            if not more:
+                break
             self.events.extend(len(more))
             for group in self._groups(more):
                 self._execute_group(journal, group, result, facts)
-        note_auto_repetitions(self.store, d, result.campaign_id, stopped)
+        note_auto_repetitions(self.store, d, result.campaign_id, state)
 
     # ------------------------------------------------------------ one Job
 

@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
+import secrets
 import shutil
 import signal
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pgfsbench import __version__
 from pgfsbench.cleanup import children_dir, cleanup
@@ -47,6 +50,10 @@ from pgfsbench.system.journal import Journal
 from pgfsbench.system.runner import ChildRegistry, Runner
 from pgfsbench.system.signals import signals_held
 from pgfsbench.system.trust import open_written_by_others
+
+if TYPE_CHECKING:
+    from pgfsbench.analysis.sequential import Sequential
+    from pgfsbench.analysis.summary import CellSummary
 
 # file names in a run's artifacts directory -> the kind they are stored as
 # what every run leaves, and what each tool's runs leave (spec/kinds.py)
@@ -100,6 +107,7 @@ class Campaign:
 
     def execute(self) -> CampaignResult:
         """Run the campaign; the caller holds the host (`system.hostlock.host_lock`)."""
+        self.started = time.monotonic()  # what the budget counts from
         fresh = not self.workdir.exists()
         try:
             ready = preflight(self.loaded, self.plan, self.workdir, self.policy, self.runner)
@@ -221,19 +229,27 @@ class Campaign:
         return [r for r in self.plan.runs if (r.cell.id, r.repetition) not in done]
 
     def _adaptive(self, eng: Engine, result: CampaignResult) -> None:
-        """repetitions = "auto": round after round, one more run of every cell whose 95%
-        confidence interval is wider than the target, until each is within it or has had
-        the most runs allowed; why each stopped is kept in the campaign's notes."""
+        """repetitions = "auto": round after round, each comparison of a cell with its
+        group's baseline decided by its anytime-valid confidence sequence
+        (analysis/sequential.py): a cell leaves the rotation once its comparison is
+        settled, the baseline runs about √k times a round while k are open, each round in a
+        random order (its seed in the campaign's notes); until every comparison is settled,
+        repetitions_max, or the budget. A cell compared with nothing (alone in its group)
+        stops when its own interval is within ci_target_pct. Why each stopped, and each
+        verdict, go into the campaign's notes (the summary's verdicts for this campaign)."""
         d = self.loaded.spec.defaults
-        stopped: dict[str, str] = {}
+        state = AutoState(seed=secrets.randbits(32))
         while True:
-            more = more_runs(self.store, self.plan, d, result, stopped)
+            if time.monotonic() - self.started >= d.budget_s:
+                state.budget_spent = True
+                break
+            more = more_runs(self.store, self.plan, d, result, state)
             if not more:
                 break
             self.events.extend(len(more))
             for group in self._groups(more):
                 self._execute_group(eng, group, result)
-        note_auto_repetitions(self.store, d, result.campaign_id, stopped)
+        note_auto_repetitions(self.store, d, result.campaign_id, state)
 
     def _groups(self, runs: list[PlannedRun]) -> list[list[PlannedRun]]:
         return groups_of(runs, self.loaded.spec.defaults.load_per)
@@ -481,40 +497,130 @@ def new_run(
     )
 
 
+@dataclass
+class AutoState:
+    """What `repetitions = "auto"` carries from one round to the next."""
+
+    seed: int  # the rounds' random order
+    rounds: int = 0
+    stopped: dict[str, str] = field(default_factory=dict)  # cell -> why it needs no more
+    # per comparable group: its cells' verdicts at the last look (intersected at the next)
+    before: dict[str, dict[str, Sequential]] = field(default_factory=dict)
+    verdicts: dict[str, Sequential] = field(default_factory=dict)  # cell -> the last
+    baselines: dict[str, str] = field(default_factory=dict)  # cell -> its baseline
+    budget_spent: bool = False
+
+
 def more_runs(
-    store: Store, plan: Plan, d: Defaults, result: CampaignResult, stopped: dict[str, str]
+    store: Store, plan: Plan, d: Defaults, result: CampaignResult, state: AutoState
 ) -> list[PlannedRun]:
-    """repetitions = "auto": one more run of each cell whose interval is still too wide
-    (why each other cell stopped goes into ``stopped``)."""
+    """repetitions = "auto": the next round's runs (see Campaign._adaptive), in a random
+    order drawn from the campaign's seed; none when every comparison is settled or at its
+    limits. Only undisturbed ok runs are evidence (a disturbed run, judged by the host's
+    signals alone, is made again), and no cell gets more than twice repetitions_max runs
+    in all."""
+    from pgfsbench.analysis.disturbance import is_disturbed
+    from pgfsbench.analysis.sequential import Settled, group_verdicts, next_round
+    from pgfsbench.analysis.summary import summarise
+
+    runs = [r for r in store.list_runs(result.campaign_id) if not r.superseded_by]
+    rows: dict[str, list[StoredRun]] = {}
+    for r in sorted(runs, key=lambda r: r.run_id):
+        rows.setdefault(r.cell, []).append(r)
+    valid = {
+        cell: [float(r.throughput) for r in rs if r.ok and r.throughput and not is_disturbed(r)]
+        for cell, rs in rows.items()
+    }
+    wanted: dict[str, int] = {}
+    by_group: dict[str, list[CellSummary]] = {}
+    for c in summarise(runs):
+        by_group.setdefault(repr(c.group), []).append(c)
+    for key, members in by_group.items():
+        base = next((c for c in members if c.baseline is None and not c.reference), None)
+        cands = [c for c in members if not c.reference and c is not base]
+        if base is None or not cands:
+            # compared with nothing: its own interval (ci_target_pct) decides
+            for c in members:
+                if c.cell in state.stopped:
+                    continue
+                why = auto_stop_reason(
+                    rows.get(c.cell, []), d.repetitions_max, d.ci_target_pct, d.repetitions_min
+                )
+                if why is None:
+                    wanted[c.cell] = 1
+                else:
+                    state.stopped[c.cell] = why
+            continue
+        verdicts = group_verdicts(
+            valid.get(base.cell, []),
+            {c.cell: valid.get(c.cell, []) for c in cands},
+            before=state.before.get(key),
+        )
+        state.before[key] = verdicts
+        state.verdicts.update(verdicts)
+        state.baselines.update({c.cell: base.cell for c in cands})
+        counts = {cell: len(valid.get(cell, [])) for cell in [base.cell, *verdicts]}
+        for cell, n in next_round(verdicts, counts, base.cell, d.repetitions_max).items():
+            made = len(rows.get(cell, []))
+            if made >= 2 * d.repetitions_max * (n if cell == base.cell else 1):
+                state.stopped[cell] = f"{made} runs made, too many of them disturbed"
+                continue
+            wanted[cell] = n
+        for cell, v in verdicts.items():
+            if cell not in wanted:
+                state.stopped.setdefault(
+                    cell,
+                    v.words()
+                    if v.verdict is not Settled.UNSETTLED
+                    else f"unsettled at the maximum of {d.repetitions_max} runs ({v.words()})",
+                )
+    cells = {c.id: c for c in plan.cells}
     more: list[PlannedRun] = []
-    for cell in plan.cells:
-        if cell.id in stopped:
+    for cell_id, n in wanted.items():
+        if cell_id not in cells:
             continue
-        rows = [
-            r
-            for r in store.list_runs(result.campaign_id)
-            if r.cell == cell.id and not r.superseded_by
-        ]
-        reason = auto_stop_reason(rows, d.repetitions_max, d.ci_target_pct, d.repetitions_min)
-        if reason is not None:
-            stopped[cell.id] = reason
-            continue
-        rep = max((r.repetition for r in rows), default=0) + 1
-        more.append(PlannedRun(len(plan.runs) + len(result.run_ids), cell, rep))
+        rep = max((r.repetition for r in rows.get(cell_id, [])), default=0)
+        for i in range(n):
+            more.append(
+                PlannedRun(
+                    len(plan.runs) + len(result.run_ids) + len(more), cells[cell_id], rep + 1 + i
+                )
+            )
+    random.Random(state.seed + state.rounds).shuffle(more)  # noqa: S311 (an order, no secret)
+    state.rounds += 1
     return more
 
 
-def note_auto_repetitions(
-    store: Store, d: Defaults, campaign_id: int, stopped: dict[str, str]
-) -> None:
+def note_auto_repetitions(store: Store, d: Defaults, campaign_id: int, state: AutoState) -> None:
+    """The campaign's notes: how `auto` stopped each cell and each verdict, which the
+    summary, compare and the reports give for this campaign."""
     store.note_campaign(
         campaign_id,
         "auto_repetitions",
         {
+            "rule": "anytime-valid",
             "min": d.repetitions_min,
             "max": d.repetitions_max,
             "ci_target_pct": d.ci_target_pct,
-            "stopped": stopped,
+            "budget_s": d.budget_s if d.budget is not None else None,
+            "budget_spent": state.budget_spent,
+            "seed": state.seed,
+            "rounds": state.rounds,
+            "stopped": state.stopped,
+            "verdicts": {
+                cell: {
+                    "baseline": state.baselines.get(cell),
+                    "verdict": str(v.verdict),
+                    "ratio": v.ratio,
+                    "low": v.low,
+                    "high": v.high,
+                    "margin": v.margin,
+                    "alpha": v.alpha,
+                    "n": v.n,
+                    "n_base": v.n_base,
+                }
+                for cell, v in state.verdicts.items()
+            },
         },
     )
 

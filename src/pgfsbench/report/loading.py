@@ -64,7 +64,16 @@ def analyse(
             else:
                 kept.append(r)
         runs = kept
-    cells = summarise(runs, baseline=baseline, unstable_pct=unstable_pct, prices=prices)
+    meta = [c for c in store.campaigns() if c.id in ids]
+    settled: dict[str, dict[str, object]] = {}
+    for camp in meta:  # the verdicts `repetitions = "auto"` reached, valid however it stopped
+        auto = camp.notes.get("auto_repetitions")
+        found = auto.get("verdicts") if isinstance(auto, dict) else None
+        if isinstance(found, dict) and len(ids) == 1 and baseline is None:
+            settled.update({str(k): v for k, v in found.items() if isinstance(v, dict)})
+    cells = summarise(
+        runs, baseline=baseline, unstable_pct=unstable_pct, prices=prices, settled=settled
+    )
     why = unknown_baseline(cells, baseline)
     if why is not None:  # a typo must not turn every row into its own baseline
         raise UsageError(why)
@@ -77,7 +86,6 @@ def analyse(
         h.lines[1:1] = [f"  {line}" for line in left_out]
     h.lines += [e.words() for e in observer_effects(runs)]
     h.warnings = reading_warnings(runs)
-    meta = [c for c in store.campaigns() if c.id in ids]
     return Analysed(meta, runs, cells, h, store_history(store, runs))
 
 

@@ -12,10 +12,27 @@ EAGER_INIT = "lazy_itable_init=0,lazy_journal_init=0"
 
 
 def mkfs_argv(device: str, options: list[str]) -> list[str]:
-    opts = list(options)
-    if not any(o == "-E" or o.startswith("-E") for o in opts):
-        opts = ["-E", EAGER_INIT, *opts]
-    return ["mkfs.ext4", "-F", *opts, device]
+    """mkfs.ext4's argv: the user's options, with their extended options (-E, which
+    mke2fs takes once: a second -E replaces the first) merged into one, after the eager
+    initialisation unless the user set lazy_itable_init or lazy_journal_init."""
+    extended: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(options):
+        o = options[i]
+        if o == "-E" and i + 1 < len(options):
+            extended += options[i + 1].split(",")
+            i += 2
+            continue
+        if o.startswith("-E") and len(o) > 2:
+            extended += o[2:].split(",")
+        else:
+            rest.append(o)
+        i += 1
+    given = {e.split("=", 1)[0] for e in extended if e}
+    eager = [e for e in EAGER_INIT.split(",") if e.split("=", 1)[0] not in given]
+    merged = ",".join([*eager, *(e for e in extended if e)])
+    return ["mkfs.ext4", "-F", "-E", merged, *rest, device]
 
 
 def info_argv(device: str, mountpoint: Path) -> list[str]:

@@ -1,0 +1,110 @@
+"""Verdicts valid under optional stopping: the anytime-valid confidence sequence, the
+round's allocation, and the campaign's real stopping code driven by synthetic
+throughputs (analysis/simulate.py; bench/sequential_verdicts.py runs the whole grid)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from pgfsbench.analysis.compare import Verdict
+from pgfsbench.analysis.sequential import (
+    BASELINE,
+    MIN_RUNS,
+    Settled,
+    e_value,
+    group_verdicts,
+    interval,
+    next_round,
+)
+from pgfsbench.analysis.simulate import World, run_many
+from pgfsbench.analysis.summary import sequential_comparison
+
+
+def test_the_e_value_grows_with_t_and_is_below_one_at_no_difference() -> None:
+    values = [e_value(t, 10, 5.0) for t in (0.0, 1.0, 2.0, 4.0, 8.0)]
+    assert values[0] < 1 and values == sorted(values)
+    # the Gönen et al. Bayes factor for one prior scale, by hand
+    r = 1 / (1 + 5.0 * 1.0)
+    by_hand = math.sqrt(r) * ((1 + 9 / 10) / (1 + r * 9 / 10)) ** (11 / 2)
+    assert math.isclose(e_value(3.0, 10, 5.0, (1.0,)), by_hand, rel_tol=1e-12)
+
+
+def test_the_interval_is_where_the_e_value_stays_below_one_over_alpha() -> None:
+    lo, hi = interval(0.1, 0.02, 20, 6.0, 0.05) or (math.nan, math.nan)
+    assert lo < 0.1 < hi and math.isclose(0.1 - lo, hi - 0.1)
+    edge = (hi - 0.1) / 0.02
+    assert math.isclose(e_value(edge, 20, 6.0), 1 / 0.05, rel_tol=1e-6)
+    # wider than the fixed-sample t interval: the price of looking at every round
+    from pgfsbench.analysis.stats import t_quantile
+
+    assert hi - 0.1 > t_quantile(0.975, 20) * 0.02
+    assert interval(0.1, 0.02, 1, 1.5, 0.05) is None  # too few runs for any finite bound
+
+
+def test_verdicts_faster_slower_equivalent_and_unsettled() -> None:
+    rng = np.random.default_rng(5)
+
+    def runs(centre: float, n: int, cv: float = 0.01) -> list[float]:
+        return list(centre * np.exp(rng.normal(0, cv, n)))
+
+    found = group_verdicts(
+        runs(1000, 12),
+        {"fast": runs(1200, 12), "slow": runs(800, 12), "twin": runs(1000, 12), "few": [990.0]},
+    )
+    assert found["fast"].verdict is Settled.FASTER and found["slow"].verdict is Settled.SLOWER
+    assert found["twin"].verdict is Settled.EQUIVALENT
+    assert found["few"].verdict is Settled.UNSETTLED and found["few"].low is None
+    assert found["fast"].alpha == pytest.approx(0.05 / 4)  # Bonferroni over the group
+    assert "equivalent within ±2.0%" in found["twin"].words()
+
+
+def test_a_round_runs_the_open_cells_and_the_baseline_about_root_k_times() -> None:
+    found = group_verdicts(
+        [1000.0, 1100.0, 900.0], {f"c{i}": [1000.0, 1080.0, 930.0] for i in range(4)}
+    )
+    assert all(v.verdict is Settled.UNSETTLED for v in found.values())
+    counts = {BASELINE: 3, **dict.fromkeys(found, 3)}
+    plan = next_round(found, counts, BASELINE, 8)
+    assert plan[BASELINE] == 2 and all(plan[c] == 1 for c in found)
+    assert next_round(found, {BASELINE: 16, **dict.fromkeys(found, 8)}, BASELINE, 8) == {}
+    settled = group_verdicts(
+        [1000.0, 1001.0, 999.0, 1000.5] * 3, {"fast": [1500.0, 1501.0, 1499.0, 1500.5] * 3}
+    )
+    assert settled["fast"].verdict is Settled.FASTER
+    assert next_round(settled, {BASELINE: 12, "fast": 12}, BASELINE, 20) == {}
+    assert next_round({}, {BASELINE: 0}, BASELINE, 8) == {}
+    assert MIN_RUNS == 3
+
+
+def test_identical_cells_give_few_false_verdicts_however_the_campaign_stops() -> None:
+    """The campaign's own stopping and verdict code, 400 matrices of 4 identical cells and
+    a baseline at CV 2%: at most 5% with a false "faster" or "slower" (the old auto rule
+    gave 5.8% at 2 cells)."""
+    s = run_many(World(4, 0.02), 400, seed=11)
+    assert s.false_rate <= 0.05, s
+    heavy = run_many(World(4, 0.05, heavy_tail=True), 300, seed=12)
+    assert heavy.false_rate <= 0.05, heavy
+
+
+def test_a_true_ten_percent_difference_is_found_within_repetitions_max() -> None:
+    s = run_many(World(4, 0.02, effect=0.10), 200, seed=13)
+    assert s.power is not None and s.power >= 0.9, s
+
+
+def test_the_summary_gives_the_campaigns_settled_verdict() -> None:
+    stored = {
+        "baseline": "ext4/default/default/tpcb-like",
+        "verdict": "equivalent",
+        "ratio": 1.004,
+        "low": 0.985,
+        "high": 1.019,
+        "margin": 0.021,
+        "n": 7,
+        "n_base": 9,
+    }
+    c = sequential_comparison(stored, None)
+    assert c.verdict is Verdict.SAME and "equivalent within ±2.1%" in c.reason
+    assert "anytime-valid" in c.reason and c.ci_low == 0.985
