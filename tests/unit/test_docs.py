@@ -39,7 +39,7 @@ def test_the_spec_reference_has_every_kind_tool_and_default() -> None:
     for name in Defaults.model_fields:
         assert f"| `{name}` |" in text
     # a field's own comment travels with it
-    assert "the 95% confidence interval of its mean" in text
+    assert "settled by an anytime-valid confidence sequence" in text
 
 
 def test_the_schema_page_lists_every_column() -> None:

@@ -117,6 +117,10 @@ CASES: dict[str, tuple[Callable[[], Facts], Callable[[], Facts]]] = {
         lambda: facts([path(options="rw,relatime,data=ordered")]),
     ),
     "fsync-off": (lambda: facts(pg={"fsync": "off"}), lambda: facts(pg=PG)),
+    "synchronous-commit-off": (
+        lambda: facts(pg={"synchronous_commit": "off"}),
+        lambda: facts(pg={"synchronous_commit": "remote_apply"}),
+    ),
     "zfs-sync-disabled": (
         lambda: facts([path("zfs", zfs={"sync": "disabled"})]),
         lambda: facts([path("zfs")]),
@@ -367,3 +371,12 @@ def test_ok_says_what_was_observed_and_skipped_rules_say_why() -> None:
     no_pg = facts()
     _, skipped = examine(no_pg, select_rules(only=["fsync-off"]))
     assert why_skipped(BY_ID[skipped[0]], no_pg).startswith("no PostgreSQL read")
+
+
+def test_full_page_writes_off_is_safe_on_copy_on_write_btrfs_only() -> None:
+    """Copy-on-write btrfs writes a page anew, never over itself: it cannot tear one."""
+    rule = BY_ID["fpw-off-torn-pages"]
+    cow = facts([path("btrfs", options="rw,ssd")], pg={"full_page_writes": "off"})
+    nocow = facts([path("btrfs", options="rw,nodatacow")], pg={"full_page_writes": "off"})
+    assert rule.check(cow) == []
+    assert rule.check(nocow)

@@ -218,6 +218,9 @@ class Instance:
             parent.ensure_dir(self.pgdata.name, 0o700) as pgdata,
         ):
             identity = data_dir_identity(self.pgdata)
+            if identity is not None and owner is not None:
+                # the server's segments are its user's: the directory is handed over below
+                identity = (identity[0], identity[1], owner.uid)
             journal.record(
                 f"initdb {self.pgdata}",
                 Undo(

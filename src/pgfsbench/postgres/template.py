@@ -174,7 +174,7 @@ class Templates:
                 made.create(OUTPUT, output)
                 manifest = {"format": FORMAT, "key": key, "checksum": tree_checksum(partial)}
                 made.create(MANIFEST, json.dumps(manifest))
-                os.sync()
+                made.sync_filesystem()  # syncfs(2) of the work directory's, never sync(2)
             partial.rename(self.root / key)
             self._evict()
         finally:

@@ -155,6 +155,16 @@ class Held:
         if owner is not None:
             os.fchown(self.fd, owner.uid, owner.gid)
 
+    def sync_filesystem(self) -> None:
+        """syncfs(2) on this directory's filesystem (never sync(2): another filesystem,
+        frozen or slow, must not hold pgfsbench up)."""
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        if libc.syncfs(self.fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, os.strerror(err), str(self.path))
+
     def names(self) -> list[str]:
         return sorted(os.listdir(self.fd))  # noqa: PTH208 (a descriptor, not a path)
 
