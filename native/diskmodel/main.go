@@ -323,9 +323,7 @@ func main() {
 		defer pprof.StopCPUProfile()
 	}
 	if path := os.Getenv("PGFSBENCH_DISK_TRACE"); path != "" {
-		// a new file, never one that is there (a link another user planted where the
-		// trace goes would make root write through it)
-		tf, err := os.OpenFile(fmt.Sprintf("%s.%d", path, os.Getpid()), os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+		tf, err := openTrace(fmt.Sprintf("%s.%d", path, os.Getpid()))
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "pgfsbench-disk: trace:", err)
 			os.Exit(1)
@@ -421,4 +419,10 @@ func isClosed(c chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// openTrace makes the trace file anew: never one that is there, never through a link (a
+// link another user planted where the trace goes would make root write through it).
+func openTrace(name string) (*os.File, error) {
+	return os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 }

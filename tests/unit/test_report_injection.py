@@ -149,3 +149,36 @@ def test_every_console_is_the_plain_one() -> None:
         if "Console(" in line and "plain_console(" not in line
     ]
     assert made == []
+
+
+def test_a_csv_export_carries_no_escape_sequence_and_is_private(tmp_path: Path) -> None:
+    import stat
+
+    store = hostile_store(tmp_path)
+    with sqlite3.connect(store) as conn:
+        conn.execute("UPDATE run SET storage = ?", ("x\x1b]0;PWNED\x07\x1b[2Jname",))
+    out = tmp_path / "runs.csv"
+    done = cli("results", "export", str(out), "--results", str(store))
+    assert done.returncode == 0, done.stdout + done.stderr
+    text = out.read_text()
+    assert "\x1b" not in text and "\x07" not in text and "PWNED" in text
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600
+
+
+def test_the_demos_next_commands_carry_no_password() -> None:
+    from pgfsbench.cli.run import next_commands
+
+    lines = next_commands("postgresql://bob:hunter2@db/team", [], [1])
+    assert lines and not any("hunter2" in line for line in lines)
+
+
+def test_a_forged_pid_in_postmaster_pid_is_no_postmaster(tmp_path: Path) -> None:
+    """postmaster.pid is the server user's file: a pid written there (this test's own
+    process, init) is never taken for the server's and acted on."""
+    import os
+
+    from pgfsbench.postgres.instance import postmaster_of
+
+    for pid in (os.getpid(), 1):
+        assert not postmaster_of(pid, tmp_path, "postgres")
+        assert not postmaster_of(pid, tmp_path, None)

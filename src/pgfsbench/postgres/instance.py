@@ -300,10 +300,7 @@ class Instance:
             raise InstanceError("PostgreSQL started but left no postmaster.pid")
         # postmaster.pid is the server user's file: the pid in it is acted on (the memory
         # cgroup, signals) only when it is this data directory's postmaster, of that user
-        owner = Owner.of(self.os_user)
-        if not is_our_postmaster(pid, self.pgdata) or (
-            owner is not None and process_uid(pid) != owner.uid
-        ):
+        if not postmaster_of(pid, self.pgdata, self.os_user):
             raise InstanceError(
                 f"postmaster.pid names pid {pid}, which is not this data directory's server"
             )
@@ -423,6 +420,14 @@ def postmaster_pid(pgdata: Path) -> int | None:
 
 
 POSTMASTER_PID_BYTES = 4096  # its lines: pid, data directory, start, port, socket, ...
+
+
+def postmaster_of(pid: int, pgdata: Path, os_user: str | None) -> bool:
+    """Is ``pid`` (read from postmaster.pid, the server user's file) this data directory's
+    postmaster, run by ``os_user``? A forged pid (sshd's, say) must never be signalled or
+    moved into a memory cgroup."""
+    owner = Owner.of(os_user)
+    return is_our_postmaster(pid, pgdata) and (owner is None or process_uid(pid) == owner.uid)
 
 
 def process_uid(pid: int) -> int | None:
