@@ -267,3 +267,51 @@ size = "256M"
         notes = json.loads(conn.execute("SELECT notes FROM campaign").fetchone()[0])
     stopped = notes["auto_repetitions"]["stopped"]
     assert stopped["ram/default/default/tpcb-like"].startswith("reached the maximum of 3 runs")
+
+
+def test_auto_settles_each_comparison_and_the_summary_gives_its_verdict(base: Path) -> None:
+    """Two storages: rounds until the comparison with the baseline is settled by its
+    confidence sequence (or the maximum); the verdict, its interval and the rounds' seed
+    are in the campaign's notes, and the summary gives that verdict, not a fixed-sample
+    test of the same runs."""
+    spec = write_spec(
+        base / "s.toml",
+        """
+[defaults]
+scale = 1
+clients = 2
+threads = 1
+duration = "2s"
+warmup = "0s"
+repetitions = "auto"
+repetitions_min = 3
+repetitions_max = 6
+load_per = "cell"
+[storage.ram]
+fs = "tmpfs"
+size = "256M"
+[storage.disk]
+fs = "ext4"
+device = "loop:256M"
+""",
+    )
+    results = base / "r.sqlite"
+    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
+    import sqlite3
+
+    with sqlite3.connect(results) as conn:
+        notes = json.loads(conn.execute("SELECT notes FROM campaign").fetchone()[0])
+    auto = notes["auto_repetitions"]
+    assert auto["rule"] == "anytime-valid" and isinstance(auto["seed"], int)
+    (verdict,) = auto["verdicts"].values()
+    assert verdict["baseline"] == "ram/default/default/tpcb-like"
+    assert verdict["verdict"] in ("faster", "slower", "equivalent", "unsettled")
+    reps: dict[str, list[int]] = {}
+    for r in runs_of(results):
+        reps.setdefault(r["cell"], []).append(r["repetition"])
+    disk = reps["disk/default/default/tpcb-like"]
+    assert 3 <= len(disk) <= 12 and sorted(disk) == list(range(1, len(disk) + 1))
+    if verdict["verdict"] != "unsettled":  # settled: the disk cell left the rotation then
+        assert len(disk) <= 6
+    summary = pgfsbench("results", "summary", "--results", str(results)).stdout
+    assert "anytime-valid" in summary or verdict["verdict"] == "unsettled", summary

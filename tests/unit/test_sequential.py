@@ -108,3 +108,32 @@ def test_the_summary_gives_the_campaigns_settled_verdict() -> None:
     c = sequential_comparison(stored, None)
     assert c.verdict is Verdict.SAME and "equivalent within ±2.1%" in c.reason
     assert "anytime-valid" in c.reason and c.ci_low == 0.985
+
+
+def test_a_campaigns_settled_verdicts_stand_in_its_summary() -> None:
+    """For a campaign that stopped on its own data, the summary gives the verdicts its
+    confidence sequences reached, and no fixed-sample "best" or "behind"."""
+    from pgfsbench.analysis.summary import highlights, summarise
+    from tests.unit.test_best import runs
+
+    ext4 = runs("ext4", [2500, 2510, 2490, 2505])
+    xfs = runs("xfs", [3000, 3010, 2990, 3005])
+    settled = {
+        "xfs/pg/k/rw": {
+            "baseline": "ext4/pg/k/rw",
+            "verdict": "faster",
+            "ratio": 1.2,
+            "low": 1.15,
+            "high": 1.25,
+            "margin": 0.02,
+            "n": 4,
+            "n_base": 4,
+        }
+    }
+    cells = summarise(ext4 + xfs, settled=settled)
+    xfs_cell = next(c for c in cells if c.cell == "xfs/pg/k/rw")
+    assert xfs_cell.vs_baseline is not None and xfs_cell.vs_baseline.method == "sequence"
+    assert xfs_cell.vs_baseline.verdict is Verdict.BETTER
+    lines = highlights(cells).lines
+    assert "best" not in lines[0] and "anytime-valid" in lines[0]
+    assert any("+20.0% [+15.0%, +25.0%] faster (anytime-valid" in line for line in lines)

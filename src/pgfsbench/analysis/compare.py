@@ -58,6 +58,9 @@ class Comparison:
     # against its baseline): the p the verdict was taken on, and how many were compared
     adjusted_p: float | None = None
     family: int = 1
+    # "welch": a fixed-sample test; "sequence": the campaign's anytime-valid confidence
+    # sequence settled it (analysis/sequential.py), valid however the campaign stopped
+    method: str = "welch"
 
     def p_words(self) -> str:
         """'p=0.003' alone, or 'p=0.012 (Holm, 4 comparisons)' within a family."""
@@ -71,6 +74,8 @@ class Comparison:
 
     def verdict_words(self) -> str:
         """'faster, p=0.003' / 'slower, p=0.01' / the reason there is no verdict."""
+        if self.method == "sequence":
+            return self.reason
         if self.verdict in (Verdict.BETTER, Verdict.WORSE):
             better = self.verdict is Verdict.BETTER
             word = (
@@ -89,6 +94,8 @@ class Comparison:
         if self.ci_low is not None and self.ci_high is not None:
             ci = f" [{(self.ci_low - 1) * 100:+.1f}%, {(self.ci_high - 1) * 100:+.1f}%]"
         base = f"{(self.ratio - 1) * 100:+.1f}%{ci}"
+        if self.method == "sequence":  # settled by a confidence sequence: its own words
+            return f"{base} {self.reason}"
         if self.verdict in (Verdict.BETTER, Verdict.WORSE):
             word = (
                 ("faster" if self.verdict is Verdict.BETTER else "slower")

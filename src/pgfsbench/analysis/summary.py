@@ -493,6 +493,7 @@ def sequential_comparison(stored: Mapping[str, object], fixed: Comparison | None
         verdict,
         reason,
         True,
+        method="sequence",
     )
 
 
@@ -616,16 +617,26 @@ def highlights(cells: Sequence[CellSummary]) -> Highlights:
         unit = best.unit
         head = f"{members[0].group_label}: "
         lead = leaders(members)
+        # settled by the campaign's confidence sequences: each with its own words
+        settled = [c for c in candidates if c.vs_baseline and c.vs_baseline.method == "sequence"]
+        tested = [c for c in candidates if c not in settled]
         better = [
             c
-            for c in candidates
+            for c in tested
             if c.vs_baseline and c.vs_baseline.verdict in (Verdict.BETTER, Verdict.WORSE)
         ]
-        same = [c for c in candidates if c.vs_baseline and c.vs_baseline.verdict is Verdict.SAME]
-        none = [c for c in candidates if c.vs_baseline and c.vs_baseline.verdict is Verdict.NONE]
+        same = [c for c in tested if c.vs_baseline and c.vs_baseline.verdict is Verdict.SAME]
+        none = [c for c in tested if c.vs_baseline and c.vs_baseline.verdict is Verdict.NONE]
         base = next((c for c in candidates if c.baseline is None), candidates[0])
         assert best.tps is not None
-        if lead is not None and lead.winner is None:
+        if settled:
+            # a campaign that stopped on its own data: only its confidence sequences hold,
+            # so no fixed-sample "best" or "behind" is claimed
+            h.lines.append(
+                head + f"highest mean {best.label} at {best.tps.mean:,.0f} {unit}; each against "
+                f"{base.label} as the campaign's anytime-valid confidence sequences settled it:"
+            )
+        elif lead is not None and lead.winner is None:
             # "best" only for a significant winner: otherwise the top is a tie
             top = sorted([lead.best, *lead.tied], key=lambda c: -(c.tps.mean if c.tps else 0))
             h.lines.append(
@@ -655,7 +666,7 @@ def highlights(cells: Sequence[CellSummary]) -> Highlights:
                     else f"; {best.vs_baseline.words()} against {base.label}"
                 )
             )
-        for c in better:
+        for c in [*settled, *better]:
             assert c.vs_baseline is not None
             h.lines.append(f"  {c.label} vs {c.baseline}: {c.vs_baseline.words()}")
         if same:
