@@ -110,6 +110,7 @@ class DiskCounters:
     flushes: int = 0
     flush_ms: int = 0
     in_flight: int = 0  # requests issued and not completed, now
+    sectors_discarded: int = 0  # kernel >= 4.18
 
 
 def parse_diskstats(text: str) -> dict[str, DiskCounters]:
@@ -132,6 +133,7 @@ def parse_diskstats(text: str) -> dict[str, DiskCounters]:
             flushes,
             flush_ms,
             int(f[11]),
+            int(f[16]) if len(f) >= 18 else 0,
         )
     return result
 

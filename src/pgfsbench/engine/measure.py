@@ -25,6 +25,7 @@ from pgfsbench.collect.host import (
     meminfo,
     sample_load,
 )
+from pgfsbench.collect.idle import IdleWait, wait_idle
 from pgfsbench.engine.cell import CellState, Engine
 from pgfsbench.engine.events import Events
 from pgfsbench.plan import PlannedRun
@@ -209,6 +210,17 @@ class _Phases:
     disks: dict[str, dict[str, object]] = dataclasses.field(default_factory=dict)
     # the host's CPU and the storage's daemons' during the measured phase (collect/cpu_use)
     cpu: dict[str, object] = dataclasses.field(default_factory=dict)
+    idle: IdleWait | None = None  # the devices under test before the warm-up
+
+
+def devices_under_test(st: CellState) -> list[str]:
+    """The block devices a run's storage sits on: the ones pgfsbench made or was given,
+    else the device a mounted filesystem it did not make is on (existing, a pod's claim)."""
+    assert st.storage is not None
+    found = list(st.storage.block_devices)
+    if not found:
+        found = [v.source for v in st.storage.volumes if v.source.startswith("/dev/")]
+    return found
 
 
 def measure_run(
@@ -229,6 +241,18 @@ def measure_run(
         0.0 if cold else planned.cell.workload.warmup_s,
         cache=cache,
     )
+    devices = devices_under_test(st)
+    if devices:
+        # a fresh filesystem's own work (lazy initialisation, discards, the load's last
+        # write-out) is not the storage's speed: wait, bounded, until the devices are idle
+        eng.phase("waiting for the devices under test to go idle")
+        ph.idle = wait_idle(devices)
+        if not ph.idle.idle:
+            ph.warnings.append(
+                f"the devices under test still wrote {ph.idle.write_mbps:.1f} MB/s on their "
+                f"own ({ph.idle.busiest}) after {ph.idle.waited_s:.0f} s: the run may "
+                "measure the filesystem's housekeeping too"
+            )
     observation = _observation(eng, st, observed_run)
     observation.start()
     events.observing(observation)
@@ -451,6 +475,8 @@ def _metrics(
     if st.max_connections is not None:
         metrics["settings_set_by_pgfsbench"] = [st.max_connections.as_dict()]
         ph.warnings.append(st.max_connections.text())
+    if ph.idle is not None:
+        metrics["idle_before_warmup"] = ph.idle.as_dict()
     if st.huge_pages is not None:
         metrics["huge_pages"] = {**st.huge_pages, "at_end": kernel.huge_page_facts()}
     if st.memory_limit is not None:

@@ -105,6 +105,15 @@ class FailureEvidence(Figures):
     server_log_tail: list[str] = []
 
 
+class IdleFigures(Figures):
+    """How long the devices under test took to go idle before the warm-up (collect/idle)."""
+
+    waited_s: float
+    idle: bool
+    write_mbps: float
+    busiest: str | None = None
+
+
 class RunMetrics(Figures):
     """Everything a run recorded beyond its row's columns."""
 
@@ -121,6 +130,7 @@ class RunMetrics(Figures):
     cpu: dict[str, Any] | None = None
     disturbance: dict[str, Any] | None = None
     ceiling: dict[str, Any] | None = None  # the storage's measured ceiling, if asked
+    idle_before_warmup: IdleFigures | None = None
     evidence: FailureEvidence | None = None  # a failed run's
 
 
