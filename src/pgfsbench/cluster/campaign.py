@@ -13,7 +13,6 @@ created (cluster/undo.py), so `pgfsbench cleanup` deletes what a killed controll
 from __future__ import annotations
 
 import contextlib
-import secrets
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -46,12 +45,10 @@ from pgfsbench.cluster.status import (
 )
 from pgfsbench.cluster.undo import campaign_undo, check_kubeconfig, object_undo
 from pgfsbench.engine.campaign import (
-    AutoState,
     CampaignResult,
+    adaptive_rounds,
     groups_of,
-    more_runs,
     new_run,
-    note_auto_repetitions,
 )
 from pgfsbench.engine.events import Events, QuietEvents
 from pgfsbench.plan import Plan, PlannedRun
@@ -201,19 +198,20 @@ class ClusterCampaign:
 
     def _adaptive(self, journal: Journal, result: CampaignResult, facts: dict[str, object]) -> None:
         """repetitions = "auto", as on a host (engine/campaign.more_runs)."""
-        d = self.loaded.spec.defaults
-        state = AutoState(seed=secrets.randbits(32))
-        while True:
-            if time.monotonic() - self.started >= d.budget_s:
-                state.budget_spent = True
-                break
-            more = more_runs(self.store, self.plan, d, result, state)
-            if not more:
-                break
-            self.events.extend(len(more))
+
+        def run_round(more: list[PlannedRun]) -> None:
             for group in self._groups(more):
                 self._execute_group(journal, group, result, facts)
-        note_auto_repetitions(self.store, d, result.campaign_id, state)
+
+        adaptive_rounds(
+            self.store,
+            self.plan,
+            self.loaded.spec.defaults,
+            result,
+            self.started,
+            self.events,
+            run_round,
+        )
 
     # ------------------------------------------------------------ one Job
 

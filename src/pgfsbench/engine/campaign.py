@@ -17,7 +17,7 @@ import shutil
 import signal
 import time
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -237,19 +237,20 @@ class Campaign:
         repetitions_max, or the budget. A cell compared with nothing (alone in its group)
         stops when its own interval is within ci_target_pct. Why each stopped, and each
         verdict, go into the campaign's notes (the summary's verdicts for this campaign)."""
-        d = self.loaded.spec.defaults
-        state = AutoState(seed=secrets.randbits(32))
-        while True:
-            if time.monotonic() - self.started >= d.budget_s:
-                state.budget_spent = True
-                break
-            more = more_runs(self.store, self.plan, d, result, state)
-            if not more:
-                break
-            self.events.extend(len(more))
+
+        def run_round(more: list[PlannedRun]) -> None:
             for group in self._groups(more):
                 self._execute_group(eng, group, result)
-        note_auto_repetitions(self.store, d, result.campaign_id, state)
+
+        adaptive_rounds(
+            self.store,
+            self.plan,
+            self.loaded.spec.defaults,
+            result,
+            self.started,
+            self.events,
+            run_round,
+        )
 
     def _groups(self, runs: list[PlannedRun]) -> list[list[PlannedRun]]:
         return groups_of(runs, self.loaded.spec.defaults.load_per)
@@ -495,6 +496,31 @@ def new_run(
         host=host,
         uuid=str(uuid.uuid4()),
     )
+
+
+def adaptive_rounds(
+    store: Store,
+    plan: Plan,
+    d: Defaults,
+    result: CampaignResult,
+    started: float,
+    events: Events,
+    run_round: Callable[[list[PlannedRun]], None],
+) -> None:
+    """repetitions = "auto", wherever the runs go (this host, a cluster): rounds of
+    `more_runs` given to ``run_round`` until none is needed or the budget (counted from
+    ``started``, the campaign's start) is spent; then the notes."""
+    state = AutoState(seed=secrets.randbits(32))
+    while True:
+        if time.monotonic() - started >= d.budget_s:
+            state.budget_spent = True
+            break
+        more = more_runs(store, plan, d, result, state)
+        if not more:
+            break
+        events.extend(len(more))
+        run_round(more)
+    note_auto_repetitions(store, d, result.campaign_id, state)
 
 
 @dataclass
