@@ -63,10 +63,10 @@ def test_a_complete_bundle_followed_by_a_cut_one_is_kept() -> None:
     assert bundle.unframe([*lines, *again]).data == b"first bundle"
 
 
-def _pod_store(tmp_path: Path, artifact: Path) -> Path:
-    store = Store(str(tmp_path / "results.db"))
-    cid = store.start_campaign(StoredCampaign(name="pod", host="pod", uuid="u"))
-    rid = store.start_run(
+def _one_run(store: Store, host: str, uuid: str) -> int:
+    """A campaign of one run of cell x on ``host`` in ``store``; the run's id."""
+    cid = store.start_campaign(StoredCampaign(name=host, host=host, uuid=f"c-{uuid}"))
+    return store.start_run(
         StoredRun(
             campaign_id=cid,
             cell="x",
@@ -76,10 +76,15 @@ def _pod_store(tmp_path: Path, artifact: Path) -> Path:
             kernel="default",
             workload="w",
             repetition=1,
-            host="pod",
-            uuid="pod-run-1",
+            host=host,
+            uuid=uuid,
         )
     )
+
+
+def _pod_store(tmp_path: Path, artifact: Path) -> Path:
+    store = Store(str(tmp_path / "results.db"))
+    rid = _one_run(store, "pod", "pod-run-1")
     store.finish_run(rid, RunOutcome(RunStatus.OK, tps=1.0, throughput=1.0))
     store.put_artifact(rid, "pgbench_stdout", artifact)
     store.close()
@@ -89,22 +94,7 @@ def _pod_store(tmp_path: Path, artifact: Path) -> Path:
 def _target(tmp_path: Path) -> tuple[Store, int]:
     tmp_path.mkdir(exist_ok=True)
     target = Store(str(tmp_path / "controller.db"))
-    cid = target.start_campaign(StoredCampaign(name="c", host="h", uuid="c"))
-    rid = target.start_run(
-        StoredRun(
-            campaign_id=cid,
-            cell="x",
-            storage="s",
-            fs="ext4",
-            postgres="default",
-            kernel="default",
-            workload="w",
-            repetition=1,
-            host="h",
-            uuid="run-1",
-        )
-    )
-    return target, rid
+    return target, _one_run(target, "h", "run-1")
 
 
 def test_an_artifact_path_outside_the_bundle_is_never_read(tmp_path: Path) -> None:
