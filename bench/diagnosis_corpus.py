@@ -25,6 +25,13 @@ with one cause made to happen while it measures:
                 disturbed, for the I/O
   cpu-hog-half  busy loops from the middle of the measured phase to its end: a level shift,
                 the second half an episode with its cause
+  cpu-in-N, io-in-N  busy loops / a writer on the disk beneath that start after the measured
+                phase (20 s) began and end before it ends: 4 s, 40%, 60% and 80% of it (N =
+                4s, 40, 60, 80). Said when an episode over it names the cause or the run's
+                mark does (from half the phase on, the outside work is most of the run)
+  cpu-short-lived-60  the same 60% of the phase, by processes of 0.1 s each, one after
+                another (a build): seen through the host's CPU time less the benchmark's
+                cgroup, not the process table
   clean         nothing: no episode may be reported, and the run not marked disturbed
 
 For each run it prints the episodes found and their causes; at the end a confusion matrix
@@ -61,6 +68,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 from rawserver import measured_commit, signals_unwind  # noqa: E402
 
 DURATION, WARMUP, AT, HOLD = 16, 2, 5.0, 4.0
+# outside work inside a 20 s phase: (label, start, seconds), each ending 2 s or more before
+# the phase does
+INSIDE_DURATION = 20
+INSIDE = (("4s", 8.0, 4.0), ("40", 5.0, 8.0), ("60", 3.0, 12.0), ("80", 1.5, 16.0))
 
 BASE = """
 [defaults]
@@ -98,6 +109,8 @@ class Case:
     boundaries: bool = True  # whether the window's ends are known exactly
     # the cause lasts the whole measured phase: scored on the run's disturbance mark
     whole_run: bool = False
+    # outside work that starts and ends inside the phase: said by an episode or the mark
+    inside: bool = False
 
 
 @dataclass
@@ -262,6 +275,29 @@ def cpu_hog_for(start: float, seconds: float) -> Callable[[Run], None]:
     return inject
 
 
+def short_lived_cpu_for(start: float, seconds: float) -> Callable[[Run], None]:
+    """Loops that each start a short busy process (0.1 s) after another, more than there
+    are CPUs, from ``start`` s into the measured phase: a build's compilers, which the
+    once-a-second process table hardly ever sees alive."""
+
+    def inject(run: Run) -> None:
+        n = 3 * (os.cpu_count() or 2)
+        run.sleep_until(start)
+        t0 = time.time()
+        code = (
+            f"import subprocess, sys, time\nend = time.time() + {seconds}\n"
+            "while time.time() < end:\n"
+            "    subprocess.run([sys.executable, '-S', '-c', "
+            "'import time\\nt=time.time()\\nwhile time.time()-t<0.1: pass'])"
+        )
+        loops = [subprocess.Popen([sys.executable, "-S", "-c", code]) for _ in range(n)]
+        for p in loops:
+            p.wait(timeout=seconds + 30)
+        run.mark(t0, time.time())
+
+    return inject
+
+
 def outside_insert(run: Run) -> None:
     """Two bulk INSERTs from sessions outside the workload (psql), each into a table of its
     own (no lock in common with the workload), cancelled after HOLD seconds."""
@@ -421,6 +457,28 @@ limits = { write_mbps = 8 }""",
         boundaries=False,
     ),
     "clean": Case("none", window=None),
+    **{
+        f"{kind}-in-{label}": Case(
+            "host_cpu" if kind == "cpu" else "host_io",
+            duration=INSIDE_DURATION,
+            inject=cpu_hog_for(start, length)
+            if kind == "cpu"
+            else io_hog_for(start, length, depth=32, jobs=1),
+            window=(start, start + length),
+            boundaries=False,
+            inside=True,
+        )
+        for kind in ("cpu", "io")
+        for label, start, length in INSIDE
+    },
+    "cpu-short-lived-60": Case(
+        "host_cpu",
+        duration=INSIDE_DURATION,
+        inject=short_lived_cpu_for(3.0, 12.0),
+        window=(3.0, 15.0),
+        boundaries=False,
+        inside=True,
+    ),
 }
 
 
@@ -541,6 +599,8 @@ class Score:
     # runs of the other cases (clean ones included) marked disturbed, and all of them
     false_marks: list[str] = field(default_factory=list)
     unmarked_runs: int = 0
+    # outside work inside the phase: case -> [said, runs]
+    said: dict[str, list[int]] = field(default_factory=dict)
 
 
 OUTSIDE_WORK = ("host_cpu", "host_io")  # causes that are other work on the host
@@ -592,6 +652,16 @@ def score_run(name: str, case: Case, run: dict[str, Any], s: Score) -> None:
                 )
             )
     score_mark(name, case, run, s)
+    if case.inside:
+        t0, t1 = window or (0.0, 0.0)
+        over = [e for e in episodes if e["end_s"] >= t0 - 1 and e["start_s"] <= t1 + 2]
+        said = any(e["cause"] == case.expected for e in over) or (
+            case.expected in disturbance_kinds(run)
+        )
+        tally = s.said.setdefault(name, [0, 0])
+        tally[0] += int(said)
+        tally[1] += 1
+        print(f"      said: {'yes' if said else 'NO'}")
     if case.whole_run:
         s.other += [f"{name} run {run['run_id']}: {d}" for d in desc]
         return
@@ -659,6 +729,10 @@ def report(s: Score) -> dict[str, Any]:
         print("\nWhole-run disturbances (rows: injected; columns: what the run's mark named)")
         for (e, d), n in sorted(s.marks.items()):
             print(f"  {e} -> {d}: {n}")
+    if s.said:
+        print("\nOutside work inside the phase (said by an episode or the mark)")
+        for name, (said, runs) in sorted(s.said.items()):
+            print(f"  {name}: {said} of {runs}")
     marked_wrongly = len(s.false_marks)
     print(
         f"runs marked disturbed that should not be: {marked_wrongly} of "
@@ -667,6 +741,7 @@ def report(s: Score) -> dict[str, Any]:
     return {
         "marks": [[e, d, n] for (e, d), n in sorted(s.marks.items())],
         "false_marks": s.false_marks,
+        "said_inside": s.said,
         "runs_not_whole_run": marked_wrongly + s.unmarked_runs,
         "confusion": [[e, d, n] for (e, d), n in sorted(s.confusion.items())],
         "missed": dict(s.missed),

@@ -48,7 +48,7 @@ eval "$(bash scripts/k8s/cluster.sh start "$DIR" "$BIN" "$PAUSE_ARCHIVE" "$IMAGE
 NS=(nsenter "--net=$NETNS")
 "${NS[@]}" .venv/bin/python - "$DIR/kubeconfig" <<'EOF'
 import sys, time
-from pgfsbench.cluster.client import ClusterAddress, LightkubeClient
+from pgfsbench.kube.client import ClusterAddress, LightkubeClient
 
 client = LightkubeClient(ClusterAddress(sys.argv[1]))
 deadline = time.monotonic() + 120

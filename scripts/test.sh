@@ -20,6 +20,8 @@ bash scripts/bootstrap.sh --with-tests
 .venv/bin/ruff check
 .venv/bin/ruff format --check
 .venv/bin/mypy
+# the layers and no import cycles (pyproject.toml [tool.importlinter])
+.venv/bin/lint-imports --no-cache >/dev/null || .venv/bin/lint-imports --no-cache
 # the emulated disk's daemon: its models' arithmetic (Go); bootstrap built it
 GO=$(command -v go || echo /usr/local/go/bin/go)
 (cd native/diskmodel && "$GO" vet ./... && "$GO" test ./...)

@@ -4,7 +4,7 @@
 // seen (offset, length, kind, arrival time): no randomness, so the same trace gives the
 // same completion times (model_test.go). Times are seconds since the daemon started.
 // The parameters, and where each figure comes from, are pgfsbench's
-// (src/pgfsbench/storage/device_models.py); this file is the mechanics.
+// (src/pgfsbench/spec/device_models.py); this file is the mechanics.
 package main
 
 import (

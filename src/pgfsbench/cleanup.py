@@ -8,7 +8,7 @@ from pathlib import Path
 
 # Importing these registers their undo actions with the journal.
 from pgfsbench import kernel  # noqa: F401
-from pgfsbench.cluster import undo as cluster_undo  # noqa: F401
+from pgfsbench.kube import undo as cluster_undo  # noqa: F401
 from pgfsbench.postgres import instance  # noqa: F401
 from pgfsbench.storage import devices, limits, lvm, md, mounts, snapshots, zfs  # noqa: F401
 from pgfsbench.system import actions  # noqa: F401

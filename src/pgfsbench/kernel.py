@@ -6,6 +6,7 @@ when the cell ends (or by `pgfsbench cleanup` after a kill).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -282,3 +283,95 @@ def _remove_memory_cgroup(runner: Runner, args: dict[str, object]) -> None:
             f"{group} could not be removed ({exc.strerror}); processes "
             f"left: {' '.join(left[:8]) or 'none'}"
         ) from None
+
+
+# ------------------------------------------------ the benchmark's own CPU (cgroup v1 or v2)
+
+CPUACCT_ROOT = Path("/sys/fs/cgroup/cpuacct")
+CGROUP2_ROOT = Path("/sys/fs/cgroup")
+
+
+@dataclass(frozen=True)
+class CpuGroup:
+    """A cgroup holding pgfsbench and everything it starts from then on (PostgreSQL, its
+    backends however short-lived, pgbench, the storage's daemons): what it used, in CPU
+    seconds, is the benchmark's; the host's total minus it is everyone else's, the
+    processes too short-lived for a once-a-second process table included."""
+
+    path: Path
+    version: int  # 1: cpuacct.usage (ns); 2: cpu.stat usage_usec
+
+    def cpu_seconds(self) -> float | None:
+        try:
+            if self.version == 1:
+                return int((self.path / "cpuacct.usage").read_text()) / 1e9
+            for line in (self.path / "cpu.stat").read_text().splitlines():
+                key, _, value = line.partition(" ")
+                if key == "usage_usec":
+                    return int(value) / 1e6
+        except (OSError, ValueError):
+            return None
+        return None
+
+
+def _own_cgroup2(proc_self: Path = Path("/proc/self/cgroup")) -> str | None:
+    """This process's cgroup v2 path ("0::/a/b"), or None."""
+    try:
+        for line in proc_self.read_text().splitlines():
+            if line.startswith("0::"):
+                return line[3:]
+    except OSError:
+        return None
+    return None
+
+
+def join_cpu_group(
+    journal: Journal,
+    name: str,
+    *,
+    pid: int | None = None,
+    v1_root: Path = CPUACCT_ROOT,
+    v2_root: Path = CGROUP2_ROOT,
+) -> CpuGroup | None:
+    """Move this process (``pid``) into a new cgroup of its own, journaled (undo moves
+    whatever is left back and removes it): cgroup v1's cpuacct hierarchy, else a child of
+    its cgroup v2 one. None where neither can be made (no such controller, a container's
+    read-only cgroup files): the benchmark's CPU is then the process table's alone."""
+    pid = os.getpid() if pid is None else pid
+    if (v1_root / "cpuacct.usage").exists():
+        parent, version = v1_root, 1
+    elif (v2_root / "cgroup.controllers").exists():
+        own = _own_cgroup2()
+        if own is None:
+            return None
+        parent, version = v2_root / own.lstrip("/"), 2
+        if not (parent / "cgroup.procs").exists():
+            return None
+    else:
+        return None
+    group = parent / name
+    journal.record(
+        f"cpu cgroup {group} (the benchmark's own CPU)",
+        Undo("remove_cpu_cgroup", {"path": str(group), "root": str(parent)}),
+    )
+    try:
+        group.mkdir(exist_ok=True)
+        (group / "cgroup.procs").write_text(f"{pid}\n")
+    except OSError:
+        with contextlib.suppress(OSError):
+            group.rmdir()
+        return None
+    found = CpuGroup(group, version)
+    return found if found.cpu_seconds() is not None else None
+
+
+def _cpu_group_bound(args: dict[str, object], scope: Scope) -> str | None:
+    root = Path(str(args["root"]))
+    if root != CGROUP2_ROOT and CGROUP2_ROOT not in root.parents:
+        return f"{root} is not a cgroup hierarchy"
+    return cgroup_directory(r"pgfsbench-cpu-[0-9]+", under=root)(str(args["path"]))
+
+
+@undo_action("remove_cpu_cgroup", bound=_cpu_group_bound)
+def _remove_cpu_cgroup(runner: Runner, args: dict[str, object]) -> None:
+    _remove_memory_cgroup(runner, args)  # the same: move what is left out, remove

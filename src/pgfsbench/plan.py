@@ -193,6 +193,18 @@ def shared_buffers_bytes(settings: Mapping[str, object]) -> int:
     return parse_size(text.replace("kB", "K"))
 
 
+def pod_memory_bytes(spec: Spec) -> int | None:
+    """In a cluster, the memory a scale relative to RAM is relative to: the pod's memory
+    limit ([kubernetes] resources.memory), the same for the controller that plans and the
+    pod that runs (a pod's /proc/meminfo is the node's, not its own). None on a host."""
+    k8s = spec.kubernetes
+    if k8s is None or k8s.resources.memory is None:
+        return None
+    from pgfsbench.spec.cluster import parse_quantity
+
+    return parse_quantity(str(k8s.resources.memory))
+
+
 def scale_resolver(
     loaded: LoadedSpec, ram_bytes: int | None = None
 ) -> Callable[[Cell, str], tuple[int, dict[str, object]]]:
@@ -202,9 +214,15 @@ def scale_resolver(
     takes on disk."""
     d = loaded.spec.defaults
     limit = parse_size(d.memory_limit) if d.memory_limit else None
-    ram = limit or ram_bytes or machine_ram_bytes()
+    in_cluster = loaded.spec.kubernetes is not None
 
     def resolve(cell: Cell, text: str) -> tuple[int, dict[str, object]]:
+        if in_cluster and ram_bytes is None and not text.endswith("shared_buffers"):
+            raise SpecError(
+                f"{cell.id}: scale = {text!r} is relative to the pod's memory: give "
+                "[kubernetes] resources.memory (a pod's /proc/meminfo is its node's)"
+            )
+        ram = limit or ram_bytes or machine_ram_bytes()
         try:
             sb = shared_buffers_bytes(dict(cell.postgres.settings))
         except ValueError as e:
@@ -251,7 +269,7 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None, only: Sequence[st
     """The runs in execution order; ``only`` keeps the cells whose id matches a glob."""
     spec = loaded.spec
     d = spec.defaults
-    cells = _only(expand(spec, scale_resolver(loaded)), only)
+    cells = _only(expand(spec, scale_resolver(loaded, pod_memory_bytes(spec))), only)
     _check_place(spec, cells)
     reps = d.first_repetitions
     runs = order_runs(cells, reps, d.order, d.load_per)
@@ -288,19 +306,7 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None, only: Sequence[st
                 f"{human_bytes(needed[cell.id])} needed"
                 + (f", {cell.fs} needs {extra:g}x the room of ext4)" if extra > 1 else ")")
             )
-    # each preparation (set-up and load), at the pace of the cell's device limits
-    prepared = (
-        runs
-        if d.load_per == "repetition"
-        else [next(r for r in runs if r.cell.id == c.id) for c in cells]
-    )
-    est = sum(
-        preparation_seconds(r.cell, workload_for(r.cell, d).estimated_bytes(r.cell))
-        for r in prepared
-    ) + sum(
-        r.cell.workload.warmup_s + r.cell.workload.duration_s + RUN_OVERHEAD_SECONDS for r in runs
-    )
-    est += CAMPAIGN_SECONDS
+    est = runs_seconds(runs, d) + CAMPAIGN_SECONDS
     auto = (d.repetitions_min, d.repetitions_max, d.ci_target_pct) if d.auto_repetitions else None
     # the worst case: every comparison unsettled to repetitions_max, the baselines at about
     # √k runs a round; a budget stops new rounds (the last one still finishes)
@@ -358,8 +364,8 @@ def unsafe_warnings(cells: Sequence[Cell]) -> list[str]:
 
 def _check_place(spec: Spec, cells: Sequence[Cell]) -> None:
     """A pvc cell runs in a cluster, the others on this host: refused when the spec asks
-    what its place cannot do (cluster/rules.py says why for a pod)."""
-    from pgfsbench.cluster.rules import pod_refusals
+    what its place cannot do (kube/rules.py says why for a pod)."""
+    from pgfsbench.kube.rules import pod_refusals
     from pgfsbench.spec.cluster import PVC_NEEDS_CLUSTER
     from pgfsbench.storage.pvc import in_pod
 
@@ -405,6 +411,20 @@ def write_caps(cell: Cell) -> tuple[float | None, float | None]:
     except ValueError:
         return None, None
     return figures.write_mbps, figures.write_iops
+
+
+def runs_seconds(runs: Sequence[PlannedRun], d: Defaults) -> float:
+    """How long runs take: each preparation (set-up and load, once a cell with load_per =
+    "cell", at the pace of the cell's device limits), then each run's warm-up and
+    measured phase. The plan's estimate, and a cluster Job's deadline (of its own runs)."""
+    seen: set[str] = set()
+    total = 0.0
+    for r in runs:
+        if d.load_per == "repetition" or r.cell.id not in seen:
+            seen.add(r.cell.id)
+            total += preparation_seconds(r.cell, workload_for(r.cell, d).estimated_bytes(r.cell))
+        total += r.cell.workload.warmup_s + r.cell.workload.duration_s + RUN_OVERHEAD_SECONDS
+    return total
 
 
 def preparation_seconds(cell: Cell, data_bytes: int) -> float:

@@ -50,8 +50,14 @@ def human_bytes(n: float | None) -> str:
 def human_seconds(s: float | None) -> str:
     if s is None:
         return "-"
-    if s < 90:
+    # to what a time means: tenths under 10 s (a load, a stall), whole seconds up to a
+    # minute and a half, then minutes (to the half under 10) and hours
+    if s < 10:
         return f"{s:.1f} s"
+    if s < 90:
+        return f"{s:.0f} s"
+    if s < 600:
+        return f"{round(s / 30) / 2:g} min"
     if s < 5400:
-        return f"{s / 60:.1f} min"
+        return f"{s / 60:.0f} min"
     return f"{s / 3600:.1f} h"

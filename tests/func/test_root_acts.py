@@ -364,7 +364,7 @@ def test_a_fifo_named_postmaster_pid_does_not_hang_teardown(base: Path) -> None:
 def test_a_kubeconfig_in_a_directory_the_server_user_owns_is_refused(base: Path) -> None:
     """The check looked at the file only: a user owning a directory on its path swapped it
     between the check and the read, and root ran that user's exec plugin."""
-    from pgfsbench.cluster.client import read_kubeconfig
+    from pgfsbench.kube.client import read_kubeconfig
 
     theirs = postgres_dir(base / "kube")
     config = theirs / "config"

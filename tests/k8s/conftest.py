@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pgfsbench.cluster.client import ClusterAddress, LightkubeClient
+from pgfsbench.kube.client import ClusterAddress, LightkubeClient
 from tests.func.conftest import base  # noqa: F401  (a directory made and checked)
 from tests.k8s import support
 

@@ -7,7 +7,7 @@ import os
 import uuid
 from pathlib import Path
 
-from pgfsbench.cluster.client import KubeClient, Manifest
+from pgfsbench.kube.client import KubeClient, Manifest
 
 CLASSES = ("ext4-local", "xfs-local")
 NODE = os.environ.get("PGFSBENCH_K8S_NODE", "pgfsb-node")

@@ -11,7 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from pgfsbench.cluster.client import LightkubeClient
+from pgfsbench.kube.client import LightkubeClient
 from pgfsbench.spec.cluster import MANAGED_BY
 from tests.func.conftest import ROOT, pgfsbench, runs_of, start, wait_for
 from tests.k8s.conftest import cluster_sets

@@ -8,8 +8,11 @@ import itertools
 import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from pgfsbench.cluster.client import KINDS, KubeError, Manifest
+from pgfsbench.kube.client import KINDS, KubeError, Manifest
+from pgfsbench.kube.manifests import TASK_ENV
+from pgfsbench.kube.pod import Task
 
 
 @dataclass
@@ -17,7 +20,8 @@ class PodScript:
     """What a Job's pod does: its phase, its container's state, its log and events."""
 
     phase: str = "Succeeded"
-    log: list[str] = field(default_factory=list)
+    # the pod's log, or a function of the Job's Task giving it
+    log: Any = field(default_factory=list)
     waiting_reason: str = ""
     waiting_message: str = ""
     exit_code: int | None = 0
@@ -114,7 +118,12 @@ class FakeCluster:
         self.add(pod)
         self.scripts[name] = script
         self.polls[name] = 0
-        self.logs[name] = list(script.log)
+        log = script.log
+        if callable(log):  # the log of the Job's own task (its cell), made when it starts
+            env = template["spec"]["containers"][0].get("env") or []
+            task = next(e["value"] for e in env if e["name"] == TASK_ENV)
+            log = log(Task.parse(task))
+        self.logs[name] = list(log)
         for reason, message in script.events:
             self.events_of.setdefault(("Pod", name), []).append(
                 {

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from pgfsbench.cluster import bundle
-from pgfsbench.cluster.pod import POD_ARTIFACTS
+from pgfsbench.kube import bundle
+from pgfsbench.kube.pod import POD_ARTIFACTS
 from pgfsbench.results.importer import adopt_runs
 from pgfsbench.results.records import RunOutcome, RunStatus, StoredCampaign, StoredRun
 from pgfsbench.results.store import Store

@@ -276,13 +276,118 @@ def test_the_demos_next_commands_name_its_own_files_and_work_as_shown(tmp_path: 
     results = dbi_like(tmp_path / "my demo.sqlite")  # a name that needs quoting
     store = Store(str(results))
     a = analyse(store, [1])
-    lines = next_commands(str(results), a.cells, [r.run_id for r in a.runs])
-    assert len(lines) == 4 and all(shlex.quote(str(results)) in ln for ln in lines[:3])
+    lines = next_commands(str(results), a.cells, [r.run_id for r in a.runs], me="pgfsbench")
+    assert len(lines) == 5 and all(shlex.quote(str(results)) in ln for ln in lines[:4])
     for line in lines:
         argv = shlex.split(line.split("#")[0])
         assert argv[0] == "pgfsbench"
+        if "-o" in argv:  # the report: into the test's own directory
+            argv[argv.index("-o") + 1] = str(tmp_path / "report.html")
         done = cli(*argv[1:])
         assert done.returncode == 0, (line, done.stderr)
+    # as the demo prints them: the program as it can be typed here
+    assert next_commands(str(results), a.cells, [1], me=".venv/bin/pgfsbench")[0].startswith(
+        ".venv/bin/pgfsbench results summary"
+    )
+
+
+def test_the_program_is_named_as_it_can_be_typed(tmp_path: Path) -> None:
+    """`pgfsbench` only when that name on PATH is this program; else its path (relative
+    beneath the current directory), or `python -m pgfsbench`."""
+    from pgfsbench.cli.program import program
+
+    repo = Path("/work/repo")
+    assert program(".venv/bin/pgfsbench", repo) == ".venv/bin/pgfsbench"
+    assert program("/work/repo/.venv/bin/pgfsbench", repo) == ".venv/bin/pgfsbench"
+    assert program("/work/repo/.venv/bin/pgfsbench", Path("/tmp")) == (
+        "/work/repo/.venv/bin/pgfsbench"
+    )
+    assert program("/x/site-packages/pgfsbench/__main__.py", repo).endswith(" -m pgfsbench")
+    me = tmp_path / "bin" / "pgfsbench"
+    me.parent.mkdir()
+    me.write_text("#!/bin/sh\n")
+    me.chmod(0o755)
+    old = os.environ["PATH"]
+    os.environ["PATH"] = f"{me.parent}:{old}"
+    try:
+        assert program(str(me), tmp_path) == "pgfsbench"  # on PATH: the short name
+    finally:
+        os.environ["PATH"] = old
+
+
+def test_into_a_pipe_every_column_whole_values_no_boxes(tmp_path: Path) -> None:
+    """A pipe is not an 80-column terminal: every column, values whole, no box lines, no
+    trailing blanks, in every command that prints a table."""
+    results = dbi_like(tmp_path / "r.sqlite")
+
+    def piped(*args: str) -> str:
+        env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+        done = subprocess.run(
+            [sys.executable, "-m", "pgfsbench", *args],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    for args in (
+        ("results", "summary"),
+        ("results", "list"),
+        ("results", "show", "1"),
+        ("compare",),
+    ):
+        out = piped(*args, "--results", str(results))
+        assert not any(ch in out for ch in "┃━│─┏┓┗┛╇╈╍"), (args, out)
+        assert all(line == line.rstrip() for line in out.splitlines()), args
+        assert "…" not in out, (args, out)
+    summary = piped("results", "summary", "--results", str(results))
+    header = next(line for line in summary.splitlines() if line.lstrip().startswith("cell"))
+    for column in ("min–max", "p99 ms", "ok", "stalls"):
+        assert column in header, header
+
+
+def test_a_missing_results_file_points_to_the_one_there_and_the_env_default(
+    tmp_path: Path,
+) -> None:
+    dbi_like(tmp_path / "pgfsbench-demo.sqlite")
+    env = {k: v for k, v in os.environ.items() if k != "PGFSBENCH_RESULTS"}
+    run = lambda **extra: subprocess.run(  # noqa: E731
+        [sys.executable, "-m", "pgfsbench", "results", "list"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env={**env, "PYTHONPATH": str(ROOT / "src"), **extra},
+        timeout=120,
+        check=False,
+    )
+    missing = run()
+    assert missing.returncode == 2
+    assert "here: pgfsbench-demo.sqlite" in missing.stderr
+    assert "--results pgfsbench-demo.sqlite" in missing.stderr
+    found = run(PGFSBENCH_RESULTS="pgfsbench-demo.sqlite")
+    assert found.returncode == 0 and "tpcb" in found.stdout, found.stderr
+
+
+def test_plan_says_what_it_knows_and_shows_the_commands(tmp_path: Path) -> None:
+    """No "busy host now" (a plan has no figures), no "loop files up to 0 B" where there
+    are none, and how each filesystem would be made and mounted."""
+    done = cli("plan", str(ROOT / "examples" / "quick.toml"))
+    assert done.returncode == 0, done.stderr
+    assert "busy host" not in done.stdout
+    assert "mkfs.ext4 -F -E lazy_itable_init=1,lazy_journal_init=0 DEVICE" in done.stdout
+    assert "mount -t ext4 -o noinit_itable DEVICE DIR" in done.stdout
+    existing = tmp_path / "existing.toml"
+    existing.write_text(
+        f'[storage.mine]\nfs = "existing"\npath = "{tmp_path}"\n'
+        '[workload.w]\nbuiltin = "tpcb-like"\n'
+    )
+    plan = cli("plan", str(existing))
+    assert plan.returncode == 0, plan.stderr
+    assert "loop files up to" not in plan.stdout
 
 
 def test_progress_in_a_pipe_says_run_n_of_total_and_the_time_left() -> None:

@@ -12,12 +12,13 @@ from typing import Any
 import pytest
 import yaml
 
-from pgfsbench.cluster import bundle
-from pgfsbench.cluster import undo as cluster_undo
 from pgfsbench.cluster.campaign import ClusterCampaign, planned_manifests
-from pgfsbench.cluster.manifests import SPEC_ENV, TASK_ENV, label_value, unpacked_spec
-from pgfsbench.cluster.pod import POD_ARTIFACTS, Task
-from pgfsbench.cluster.status import PodPhase, pending_reason, pod_state
+from pgfsbench.kube import bundle
+from pgfsbench.kube import undo as cluster_undo
+from pgfsbench.kube.client import KubeError
+from pgfsbench.kube.manifests import SPEC_ENV, TASK_ENV, label_value, unpacked_spec
+from pgfsbench.kube.pod import POD_ARTIFACTS, Task
+from pgfsbench.kube.status import PodPhase, pending_reason, pod_state
 from pgfsbench.plan import make_plan
 from pgfsbench.results.records import (
     RunOutcome,
@@ -83,8 +84,12 @@ def write_spec(tmp_path: Path, kubeconfig: Path, extra: str = "", name: str = "k
     return spec
 
 
-def pod_bundle(tmp_path: Path, tps: list[float]) -> list[str]:
-    """The log of a pod that ran ``len(tps)`` runs: its engine's output, then the bundle."""
+def pod_bundle(tmp_path: Path, tps: list[float], cell: str | None = None) -> Any:
+    """The log of a pod that ran ``len(tps)`` runs of ``cell``: its engine's output, then
+    the bundle. Without a cell, the log of whichever task the Job gives (a callable the
+    fake kubelet calls with the Job's Task), as a real pod runs its task's cell."""
+    if cell is None:
+        return lambda task: pod_bundle(tmp_path, tps, task.cell)
     home = tmp_path / f"pod-{len(list(tmp_path.glob('pod-*')))}"
     home.mkdir()
     store = Store(str(home / "results.db"))
@@ -93,7 +98,7 @@ def pod_bundle(tmp_path: Path, tps: list[float]) -> list[str]:
         rid = store.start_run(
             StoredRun(
                 campaign_id=cid,
-                cell="x",
+                cell=cell,
                 storage="s",
                 fs="ext4",
                 postgres="default",
@@ -327,7 +332,11 @@ def test_a_campaign_runs_each_cell_as_a_job_and_keeps_the_cluster(
         ("pl1-400g", "ok", 2000.0),
     ]
     run = runs[1]
-    assert run.host == "k8s:fake/node-1"
+    assert run.host == "k8s:fake"  # the node is a fact, not the host
+    # the campaign's uuid is the one its objects are labelled with (kubectl's fallback)
+    stored = store.campaign(result.campaign_id)
+    assert stored is not None and stored.uuid == camp.uuid
+    assert run.environment["kubernetes"]["node"]["name"] == "node-1"
     k8s = run.environment["kubernetes"]
     assert k8s["node"]["instance_type"] == "ecs.g7.xlarge"
     assert k8s["node"]["zone"] == "cn-hangzhou-h"
@@ -399,7 +408,7 @@ def test_a_crashed_pod_says_how_and_what_it_printed(tmp_path: Path, kubeconfig: 
 
 
 def test_a_cut_log_is_read_again_from_the_claim(tmp_path: Path, kubeconfig: Path) -> None:
-    full = pod_bundle(tmp_path, [1234.0])
+    full = pod_bundle(tmp_path, [1234.0], "pl1-100g/default/default/tpcb")
     cut = full[:2] + full[3:]  # one bundle line lost (a rotated log)
 
     def on_job(job: dict[str, Any]) -> PodScript:
@@ -497,7 +506,7 @@ def test_a_journal_naming_an_object_that_is_not_ours_is_refused(tmp_path: Path) 
 
 def test_history_sees_a_new_node_or_class_but_not_the_runs_own_names() -> None:
     from pgfsbench.analysis.history import kubernetes_facts
-    from pgfsbench.cluster.environment import run_facts
+    from pgfsbench.kube.environment import run_facts
 
     def facts(node: str, claim: str, provisioner: str) -> dict[str, str]:
         return kubernetes_facts(
@@ -524,3 +533,250 @@ def test_history_sees_a_new_node_or_class_but_not_the_runs_own_names() -> None:
     changed = {k for k in a if a[k] != c.get(k)}
     assert "kubernetes node" in changed
     assert "kubernetes volumes.data.storage_class.provisioner" in changed
+
+
+# ------------------------------------------------------------------ one loop, one policy
+
+
+class AwayCluster(FakeCluster):
+    """A cluster whose API server stops answering reads for ``away`` polls from the
+    ``after``-th read on (as a restart of the API server looks to a client)."""
+
+    def __init__(self, on_job: Any, after: int, away: int):
+        super().__init__(on_job)
+        self.reads = 0
+        self.after, self.away = after, away
+
+    def get(self, kind: str, name: str, namespace: str | None = None) -> Any:
+        self.reads += 1
+        if self.after <= self.reads < self.after + self.away:
+            raise KubeError(f"reading {kind} {name}: the cluster cannot be reached (refused)")
+        return super().get(kind, name, namespace)
+
+
+def test_the_api_server_away_for_a_while_then_back_loses_no_run(
+    tmp_path: Path, kubeconfig: Path
+) -> None:
+    """A few polls unanswered (20 s here): the Job is followed on and its run kept."""
+    logs = iter([pod_bundle(tmp_path, [1000.0]), pod_bundle(tmp_path, [2000.0])])
+    cluster = AwayCluster(lambda job: PodScript(log=next(logs), polls_before_done=6), 2, 10)
+    camp, store = campaign(tmp_path, write_spec(tmp_path, kubeconfig), cluster)
+    clock = iter(range(0, 100_000, 2))
+    camp.clock = lambda: float(next(clock))
+    result = camp.execute()
+    runs = store.full_runs([result.campaign_id])
+    assert [(r.status, r.tps) for r in runs] == [("ok", 1000.0), ("ok", 2000.0)]
+
+
+def test_the_api_server_gone_fails_the_run_with_its_words_and_the_matrix_goes_on(
+    tmp_path: Path, kubeconfig: Path
+) -> None:
+    """Unanswered past API_OUTAGE_S: that run fails with the cluster's words, the next
+    cell runs, and no run is left `running` in a campaign marked done."""
+    from pgfsbench.cluster.campaign import API_OUTAGE_S
+
+    logs = iter([pod_bundle(tmp_path, [1000.0]), pod_bundle(tmp_path, [2000.0])])
+    cluster = AwayCluster(lambda job: PodScript(log=next(logs)), 1, 40)
+    camp, store = campaign(tmp_path, write_spec(tmp_path, kubeconfig), cluster)
+    clock = iter(range(0, 100_000, 10))
+    camp.clock = lambda: float(next(clock))
+    result = camp.execute()
+    runs = store.full_runs([result.campaign_id])
+    assert runs[0].status == "failed"
+    assert f"did not answer for {API_OUTAGE_S:.0f} s" in (runs[0].error or "")
+    assert "cannot be reached" in (runs[0].error or "")
+    assert runs[1].status == "ok"
+    assert all(r.status != "running" for r in runs)
+
+
+def test_anything_a_job_raises_fails_its_runs_and_the_matrix_goes_on(
+    tmp_path: Path, kubeconfig: Path
+) -> None:
+    """Not only the errors the Job runner expects: a bug or a library's exception in one
+    group is that group's failure (the one loop's policy), never a campaign left with
+    runs `running`."""
+    logs = iter([pod_bundle(tmp_path, [2000.0])])
+
+    def on_job(job: dict[str, Any]) -> PodScript:
+        if "pl1-100g" in job["metadata"]["labels"]["pgfsbench.io/cell"]:
+            raise RuntimeError("the kubelet exploded")
+        return PodScript(log=next(logs))
+
+    camp, store = campaign(tmp_path, write_spec(tmp_path, kubeconfig), FakeCluster(on_job))
+    result = camp.execute()
+    runs = store.full_runs([result.campaign_id])
+    assert [r.status for r in runs] == ["failed", "ok"]
+    assert "RuntimeError: the kubelet exploded" in (runs[0].error or "")
+    assert store.campaign(result.campaign_id).status == "done"  # type: ignore[union-attr]
+
+
+def test_a_cluster_campaign_resumes_what_failed(tmp_path: Path, kubeconfig: Path) -> None:
+    """--resume, as on a host: the runs without an ok result run again, into the same
+    campaign, the failed ones superseded."""
+
+    def flaky(job: dict[str, Any]) -> PodScript:
+        if "pl1-100g" in job["metadata"]["labels"]["pgfsbench.io/cell"]:
+            return PodScript(phase="Failed", exit_code=1, log=["oops"])
+        return PodScript(log=pod_bundle(tmp_path, [2000.0]))
+
+    spec = write_spec(tmp_path, kubeconfig)
+    camp, store = campaign(tmp_path, spec, FakeCluster(flaky))
+    cid = camp.execute().campaign_id
+    assert [r.status for r in store.full_runs([cid])] == ["failed", "ok"]
+    again = iter([pod_bundle(tmp_path, [1100.0])])
+    loaded = load_spec(spec)
+    resumed = ClusterCampaign(
+        loaded,
+        make_plan(loaded, None, []),
+        store,
+        workdir=tmp_path / "work",
+        client=FakeCluster(lambda job: PodScript(log=next(again))),
+        poll_s=0,
+        sleep=lambda s: None,
+        resume=cid,
+    )
+    assert resumed.execute().campaign_id == cid
+    current = [r for r in store.full_runs([cid]) if not r.superseded_by]
+    assert sorted((r.storage, r.status, r.tps) for r in current) == [
+        ("pl1-100g", "ok", 1100.0),
+        ("pl1-400g", "ok", 2000.0),
+    ]
+
+
+def test_each_job_has_the_deadline_of_its_own_runs_plus_its_pending_time(
+    tmp_path: Path, kubeconfig: Path
+) -> None:
+    """A 10-minute cell beside 1-minute ones gets its own deadline (the mean of the plan
+    gave the long cell a third of what it needed), and the time its pod may wait Pending
+    comes on top (the Job's deadline counts from its start)."""
+    from pgfsbench.cluster.campaign import deadline_s
+
+    extra = """
+[workload.long]
+tool = "pgbench"
+builtin = "tpcb-like"
+duration = "10m"
+"""
+    loaded = load_spec(write_spec(tmp_path, kubeconfig, extra))
+    plan = make_plan(loaded, None, [])
+    k8s = loaded.spec.kubernetes
+    assert k8s is not None
+    by_cell = {r.cell.id: deadline_s(k8s, loaded.spec.defaults, [r]) for r in plan.runs}
+    long = [v for c, v in by_cell.items() if "/long" in c]
+    short = [v for c, v in by_cell.items() if "/tpcb" in c]
+    assert long and short
+    assert min(long) >= 3 * 600 + int(k8s.pending_timeout)
+    assert max(short) < min(long) - 1500
+
+
+def test_a_pods_runs_are_paired_by_cell_and_repetition_never_by_order(
+    tmp_path: Path, kubeconfig: Path
+) -> None:
+    from types import SimpleNamespace
+
+    from pgfsbench.cluster.campaign import paired
+
+    loaded = load_spec(write_spec(tmp_path, kubeconfig, "", "k.toml"))
+    plan = make_plan(loaded, None, ["pl1-100g*"])
+    cell = plan.runs[0].cell
+    group = [SimpleNamespace(cell=cell, repetition=r) for r in (4, 5, 6)]
+    pod = [  # the pod's own numbering (1..3), in another order, one of another cell
+        SimpleNamespace(run_id=1, cell=cell.id, repetition=3),
+        SimpleNamespace(run_id=2, cell="somewhere/else", repetition=1),
+        SimpleNamespace(run_id=3, cell=cell.id, repetition=1),
+    ]
+    assert paired(group, [40, 41, 42], pod) == [(1, 42), (3, 40)]  # type: ignore[arg-type]
+
+
+def test_a_pod_of_another_results_schema_refuses_and_says_both_versions() -> None:
+    from pgfsbench.kube.pod import version_problem
+
+    task = Task(
+        cell="c", repetitions=1, campaign="u", spec_name="s.toml", version="0.1.0", schema="0003"
+    )
+    assert version_problem(task, "0.2.0", "0003") is None  # another version, same schema
+    why = version_problem(task, "0.2.0", "0004")
+    assert why is not None and "0.2.0" in why and "0.1.0" in why and "0004" in why
+    assert Task.parse(task.text()) == task
+
+
+def test_a_scale_relative_to_ram_is_the_pods_memory_not_the_controllers(
+    tmp_path: Path, kubeconfig: Path
+) -> None:
+    """The controller plans and the pod runs the same numbers: "fits_ram" is half of the
+    pod's memory limit (4Gi here) on both, whatever either machine has; without a limit
+    it is refused (the pod's /proc/meminfo is its node's)."""
+    spec = write_spec(tmp_path, kubeconfig).read_text().replace("scale = 1", 'scale = "fits_ram"')
+    path = tmp_path / "fits.toml"
+    path.write_text(spec)
+    plan = make_plan(load_spec(path), None, [])
+    basis = plan.cells[0].scale_basis
+    assert basis is not None and basis["ram_bytes"] == 4 << 30
+    path.write_text(
+        spec.replace('resources = { cpu = "2", memory = "4Gi" }', 'resources = { cpu = "2" }')
+    )
+    with pytest.raises(SpecError, match="relative to the pod's memory"):
+        make_plan(load_spec(path), None, [])
+
+
+def test_a_kubeconfig_list_is_merged_as_kubectl_merges_it(tmp_path: Path) -> None:
+    """$KUBECONFIG=a:b: each cluster, context and user from the first file that names it,
+    the current context from the first that sets one; a file in the list that is not
+    there is skipped; every file is checked (a kubeconfig runs commands)."""
+    from pgfsbench.kube.client import ClusterAddress, merged_kubeconfig
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.write_text(
+        yaml.safe_dump(
+            {
+                "clusters": [{"name": "one", "cluster": {"server": "https://a"}}],
+                "contexts": [{"name": "ctx", "context": {"cluster": "one", "user": "u"}}],
+                "users": [{"name": "u", "user": {"token": "A"}}],
+            }
+        )
+    )
+    b.write_text(
+        yaml.safe_dump(
+            {
+                "current-context": "ctx",
+                "clusters": [
+                    {"name": "one", "cluster": {"server": "https://b"}},
+                    {"name": "two", "cluster": {"server": "https://two"}},
+                ],
+                "users": [{"name": "u", "user": {"token": "B"}}],
+            }
+        )
+    )
+    for f in (a, b):
+        f.chmod(0o600)
+    old = os.environ.get("KUBECONFIG")
+    os.environ["KUBECONFIG"] = f"{a}:{tmp_path / 'absent'}:{b}"
+    try:
+        address = ClusterAddress()
+        assert address.paths() == [a, b] and address.path() == a
+        merged = merged_kubeconfig(address.paths())
+    finally:
+        if old is None:
+            del os.environ["KUBECONFIG"]
+        else:
+            os.environ["KUBECONFIG"] = old
+    assert merged["current-context"] == "ctx"
+    servers = {c["name"]: c["cluster"]["server"] for c in merged["clusters"]}
+    assert servers == {"one": "https://a", "two": "https://two"}  # the first file's wins
+    assert [u["user"]["token"] for u in merged["users"]] == ["A"]
+    b.chmod(0o666)  # anyone may write it: refused, whichever file of the list it is
+    from pgfsbench.system.trust import UntrustedPath
+
+    with pytest.raises(UntrustedPath):
+        merged_kubeconfig([a, b])
+
+
+def test_kubectls_flags_are_the_specs_kubernetes_keys(tmp_path: Path, kubeconfig: Path) -> None:
+    from pgfsbench.cli.run import _kube_sets
+
+    sets = _kube_sets(str(kubeconfig), "prod", "bench-2")
+    loaded = load_spec(write_spec(tmp_path, kubeconfig), sets)
+    k8s = loaded.spec.kubernetes
+    assert k8s is not None
+    assert (k8s.kubeconfig, k8s.context, k8s.namespace) == (str(kubeconfig), "prod", "bench-2")
+    assert _kube_sets(None, None, None) == []

@@ -13,8 +13,8 @@ from pgfsbench.report.loading import cell_json
 from pgfsbench.report.markdown import render_markdown
 from pgfsbench.report.terminal import cost_lines, fmt_cost
 from pgfsbench.results.records import StoredRun
-from pgfsbench.storage.device_models import resolve_model
-from pgfsbench.storage.profiles import GIB, PRICES, volume_cost
+from pgfsbench.spec.device_models import resolve_model
+from pgfsbench.spec.profiles import GIB, PRICES, volume_cost
 
 CELL = "ext4-gp3/default/default/tpcb-like"
 

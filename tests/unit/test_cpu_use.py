@@ -102,3 +102,27 @@ def test_the_cpu_of_processes_outside_the_benchmark_and_who_took_it(tmp_path: Pa
         [200, "stress", "stress --cpu 1", 1.0, 1],
         [202, "dd", "dd if=/dev/zero of=/x", 0.25, 1],
     ]
+
+
+def test_cpu_nobody_saw_between_the_readings_is_outside_with_the_cgroup(tmp_path: Path) -> None:
+    """Two readings cannot see the processes that lived between them; the host's CPU time
+    minus every process seen and the benchmark's cgroup is theirs."""
+    import os
+
+    hz = os.sysconf("SC_CLK_TCK")
+    procs = {100: ("pgfsbench", 1, 0, "pgfsbench run"), 300: ("postgres", 1, 0, "postgres")}
+    a = read_cpu([], _proc_tree(tmp_path / "a", procs), group=lambda: 5.0)
+    later = {**procs, 300: ("postgres", 1, 2 * hz, "postgres")}
+    root = _proc_tree(tmp_path / "b", later)
+    # the host: 200 user ticks at a; 2 s of postgres + 3 s of short-lived compilers later
+    (root / "stat").write_text(f"cpu  {100 + 5 * hz} 0 100 700 100 0 0 0\n")
+    b = read_cpu([], root, group=lambda: 7.0)  # the cgroup: postgres's 2 s
+    b = CpuReading(a.t + 4.0, b.host, b.daemons, b.processes, b.group)
+    use = cpu_use(a, b, 2, roots=(100, 300), proc=root)
+    assert use["unseen_cpus"] == pytest.approx(0.75, abs=0.01)
+    assert use["outside_cpus"] == pytest.approx(0.75, abs=0.01)
+    # without the cgroup: not known, nothing added
+    a0 = CpuReading(a.t, a.host, a.daemons, a.processes)
+    b0 = CpuReading(b.t, b.host, b.daemons, b.processes)
+    use0 = cpu_use(a0, b0, 2, roots=(100, 300), proc=root)
+    assert "unseen_cpus" not in use0 and use0["outside_cpus"] == 0

@@ -8,9 +8,9 @@ import pytest
 
 from pgfsbench.plan import make_plan
 from pgfsbench.spec import load_spec
+from pgfsbench.spec.device_models import MODELS, resolve_model
 from pgfsbench.spec.models import EmulatedDevice, device_text, loop_bytes
 from pgfsbench.storage import devices
-from pgfsbench.storage.device_models import MODELS, resolve_model
 from pgfsbench.system.errors import SpecError
 from pgfsbench.system.runner import Completed
 

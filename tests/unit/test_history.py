@@ -137,7 +137,13 @@ def test_filters_host_cell_since_and_too_few_runs() -> None:
     late = history(runs, since=cut)
     assert len(late[0].runs) == 6 and late[0].change_points == ()
     short = history(runs[:5])
-    assert short[0].change_points == () and any("needs at least" in n for n in short[0].notes)
+    assert short[0].change_points == ()
+    assert sum("too few for a change point" in n for n in short[0].notes) == 1  # once
+    # series too short are one line at the end of `history`, not a paragraph each
+    from pgfsbench.report.terminal import history_lines
+
+    lines = [t.plain for t in history_lines(short * 3)]
+    assert len(lines) == 1 and lines[0].startswith("3 series with fewer than 6 runs")
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -236,3 +236,49 @@ def test_the_sampler_tells_the_benchmark_from_the_rest_and_who_is_stuck(tmp_path
     top: Any = series["outside_top"][1]
     assert blocked[0] == {"benchmark|percpu_rwsem_wait|data|postgres": 1}
     assert top[0][0][:2] == [301, "dd"]
+
+
+def test_cpu_of_processes_too_short_lived_for_the_table_counts_as_outside(tmp_path: Path) -> None:
+    """A build's compilers, born and gone between two ticks: the table never sees them, the
+    host's CPU time does. What the benchmark's cgroup used beyond what the table saw of it
+    (its own short-lived processes, a backend forked per connection) stays its own; the
+    rest is outside, counted above a noise floor; without the cgroup nothing is guessed."""
+    tree = {
+        100: ("pgfsbench", "S", 1, 0, (0, 0)),
+        200: ("postgres", "S", 1, 0, (0, 0)),
+        300: ("make", "S", 1, 0, (0, 0)),
+    }
+    host = [1000]
+    group = [10.0]
+
+    def write_stat() -> None:
+        (tmp_path / "stat").write_text(f"cpu  {host[0]} 0 0 5000 0 0 0 0\n")
+
+    def sampler(with_group: bool) -> ProcessSampler:
+        s = ProcessSampler(
+            (100, 200), {}, proc=tmp_path, own_group=(lambda: group[0]) if with_group else None
+        )
+        s._machine, s._ticks_per_s = "x86_64", 100
+        return s
+
+    _fake_proc(tmp_path, tree)
+    write_stat()
+    samplers = [sampler(True), sampler(False)]
+    for s in samplers:
+        s.tick(1000.0)
+    # one second: the postmaster's tree 40 ticks seen, make 5; the host 165 ticks; the
+    # cgroup 0.6 s: 20 ticks of the benchmark's own not seen; 100 ticks nobody saw
+    tree[200] = ("postgres", "S", 1, 40, (0, 0))
+    tree[300] = ("make", "S", 1, 5, (0, 0))
+    _fake_proc(tmp_path, tree)
+    host[0] += 165
+    group[0] += 0.6
+    write_stat()
+    for s in samplers:
+        s.tick(1001.0)
+    (with_group,), (without,) = (s.close() for s in samplers)
+    assert with_group.unseen_cpu_pct == 100.0 and with_group.outside_cpu_pct == 105.0
+    assert without.unseen_cpu_pct is None and without.outside_cpu_pct == 5.0
+    assert with_group.own_cpu_pct == 40.0
+    series = process_series([with_group], 999.0)
+    assert series["unseen_cpu_pct"] == (2.0, [100.0])

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from pgfsbench.spec.profiles import GIB, PROFILES, Figures, azure_tier, resolve
 from pgfsbench.storage.limits import (
     Mechanism,
     byte_rates,
@@ -14,7 +15,6 @@ from pgfsbench.storage.limits import (
     parse_io_max,
     parse_v1,
 )
-from pgfsbench.storage.profiles import GIB, PROFILES, Figures, azure_tier, resolve
 from pgfsbench.system.mountinfo import MountInfo
 
 

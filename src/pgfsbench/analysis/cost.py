@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pgfsbench.results.records import StoredRun
-from pgfsbench.storage.profiles import GIB, PRICES, Price, VolumeCost, volume_cost
+from pgfsbench.spec.profiles import GIB, PRICES, Price, VolumeCost, volume_cost
 
 INSTANCE_NOTE = "volume prices only: the instance is not included"
 

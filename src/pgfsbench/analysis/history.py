@@ -287,7 +287,7 @@ _K8S_OWN = {"name", "claim", "volume", "local_path", "volume_attributes"}
 
 
 def kubernetes_facts(k8s: object) -> dict[str, str]:
-    """A cluster run's environment (cluster/environment.py) as facts: the server, the node
+    """A cluster run's environment (kube/environment.py) as facts: the server, the node
     (its name included: another node is a change), the claim's class and volume, the pod's
     resources and image; not the names of the run's own objects."""
     if not isinstance(k8s, Mapping):
@@ -449,15 +449,13 @@ def analyse_series(
     points: dict[str, tuple[Point, ...]] = {}
     found: list[ChangePoint] = []
     notes: list[str] = []
+    short: dict[int, list[str]] = {}  # runs -> the figures with that few (said once)
     for metric in METRICS:
         indexed = _series_points(runs, metric)
         points[metric.name] = tuple(p for _, p in indexed)
         if len(indexed) < MIN_POINTS:
             if indexed:
-                notes.append(
-                    f"{metric.label}: {len(indexed)} runs; a change point needs at least "
-                    f"{MIN_POINTS}"
-                )
+                short.setdefault(len(indexed), []).append(metric.label)
             continue
         values = [p.value for _, p in indexed]
         cps = _detect(values, window)
@@ -485,6 +483,10 @@ def analyse_series(
                     unvaried=compared,
                 )
             )
+    for n, labels in short.items():
+        notes.append(
+            f"{n} run(s) of {', '.join(labels)}: too few for a change point (at least {MIN_POINTS})"
+        )
     return SeriesHistory(key, tuple(runs), points, tuple(found), tuple(notes))
 
 

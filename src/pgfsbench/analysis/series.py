@@ -53,6 +53,7 @@ NUMERIC = (
     "wal_syncs_per_s",
     "own_cpu_pct",
     "outside_cpu_pct",
+    "unseen_cpu_pct",
     "outside_read_mbps",
     "outside_write_mbps",
     "psi_cpu_some_pct",

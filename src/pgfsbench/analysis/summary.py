@@ -23,7 +23,7 @@ from pgfsbench.analysis.series import align
 from pgfsbench.analysis.stalls import StallEpisode, find_stalls
 from pgfsbench.analysis.stats import Estimate, estimate
 from pgfsbench.results.records import StoredRun
-from pgfsbench.storage.profiles import Price
+from pgfsbench.spec.profiles import Price
 from pgfsbench.system.errors import did_you_mean
 
 # the old name of Estimate, for the renderers

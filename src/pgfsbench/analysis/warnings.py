@@ -140,7 +140,7 @@ def _emulated(runs: Sequence[StoredRun]) -> list[str]:
 
 def _modelled(runs: Sequence[StoredRun]) -> list[str]:
     """Devices answered by a device model: the figures are the model's, made by its
-    parameters (storage/device_models.py), not a measured drive's."""
+    parameters (spec/device_models.py), not a measured drive's."""
     models: dict[str, set[str]] = {}
     for r in runs:
         for d in (r.storage_details.get("emulated_devices") or {}).values():

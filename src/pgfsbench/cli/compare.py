@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -12,6 +13,8 @@ from rich.text import Text
 
 from pgfsbench.cli import app
 from pgfsbench.cli.results import (
+    DEFAULT_RESULTS,
+    RESULTS_ENV,
     BaselineOpt,
     FormatOpt,
     PriceFileOpt,
@@ -30,7 +33,7 @@ if TYPE_CHECKING:
     from pgfsbench.analysis.pairs import Pair
     from pgfsbench.analysis.stats import Estimate
     from pgfsbench.analysis.summary import CellSummary
-    from pgfsbench.storage.profiles import Price
+    from pgfsbench.spec.profiles import Price
 
 STYLE = {"better": "green", "worse": "red", "no significant difference": "", "no verdict": "dim"}
 
@@ -96,7 +99,8 @@ def compare_cmd(
         typer.Option(
             "--results",
             "-r",
-            help="SQLite file or postgresql:// URL; twice to compare two files cell by cell.",
+            help="SQLite file or postgresql:// URL; twice to compare two files cell by cell "
+            "(default: $PGFSBENCH_RESULTS, else pgfsbench.sqlite).",
         ),
     ] = None,
     campaign: Annotated[
@@ -133,7 +137,7 @@ def compare_cmd(
     """Is B faster than A? Ratio of means with its 95% CI (Welch's t test on log
     throughput) and a verdict, only between comparable cells (same workload, clients,
     scale). Without A and B, every cell against its group's baseline."""
-    targets = results or ["pgfsbench.sqlite"]
+    targets = results or [os.environ.get(RESULTS_ENV) or DEFAULT_RESULTS]
     camps = campaign or []
     if by is not None:
         if by != "host":

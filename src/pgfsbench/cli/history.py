@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from pgfsbench.cli import app
-from pgfsbench.cli.results import HostOpt, ResultsOpt, open_store
+from pgfsbench.cli.results import DEFAULT_RESULTS, HostOpt, ResultsOpt, open_store
 from pgfsbench.report.inert import plain_console
 from pgfsbench.system.errors import UsageError
 
@@ -28,7 +28,7 @@ def parse_since(text: str | None) -> dt.datetime | None:
 
 @app.command("history")
 def history_cmd(
-    results: ResultsOpt = "pgfsbench.sqlite",
+    results: ResultsOpt = DEFAULT_RESULTS,
     host: HostOpt = None,
     cell: Annotated[
         list[str] | None,

@@ -20,7 +20,7 @@ def _emit(line: str) -> None:
 def pod_run_cmd() -> None:
     """Run the task of this pod's environment, then print its results bundle."""
     from pgfsbench.cli.run import run_spec
-    from pgfsbench.cluster.pod import POD_HOME, run_task
+    from pgfsbench.kube.pod import POD_HOME, run_task
     from pgfsbench.spec import load_spec
     from pgfsbench.system.errors import PgfsbenchError
 
@@ -53,6 +53,6 @@ def pod_run_cmd() -> None:
 @app.command("pod-bundle", hidden=True)
 def pod_bundle_cmd() -> None:
     """Print again the bundle an earlier pod left on this claim."""
-    from pgfsbench.cluster.pod import emit_saved
+    from pgfsbench.kube.pod import emit_saved
 
     raise typer.Exit(emit_saved(_emit))

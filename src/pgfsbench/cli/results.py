@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -19,15 +20,25 @@ if TYPE_CHECKING:
 
     from pgfsbench.report.loading import Analysed
     from pgfsbench.results.store import Store
-    from pgfsbench.storage.profiles import Price
+    from pgfsbench.spec.profiles import Price
 
 UNSTABLE_PCT = 5.0  # the default of analysis.summary (kept here: it is slow to import)
 
 results_app = typer.Typer(help="Read the results store.", no_args_is_help=True)
 app.add_typer(results_app, name="results")
 
+# the results store when --results is not given: $PGFSBENCH_RESULTS, else this file (as
+# psql takes $PGDATABASE)
+RESULTS_ENV = "PGFSBENCH_RESULTS"
+DEFAULT_RESULTS = "pgfsbench.sqlite"
 ResultsOpt = Annotated[
-    str, typer.Option("--results", "-r", help="SQLite file or postgresql:// URL.")
+    str,
+    typer.Option(
+        "--results",
+        "-r",
+        envvar=RESULTS_ENV,
+        help=f"SQLite file or postgresql:// URL (default: ${RESULTS_ENV}, else pgfsbench.sqlite).",
+    ),
 ]
 HostOpt = Annotated[str | None, typer.Option("--host", help="Only the runs of this host.")]
 
@@ -36,8 +47,30 @@ def open_store(results: str) -> Store:
     from pgfsbench.results.store import Store
 
     if "://" not in results and not Path(results).is_file():
-        raise UsageError(f"{results}: no such results file")
+        raise UsageError(f"{results}: no such results file" + _elsewhere(Path(results)))
     return Store(results)
+
+
+def _header(path: Path) -> bytes:
+    with path.open("rb") as f:
+        return f.read(16)
+
+
+def _elsewhere(missing: Path) -> str:
+    """The results files beside the missing one, to point at (the demo's, a campaign's)."""
+    folder = missing.parent if str(missing.parent) else Path()
+    try:
+        found = sorted(
+            p.name
+            for p in folder.glob("*.sqlite")
+            if p.is_file() and _header(p) == b"SQLite format 3\x00"
+        )[:5]
+    except OSError:
+        return ""
+    if not found:
+        return f" (give --results FILE, or set {RESULTS_ENV})"
+    first = shlex.quote(str(folder / found[0]) if str(missing.parent) != "." else found[0])
+    return f"; here: {', '.join(found)} (e.g. --results {first}, or export {RESULTS_ENV}={first})"
 
 
 FormatOpt = Annotated[
@@ -71,12 +104,18 @@ def print_csv(rows: list[dict[str, object]]) -> None:
 
 
 def _csv_value(value: object) -> object:
+    """A CSV field: JSON for nested values, true/false for booleans (not Python's True),
+    floats to 10 significant digits (not 1694.7633480000002)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return f"{value:.10g}"
     return json.dumps(value, default=str) if isinstance(value, dict | list) else value
 
 
 @results_app.command("list")
 def list_cmd(
-    results: ResultsOpt = "pgfsbench.sqlite",
+    results: ResultsOpt = DEFAULT_RESULTS,
     campaign: Annotated[int | None, typer.Option(help="Only this campaign.")] = None,
     host: HostOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
@@ -103,7 +142,7 @@ def list_cmd(
 @results_app.command("show")
 def show_cmd(
     run_id: Annotated[int, typer.Argument(help="The run's id (see results list).")],
-    results: ResultsOpt = "pgfsbench.sqlite",
+    results: ResultsOpt = DEFAULT_RESULTS,
     host: Annotated[
         str | None,
         typer.Option("--host", help="Refuse the run unless it is this host's (a fleet's store)."),
@@ -155,7 +194,7 @@ def export_format(output: Path, fmt: str | None) -> str:
 @results_app.command("export")
 def export_cmd(
     output: Annotated[Path, typer.Argument(help="File to write (.csv or .parquet).")],
-    results: ResultsOpt = "pgfsbench.sqlite",
+    results: ResultsOpt = DEFAULT_RESULTS,
     fmt: Annotated[
         str | None,
         typer.Option("--format", help="csv or parquet (default: from the file's extension)."),
@@ -262,7 +301,7 @@ def print_summary(console: Console, a: Analysed, title: str) -> None:
 
 @results_app.command("summary")
 def summary_cmd(
-    results: ResultsOpt = "pgfsbench.sqlite",
+    results: ResultsOpt = DEFAULT_RESULTS,
     campaign: CampaignOpt = None,
     baseline: BaselineOpt = None,
     host: HostOpt = None,
@@ -323,7 +362,7 @@ def report_cmd(
             "--output", "-o", help="File to write (default: pgfsbench-report.html or .md)."
         ),
     ] = None,
-    results: ResultsOpt = "pgfsbench.sqlite",
+    results: ResultsOpt = DEFAULT_RESULTS,
     campaign: CampaignOpt = None,
     baseline: BaselineOpt = None,
     host: HostOpt = None,
@@ -369,7 +408,7 @@ def report_cmd(
 @results_app.command("import")
 def import_cmd(
     source: Annotated[str, typer.Argument(help="The results file (or URL) to import from.")],
-    results: ResultsOpt = "pgfsbench.sqlite",
+    results: ResultsOpt = DEFAULT_RESULTS,
     host: Annotated[
         str | None,
         typer.Option(

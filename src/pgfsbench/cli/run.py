@@ -26,6 +26,7 @@ from rich.progress import (
 from rich.table import Table
 
 from pgfsbench.cli import app
+from pgfsbench.cli.program import program
 from pgfsbench.report.inert import plain_console
 from pgfsbench.results.target import shown
 from pgfsbench.system.errors import (
@@ -74,6 +75,23 @@ MemoryLimitOpt = Annotated[
         "(same as --set memory_limit=2G).",
     ),
 ]
+KubeconfigOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--kubeconfig",
+        help="With \\[kubernetes]: the kubeconfig file (as kubectl's; the same as --set "
+        "kubernetes.kubeconfig=FILE; default: the spec's, else $KUBECONFIG, merged as kubectl "
+        "merges a list, else ~/.kube/config).",
+    ),
+]
+ContextOpt = Annotated[
+    str | None,
+    typer.Option("--context", help="With \\[kubernetes]: the kubeconfig context to use."),
+]
+NamespaceOpt = Annotated[
+    str | None,
+    typer.Option("--namespace", "-n", help="With \\[kubernetes]: the namespace to run in."),
+]
 OnlyOpt = Annotated[
     list[str] | None,
     typer.Option(
@@ -92,22 +110,27 @@ def plan_cmd(
     only: OnlyOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="The plan as JSON.")] = False,
     memory_limit: MemoryLimitOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+    namespace: NamespaceOpt = None,
     manifests: Annotated[
         bool,
         typer.Option(
             "--manifests",
-            help="With [kubernetes]: print the claims and Jobs the campaign would create, "
+            help="With \\[kubernetes]: print the claims and Jobs the campaign would create, "
             "as YAML (what `kubectl apply -f -` reads), and nothing else.",
         ),
     ] = False,
 ) -> None:
     """Show the expanded matrix with disk and time estimates; touches nothing."""
-    from pgfsbench.collect.host import busy_warning, sample_load
     from pgfsbench.plan import make_plan
     from pgfsbench.spec import load_spec
     from pgfsbench.system.trust import check_workdir_trusted
 
-    loaded = load_spec(spec, [*(sets or []), *_memory_set(memory_limit)])
+    loaded = load_spec(
+        spec,
+        [*(sets or []), *_memory_set(memory_limit), *_kube_sets(kubeconfig, context, namespace)],
+    )
     check_workdir_trusted(workdir)  # `run` would refuse it: so does its plan
     plan = make_plan(loaded, workdir, only or [])
     if manifests:
@@ -116,11 +139,7 @@ def plan_cmd(
         print(planned_manifests(loaded, plan), end="")
         return
     _refuse_devices_in_use(plan.real_devices)
-    busy = busy_warning(
-        sample_load(0.5), loaded.spec.defaults.busy_cpu_pct, loaded.spec.defaults.busy_steal_pct
-    )
-    if busy:
-        plan.warnings.append(busy.replace("before the run", "now"))
+    # (whether the host is busy is each run's to say, when it runs: a plan has no figures)
     if loaded.spec.kubernetes is None:  # in a cluster, the image's PostgreSQL
         _check_versions(loaded, plan)
     if as_json:
@@ -229,12 +248,16 @@ def print_plan(console: Console, plan: Plan) -> None:
             table.add_row(cell.id, *figures(cell))
         console.print(table)
     upto = f" to {human_seconds(plan.estimated_seconds_max)}" if plan.estimated_seconds_max else ""
+    loops = max(plan.loop_bytes_per_cell.values(), default=0)
     console.print(
         f"load per {plan.load_per}; estimated time "
-        f"{human_seconds(plan.estimated_seconds)}{upto}; loop files up to "
-        f"{human_bytes(max(plan.loop_bytes_per_cell.values(), default=0))} at once "
-        "(sparse)"
+        f"{human_seconds(plan.estimated_seconds)}{upto}"
+        + (f"; loop files up to {human_bytes(loops)} at once (sparse)" if loops else ""),
+        markup=False,
+        highlight=False,
     )
+    for line in storage_commands(plan.cells):
+        console.print(line, markup=False, highlight=False)
     _print_scale_bases(console, plan)
     for storage, lines in plan.limits.items():
         console.print(
@@ -248,6 +271,29 @@ def print_plan(console: Console, plan: Plan) -> None:
         )
     for w in plan.warnings:
         console.print(f"[yellow]warning[/]: {escape(w)}", markup=True, highlight=False)
+
+
+def storage_commands(cells: Sequence[Cell]) -> list[str]:
+    """How each filesystem made on a device would be made and mounted (once a storage):
+    the commands `run` gives mkfs and mount, the device shown as DEVICE."""
+    from pgfsbench.storage import driver_for
+    from pgfsbench.storage.blockfs import MkfsDriver
+
+    out: list[str] = []
+    seen: set[str] = set()
+    for cell in cells:
+        storage = cell.storage
+        if cell.storage_name in seen:
+            continue
+        seen.add(cell.storage_name)
+        driver = driver_for(cell.fs)
+        if not isinstance(driver, MkfsDriver):
+            continue
+        mkfs = driver.mkfs_argv("DEVICE", list(getattr(storage, "mkfs_options", [])))
+        options = ",".join(driver.mount_options(list(getattr(storage, "mount_options", []))))
+        mount = ["mount", "-t", cell.fs, *(["-o", options] if options else []), "DEVICE", "DIR"]
+        out.append(f"{cell.storage_name}: {shlex.join(mkfs)}; {shlex.join(mount)}")
+    return out
 
 
 def _print_scale_bases(console: Console, plan: Plan) -> None:
@@ -488,7 +534,7 @@ def run_spec(
     plan = make_plan(loaded, workdir, only or [])
     print_plan(console, plan)
     if loaded.spec.kubernetes is not None:
-        return _run_in_cluster(loaded, plan, results, workdir, console, progress_file)
+        return _run_in_cluster(loaded, plan, results, workdir, console, progress_file, resume)
     require_root(plan)
     check_writable(results)
     unconfirmed = [d for d in destroy_data_on if d not in plan.real_devices]
@@ -542,8 +588,10 @@ def _run_in_cluster(
     workdir: Path,
     console: Console,
     progress_file: Path | None,
+    resume: int | None = None,
 ) -> tuple[Store, CampaignResult]:
-    """Every run a Job of the cluster of [kubernetes] (cluster/campaign.py)."""
+    """Every run a Job of the cluster of [kubernetes] (cluster/campaign.py): the same
+    campaign loop as on a host, --resume included."""
     from pgfsbench.cluster.campaign import ClusterCampaign
     from pgfsbench.engine.campaign import signals_raise_interrupted
     from pgfsbench.results.store import Store, check_writable
@@ -551,7 +599,9 @@ def _run_in_cluster(
     check_writable(results)
     with RichEvents(console, plan, progress_file) as events, signals_raise_interrupted():
         store = Store(results)
-        campaign = ClusterCampaign(loaded, plan, store, workdir=workdir, events=events)
+        campaign = ClusterCampaign(
+            loaded, plan, store, workdir=workdir, events=events, resume=resume
+        )
         try:
             result = campaign.execute()
         except KeyboardInterrupt:
@@ -586,7 +636,7 @@ def _exit_status(result: CampaignResult) -> None:
     if result.not_ok:
         raise RunsFailed(
             f"{result.not_ok} of {len(result.run_ids)} run(s) did not complete "
-            "(see the summary above); `pgfsbench run --resume "
+            f"(see the summary above); `{program()} run --resume "
             f"{result.campaign_id}` runs them again"
         )
 
@@ -595,7 +645,14 @@ def _exit_status(result: CampaignResult) -> None:
 def run_cmd(
     spec: Annotated[Path, typer.Argument(help="The spec file (TOML).")],
     results: Annotated[
-        str, typer.Option("--results", "-r", help="SQLite file (default) or postgresql:// URL.")
+        str,
+        typer.Option(
+            "--results",
+            "-r",
+            envvar="PGFSBENCH_RESULTS",
+            help="SQLite file or postgresql:// URL (default: $PGFSBENCH_RESULTS, else "
+            "pgfsbench.sqlite).",
+        ),
     ] = "pgfsbench.sqlite",
     sets: SetOpt = None,
     workdir: WorkdirOpt = DEFAULT_WORKDIR,
@@ -609,7 +666,10 @@ def run_cmd(
     ] = None,
     force: Annotated[
         bool,
-        typer.Option(help="Also erase devices that carry a filesystem or partition signature."),
+        # one flag, no --no-force twin: a destructive switch is only ever turned on
+        typer.Option(
+            "--force", help="Also erase devices that carry a filesystem or partition signature."
+        ),
     ] = False,
     only: OnlyOpt = None,
     resume: Annotated[
@@ -621,6 +681,9 @@ def run_cmd(
         typer.Option(help="The host's name in the results (default: this machine's hostname)."),
     ] = None,
     memory_limit: MemoryLimitOpt = None,
+    kubeconfig: KubeconfigOpt = None,
+    context: ContextOpt = None,
+    namespace: NamespaceOpt = None,
     progress_file: Annotated[
         Path | None,
         typer.Option(
@@ -651,7 +714,10 @@ def run_cmd(
     Exits 0 when every run is ok, 6 when some failed or were aborted."""
     from pgfsbench.spec import load_spec
 
-    loaded = load_spec(spec, [*(sets or []), *_memory_set(memory_limit)])
+    loaded = load_spec(
+        spec,
+        [*(sets or []), *_memory_set(memory_limit), *_kube_sets(kubeconfig, context, namespace)],
+    )
     _, result = run_spec(
         loaded,
         results,
@@ -671,6 +737,20 @@ def run_cmd(
 
 def _memory_set(limit: str | None) -> list[str]:
     return [f"memory_limit={limit}"] if limit else []
+
+
+def _kube_sets(kubeconfig: str | None, context: str | None, namespace: str | None) -> list[str]:
+    """kubectl's flags as the spec's [kubernetes] keys (a spec without the table keeps
+    refusing them: they say where a cluster is, not to use one)."""
+    return [
+        f"kubernetes.{key}={value}"
+        for key, value in (
+            ("kubeconfig", kubeconfig),
+            ("context", context),
+            ("namespace", namespace),
+        )
+        if value
+    ]
 
 
 def demo_spec() -> Path:
@@ -712,23 +792,26 @@ def demo_cmd(
     _exit_status(result)
 
 
-def next_commands(results: str, cells: Sequence[CellSummary], run_ids: Sequence[int]) -> list[str]:
-    """What to type after the demo, with its own file names: each command works as shown."""
+def next_commands(
+    results: str, cells: Sequence[CellSummary], run_ids: Sequence[int], me: str | None = None
+) -> list[str]:
+    """What to type after the demo, with its own file names and the program as it can be
+    typed here (cli/program.py): each command works as shown."""
     store = shlex.quote(shown(results))
-    lines = [f"pgfsbench results summary --results {store}    # the table again"]
+    me = me or program()
+    lines = [f"{me} results summary --results {store}    # the table again"]
     if run_ids:
         lines.append(
-            f"pgfsbench results show {run_ids[0]} --results {store}    # one run: its "
+            f"{me} results show {run_ids[0]} --results {store}    # one run: its "
             "environment, settings, series and stalls"
         )
     candidates = [c for c in cells if not c.reference]
     if len(candidates) >= 2:
         a, b = candidates[0], candidates[-1]
         lines.append(
-            f"pgfsbench compare {shlex.quote(a.label)} {shlex.quote(b.label)} --results {store}"
+            f"{me} compare {shlex.quote(a.label)} {shlex.quote(b.label)} --results {store}"
             "    # is one faster? ratio, interval, verdict"
         )
-    lines.append(
-        "pgfsbench plan examples/yohgaki-2017.toml    # a seed's matrix: what it would run"
-    )
+    lines.append(f"{me} report --results {store} -o report.html    # charts, self-contained")
+    lines.append(f"{me} plan examples/yohgaki-2017.toml    # a seed's matrix: what it would run")
     return lines

@@ -1,31 +1,32 @@
 """A campaign in a Kubernetes cluster: each group of runs (a run, or a cell's repetitions
 with load_per = "cell") is a Job with its claims; its pod runs the same engine as a host
-(cluster/pod.py) and sends its results back (cluster/bundle.py), and they become the
+(kube/pod.py) and sends its results back (kube/bundle.py), and they become the
 controller's runs, in the same store as a host's, with the cluster's environment.
 
 Failure policy, as on a host: anything that goes wrong with one Job (a pod Pending past
 the deadline, a pod that failed, a bundle that did not come back) fails its runs with the
 reason, its objects are deleted, and the matrix goes on. An interrupt deletes the running
 Job and its claims, and stops the campaign. Every object is journaled before it is
-created (cluster/undo.py), so `pgfsbench cleanup` deletes what a killed controller left.
+created (kube/undo.py), so `pgfsbench cleanup` deletes what a killed controller left.
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from pgfsbench import __version__
-from pgfsbench.cleanup import cleanup
-from pgfsbench.cluster import bundle
-from pgfsbench.cluster import undo as cluster_undo
-from pgfsbench.cluster.client import ClusterAddress, KubeClient, KubeError, Manifest
-from pgfsbench.cluster.environment import cluster_facts, run_facts
-from pgfsbench.cluster.manifests import (
+from pgfsbench.engine.campaign import CampaignLoop, CampaignResult, groups_of
+from pgfsbench.engine.events import Events
+from pgfsbench.kube import bundle
+from pgfsbench.kube import undo as cluster_undo
+from pgfsbench.kube.client import ClusterAddress, KubeClient, KubeError, Manifest
+from pgfsbench.kube.environment import cluster_facts, run_facts
+from pgfsbench.kube.manifests import (
     CONTAINER,
     RunObjects,
     labels,
@@ -33,9 +34,9 @@ from pgfsbench.cluster.manifests import (
     owned_by,
     run_manifests,
 )
-from pgfsbench.cluster.pod import POD_ARTIFACTS, Task
-from pgfsbench.cluster.rules import pod_sysctls
-from pgfsbench.cluster.status import (
+from pgfsbench.kube.pod import POD_ARTIFACTS, Task
+from pgfsbench.kube.rules import pod_sysctls
+from pgfsbench.kube.status import (
     PodPhase,
     PodState,
     finished_reason,
@@ -43,24 +44,16 @@ from pgfsbench.cluster.status import (
     pending_reason,
     pod_state,
 )
-from pgfsbench.cluster.undo import campaign_undo, check_kubeconfig, object_undo
-from pgfsbench.engine.campaign import (
-    CampaignResult,
-    adaptive_rounds,
-    groups_of,
-    new_run,
-)
-from pgfsbench.engine.events import Events, QuietEvents
-from pgfsbench.plan import Plan, PlannedRun
+from pgfsbench.kube.undo import campaign_undo, check_kubeconfig, object_undo
+from pgfsbench.plan import Plan, PlannedRun, runs_seconds
 from pgfsbench.results.importer import adopt_runs
-from pgfsbench.results.records import CampaignStatus, RunOutcome, RunStatus, StoredCampaign
-from pgfsbench.results.store import Store
-from pgfsbench.spec import LoadedSpec
+from pgfsbench.results.records import RunOutcome, RunStatus, StoredRun
+from pgfsbench.results.store import HEAD_REVISION, Store
+from pgfsbench.spec import Defaults, LoadedSpec
 from pgfsbench.spec.cluster import CAMPAIGN_LABEL, KubernetesConfig, PvcStorage
 from pgfsbench.system.errors import Interrupted, PgfsbenchError, UsageError
 from pgfsbench.system.journal import Journal, Step
 from pgfsbench.system.runner import Runner
-from pgfsbench.system.signals import signals_held
 from pgfsbench.system.trust import make_trusted_dir
 
 # the label the Job controller puts on its pods (and batch.kubernetes.io/job-name since 1.27)
@@ -69,6 +62,8 @@ JOB_NAME_LABEL = "job-name"
 POD_OVERHEAD_S = 120.0
 # how much longer than the plan's estimate a run's Job may take before it is failed
 RUN_TIMEOUT_FACTOR = 3.0
+# how long the API server may not answer while a Job is followed before its runs fail
+API_OUTAGE_S = 300.0
 
 
 @dataclass
@@ -88,12 +83,17 @@ def cluster_address(k8s: KubernetesConfig) -> ClusterAddress:
     return ClusterAddress(k8s.kubeconfig, k8s.context)
 
 
-def cluster_host(context: str, node: str | None = None) -> str:
-    """A cluster run's host: the cluster (its kubeconfig context), and the node once known."""
-    return f"k8s:{context}" + (f"/{node}" if node else "")
+def cluster_host(context: str) -> str:
+    """A cluster run's host: the cluster (its kubeconfig context); the node it ran on is a
+    fact of the run (environment.kubernetes.node), not part of what it is compared by."""
+    return f"k8s:{context}"
 
 
-class ClusterCampaign:
+class ClusterCampaign(CampaignLoop):
+    """The engine's campaign loop (engine/campaign.CampaignLoop: resume, "not supported
+    here", repetitions, the failure policy, undo) with a cluster as its place: each group
+    a Job (see the module)."""
+
     def __init__(
         self,
         loaded: LoadedSpec,
@@ -104,6 +104,7 @@ class ClusterCampaign:
         client: KubeClient | None = None,
         events: Events | None = None,
         runner: Runner | None = None,
+        resume: int | None = None,
         poll_s: float = 1.0,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], None] = time.sleep,
@@ -111,19 +112,17 @@ class ClusterCampaign:
         k8s = loaded.spec.kubernetes
         if k8s is None:
             raise UsageError("internal: a cluster campaign needs [kubernetes]")
+        super().__init__(
+            loaded, plan, store, workdir=workdir, events=events, runner=runner, resume=resume
+        )
         self.k8s = k8s
-        self.loaded = loaded
-        self.plan = plan
-        self.store = store
-        self.workdir = workdir.resolve()
         self.address = cluster_address(k8s)
         self._client = client
-        self.events: Events = events or QuietEvents()
-        self.runner = runner or Runner()
         self.poll_s = poll_s
         self.clock = clock
         self.sleep = sleep
-        self.uuid = str(uuid.uuid4())
+        self.facts: dict[str, object] = {}
+        self._said_away = False
 
     @property
     def client(self) -> KubeClient:
@@ -133,120 +132,38 @@ class ClusterCampaign:
         cluster_undo.use_client(self.address, self.k8s.namespace, self._client)
         return self._client
 
-    # ------------------------------------------------------------ the whole matrix
+    # ------------------------------------------------------------ the place
 
-    def execute(self) -> CampaignResult:
-        self.started = time.monotonic()  # what the budget counts from
+    def _open(self) -> None:
         make_trusted_dir(self.workdir)
-        left = cleanup(self.workdir, self.runner)
-        for line in left.refused:
-            self.events.warning(f"journal refused, left as it is: {line}")
-        if left.journals:
-            self.events.warning(
-                f"undid what {left.journals} killed run(s) left ({left.steps_undone} step(s))"
-            )
         version = self.client.server_version()
-        facts = cluster_facts(version, self.client.context, self.k8s.namespace)
-        journal = Journal.create(
-            self.workdir,
-            self.runner,
-            meta={"results": self.store.target, "cluster": str(self.address.path())},
-        )
-        campaign_id = self.store.start_campaign(
-            StoredCampaign(
-                name=self.loaded.spec.name or self.loaded.path.stem,
-                spec_path=str(self.loaded.path),
-                spec_text=self.loaded.text,
-                overrides=list(self.loaded.overrides),
-                host=cluster_host(self.client.context),
-                pgfsbench_version=__version__,
-                workdir=str(self.workdir),
-                uuid=self.uuid,
-                environment={"kubernetes": facts},
-            )
-        )
-        journal.note(campaign_id=campaign_id)
+        self.facts = cluster_facts(version, self.client.context, self.k8s.namespace)
+        self.host = cluster_host(self.client.context)
+
+    def _environment(self) -> dict[str, Any]:
+        return {"kubernetes": self.facts}
+
+    def _journal_meta(self) -> dict[str, Any]:
+        return {"results": self.store.target, "cluster": str(self.address.path())}
+
+    def _begin(self, journal: Journal, campaign_id: int) -> None:
         # recorded first, undone last: whatever of this campaign is still there goes
         journal.record(
             f"Kubernetes objects of campaign {self.uuid}",
             campaign_undo(self.address, self.k8s.namespace, self.uuid),
         )
-        result = CampaignResult(campaign_id)
-        self.events.campaign_started(campaign_id, len(self.plan.runs))
-        try:
-            for group in self._groups(list(self.plan.runs)):
-                self._execute_group(journal, group, result, facts)
-            if self.loaded.spec.defaults.auto_repetitions:
-                self._adaptive(journal, result, facts)
-        except (Interrupted, KeyboardInterrupt):
-            result.status = CampaignStatus.INTERRUPTED
-            raise
-        finally:
-            with signals_held():
-                journal.undo_since(0)
-                for failure in journal.failures:
-                    self.events.warning(
-                        f"could not undo '{failure.step.what}': {failure.error} (run "
-                        f"`pgfsbench cleanup --workdir {self.workdir}` once the cluster answers)"
-                    )
-                journal.close()
-                self.store.finish_campaign(campaign_id, str(result.status))
-        return result
 
-    def _groups(self, runs: list[PlannedRun]) -> list[list[PlannedRun]]:
-        return groups_of(runs, self.loaded.spec.defaults.load_per)
-
-    def _adaptive(self, journal: Journal, result: CampaignResult, facts: dict[str, object]) -> None:
-        """repetitions = "auto", as on a host (engine/campaign.more_runs)."""
-
-        def run_round(more: list[PlannedRun]) -> None:
-            for group in self._groups(more):
-                self._execute_group(journal, group, result, facts)
-
-        adaptive_rounds(
-            self.store,
-            self.plan,
-            self.loaded.spec.defaults,
-            result,
-            self.started,
-            self.events,
-            run_round,
-        )
-
-    # ------------------------------------------------------------ one Job
-
-    def _start_run(self, planned: PlannedRun, result: CampaignResult) -> int:
-        run_id = self.store.start_run(
-            new_run(
-                planned,
-                result.campaign_id,
-                cluster_host(self.client.context),
-                write_out=self.loaded.spec.defaults.write_out,
-            )
-        )
-        result.run_ids.append(run_id)
-        self.events.run_started(planned, run_id)
-        return run_id
-
-    def manifests(
-        self, group: Sequence[PlannedRun], first_run_id: int
-    ) -> tuple[RunObjects, list[Manifest]]:
-        return group_manifests(self.loaded, self.plan, self.uuid, group, first_run_id)
-
-    def _execute_group(
-        self,
-        journal: Journal,
-        group: list[PlannedRun],
-        result: CampaignResult,
-        facts: dict[str, object],
+    def _run_group(
+        self, journal: Journal, group: list[PlannedRun], result: CampaignResult, started: list[int]
     ) -> None:
-        run_ids = [self._start_run(p, result) for p in group]
+        for planned in group:
+            self._start_run(planned, result, started)
         try:
             with journal.scope():
-                outcome = self._run_job(journal, group, run_ids)
-                self._record(group, run_ids, outcome, result, facts)
+                outcome = self._run_job(journal, group, started)
+                self._record(group, started, outcome, result, self.facts)
         except (Interrupted, KeyboardInterrupt):
-            for planned, run_id in zip(group, run_ids, strict=True):
+            for planned, run_id in zip(group, started, strict=True):
                 if self.store.get_run(run_id).status == "running":
                     self._finish(
                         planned,
@@ -257,6 +174,13 @@ class ClusterCampaign:
                         result,
                     )
             raise
+
+    # ------------------------------------------------------------ one Job
+
+    def manifests(
+        self, group: Sequence[PlannedRun], first_run_id: int
+    ) -> tuple[RunObjects, list[Manifest]]:
+        return group_manifests(self.loaded, self.plan, self.uuid, group, first_run_id)
 
     def _run_job(self, journal: Journal, group: list[PlannedRun], run_ids: list[int]) -> JobOutcome:
         names, manifests = self.manifests(group, run_ids[0])
@@ -319,10 +243,26 @@ class ClusterCampaign:
         running_since: float | None = None
         last_phase = ""
         deadline = float(self.k8s.pending_timeout)
+        unanswered_since: float | None = None
         while True:
-            pod = self._pod(names)
+            try:
+                pod = self._pod(names)
+                job = self.client.get("Job", names.job, ns)
+            except KubeError as exc:
+                # the API server away for a while (a restart, a network blip): the pod runs
+                # on; asked again until it has been away API_OUTAGE_S
+                unanswered_since = unanswered_since or self.clock()
+                if self.clock() - unanswered_since > API_OUTAGE_S:
+                    return JobOutcome(
+                        failure=f"the cluster did not answer for {API_OUTAGE_S:.0f} s: {exc}"
+                    )
+                if not self._said_away:
+                    self.events.warning(f"the cluster does not answer ({exc}); asking again")
+                    self._said_away = True
+                self.sleep(max(self.poll_s, 1.0))
+                continue
+            unanswered_since = None
             state = pod_state(pod)
-            job = self.client.get("Job", names.job, ns)
             if job is None:
                 return JobOutcome(failure=f"Job {names.job} was deleted by someone else", pod=pod)
             if state.phase.value != last_phase:
@@ -365,7 +305,9 @@ class ClusterCampaign:
     def _finished(
         self, names: RunObjects, pod: Manifest | None, state: PodState, job: Manifest
     ) -> JobOutcome:
-        node = self.client.get("Node", state.node) if state.node else None
+        node = None
+        with contextlib.suppress(KubeError):  # a fact of the run, not its result
+            node = self.client.get("Node", state.node) if state.node else None
         lines: list[str] = []
         problem = ""
         try:
@@ -459,8 +401,7 @@ class ClusterCampaign:
             fail_all(f"the pod's bundle cannot be read: {exc}")
             return
         try:
-            pod_runs = sorted(pod_store.list_runs(None), key=lambda r: r.run_id)
-            pairs = [(r.run_id, run_id) for r, run_id in zip(pod_runs, run_ids, strict=False)]
+            pairs = paired(group, run_ids, pod_store.list_runs(None))
             adopt_runs(
                 pod_store,
                 self.store,
@@ -476,8 +417,9 @@ class ClusterCampaign:
             return
         finally:
             pod_store.close()
-        for i, (planned, run_id) in enumerate(zip(group, run_ids, strict=True)):
-            if i >= len(pairs):
+        adopted = {ours for _, ours in pairs}
+        for planned, run_id in zip(group, run_ids, strict=True):
+            if run_id not in adopted:
                 said = " | ".join(t[:300] for t in outcome.tail)
                 why = f"the pod ran {len(pairs)} of {len(group)} run(s)" + (
                     f"; it said: {said}" if said else ""
@@ -489,8 +431,9 @@ class ClusterCampaign:
                     result,
                 )
                 continue
-            node = ((outcome.node or {}).get("metadata") or {}).get("name")
-            self.store.set_run_host(run_id, cluster_host(self.client.context, node))
+            # the host is the cluster: repetitions on three nodes are three runs of one cell
+            # (a verdict needs them together); the node stays a fact of each run
+            self.store.set_run_host(run_id, cluster_host(self.client.context))
             stored = self.store.get_run(run_id)
             record = RunOutcome(
                 RunStatus(stored.status) if stored.status in set(RunStatus) else RunStatus.FAILED,
@@ -526,21 +469,34 @@ class ClusterCampaign:
             volumes[role] = (claim, pv, sc)
         return run_facts(cluster, outcome.node, outcome.pod, volumes)
 
-    def _finish(
-        self, planned: PlannedRun, run_id: int, record: RunOutcome, result: CampaignResult
-    ) -> None:
-        self.store.finish_run(run_id, record)
-        result.counts[record.status] = result.counts.get(record.status, 0) + 1
-        self.events.run_finished(planned, run_id, record)
+
+def paired(
+    group: Sequence[PlannedRun], run_ids: Sequence[int], pod_runs: Sequence[StoredRun]
+) -> list[tuple[int, int]]:
+    """(the pod's run id, the controller's) of each run the pod ran: by cell and
+    repetition (the pod numbers its repetitions from 1, the controller's group from its
+    first), never by order; a pod run of another cell or repetition is left out."""
+    ours = {
+        (p.cell.id, p.repetition - group[0].repetition + 1): run_id
+        for p, run_id in zip(group, run_ids, strict=True)
+    }
+    out = []
+    for r in sorted(pod_runs, key=lambda r: r.run_id):
+        run_id = ours.pop((r.cell, r.repetition), None)
+        if run_id is not None:
+            out.append((r.run_id, run_id))
+    return out
 
 
-def deadline_s(k8s: KubernetesConfig, plan: Plan, runs: int) -> int:
-    """A Job's activeDeadlineSeconds: the spec's run_timeout, or the plan's estimate of
-    its runs (load included) times RUN_TIMEOUT_FACTOR, plus a pod's overhead and 10 min."""
+def deadline_s(k8s: KubernetesConfig, d: Defaults, group: Sequence[PlannedRun]) -> int:
+    """A Job's activeDeadlineSeconds: the spec's run_timeout, or the estimate of its own
+    runs (plan.runs_seconds: load included) times RUN_TIMEOUT_FACTOR, plus a pod's
+    overhead and 10 min; and, either way, the time its pod may wait Pending (the deadline
+    counts from the Job's start, Pending included)."""
+    pending = int(k8s.pending_timeout)
     if k8s.run_timeout is not None:
-        return int(k8s.run_timeout)
-    per_run = plan.estimated_seconds / max(1, len(plan.runs))
-    return int(POD_OVERHEAD_S + RUN_TIMEOUT_FACTOR * per_run * runs + 600)
+        return int(k8s.run_timeout) + pending
+    return int(POD_OVERHEAD_S + RUN_TIMEOUT_FACTOR * runs_seconds(group, d) + 600) + pending
 
 
 def group_manifests(
@@ -563,6 +519,8 @@ def group_manifests(
         campaign=campaign_uuid,
         spec_name=loaded.path.name,
         first_repetition=group[0].repetition,
+        version=__version__,
+        schema=HEAD_REVISION,
     )
     return names, run_manifests(
         names,
@@ -572,7 +530,7 @@ def group_manifests(
         spec_text=effective_text(loaded),
         task=task.text(),
         sysctls=pod_sysctls([cell]).get(cell.kernel_name, {}),
-        deadline_s=deadline_s(k8s, plan, len(group)),
+        deadline_s=deadline_s(k8s, loaded.spec.defaults, group),
     )
 
 
@@ -588,7 +546,7 @@ def effective_text(loaded: LoadedSpec) -> str:
 def planned_manifests(loaded: LoadedSpec, plan: Plan) -> str:
     """The manifests a campaign would apply (`plan --manifests`), with the run ids it
     would give them in a new store (1, 2...) and a placeholder campaign uuid."""
-    from pgfsbench.cluster.manifests import yaml_documents
+    from pgfsbench.kube.manifests import yaml_documents
 
     if loaded.spec.kubernetes is None:
         raise PgfsbenchError("the spec has no [kubernetes] table: nothing runs in a cluster")

@@ -15,16 +15,24 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pgfsbench.collect.processes import ProcStat, descendants, parse_proc_stat
+from pgfsbench.collect.processes import (
+    UNSEEN_FLOOR_PCT,
+    ProcStat,
+    descendants,
+    parse_proc_stat,
+)
 from pgfsbench.collect.procfs import CpuTimes, cpu_percentages, parse_stat
 
 OUTSIDE_TOP = 3  # outside processes named with a run
 MIN_NAMED_CPUS = 0.05  # below 5% of a CPU over the measured phase, a process is not named
+# CPU no reading saw counts as outside above this (processes.UNSEEN_FLOOR_PCT: the host's
+# tick-sampled totals and the processes' differ a little)
+UNSEEN_FLOOR_CPUS = UNSEEN_FLOOR_PCT / 100
 
 
 @dataclass(frozen=True)
@@ -34,11 +42,17 @@ class CpuReading:
     daemons: dict[int, tuple[str, float]]  # pid -> (name, CPU seconds so far)
     # every user-space process: pid -> its stat (ppid, name, CPU ticks, start time)
     processes: dict[int, ProcStat] = field(default_factory=dict)
+    # the CPU seconds of the benchmark's own cgroup (kernel.CpuGroup), when it has one
+    group: float | None = None
 
 
-def read_cpu(names: Sequence[str], proc: Path = Path("/proc")) -> CpuReading:
-    """The host's CPU times, every process's, and the CPU seconds of each process named
-    one of ``names``."""
+def read_cpu(
+    names: Sequence[str],
+    proc: Path = Path("/proc"),
+    group: Callable[[], float | None] | None = None,
+) -> CpuReading:
+    """The host's CPU times, every process's (kernel threads' included), the CPU seconds
+    of each process named one of ``names``, and of the benchmark's cgroup (``group``)."""
     t = time.monotonic()
     host = parse_stat((proc / "stat").read_text())
     ticks = os.sysconf("SC_CLK_TCK")
@@ -52,12 +66,10 @@ def read_cpu(names: Sequence[str], proc: Path = Path("/proc")) -> CpuReading:
             st = parse_proc_stat((proc / entry / "stat").read_bytes())
         except (OSError, ValueError, IndexError):
             continue  # gone meanwhile
-        if st.kernel_thread:
-            continue
         processes[st.pid] = st
-        if st.comm in wanted:
+        if st.comm in wanted and not st.kernel_thread:
             daemons[st.pid] = (st.comm, st.cpu_ticks / ticks)
-    return CpuReading(t, host, daemons, processes)
+    return CpuReading(t, host, daemons, processes, group() if group else None)
 
 
 def cpu_use(
@@ -106,12 +118,18 @@ def _outside(
     own = descendants(parents, roots) | set(a.daemons) | set(b.daemons)
     own = descendants(parents, own)
     used: list[tuple[float, ProcStat]] = []
+    seen = own_seen = 0.0  # ticks
     for pid, later in b.processes.items():
-        if pid in own:
-            continue
         earlier = a.processes.get(pid)
         start = earlier.cpu_ticks if earlier and earlier.starttime == later.starttime else 0
-        cpus_used = max(0, later.cpu_ticks - start) / ticks / seconds
+        delta = max(0, later.cpu_ticks - start)
+        seen += delta
+        if pid in own:
+            own_seen += delta
+            continue
+        if later.kernel_thread:
+            continue
+        cpus_used = delta / ticks / seconds
         if cpus_used > 0:
             used.append((cpus_used, later))
     # the processes of one command line together (four busy loops are one culprit)
@@ -128,7 +146,21 @@ def _outside(
         for pid, comm, command, c, n in ranked[:OUTSIDE_TOP]
         if c >= MIN_NAMED_CPUS
     ]
-    return {"outside_cpus": round(sum(c for c, _ in used), 3), "outside_top": top}
+    outside = sum(c for c, _ in used)
+    out: dict[str, object] = {"outside_cpus": round(outside, 3), "outside_top": top}
+    if a.group is not None and b.group is not None:
+        # what no reading saw: processes that started and ended in between (a build's
+        # compilers, a cron job's), the last part of those that ended; the benchmark's own
+        # from its cgroup, the rest outside
+        host = (b.host.user + b.host.nice + b.host.system) - (
+            a.host.user + a.host.nice + a.host.system
+        )
+        own_unseen = max(0.0, (b.group - a.group) * ticks - own_seen)
+        unseen = max(0.0, host - seen - own_unseen) / ticks / seconds
+        out["unseen_cpus"] = round(unseen, 3)
+        if unseen > UNSEEN_FLOOR_CPUS:
+            out["outside_cpus"] = round(outside + unseen, 3)
+    return out
 
 
 def _cmdline(proc: Path, pid: int) -> str:

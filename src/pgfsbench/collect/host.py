@@ -110,7 +110,7 @@ def busy_warning(
     if not parts:
         return None
     return (
-        f"busy host {when}: {' and '.join(parts)} over {load.seconds:g} s "
+        f"busy host {when}: {' and '.join(parts)} over {load.seconds:.0f} s "
         f"(load average {load.load1:.2f}); its numbers may be disturbed"
     )
 

@@ -1,12 +1,14 @@
 """A fresh filesystem before the warm-up: the devices under test idle.
 
 A filesystem just made keeps working on its own for a while: ext4's lazy inode-table and
-journal initialisation (pgfsbench makes them eager, but a filesystem it did not make, a
-Kubernetes volume, is formatted lazily), discards of freed blocks, the load's write-out
-still draining. A run that starts then measures the kernel's housekeeping as the
-storage's speed. So before the warm-up pgfsbench waits, bounded, until the devices under
-test write (and discard) less than IDLE_WRITE_MBPS over IDLE_WINDOW_S, and records how
-long it waited and whether they went idle (an unfinished wait is said, never hidden).
+journal initialisation (pgfsbench makes ext4 without it, storage/ext4.py; a filesystem it
+did not make, a Kubernetes volume, is formatted lazily), discards of freed blocks, the
+load's write-out still draining, btrfs cleaning deleted subvolumes, ZFS freeing. A run that
+starts then measures the kernel's housekeeping as the storage's speed. So before the
+warm-up pgfsbench first waits for what the filesystem's own tools can wait for (its
+driver's `settle`: `btrfs subvolume sync`, `zpool wait`), then, bounded, until the devices
+under test write (and discard) less than IDLE_WRITE_MBPS over IDLE_WINDOW_S, and records
+how long it waited and whether they went idle (an unfinished wait is said, never hidden).
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -87,11 +88,13 @@ class Observation:
         mounts: dict[str, str] | None = None,
         memory_cgroup: Path | None = None,
         own_cgroup: dict[str, Path] | None = None,
+        own_group: Callable[[], float | None] | None = None,
     ):
         """``own``: the roots of the benchmark's own processes (pgfsbench, the
         postmaster), ``own_comms`` the daemons serving the storage; ``mounts``: mountpoint
         -> role of the volumes under test; ``memory_cgroup``: PostgreSQL's, if limited;
-        ``own_cgroup``: the container's own cgroup files, in a pod."""
+        ``own_cgroup``: the container's own cgroup files, in a pod; ``own_group``: the
+        CPU seconds of the benchmark's own cgroup (kernel.CpuGroup), if it has one."""
         self.enabled = enabled
         self.devices = devices_under_test(block_devices)
         # the loop/pool devices themselves are what is under test; the disks beneath
@@ -107,7 +110,9 @@ class Observation:
         )
         self.os = OsSampler(memory_cgroup=memory_cgroup, own_cgroup=own_cgroup) if enabled else None
         self.procs = (
-            ProcessSampler((os.getpid(), *own), dict(mounts or {}), own_comms) if enabled else None
+            ProcessSampler((os.getpid(), *own), dict(mounts or {}), own_comms, own_group)
+            if enabled
+            else None
         )
         self.pooler = pooler if enabled else None
         # one thread for the PostgreSQL and OS samplers: the wait events at each tick, the

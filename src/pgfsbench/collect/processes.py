@@ -25,14 +25,21 @@ from __future__ import annotations
 import contextlib
 import os
 import platform
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from pgfsbench.collect.procfs import parse_stat
 
 PF_KTHREAD = 0x00200000  # a kernel thread (flags, field 9 of /proc/PID/stat)
 TOP = 3  # outside processes kept per second, by CPU and by I/O
 MIN_TOP_CPU_PCT = 2.0  # below this share of a CPU, a process is not worth naming
 MIN_TOP_IO_MBPS = 1.0
+# CPU the table did not see (processes born and gone between two ticks, the last moments of
+# one that ended) counts as outside work above this share of a CPU: the host's tick-sampled
+# totals and the processes' own differ by up to some 10% of a CPU a second on a quiet host
+# (measured here: 22-40 ticks of the host against 26-41 of the processes, second by second)
+UNSEEN_FLOOR_PCT = 15.0
 
 # system calls whose first argument is the file descriptor they act on (x86_64, aarch64)
 _FD_SYSCALLS = {
@@ -194,6 +201,10 @@ class ProcessSecond:
     # the benchmark's own processes that used the most CPU (a backend of a session from
     # outside the workload, autovacuum, the checkpointer...)
     own_top: tuple[TopProcess, ...] = ()
+    # CPU of outside processes the table did not see (born and gone between two ticks): the
+    # host's total minus every process seen and the benchmark's cgroup; None without the
+    # cgroup (the benchmark's own short-lived processes would be counted as outside)
+    unseen_cpu_pct: float | None = None
 
 
 @dataclass
@@ -231,11 +242,15 @@ class ProcessSampler:
     roots: tuple[int, ...]  # the benchmark's own: pgfsbench, the postmaster...
     mounts: dict[str, str]  # mountpoint -> role of the volumes under test
     own_comms: tuple[str, ...] = ()  # daemons serving the storage (zfs-fuse)
+    # the CPU seconds of the benchmark's own cgroup (kernel.CpuGroup), if it has one
+    own_group: Callable[[], float | None] | None = None
     proc: Path = Path("/proc")
     seconds: list[ProcessSecond] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     _known: dict[int, _Known] = field(default_factory=dict)
     _last_t: float | None = None
+    _last_host: int | None = None  # the host's busy ticks at the last tick
+    _last_group: float | None = None
     _ticks_per_s: int = field(default_factory=lambda: os.sysconf("SC_CLK_TCK"))
     _machine: str = field(default_factory=platform.machine)
 
@@ -264,7 +279,8 @@ class ProcessSampler:
         own |= {s.pid for s in stats if s.comm in self.own_comms}
         own = descendants(parents, own)
         dt = None if self._last_t is None else max(1e-3, now - self._last_t)
-        own_ticks = out_ticks = 0
+        host, group = self._host_ticks(), self.own_group() if self.own_group else None
+        own_ticks = out_ticks = kernel_ticks = 0
         out_read = out_write = 0
         usage: list[tuple[int, str, int, int, int]] = []  # pid, comm, ticks, read, write
         own_usage: list[tuple[int, str, int, int, int]] = []
@@ -276,6 +292,7 @@ class ProcessSampler:
             if s.state in ("D", "T", "t"):
                 blocked.append(self._blocked(s, s.pid in own))
             if s.kernel_thread:
+                kernel_ticks += d_ticks
                 continue
             if s.pid in own:
                 own_ticks += d_ticks
@@ -299,12 +316,16 @@ class ProcessSampler:
                 d_read = d_write = 0
             if d_ticks or d_read or d_write:
                 usage.append((s.pid, s.comm, d_ticks, d_read, d_write))
+        unseen = self._unseen(host, group, own_ticks + out_ticks + kernel_ticks, own_ticks)
         if dt is not None:  # the first tick only sets the counters
+            unseen_pct = None if unseen is None else 100 * unseen / self._ticks_per_s / dt
+            extra = unseen_pct if unseen_pct is not None and unseen_pct > UNSEEN_FLOOR_PCT else 0
             self.seconds.append(
                 ProcessSecond(
                     t=now,
                     own_cpu_pct=round(100 * own_ticks / self._ticks_per_s / dt, 1),
-                    outside_cpu_pct=round(100 * out_ticks / self._ticks_per_s / dt, 1),
+                    outside_cpu_pct=round(100 * out_ticks / self._ticks_per_s / dt + extra, 1),
+                    unseen_cpu_pct=None if unseen_pct is None else round(unseen_pct, 1),
                     outside_read_mbps=round(out_read / 1e6 / dt, 3),
                     outside_write_mbps=round(out_write / 1e6 / dt, 3),
                     top=self._top(usage, dt),
@@ -314,6 +335,29 @@ class ProcessSampler:
             )
         self._forget({s.pid for s in stats})
         self._last_t = now
+
+    def _host_ticks(self) -> int | None:
+        """The host's user, nice and system ticks so far (what processes are charged)."""
+        try:
+            t = parse_stat((self.proc / "stat").read_text())
+        except (OSError, ValueError, IndexError):
+            return None
+        return t.user + t.nice + t.system
+
+    def _unseen(
+        self, host: int | None, group: float | None, seen: int, own_seen: int
+    ) -> float | None:
+        """Ticks of outside processes the table did not see since the last tick: the
+        host's minus every process's seen and the benchmark's unseen (its cgroup's minus
+        what the table saw of it). None at the first tick or without the cgroup."""
+        last_host, last_group = self._last_host, self._last_group
+        self._last_host, self._last_group = host, group
+        if None in (host, group, last_host, last_group):
+            return None
+        assert host is not None and group is not None
+        assert last_host is not None and last_group is not None
+        own_unseen = max(0.0, (group - last_group) * self._ticks_per_s - own_seen)
+        return max(0.0, host - last_host - seen - own_unseen)
 
     def _read_stats(self) -> list[ProcStat]:
         out = []
@@ -454,6 +498,7 @@ def process_series(
     return {
         "own_cpu_pct": dense([s.own_cpu_pct for s in seconds]),
         "outside_cpu_pct": dense([s.outside_cpu_pct for s in seconds]),
+        "unseen_cpu_pct": dense([s.unseen_cpu_pct for s in seconds]),
         "outside_read_mbps": dense([s.outside_read_mbps for s in seconds]),
         "outside_write_mbps": dense([s.outside_write_mbps for s in seconds]),
         "outside_top": dense([[p.as_list() for p in s.top] for s in seconds]),

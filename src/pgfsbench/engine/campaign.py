@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pgfsbench import __version__
+from pgfsbench import __version__, kernel
 from pgfsbench.cleanup import children_dir, cleanup
 from pgfsbench.collect.environment import read_environment
 from pgfsbench.collect.host import host_environment, meminfo
@@ -44,6 +44,7 @@ from pgfsbench.results.records import (
 from pgfsbench.results.store import Store
 from pgfsbench.spec import WORKLOAD_TOOLS, Defaults, LoadedSpec
 from pgfsbench.storage.devices import DevicePolicy
+from pgfsbench.storage.pvc import in_pod
 from pgfsbench.system.errors import Interrupted, PgfsbenchError, UsageError
 from pgfsbench.system.held import open_new_file, write_file
 from pgfsbench.system.journal import Journal
@@ -77,7 +78,21 @@ class CampaignResult:
         return sum(n for s, n in self.counts.items() if s != RunStatus.OK)
 
 
-class Campaign:
+class CampaignLoop:
+    """The one campaign loop, whatever the place its runs go to (this host, in-process:
+    `Campaign`; a Kubernetes cluster, a Job a group: cluster/campaign.py): what killed
+    runs left undone first, the runs to do (all, or with --resume those without an ok
+    result), the journal, the campaign in the store, the cells the place cannot run said
+    and skipped, the groups one after the other, `repetitions = "auto"` rounds, and
+    everything undone at the end. One failure policy for every place: whatever goes wrong
+    with a group fails its runs with the reason and the matrix goes on; an interrupt
+    aborts them and stops the campaign; no run is ever left `running`.
+
+    A place says how to check before anything is created (`_open`), the campaign's
+    environment, what it makes once the journal exists (`_begin`), the cells it cannot
+    run, and how one group runs (`_run_group`, which starts each run with `_start_run`
+    and finishes it with `_finish`)."""
+
     def __init__(
         self,
         loaded: LoadedSpec,
@@ -85,40 +100,72 @@ class Campaign:
         store: Store,
         *,
         workdir: Path,
-        policy: DevicePolicy | None = None,
         events: Events | None = None,
         runner: Runner | None = None,
         resume: int | None = None,
-        host: str | None = None,
+        host: str = "",
     ):
         self.loaded = loaded
         self.plan = plan
         self.store = store
         self.workdir = workdir.resolve()
-        self.policy = policy or DevicePolicy()
         self.events: Events = events or QuietEvents()
         self.runner = runner or Runner()
-        if self.runner.registry is None:
-            self.runner.registry = ChildRegistry(children_dir(self.workdir))
         self.resume = resume
-        self.host = host or str(host_environment()["hostname"])
+        self.host = host
+        self.started = time.monotonic()
+        self.uuid = str(uuid.uuid4())  # the campaign's (a cluster labels its objects with it)
+
+    # ------------------------------------------------------------ what a place says
+
+    def _open(self) -> None:
+        """Checks before anything is created (a refusal raises)."""
+
+    def _environment(self) -> dict[str, Any]:
+        """The campaign's environment, stored with it."""
+        return {}
+
+    def _journal_meta(self) -> dict[str, Any]:
+        return {"results": self.store.target}
+
+    def _begin(self, journal: Journal, campaign_id: int) -> None:
+        """What the place makes once the journal and the campaign exist."""
+
+    def _unsupported(self) -> dict[str, str]:
+        """Cell id -> why this place cannot run it ("not supported here": an answer)."""
+        return {}
+
+    def _run_group(
+        self, journal: Journal, group: list[PlannedRun], result: CampaignResult, started: list[int]
+    ) -> None:
+        """Run one group, each run started with `_start_run` (its id appended to
+        ``started``) and finished with `_finish`."""
+        raise NotImplementedError
+
+    def _end(self) -> None:
+        """After everything was undone and the campaign closed (also after a refusal)."""
+
+    def _new_run(self, planned: PlannedRun, campaign_id: int) -> StoredRun:
+        return new_run(
+            planned, campaign_id, self.host, write_out=self.loaded.spec.defaults.write_out
+        )
 
     # ------------------------------------------------------------ the whole matrix
 
     def execute(self) -> CampaignResult:
-        """Run the campaign; the caller holds the host (`system.hostlock.host_lock`)."""
+        """Run the campaign (the caller holds what must be held: the host lock)."""
         self.started = time.monotonic()  # what the budget counts from
-        fresh = not self.workdir.exists()
         try:
-            ready = preflight(self.loaded, self.plan, self.workdir, self.policy, self.runner)
+            self._open()
         except BaseException:
-            # refused: what the checks' commands registered goes, and a workdir they made
-            if self.runner.registry is not None:
-                self.runner.registry.close()
-            if fresh:
-                with contextlib.suppress(OSError):
-                    self.workdir.rmdir()
+            self._end()
             raise
+        try:
+            return self._execute()
+        finally:
+            self._end()
+
+    def _execute(self) -> CampaignResult:
         left = cleanup(self.workdir, self.runner)
         for line in left.refused:
             self.events.warning(f"journal refused, left as it is: {line}")
@@ -128,42 +175,25 @@ class Campaign:
                 f"{self.workdir} ({left.steps_undone} step(s))"
             )
         runs = self._runs_to_do()
-        journal = Journal.create(
-            self.workdir,
-            self.runner,
-            # the real devices the guard passed: the only ones its undo may wipe or stop
-            meta={"results": self.store.target, "devices": list(self.plan.real_devices)},
-        )
-        campaign_id = self._campaign_id(ready.binaries.version_line)
+        journal = Journal.create(self.workdir, self.runner, meta=self._journal_meta())
+        self.journal = journal
+        campaign_id = self._campaign_id()
         journal.note(campaign_id=campaign_id)
-        eng = Engine(
-            self.loaded,
-            self.plan,
-            self.store,
-            self.workdir,
-            self.runner,
-            journal,
-            self.policy,
-            ready.binaries,
-            ready.os_user,
-            self.events.phase,
-            campaign_id,
-            ready.by_bindir,
-            WarmImports(),
-        )
         result = CampaignResult(campaign_id)
-        if ready.unsupported:  # "not supported here" is an answer, not a failed run
-            result.unsupported = dict(ready.unsupported)
-            self.store.note_campaign(campaign_id, "not_supported_here", result.unsupported)
-            for cell_id, why in ready.unsupported.items():
-                self.events.warning(f"{cell_id}: {why}; not run")
-            runs = [r for r in runs if r.cell.id not in ready.unsupported]
-        self.events.campaign_started(campaign_id, len(runs))
         try:
+            self._begin(journal, campaign_id)
+            unsupported = self._unsupported()
+            if unsupported:  # "not supported here" is an answer, not a failed run
+                result.unsupported = dict(unsupported)
+                self.store.note_campaign(campaign_id, "not_supported_here", result.unsupported)
+                for cell_id, why in unsupported.items():
+                    self.events.warning(f"{cell_id}: {why}; not run")
+                runs = [r for r in runs if r.cell.id not in unsupported]
+            self.events.campaign_started(campaign_id, len(runs))
             for group in self._groups(runs):
-                self._execute_group(eng, group, result)
+                self._execute_group(journal, group, result)
             if self.loaded.spec.defaults.auto_repetitions:
-                self._adaptive(eng, result)
+                self._adaptive(journal, result)
         except (Interrupted, KeyboardInterrupt):
             result.status = CampaignStatus.INTERRUPTED
             raise
@@ -179,12 +209,10 @@ class Campaign:
                         f"`pgfsbench cleanup --workdir {self.workdir}` once it can be)"
                     )
                 journal.close()
-                if self.runner.registry is not None:
-                    self.runner.registry.close()
                 self.store.finish_campaign(campaign_id, str(result.status))
         return result
 
-    def _campaign_id(self, pg_version_line: str) -> int:
+    def _campaign_id(self) -> int:
         if self.resume is not None:
             self.store.reopen_campaign(self.resume)
             return self.resume
@@ -197,8 +225,8 @@ class Campaign:
                 host=self.host,
                 pgfsbench_version=__version__,
                 workdir=str(self.workdir),
-                uuid=str(uuid.uuid4()),
-                environment=read_environment(vm=False, postgresql=pg_version_line),
+                uuid=self.uuid,
+                environment=self._environment(),
             )
         )
 
@@ -228,7 +256,7 @@ class Campaign:
         }
         return [r for r in self.plan.runs if (r.cell.id, r.repetition) not in done]
 
-    def _adaptive(self, eng: Engine, result: CampaignResult) -> None:
+    def _adaptive(self, journal: Journal, result: CampaignResult) -> None:
         """repetitions = "auto": round after round, each comparison of a cell with its
         group's baseline decided by its anytime-valid confidence sequence
         (analysis/sequential.py): a cell leaves the rotation once its comparison is
@@ -240,7 +268,7 @@ class Campaign:
 
         def run_round(more: list[PlannedRun]) -> None:
             for group in self._groups(more):
-                self._execute_group(eng, group, result)
+                self._execute_group(journal, group, result)
 
         adaptive_rounds(
             self.store,
@@ -255,22 +283,172 @@ class Campaign:
     def _groups(self, runs: list[PlannedRun]) -> list[list[PlannedRun]]:
         return groups_of(runs, self.loaded.spec.defaults.load_per)
 
+    def _execute_group(
+        self, journal: Journal, group: list[PlannedRun], result: CampaignResult
+    ) -> None:
+        """One group at its place, under the one failure policy (see the class)."""
+        started: list[int] = []
+        try:
+            self._run_group(journal, group, result, started)
+        except (Interrupted, KeyboardInterrupt):
+            self._settle(group, started, result, RunStatus.ABORTED, "interrupted")
+            raise
+        except Exception as exc:  # the place's own failure: its runs fail, the matrix goes on
+            why = (
+                f"{exc.__class__.__name__}: {exc}"
+                if not isinstance(exc, PgfsbenchError)
+                else str(exc)
+            )
+            self._settle(group, started, result, RunStatus.FAILED, why[:500])
+        else:
+            self._settle(group, started, result, RunStatus.FAILED, "ended without a result")
+
+    def _settle(
+        self,
+        group: list[PlannedRun],
+        started: list[int],
+        result: CampaignResult,
+        status: RunStatus,
+        why: str,
+    ) -> None:
+        """No run is left `running`: those of the group started and not finished get
+        ``status`` with ``why``; those not started are recorded not run (resume runs them)."""
+        for i, planned in enumerate(group):
+            if i < len(started):
+                run_id = started[i]
+                if self.store.get_run(run_id).status != "running":
+                    continue
+                self._finish(planned, run_id, RunOutcome(status, error=why), result)
+            elif status == RunStatus.FAILED:
+                run_id = self._start_run(planned, result)
+                self._finish(planned, run_id, RunOutcome(status, error=f"not run: {why}"), result)
+
+    def _start_run(
+        self, planned: PlannedRun, result: CampaignResult, started: list[int] | None = None
+    ) -> int:
+        run_id = self.store.start_run(self._new_run(planned, result.campaign_id))
+        if self.resume is not None:
+            self.store.supersede(result.campaign_id, planned.cell.id, planned.repetition, run_id)
+        self.journal.note(run_id=run_id)
+        result.run_ids.append(run_id)
+        if started is not None:
+            started.append(run_id)
+        self.events.run_started(planned, run_id)
+        return run_id
+
+    def _finish(
+        self, planned: PlannedRun, run_id: int, record: RunOutcome, result: CampaignResult
+    ) -> None:
+        self.store.finish_run(run_id, record)
+        result.counts[record.status] = result.counts.get(record.status, 0) + 1
+        self.events.run_finished(planned, run_id, record)
+
+
+class Campaign(CampaignLoop):
+    """The campaign on this host, in-process: preflight (root, binaries, devices), one
+    Engine, each group provisioned once and its runs measured (see the module)."""
+
+    def __init__(
+        self,
+        loaded: LoadedSpec,
+        plan: Plan,
+        store: Store,
+        *,
+        workdir: Path,
+        policy: DevicePolicy | None = None,
+        events: Events | None = None,
+        runner: Runner | None = None,
+        resume: int | None = None,
+        host: str | None = None,
+    ):
+        super().__init__(
+            loaded,
+            plan,
+            store,
+            workdir=workdir,
+            events=events,
+            runner=runner,
+            resume=resume,
+            host=host or str(host_environment()["hostname"]),
+        )
+        self.policy = policy or DevicePolicy()
+        if self.runner.registry is None:
+            self.runner.registry = ChildRegistry(children_dir(self.workdir))
+        self._fresh = False
+
+    def _open(self) -> None:
+        self._fresh = not self.workdir.exists()
+        try:
+            self.ready = preflight(self.loaded, self.plan, self.workdir, self.policy, self.runner)
+        except BaseException:
+            # refused: a workdir the checks made goes
+            if self._fresh:
+                with contextlib.suppress(OSError):
+                    self.workdir.rmdir()
+            raise
+
+    def _end(self) -> None:
+        # what the checks' and the runs' commands registered goes
+        if self.runner.registry is not None:
+            self.runner.registry.close()
+
+    def _environment(self) -> dict[str, Any]:
+        return read_environment(vm=False, postgresql=self.ready.binaries.version_line)
+
+    def _journal_meta(self) -> dict[str, Any]:
+        # the real devices the guard passed: the only ones its undo may wipe or stop
+        return {"results": self.store.target, "devices": list(self.plan.real_devices)}
+
+    def _begin(self, journal: Journal, campaign_id: int) -> None:
+        ready = self.ready
+        self.eng = Engine(
+            self.loaded,
+            self.plan,
+            self.store,
+            self.workdir,
+            self.runner,
+            journal,
+            self.policy,
+            ready.binaries,
+            ready.os_user,
+            self.events.phase,
+            campaign_id,
+            ready.by_bindir,
+            WarmImports(),
+        )
+        if not in_pod():  # a container's cgroup is its own already
+            self.eng.cpu_group = kernel.join_cpu_group(journal, f"pgfsbench-cpu-{os.getpid()}")
+
+    def _unsupported(self) -> dict[str, str]:
+        return dict(self.ready.unsupported)
+
+    def _new_run(self, planned: PlannedRun, campaign_id: int) -> StoredRun:
+        return new_run(
+            planned,
+            campaign_id,
+            self.host,
+            write_out=self.loaded.spec.defaults.write_out,
+            pg_version=self.eng.binaries_for(planned.cell).version,
+        )
+
     # ------------------------------------------------------------ one group of runs
 
-    def _execute_group(self, eng: Engine, group: list[PlannedRun], result: CampaignResult) -> None:
+    def _run_group(
+        self, journal: Journal, group: list[PlannedRun], result: CampaignResult, started: list[int]
+    ) -> None:
         """Provision once, measure each run. After a failure the cell is not trusted:
         its remaining runs are recorded failed without running (resume runs them)."""
-        started: list[int] = []  # the group's runs, as they start
+        eng = self.eng
         try:
             with eng.journal.scope():
-                self._run_group(eng, group, result, started)
+                self._run_cell(eng, group, result, started)
         finally:
             # the commands of the cell's last run, its teardown included (the scope's undo)
             if started:
                 with contextlib.suppress(OSError):  # never masks what is on its way up
                     self._commands(eng, started[-1])
 
-    def _run_group(
+    def _run_cell(
         self, eng: Engine, group: list[PlannedRun], result: CampaignResult, started: list[int]
     ) -> None:
         """The runs of a group inside its journal scope (each id added to ``started``)."""
@@ -281,8 +459,7 @@ class Campaign:
         last_run_id: int | None = None
         try:
             for planned in group:
-                run_id = last_run_id = self._start_run(eng, planned, result)
-                started.append(run_id)
+                run_id = last_run_id = self._start_run(planned, result, started)
                 if earlier is not None:
                     self._finish(
                         planned,
@@ -322,24 +499,6 @@ class Campaign:
         finally:
             if last_run_id is not None:
                 self._collect(eng, state, last_run_id, immediate=failed)
-
-    def _start_run(self, eng: Engine, planned: PlannedRun, result: CampaignResult) -> int:
-        run_id = self.store.start_run(
-            new_run(
-                planned,
-                result.campaign_id,
-                self.host,
-                write_out=eng.loaded.spec.defaults.write_out,
-                pg_version=eng.binaries_for(planned.cell).version,
-            )
-        )
-        cell = planned.cell
-        if self.resume is not None:
-            self.store.supersede(result.campaign_id, cell.id, planned.repetition, run_id)
-        eng.journal.note(run_id=run_id)
-        result.run_ids.append(run_id)
-        self.events.run_started(planned, run_id)
-        return run_id
 
     def _finish(
         self, planned: PlannedRun, run_id: int, record: RunOutcome, result: CampaignResult

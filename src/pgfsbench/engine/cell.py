@@ -21,6 +21,7 @@ from typing import Any
 from pgfsbench import kernel
 from pgfsbench.collect import ceiling
 from pgfsbench.engine.warm import WarmImports
+from pgfsbench.kernel import CpuGroup
 from pgfsbench.plan import Plan
 from pgfsbench.postgres import pgbouncer, sessions
 from pgfsbench.postgres.binaries import Binaries
@@ -62,6 +63,8 @@ class Engine:
     by_bindir: dict[str, Binaries] = field(default_factory=dict)  # configurations' own
     # the imports a run needs only after its measurement, going on meanwhile (engine/warm.py)
     imports: WarmImports | None = None
+    # the cgroup holding pgfsbench and what it starts: the benchmark's own CPU (kernel.py)
+    cpu_group: CpuGroup | None = None
 
     def binaries_for(self, cell: Cell) -> Binaries:
         """The PostgreSQL a cell runs: its configuration's bindir, else the default."""

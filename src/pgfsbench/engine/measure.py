@@ -211,6 +211,8 @@ class _Phases:
     # the host's CPU and the storage's daemons' during the measured phase (collect/cpu_use)
     cpu: dict[str, object] = dataclasses.field(default_factory=dict)
     idle: IdleWait | None = None  # the devices under test before the warm-up
+    # the filesystem's own waits before it (btrfs subvolume sync, zpool wait)
+    settled: dict[str, object] = dataclasses.field(default_factory=dict)
 
 
 def devices_under_test(st: CellState) -> list[str]:
@@ -242,6 +244,10 @@ def measure_run(
         cache=cache,
     )
     devices = devices_under_test(st)
+    if st.storage is not None:
+        # the filesystem's own background work its tools can wait for (btrfs subvolume
+        # sync, zpool wait), bounded
+        ph.settled = driver_for(ph.cell.fs).settle(st.storage, eng.runner)
     if devices:
         # a fresh filesystem's own work (lazy initialisation, discards, the load's last
         # write-out) is not the storage's speed: wait, bounded, until the devices are idle
@@ -330,6 +336,7 @@ def _observation(eng: Engine, st: CellState, observed_run: bool) -> Observation:
         mounts={str(v.mountpoint): v.role for v in st.storage.volumes},
         memory_cgroup=Path(st.memory_limit["cgroup"]) if st.memory_limit else None,
         own_cgroup=cgroup_files() if in_pod() else None,
+        own_group=eng.cpu_group.cpu_seconds if eng.cpu_group else None,
     )
 
 
@@ -402,13 +409,14 @@ def _measured(eng: Engine, st: CellState, ph: _Phases, watch: _Watch) -> None:
     emulated = st.storage.details.get("emulated_devices", {}) if st.storage else {}
     ph.disks_before = {dev: disk_counters(d["device_model_stats"]) for dev, d in emulated.items()}
     daemons = tuple(st.storage.details.get("service_processes") or ()) if st.storage else ()
-    cpu_before = read_cpu(daemons)
+    group = eng.cpu_group.cpu_seconds if eng.cpu_group else None
+    cpu_before = read_cpu(daemons, group=group)
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     ph.m = ph.workload.run(ctx, ph.cell, Phase(w.duration_s, True, live, dog.check))
     # the benchmark's own: pgfsbench and what it started, the postmaster and its children
     postmaster = st.instance.pid if st.instance is not None else None
     roots = (os.getpid(), *((postmaster,) if postmaster else ()))
-    ph.cpu = cpu_use(cpu_before, read_cpu(daemons), os.cpu_count() or 1, roots)
+    ph.cpu = cpu_use(cpu_before, read_cpu(daemons, group=group), os.cpu_count() or 1, roots)
     ph.disks = {
         dev: {
             "device_model": d["device_model"],
@@ -477,6 +485,8 @@ def _metrics(
         ph.warnings.append(st.max_connections.text())
     if ph.idle is not None:
         metrics["idle_before_warmup"] = ph.idle.as_dict()
+    if ph.settled:
+        metrics["filesystem_waits"] = ph.settled
     if st.huge_pages is not None:
         metrics["huge_pages"] = {**st.huge_pages, "at_end": kernel.huge_page_facts()}
     if st.memory_limit is not None:

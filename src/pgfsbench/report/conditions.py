@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from pgfsbench.cluster.environment import described
+from pgfsbench.kube.environment import described
 from pgfsbench.results.records import JsonObject, StoredRun
 from pgfsbench.units import human_bytes
 

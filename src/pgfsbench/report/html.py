@@ -37,6 +37,7 @@ from pgfsbench.report.terminal import (
     fmt_spread,
     fmt_vs,
     fs_text,
+    when,
 )
 from pgfsbench.results.records import StoredCampaign, StoredRun
 from pgfsbench.units import human_bytes, human_seconds
@@ -558,21 +559,6 @@ def script_json(value: object) -> str:
     for raw, escaped in _SCRIPT_ESCAPES.items():
         text = text.replace(raw, escaped)
     return text
-
-
-def when(stamp: str | None) -> str:
-    """'2026-11-27 13:52:54 UTC' of a stored ISO time (to the second); '-' when none."""
-    if not stamp:
-        return "-"
-    import datetime as dt
-
-    try:
-        t = dt.datetime.fromisoformat(stamp)
-    except ValueError:
-        return stamp
-    if t.tzinfo is not None:
-        t = t.astimezone(dt.UTC)
-    return t.strftime("%Y-%m-%d %H:%M:%S") + (" UTC" if t.tzinfo is not None else "")
 
 
 def campaign_line(c: StoredCampaign) -> str:

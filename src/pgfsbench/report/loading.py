@@ -25,7 +25,7 @@ from pgfsbench.analysis.summary import (
 from pgfsbench.analysis.warnings import reading_warnings
 from pgfsbench.results.records import JsonObject, StoredCampaign, StoredRun
 from pgfsbench.results.store import Store
-from pgfsbench.storage.profiles import Price
+from pgfsbench.spec.profiles import Price
 from pgfsbench.system.errors import UsageError
 
 

@@ -12,7 +12,7 @@ from rich.text import Text
 
 from pgfsbench.analysis.cost import INSTANCE_NOTE
 from pgfsbench.analysis.disturbance import disturbance_of
-from pgfsbench.analysis.history import SeriesHistory
+from pgfsbench.analysis.history import MIN_POINTS, SeriesHistory
 from pgfsbench.analysis.stalls import CAUSES, StallEpisode
 from pgfsbench.analysis.stats import Estimate
 from pgfsbench.analysis.summary import CellSummary, Highlights, by_group, leaders
@@ -22,13 +22,20 @@ from pgfsbench.units import human_bytes
 
 
 def fmt_spread(s: Estimate | None, digits: int = 0, unit: str = "") -> str:
-    """'2,703 ±1.8%' (the mean, half-width of its 95% CI) or '2,703' alone (one value):
-    one statistic everywhere, the one the comparisons test."""
+    """'2,703 ±1.8%' (the mean, half-width of its 95% CI), '2,703 [1,100–6,500]' when the
+    interval is not symmetric about it (an interval of logs, wide), or '2,703' alone (one
+    value): one statistic everywhere, the one the comparisons test."""
     if s is None:
         return "-"
     main = f"{s.mean:,.{digits}f}{unit}"
     half = s.ci_half_pct
-    return main if half is None else f"{main} ±{half:.1f}%"
+    if half is None or s.ci_low is None or s.ci_high is None:
+        return main
+    below, above = s.mean - s.ci_low, s.ci_high - s.mean
+    if min(below, above) < 0.8 * max(below, above):
+        # an interval that is not symmetric (of logs, and wide) is shown as an interval
+        return f"{main} [{s.ci_low:,.{digits}f}–{s.ci_high:,.{digits}f}]"
+    return f"{main} ±{half:.1f}%"
 
 
 def fmt_p99(c: CellSummary) -> str:
@@ -306,7 +313,7 @@ def runs_table(runs: Sequence[StoredRun], plain: bool = False, width: int = 160)
             f"{r.latency_avg_ms:.3f}" if r.latency_avg_ms is not None else "-",
             f"{r.load_seconds:.2f}" if r.load_seconds is not None else "-",
             human_bytes(r.space_bytes) if r.space_bytes is not None else "-",
-            (r.error or "")[:80],
+            r.error or "" if plain else (r.error or "")[:80],
         )
         for r in runs
     ]
@@ -330,7 +337,7 @@ def _runs_layout(rows: Sequence[tuple[str, ...]], plain: bool, gone: set[str]) -
         widest = max((len(row[i]) for row in rows), default=0)
         if justify == "right":  # a number keeps all its digits, whatever the width
             table.add_column(col, justify="right", no_wrap=True, min_width=max(widest, len(col)))
-        elif col == "error":
+        elif col == "error" and not plain:
             table.add_column(col, justify="left", overflow="fold", ratio=1)
         else:
             table.add_column(col, justify="left", overflow="fold")
@@ -392,8 +399,6 @@ def shown_value(key: str, value: object) -> str:
     if key.endswith("_bytes") and isinstance(value, int):
         return f"{human_bytes(value)} ({value:,} bytes)"
     if key.endswith("_at") and isinstance(value, str):
-        from pgfsbench.report.html import when
-
         return when(value)
     if isinstance(value, float):
         return _rounded(value)
@@ -560,7 +565,11 @@ def history_lines(histories: Sequence[SeriesHistory]) -> list[Text]:
     """`pgfsbench history`: per series, its runs and span, then each change point with what
     changed (or that nothing recorded did), or that there is none."""
     out: list[Text] = []
+    too_short: list[str] = []  # series too short for any change point: said once, at the end
     for h in histories:
+        if len(h.runs) < MIN_POINTS and not h.change_points:
+            too_short.append(f"{h.key.text()} ({len(h.runs)})")
+            continue
         first, last = h.runs[0], h.runs[-1]
         span = f"{(first.started_at or '?')[:10]} .. {(last.started_at or '?')[:10]}"
         campaigns = len({r.campaign_id for r in h.runs})
@@ -595,4 +604,27 @@ def history_lines(histories: Sequence[SeriesHistory]) -> list[Text]:
                 Text(f"  no change point in {', '.join(looked) or 'any figure'}", style="dim")
             )
         out.extend(Text(f"  {n}", style="dim") for n in h.notes)
+    if too_short:
+        out.append(
+            Text(
+                f"{len(too_short)} series with fewer than {MIN_POINTS} runs, too few for a "
+                f"change point: {'; '.join(too_short)}",
+                style="dim",
+            )
+        )
     return out
+
+
+def when(stamp: str | None) -> str:
+    """'2026-11-27 13:52:54 UTC' of a stored ISO time (to the second); '-' when none."""
+    if not stamp:
+        return "-"
+    import datetime as dt
+
+    try:
+        t = dt.datetime.fromisoformat(stamp)
+    except ValueError:
+        return stamp
+    if t.tzinfo is not None:
+        t = t.astimezone(dt.UTC)
+    return t.strftime("%Y-%m-%d %H:%M:%S") + (" UTC" if t.tzinfo is not None else "")

@@ -28,6 +28,7 @@ from pgfsbench.spec.models import (
     ExistingStorage,
     Ext4Storage,
     FilesystemStorage,
+    KindFacts,
     PgbenchWorkload,
     StorageCommon,
     SysbenchWorkload,
@@ -35,6 +36,7 @@ from pgfsbench.spec.models import (
     WorkloadBase,
     XfsStorage,
     ZfsStorage,
+    register_kinds,
 )
 from pgfsbench.system.errors import SpecError
 
@@ -242,6 +244,17 @@ def workload_tool(tool: str) -> WorkloadTool:
 
 def volume_kinds() -> tuple[StorageKind, ...]:
     return tuple(k for k in STORAGE_KINDS if k.volume)
+
+
+# what the models' own validators need of the kinds (they cannot import this module)
+register_kinds(
+    KindFacts(
+        ram=lambda fs: storage_kind(fs).ram,
+        snapshots=lambda fs: storage_kind(fs).snapshots,
+        volume_kinds=lambda: [k.name for k in volume_kinds()],
+        snapshot_kinds=lambda: [k.name for k in STORAGE_KINDS if k.snapshots],
+    )
+)
 
 
 def cluster_kinds() -> tuple[StorageKind, ...]:

@@ -10,7 +10,8 @@ from __future__ import annotations
 import difflib
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Annotated, Literal
 
 from pydantic import (
@@ -29,6 +30,32 @@ from pgfsbench.units import human_bytes, parse_duration, parse_size
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 Scalar = str | int | float | bool
 INT64_MAX = (1 << 63) - 1
+
+
+@dataclass(frozen=True)
+class KindFacts:
+    """What the models' validators need of the storage kinds (spec/kinds.py is the registry
+    and fills this in when it is imported, which the spec package always does first: the
+    kinds are built from these models, so the models cannot import them)."""
+
+    ram: Callable[[str], bool]  # the kind lives in memory (no device beneath)
+    snapshots: Callable[[str], bool]  # it takes native snapshots
+    volume_kinds: Callable[[], list[str]]  # the kinds that can hold a volume of their own
+    snapshot_kinds: Callable[[], list[str]]
+
+
+_kinds: list[KindFacts] = []
+
+
+def register_kinds(facts: KindFacts) -> None:
+    """Called once by spec/kinds.py."""
+    _kinds[:] = [facts]
+
+
+def kinds() -> KindFacts:
+    if not _kinds:  # pragma: no cover - the spec package imports kinds before any model
+        raise RuntimeError("pgfsbench.spec.kinds was not imported: import pgfsbench.spec")
+    return _kinds[0]
 
 
 class Model(BaseModel):
@@ -62,7 +89,7 @@ def _check_device(value: str) -> str:
 
 class EmulatedDevice(BaseModel):
     """A loop device over an emulated disk: a device model (seek, rotation, write cache,
-    per-operation latency) answers every block request (storage/device_models.py)."""
+    per-operation latency) answers every block request (spec/device_models.py)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -88,7 +115,7 @@ class EmulatedDevice(BaseModel):
     @field_validator("model")
     @classmethod
     def _model(cls, v: str) -> str:
-        from pgfsbench.storage.device_models import MODELS
+        from pgfsbench.spec.device_models import MODELS
 
         if v not in MODELS:
             raise ValueError(f"model {v!r} is unknown (models: {', '.join(MODELS)})")
@@ -96,7 +123,7 @@ class EmulatedDevice(BaseModel):
 
     @model_validator(mode="after")
     def _applies(self) -> EmulatedDevice:
-        from pgfsbench.storage.device_models import MODELS
+        from pgfsbench.spec.device_models import MODELS
 
         if self.write_cache is not None and MODELS[self.model].kind != "hdd":
             raise ValueError("write_cache is a hard disk's (an hdd-* model)")
@@ -163,7 +190,7 @@ class DeviceLimits(Model):
 
     @model_validator(mode="after")
     def _known(self) -> DeviceLimits:
-        from pgfsbench.storage.profiles import PROFILES
+        from pgfsbench.spec.profiles import PROFILES
 
         if self.profile is not None and self.profile not in PROFILES:
             raise ValueError(
@@ -193,9 +220,7 @@ class WalVolume(BlockVolume):
     fs: str  # a kind of storage that can hold a volume of its own (spec/kinds.py)
 
     def devices(self) -> list[tuple[str, Device]]:
-        from pgfsbench.spec.kinds import storage_kind
-
-        return [] if storage_kind(self.fs).ram else [("wal", self.device)]
+        return [] if kinds().ram(self.fs) else [("wal", self.device)]
 
     device: Device = "loop:2G"
     size: SizeText = "1G"  # tmpfs only
@@ -203,9 +228,7 @@ class WalVolume(BlockVolume):
     @field_validator("fs")
     @classmethod
     def _fs(cls, v: str) -> str:
-        from pgfsbench.spec.kinds import volume_kinds
-
-        names = [k.name for k in volume_kinds()]
+        names = kinds().volume_kinds()
         if v not in names:
             raise ValueError(f"a WAL volume's fs is one of {', '.join(names)}, not {v!r}")
         return v
@@ -337,8 +360,6 @@ class FilesystemStorage(BlockVolume, StorageCommon):
 
     @model_validator(mode="after")
     def _snapshots(self) -> FilesystemStorage:
-        from pgfsbench.spec.kinds import STORAGE_KINDS, storage_kind
-
         if self.lvm is not None and self.fs not in ("ext4", "xfs"):
             raise ValueError(f"lvm is for ext4 and xfs, not {self.fs}")
         if self.md is not None and "device" in self.model_fields_set:
@@ -346,11 +367,9 @@ class FilesystemStorage(BlockVolume, StorageCommon):
                 "give the array's members in md.devices, not device (md = { level = "
                 '"raid1", devices = ["loop:2G", "loop:2G"] })'
             )
-        if self.snapshots is not None and not (storage_kind(self.fs).snapshots or self.lvm):
+        if self.snapshots is not None and not (kinds().snapshots(self.fs) or self.lvm):
             raise ValueError(
-                NO_SNAPSHOTS.format(
-                    fs=self.fs, kinds=" or ".join(k.name for k in STORAGE_KINDS if k.snapshots)
-                )
+                NO_SNAPSHOTS.format(fs=self.fs, kinds=" or ".join(kinds().snapshot_kinds()))
             )
         return self
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -11,6 +12,7 @@ from typing import Any, Generic, TypeVar
 from pgfsbench.spec.models import StorageCommon
 from pgfsbench.storage.devices import DeviceFactory
 from pgfsbench.storage.snapshots import Snapshotter
+from pgfsbench.system.errors import CommandError
 from pgfsbench.system.held import Held, Owner, make_dirs
 from pgfsbench.system.journal import Journal
 from pgfsbench.system.runner import Runner
@@ -86,6 +88,12 @@ class StorageDriver(Generic[C]):
         """The data directory's and the filesystems' space figures (ZFS: used,
         logicalused, compressratio)."""
         return dict(space_figures(storage))
+
+    def settle(self, storage: ProvisionedStorage, runner: Runner) -> dict[str, object]:
+        """Wait, bounded, for the filesystem's own background work that its tools can wait
+        for (btrfs: deleted subvolumes' cleaning; ZFS: frees, initialisation, trims), before
+        the warm-up; what was waited for and how long (empty: nothing to wait for)."""
+        return {}
 
     def info(self, volume: Volume, runner: Runner) -> str:
         """What the filesystem says about itself (tune2fs -l, xfs_info...), for the record."""
@@ -173,3 +181,26 @@ def prepare_volume_root(path: Path) -> Path:
     with Held.open(path) as root:
         root.hand_to(None, 0o755)
     return path
+
+
+SETTLE_TIMEOUT_S = 60.0  # a filesystem's own wait, at most
+
+
+def settle_commands(runner: Runner, commands: list[tuple[str, list[str]]]) -> dict[str, object]:
+    """Run each waiting command, bounded (SETTLE_TIMEOUT_S); what each took, or why it
+    did not finish (a timeout, an error: said, the run goes on)."""
+    out: dict[str, object] = {}
+    for name, argv in commands:
+        started = time.monotonic()
+        try:
+            done = runner.run(argv, timeout=SETTLE_TIMEOUT_S, check=False)
+        except CommandError as exc:  # the timeout
+            out[name] = f"not finished after {SETTLE_TIMEOUT_S:.0f} s: {exc}"[:300]
+            continue
+        took = round(time.monotonic() - started, 2)
+        out[name] = (
+            {"seconds": took}
+            if done.returncode == 0
+            else f"failed ({(done.stderr or done.stdout).strip()[-200:]})"
+        )
+    return out

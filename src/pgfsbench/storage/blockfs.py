@@ -32,6 +32,11 @@ from pgfsbench.system.runner import Runner
 
 MkfsArgv = Callable[[str, list[str]], list[str]]
 InfoArgv = Callable[[str, Path], list[str]]
+MountOptions = Callable[[list[str]], list[str]]  # the user's mount options -> what is used
+
+
+def as_given(options: list[str]) -> list[str]:
+    return list(options)
 
 
 class VolumeDriver(StorageDriver[Any]):
@@ -79,6 +84,7 @@ class MkfsDriver(VolumeDriver):
     fs: str
     mkfs_argv: MkfsArgv
     info_argv: InfoArgv
+    mount_options: MountOptions = as_given
 
     def check(self, config: FilesystemStorage, runner: Runner, workdir: Path) -> None:
         if config.lvm is not None:
@@ -123,7 +129,9 @@ class MkfsDriver(VolumeDriver):
         # mkfs needs no undo of its own: it only writes to a device we own or may erase
         ctx.journal.note(step=f"mkfs {path}", argv=argv)
         done = ctx.runner.run(argv, timeout=600)
-        info = mount(ctx.journal, ctx.runner, path, target, self.fs, spec.mount_options)
+        info = mount(
+            ctx.journal, ctx.runner, path, target, self.fs, self.mount_options(spec.mount_options)
+        )
         if dev.backing_file and raid is None:
             details["loop_backing_file"] = dev.backing_file
             details["loop_direct_io"] = True

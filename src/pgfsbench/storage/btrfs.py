@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pgfsbench.spec import FilesystemStorage
-from pgfsbench.storage.base import ProvisionContext, ProvisionedStorage, Volume
+from pgfsbench.storage.base import ProvisionContext, ProvisionedStorage, Volume, settle_commands
 from pgfsbench.storage.blockfs import MkfsDriver
 from pgfsbench.storage.snapshots import Snapshotter
 from pgfsbench.system.held import Held, new_dir
@@ -25,6 +25,18 @@ def info_argv(device: str, mountpoint: Path) -> list[str]:
 
 @dataclass(frozen=True)
 class BtrfsDriver(MkfsDriver):
+    def settle(self, storage: ProvisionedStorage, runner: Runner) -> dict[str, object]:
+        """`btrfs subvolume sync`: the cleaning of deleted subvolumes (the snapshots of a
+        run before) done, on each btrfs volume."""
+        return settle_commands(
+            runner,
+            [
+                ("btrfs subvolume sync", ["btrfs", "subvolume", "sync", str(v.mountpoint)])
+                for v in storage.volumes
+                if v.fs == "btrfs"
+            ],
+        )
+
     def data_directory(
         self, config: FilesystemStorage, data: Volume, ctx: ProvisionContext
     ) -> Path:

@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pgfsbench.spec.device_models import resolve_model
 from pgfsbench.spec.models import EmulatedDevice
-from pgfsbench.storage.device_models import resolve_model
 from pgfsbench.storage.mounts import mount_at
 from pgfsbench.system.actions import make_dir, write_value
 from pgfsbench.system.bounds import in_workdir

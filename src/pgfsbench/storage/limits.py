@@ -1,5 +1,5 @@
 """Capping a device's IOPS and bandwidth, so that a loop file can stand for an HDD, a SATA
-SSD or a cloud volume (see storage/profiles.py for the figures).
+SSD or a cloud volume (see spec/profiles.py for the figures).
 
 Two kernel mechanisms, detected at run time:
 
@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pgfsbench.spec.models import DeviceLimits, StorageCommon
-from pgfsbench.storage.profiles import PROFILES, Figures, Resolved, resolve
+from pgfsbench.spec.profiles import PROFILES, Figures, Resolved, resolve
 from pgfsbench.system.bounds import CGROUP_ROOT, DEV_NUMBERS, cgroup_directory, cgroup_file
 from pgfsbench.system.errors import CapabilityError, ProvisionError
 from pgfsbench.system.journal import Journal, Scope, Undo, undo_action

@@ -24,7 +24,7 @@ from pgfsbench.storage.existing import own_directory
 from pgfsbench.system.errors import CapabilityError
 from pgfsbench.system.runner import Runner
 
-# set in the pod's environment by the Job's manifest (cluster/manifests.py)
+# set in the pod's environment by the Job's manifest (kube/manifests.py)
 IN_POD_ENV = "PGFSBENCH_IN_POD"
 
 

@@ -13,6 +13,7 @@ from pgfsbench.analysis.series import median_finite
 from pgfsbench.analysis.stalls.evidence import Context, _mb, top
 from pgfsbench.analysis.stalls.model import IO_LOAD, IO_WAITS, Clue, Finding, _blocked_key
 from pgfsbench.analysis.stalls.thresholds import GOOD, STRONG, WEAK
+from pgfsbench.collect.processes import UNSEEN_FLOOR_PCT
 
 # ---------------------------------------------------------------- the causes
 
@@ -535,13 +536,21 @@ def _host_cpu(c: Context) -> Finding | None:
         return None
     f = Finding("host_cpu")
     idle = c.mean_in("cpu_idle_pct")
+    unseen = c.mean_in("unseen_cpu_pct")
+    short_lived = (
+        f" ({unseen:.0f}% of a CPU by processes too short-lived for the once-a-second "
+        "process table: the host's CPU time minus the benchmark's cgroup and every process "
+        "seen)"
+        if math.isfinite(unseen) and unseen >= UNSEEN_FLOOR_PCT
+        else ""
+    )
     squeezed = (math.isfinite(idle) and idle <= 10) or (
         c.rose("psi_cpu_some_pct", 2.0, 20.0) is not None
     )
     f.support.append(
         Clue(
             f"processes outside the benchmark used {used[0]:.0f}% of a CPU "
-            f"({used[1]:.0f}% the rest of the run): "
+            f"({used[1]:.0f}% the rest of the run){short_lived}: "
             f"{_top_outside(c, 'cpu')}",
             STRONG if squeezed else GOOD,
         )

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from pgfsbench.analysis.levels import level_shift
+from pgfsbench.analysis.levels import MIN_CHANGE, MIN_SIDE_S, level_shift
 from pgfsbench.analysis.series import Aligned, median_finite
 from pgfsbench.analysis.stalls.causes import HYPOTHESES
 from pgfsbench.analysis.stalls.evidence import Context
@@ -77,6 +77,35 @@ def _partial_edges(al: Aligned) -> set[int]:
     return {int(finite[0]), int(finite[-1])} if finite.size else set()
 
 
+# outside work in a second, for `calm_reference`: this share of a CPU, or this much I/O
+# (the floors analysis/stalls/causes.py's host_cpu and analysis/disturbance.py's host I/O use)
+BUSY_OUTSIDE_CPU_PCT = 40.0
+BUSY_OUTSIDE_IO_MBPS = 5.0
+
+
+def calm_reference(al: Aligned) -> float | None:
+    """The throughput of the seconds without outside work, when outside work (the host
+    signals alone, never the throughput: the process table, the host's CPU time less the
+    benchmark's cgroup) came and went and its seconds were at least MIN_CHANGE below it:
+    the reference a run's dips are judged against. A level the throughput alone cannot
+    prove different (a 16-second run, 10 of them disturbed, reaches no p below 0.001) is
+    still judged against the seconds the host says were the storage's. None otherwise."""
+    if not al.has("outside_cpu_pct"):
+        return None
+    tps = al.throughput()
+    cpu = al.get("outside_cpu_pct")
+    io = np.nan_to_num(al.get("outside_write_mbps")) + np.nan_to_num(al.get("outside_read_mbps"))
+    sampled = np.isfinite(cpu) & np.isfinite(tps)
+    busy = sampled & ((cpu >= BUSY_OUTSIDE_CPU_PCT) | (io >= BUSY_OUTSIDE_IO_MBPS))
+    calm = sampled & ~busy
+    if not busy.any() or calm.sum() < MIN_SIDE_S:
+        return None
+    quiet, disturbed = median_finite(tps[calm]), median_finite(tps[busy])
+    if not quiet > 0 or disturbed > (1 - MIN_CHANGE) * quiet:
+        return None
+    return quiet
+
+
 def find_stalls(
     al: Aligned,
     *,
@@ -97,7 +126,7 @@ def find_stalls(
     # a run that changed level is judged against its undisturbed (higher) level: the lower
     # one is then an episode like any other, with its cause (analysis/levels.py)
     shift = level_shift(al.throughput())
-    reference = shift.reference if shift is not None else None
+    reference = shift.reference if shift is not None else calm_reference(al)
     stall = flagged_seconds(al, sf, 0.0, reference)
     slow = flagged_seconds(al, df, latency_factor, reference) | stall
     for edge in _partial_edges(al):  # a partial second is not a dip by itself

@@ -18,6 +18,7 @@ from pgfsbench.storage.base import (
     Volume,
     prepare_dir,
     prepare_volume_root,
+    settle_commands,
     space_figures,
 )
 from pgfsbench.storage.mounts import mount_at
@@ -269,6 +270,24 @@ class ZfsDriver(StorageDriver[ZfsStorage]):
             info.options if info else "",
             details={"dataset": dataset, "requested_properties": props, "properties": effective},
         )
+
+    def settle(self, storage: ProvisionedStorage, runner: Runner) -> dict[str, object]:
+        """OpenZFS: `zpool wait -t free,initialize,trim` (the pool's background frees,
+        initialisation and trims done), then its open transaction group committed;
+        zfs-fuse has no `zpool wait`: the commit only, and said."""
+        impl = detect(runner)
+        if impl is None:
+            return {}
+        pool = storage.details["pool"]["name"]
+        out: dict[str, object] = (
+            {"zpool wait": "not in this ZFS (zfs-fuse): the transaction group committed only"}
+            if impl.fuse
+            else settle_commands(
+                runner, [("zpool wait", ["zpool", "wait", "-t", "free,initialize,trim", pool])]
+            )
+        )
+        sync_txg(runner, impl, pool, [v.source for v in storage.volumes])
+        return out
 
     def space(self, storage: ProvisionedStorage, runner: Runner) -> dict[str, object]:
         impl = detect(runner)

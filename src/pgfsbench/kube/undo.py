@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from pgfsbench.cluster.client import (
+from pgfsbench.kube.client import (
     ClusterAddress,
     KubeClient,
     LightkubeClient,
@@ -56,8 +56,10 @@ def recorded_kubeconfig_problem(path: str | None) -> str | None:
 
 
 def check_kubeconfig(address: ClusterAddress) -> None:
-    why = kubeconfig_problem(address.path())
-    if why is not None:
+    for path in address.paths():
+        why = kubeconfig_problem(path)
+        if why is None:
+            continue
         raise UntrustedPath(
             f"{why}: a kubeconfig can run commands (exec plugins); give one that only "
             "root can write"

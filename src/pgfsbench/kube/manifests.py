@@ -34,7 +34,7 @@ from pgfsbench.storage.pvc import IN_POD_ENV
 
 Manifest = dict[str, Any]
 CONTAINER = "pgfsbench"
-# the pod's entry: the same engine as on a host, for one cell (cluster/pod.py)
+# the pod's entry: the same engine as on a host, for one cell (kube/pod.py)
 POD_COMMAND = ("pgfsbench", "pod-run")
 SPEC_ENV = "PGFSBENCH_SPEC_GZ"  # the spec's text, gzip + base64 (a few KB)
 TASK_ENV = "PGFSBENCH_TASK"  # which cell, how many repetitions, the campaign

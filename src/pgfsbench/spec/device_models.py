@@ -16,7 +16,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pgfsbench.storage.profiles import GIB, PROFILES
+from pgfsbench.spec.profiles import GIB, PROFILES
 
 MIB = 1 << 20
 
@@ -64,7 +64,7 @@ class DeviceModel:
     params: Mapping[str, float | int | bool]
     sources: tuple[str, ...]
     assumed: tuple[str, ...] = ()  # the figures no source gives
-    profile: str | None = None  # cloud: the caps' formula (storage/profiles.py)
+    profile: str | None = None  # cloud: the caps' formula (spec/profiles.py)
     extra: Mapping[str, float] = field(default_factory=dict)
 
 

@@ -11,6 +11,7 @@ lightkube's typed resources, loaded from the manifests with its codecs.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +35,11 @@ KINDS: Mapping[str, tuple[str, bool]] = {
 }
 
 
+# a transient error (the server unreachable, 429, 5xx) is tried again after these pauses
+RETRY_PAUSES_S = (1.0, 2.0, 4.0, 8.0)
+_RAISE: Any = object()  # `_call` without a value for a 404
+
+
 class KubeError(PgfsbenchError):
     """The cluster refused or could not be reached."""
 
@@ -46,13 +52,21 @@ class ClusterAddress:
     kubeconfig: str | None = None
     context: str | None = None
 
-    def path(self) -> Path:
+    def paths(self) -> list[Path]:
+        """The kubeconfig files, as kubectl takes them: the one given, else each of
+        $KUBECONFIG's list (those that exist), else ~/.kube/config."""
         if self.kubeconfig:
-            return Path(self.kubeconfig).expanduser()
+            return [Path(self.kubeconfig).expanduser()]
         env = os.environ.get("KUBECONFIG")
         if env:
-            return Path(env.split(os.pathsep)[0]).expanduser()
-        return Path("~/.kube/config").expanduser()
+            listed = [Path(p).expanduser() for p in env.split(os.pathsep) if p]
+            there = [p for p in listed if p.exists()]
+            return there or listed[:1]
+        return [Path("~/.kube/config").expanduser()]
+
+    def path(self) -> Path:
+        """The first kubeconfig file (the one named in messages and the journal)."""
+        return self.paths()[0]
 
 
 def kubeconfig_problem(path: Path) -> str | None:
@@ -68,6 +82,26 @@ def kubeconfig_problem(path: Path) -> str | None:
         return file_problem(os.lstat(path), path)
     except OSError as exc:
         return f"kubeconfig {path}: {exc.strerror}"
+
+
+def merged_kubeconfig(paths: list[Path]) -> dict[str, Any]:
+    """Several kubeconfigs as kubectl merges a $KUBECONFIG list: each named cluster,
+    context and user from the first file that has it, the current context from the first
+    file that sets one; every file checked as one alone is."""
+    out: dict[str, Any] = {"apiVersion": "v1", "kind": "Config"}
+    for path in paths:
+        data = read_kubeconfig(path)
+        for key in ("clusters", "contexts", "users"):
+            have = {str(e.get("name")) for e in out.get(key, []) if isinstance(e, dict)}
+            for entry in data.get(key) or []:
+                if isinstance(entry, dict) and str(entry.get("name")) not in have:
+                    out.setdefault(key, []).append(entry)
+                    have.add(str(entry.get("name")))
+        if not out.get("current-context") and data.get("current-context"):
+            out["current-context"] = data["current-context"]
+        for key, value in data.items():
+            out.setdefault(key, value)
+    return out
 
 
 def read_kubeconfig(path: Path) -> dict[str, Any]:
@@ -157,10 +191,11 @@ class LightkubeClient:
         path = address.path()
         if not path.is_file():
             raise CapabilityError(
-                f"no kubeconfig at {path}: give [kubernetes] kubeconfig, or set KUBECONFIG"
+                f"no kubeconfig at {path}: give [kubernetes] kubeconfig (or --kubeconfig), "
+                "or set KUBECONFIG"
             )
         try:
-            config = KubeConfig.from_dict(read_kubeconfig(path), fname=path)
+            config = KubeConfig.from_dict(merged_kubeconfig(address.paths()), fname=path)
             single = config.get(context_name=address.context)
         except (ConfigError, OSError, ValueError, KeyError) as exc:
             raise CapabilityError(f"kubeconfig {path}: {exc}") from None
@@ -170,17 +205,32 @@ class LightkubeClient:
         self.namespace = namespace
         self.context = str(single.context_name)
         self._client = Client(config=single, namespace=namespace, field_manager="pgfsbench")
+        self._sleep = time.sleep
 
-    def _call(self, what: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def _call(self, what: str, fn: Any, *args: Any, absent: Any = _RAISE, **kwargs: Any) -> Any:
+        """``fn`` with lightkube's and the transport's errors as KubeError; a transient
+        one (the server unreachable, 429, 5xx) tried again after RETRY_PAUSES_S; a 404
+        returns ``absent`` when one is given."""
         import httpx2
         from lightkube import ApiError
 
-        try:
-            return fn(*args, **kwargs)
-        except ApiError as exc:
-            raise KubeError(f"{what}: {exc.status.message or exc.status.reason}") from None
-        except (httpx2.HTTPError, OSError) as exc:
-            raise KubeError(f"{what}: the cluster cannot be reached ({exc})") from None
+        for attempt, pause in enumerate((*RETRY_PAUSES_S, None)):
+            try:
+                return fn(*args, **kwargs)
+            except ApiError as exc:
+                code = exc.status.code or 0
+                if code == 404 and absent is not _RAISE:
+                    return absent
+                if pause is None or not (code == 429 or code >= 500):
+                    raise KubeError(f"{what}: {exc.status.message or exc.status.reason}") from None
+            except (httpx2.HTTPError, OSError) as exc:
+                if pause is None:
+                    raise KubeError(
+                        f"{what}: the cluster cannot be reached ({exc}; tried "
+                        f"{attempt + 1} times over {sum(RETRY_PAUSES_S):.0f} s)"
+                    ) from None
+            self._sleep(pause)
+        raise KubeError(f"{what}: no answer")  # pragma: no cover - returned or raised above
 
     def create(self, manifest: Manifest) -> Manifest:
         from lightkube import codecs
@@ -190,18 +240,14 @@ class LightkubeClient:
         return _plain(self._call(f"creating {manifest['kind']} {name}", self._client.create, obj))
 
     def get(self, kind: str, name: str, namespace: str | None = None) -> Manifest | None:
-        from lightkube import ApiError
-
         res = _resource(kind)
         kwargs = (
             {"namespace": namespace or self.namespace} if KINDS.get(kind, ("", True))[1] else {}
         )
-        try:
-            return _plain(self._client.get(res, name, **kwargs))
-        except ApiError as exc:
-            if exc.status.code == 404:
-                return None
-            raise KubeError(f"reading {kind} {name}: {exc.status.message}") from None
+        found = self._call(
+            f"reading {kind} {name}", self._client.get, res, name, absent=None, **kwargs
+        )
+        return None if found is None else _plain(found)
 
     def select(
         self, kind: str, namespace: str | None = None, labels: Mapping[str, str] | None = None
@@ -213,7 +259,6 @@ class LightkubeClient:
         return [_plain(o) for o in self._call(f"listing {kind}", self._client.list, res, **kwargs)]
 
     def delete(self, kind: str, name: str, namespace: str | None = None) -> bool:
-        from lightkube import ApiError
         from lightkube.types import CascadeType
 
         res = _resource(kind)
@@ -222,13 +267,10 @@ class LightkubeClient:
             kwargs["namespace"] = namespace or self.namespace
         if kind == "Job":
             kwargs["cascade"] = CascadeType.BACKGROUND  # its pods go with it
-        try:
-            self._client.delete(res, name, **kwargs)
-            return True
-        except ApiError as exc:
-            if exc.status.code == 404:
-                return False
-            raise KubeError(f"deleting {kind} {name}: {exc.status.message}") from None
+        gone = self._call(
+            f"deleting {kind} {name}", self._client.delete, res, name, absent=False, **kwargs
+        )
+        return gone is not False
 
     def patch(self, kind: str, name: str, namespace: str | None, patch: Manifest) -> Manifest:
         from lightkube.types import PatchType

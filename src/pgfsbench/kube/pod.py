@@ -1,5 +1,5 @@
 """Inside the pod: the same engine as on a host, for the cell and repetitions of its task,
-then its results and artifacts sent back (cluster/bundle.py).
+then its results and artifacts sent back (kube/bundle.py).
 
 The Job's manifest gives the spec (gzip + base64) and the task (JSON: the cell, how many
 repetitions, the campaign) in the environment; the claims are mounted at the paths the pvc
@@ -16,8 +16,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from pgfsbench.cluster import bundle
-from pgfsbench.cluster.manifests import SPEC_ENV, TASK_ENV, unpacked_spec
+from pgfsbench.kube import bundle
+from pgfsbench.kube.manifests import SPEC_ENV, TASK_ENV, unpacked_spec
 from pgfsbench.spec.cluster import POD_DATA_MOUNT
 from pgfsbench.system.errors import PgfsbenchError
 from pgfsbench.system.held import Held, make_dirs, write_file
@@ -37,6 +37,10 @@ class Task:
     campaign: str  # the controller's campaign uuid
     spec_name: str  # the spec's file name, as the controller loaded it
     first_repetition: int = 1
+    # the controller's pgfsbench and results schema: the pod refuses to run for another
+    # schema (its results could not be read back), and says both versions
+    version: str = ""
+    schema: str = ""
 
     def text(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)
@@ -50,7 +54,21 @@ class Task:
             campaign=str(data["campaign"]),
             spec_name=str(data["spec_name"]),
             first_repetition=int(data.get("first_repetition", 1)),
+            version=str(data.get("version", "")),
+            schema=str(data.get("schema", "")),
         )
+
+
+def version_problem(task: Task, version: str, schema: str) -> str | None:
+    """Why this pod's pgfsbench must not run the task (None: it may): another results
+    schema than the controller's. Another version with the same schema runs, said."""
+    if task.schema and task.schema != schema:
+        return (
+            f"the image's pgfsbench {version} writes results schema {schema}, the "
+            f"controller's pgfsbench {task.version or '?'} reads {task.schema}: build the "
+            "image from the controller's version (scripts/k8s/)"
+        )
+    return None
 
 
 def pod_sets(task: Task) -> list[str]:
@@ -67,6 +85,19 @@ def run_task(
     results)``, then pack what it left and ``emit`` the bundle's lines. Returns the exit
     status: 0 when a bundle was sent, whatever the runs' statuses (they are in it)."""
     task = Task.parse(os.environ[TASK_ENV])
+    from pgfsbench import __version__
+    from pgfsbench.results.store import HEAD_REVISION
+
+    problem = version_problem(task, __version__, HEAD_REVISION)
+    if problem is not None:
+        print(f"pgfsbench pod: refused: {problem}", file=sys.stderr)
+        return 2
+    if task.version and task.version != __version__:
+        print(
+            f"pgfsbench pod: the image's pgfsbench {__version__}, the controller's "
+            f"{task.version} (the same results schema {HEAD_REVISION})",
+            file=sys.stderr,
+        )
     # root's, and open to the postgres user on its way to the work directory
     make_dirs(home)
     with Held.open(home) as held:
