@@ -355,15 +355,18 @@ def test_a_missing_results_file_points_to_the_one_there_and_the_env_default(
 ) -> None:
     dbi_like(tmp_path / "pgfsbench-demo.sqlite")
     env = {k: v for k, v in os.environ.items() if k != "PGFSBENCH_RESULTS"}
-    run = lambda **extra: subprocess.run(  # noqa: E731
-        [sys.executable, "-m", "pgfsbench", "results", "list"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env={**env, "PYTHONPATH": str(ROOT / "src"), **extra},
-        timeout=120,
-        check=False,
-    )
+
+    def run(**extra: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "pgfsbench", "results", "list"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            env={**env, "PYTHONPATH": str(ROOT / "src"), **extra},
+            timeout=120,
+            check=False,
+        )
+
     missing = run()
     assert missing.returncode == 2
     assert "here: pgfsbench-demo.sqlite" in missing.stderr

@@ -150,7 +150,8 @@ def test_the_threshold_is_one_the_run_can_reach() -> None:
     exact = float(np.mean(t_all >= t_obs - 1e-9))
     assert exact >= smallest_p(n) - 1e-12
     assert threshold(10) is None and level_shift(np.r_[np.full(5, 1000.0), np.zeros(5)]) is None
-    assert threshold(16) is not None and threshold(16) > MAX_PVALUE  # reachable, loosened
+    loosened = threshold(16)
+    assert loosened is not None and loosened > MAX_PVALUE  # reachable, loosened
     assert threshold(20) == MAX_PVALUE
     for n in range(6, 40):
         limit = threshold(n)

@@ -232,7 +232,8 @@ def test_results_show_counts_histogram_buckets_as_buckets_and_lists_episodes() -
 
 
 def test_campaign_times_to_the_second_with_how_long_and_sizes_in_words() -> None:
-    from pgfsbench.report.html import campaign_line, readable, when
+    from pgfsbench.report.html import campaign_line, readable
+    from pgfsbench.report.terminal import when
 
     c = StoredCampaign(
         id=3,
