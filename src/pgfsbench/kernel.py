@@ -369,7 +369,10 @@ def _cpu_group_bound(args: dict[str, object], scope: Scope) -> str | None:
     root = Path(str(args["root"]))
     if root != CGROUP2_ROOT and CGROUP2_ROOT not in root.parents:
         return f"{root} is not a cgroup hierarchy"
-    return cgroup_directory(r"pgfsbench-cpu-[0-9]+", under=root)(str(args["path"]))
+    path = str(args["path"])
+    if Path(path).parent != root:  # made right beneath the cgroup pgfsbench was in
+        return f"{path} is not a cgroup pgfsbench makes beneath {root}"
+    return cgroup_directory(r"pgfsbench-cpu-[0-9]+", under=root)(path)
 
 
 @undo_action("remove_cpu_cgroup", bound=_cpu_group_bound)

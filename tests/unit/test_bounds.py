@@ -101,6 +101,11 @@ CASES: dict[str, tuple[dict[str, object], dict[str, object]]] = {
         {"path": "/sys/fs/cgroup/memory/pgfsbench-run-3", "root": "/sys/fs/cgroup/memory"},
         {"path": "/sys/fs/cgroup/memory/system.slice", "root": "/sys/fs/cgroup/memory"},
     ),
+    # the benchmark's own cgroup (kernel.join_cpu_group): v1 cpuacct, or beside ours in v2
+    "remove_cpu_cgroup": (
+        {"path": "/sys/fs/cgroup/cpuacct/pgfsbench-cpu-4242", "root": "/sys/fs/cgroup/cpuacct"},
+        {"path": "/sys/fs/cgroup/cpuacct/user.slice", "root": "/sys/fs/cgroup/cpuacct"},
+    ),
 }
 
 
@@ -222,3 +227,16 @@ def test_the_spec_refuses_a_vm_sysctl_its_undo_could_not_restore() -> None:
             Spec.model_validate(
                 {"storage": {"s": {"fs": "tmpfs"}}, "kernel": {"k": {"sysctl": sysctl}}}
             )
+
+
+def test_the_cpu_cgroups_undo_stays_in_a_cgroup_hierarchy() -> None:
+    """Its root must be a cgroup hierarchy (v2: the cgroup pgfsbench was in), its path a
+    pgfsbench-cpu-PID directory right beneath it."""
+    for args in (
+        {"path": "/etc/pgfsbench-cpu-1", "root": "/etc"},
+        {"path": "/sys/fs/cgroup/cpuacct/x/pgfsbench-cpu-1", "root": "/sys/fs/cgroup/cpuacct"},
+        {"path": "/sys/fs/cgroup/cpuacct/pgfsbench-cpu-1/..", "root": "/sys/fs/cgroup/cpuacct"},
+    ):
+        assert out_of_bounds(Undo("remove_cpu_cgroup", args), SCOPE) is not None, args
+    v2 = {"path": "/sys/fs/cgroup/user.slice/pgfsbench-cpu-7", "root": "/sys/fs/cgroup/user.slice"}
+    assert out_of_bounds(Undo("remove_cpu_cgroup", v2), SCOPE) is None

@@ -186,3 +186,16 @@ def test_a_dip_too_short_to_prove_by_throughput_is_judged_by_the_host_signals() 
     assert calm_reference(Aligned(16, {"tps": steady, "outside_cpu_pct": cpu})) is None
     assert calm_reference(Aligned(16, {"tps": tps, "outside_cpu_pct": np.zeros(16)})) is None
     assert calm_reference(Aligned(16, {"tps": tps})) is None  # not watched: not known
+
+
+def test_a_fast_start_the_run_fell_from_is_not_its_reference() -> None:
+    """Seen on the first seed's HDD right after its load (no warm-up): 3 s at 2,750 TPS
+    (the load's pages still cached), then 57 s at 600, the disk's steady state. The lower
+    level is the run's own, not a 57-second stall against its first 3 seconds; a burst
+    above the rest in the middle is not a reference either."""
+    rng = np.random.default_rng(4)
+    fast_start = np.r_[rng.normal(2750, 60, 3), rng.normal(600, 40, 57)]
+    assert level_shift(fast_start) is not None  # a change there is
+    assert find_stalls(Aligned(60, {"tps": fast_start})) == []
+    burst = np.r_[rng.normal(600, 40, 20), rng.normal(2000, 60, 10), rng.normal(600, 40, 30)]
+    assert find_stalls(Aligned(60, {"tps": burst})) == []

@@ -115,7 +115,7 @@ def test_a_reference_is_never_the_best_nor_the_baseline() -> None:
     )
     assert "tmpfs (reference)" in html and 'class=" reference"' in html
     # drawn as a line across the throughput chart, not as a bar
-    assert '"refs":[{"name":"tmpfs","value":6500.0}]' in html
+    assert '"refs":[{"name":"tmpfs","value":6500.0,"unsafe":""}]' in html
 
 
 def test_the_conditions_of_a_campaign_and_what_differs_by_configuration() -> None:
@@ -244,7 +244,7 @@ def test_campaign_times_to_the_second_with_how_long_and_sizes_in_words() -> None
         status="done",
     )
     assert campaign_line(c) == (
-        "campaign 3 on vm: started 2026-11-27 13:52:54 UTC, took 2.1 min, status done"
+        "campaign 3 on vm: started 2026-11-27 13:52:54 UTC, took 2 min, status done"
     )
     assert when(None) == "-"
     assert readable("memory_bytes", 25276063744) == "23.5 GiB (25,276,063,744 bytes)"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from pgfsbench import __version__
 from pgfsbench.collect.procfs import CpuTimes, cpu_percentages, parse_meminfo, parse_stat
+from pgfsbench.units import human_seconds
 
 
 def host_name() -> str:
@@ -110,7 +111,7 @@ def busy_warning(
     if not parts:
         return None
     return (
-        f"busy host {when}: {' and '.join(parts)} over {load.seconds:.0f} s "
+        f"busy host {when}: {' and '.join(parts)} over {human_seconds(load.seconds)} "
         f"(load average {load.load1:.2f}); its numbers may be disturbed"
     )
 

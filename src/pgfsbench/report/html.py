@@ -205,20 +205,49 @@ def episode_data(e: StallEpisode) -> dict[str, object]:
     }
 
 
+# the repetitions are drawn as dots on their bar when there are this few of them
+FEW_RUNS = 10
+
+
+def bar_kind(c: CellSummary) -> str:
+    """A throughput bar's mark: the baseline, better, worse, the same (no significant
+    difference), or no verdict (too few runs); references and unsafe cells are lines."""
+    if c.baseline is None:
+        return "baseline"
+    if c.vs_baseline is None:
+        return "none"
+    return {
+        "better": "better",
+        "worse": "worse",
+        "no significant difference": "same",
+    }.get(str(c.vs_baseline.verdict), "none")
+
+
 def _bar_group(cells: Sequence[CellSummary]) -> dict[str, object]:
     """One comparable group's bars: mean with its 95% CI, the median in the hover."""
 
     def bars(attr: str, scale: float = 1.0) -> dict[str, object]:
         names, mean, lo, hi, med = [], [], [], [], []
+        kinds: list[str] = []  # each bar's verdict against its baseline (bar_kind)
+        runs: list[list[float | None]] = []  # the repetitions' own values, drawn when few
         refs = []  # references: a line across the chart (a ceiling), not a bar
         for c in cells:
             e = getattr(c, attr)
             if e is None:
                 continue
             if c.reference:
-                refs.append({"name": c.label, "value": _num(e.mean / scale)})
+                refs.append(
+                    {
+                        "name": c.label,
+                        "value": _num(e.mean / scale),
+                        "unsafe": "; ".join(c.unsafe),
+                    }
+                )
                 continue
             names.append(c.label + (" (FUSE)" if c.fuse else ""))
+            kinds.append(bar_kind(c) if attr == "tps" else "")
+            values = c.values if attr == "tps" else ()
+            runs.append([_num(v / scale) for v in values] if 0 < len(values) <= FEW_RUNS else [])
             mean.append(_num(e.mean / scale))
             med.append(_num(e.median / scale))
             # no interval for a single run: no error bar
@@ -232,6 +261,8 @@ def _bar_group(cells: Sequence[CellSummary]) -> dict[str, object]:
             "median": med,
             "refs": refs,
             "stat": "mean",
+            "kinds": kinds,
+            "runs": runs,
         }
 
     def p99_bars() -> dict[str, object]:
@@ -346,6 +377,20 @@ def _sweeps(cells: Sequence[CellSummary]) -> list[dict[str, object]]:
     return out
 
 
+def remedy_number(seen: dict[str, int], remedy: str) -> int:
+    """The number a remedy is said under, 1 for the first one met."""
+    return seen.setdefault(remedy, len(seen) + 1)
+
+
+def remedy_notes(cells: Sequence[CellSummary]) -> list[tuple[int, str]]:
+    """Each remedy once, numbered as the rows point at them (table_rows)."""
+    seen: dict[str, int] = {}
+    for c in (c for members in by_group(cells) for c in members):
+        for r in c.remedies:
+            remedy_number(seen, r)
+    return [(n, r) for r, n in seen.items()]
+
+
 def table_rows(cells: Sequence[CellSummary]) -> list[dict[str, object]]:
     """The summary table's rows, group by group (the template heads each group)."""
     best: dict[GroupKey, dict[str, str]] = {}
@@ -357,6 +402,7 @@ def table_rows(cells: Sequence[CellSummary]) -> list[dict[str, object]]:
             if lead is not None and lead.winner is not None:
                 best[members[0].group][key] = lead.winner.cell
     rows = []
+    remedies_seen: dict[str, int] = {}
     for c in (c for members in by_group(cells) for c in members):
         b = best[c.group]
         rows.append(
@@ -382,6 +428,9 @@ def table_rows(cells: Sequence[CellSummary]) -> list[dict[str, object]]:
                 "errors": c.errors,
                 "unstable": "; ".join(c.unstable),
                 "remedies": "; or ".join(c.remedies),
+                # each remedy said once under the table, the row pointing at it (a phone
+                # showed the same 18 lines a row)
+                "remedy_refs": [remedy_number(remedies_seen, r) for r in c.remedies],
                 "disturbed": ", ".join(f"#{r}" for r, _ in c.disturbed),
                 "stalls": c.stall_count,
                 "best_tps": b.get("tps") == c.cell,
@@ -523,6 +572,7 @@ def render_report(
         campaign_lines=[campaign_line(c) for c in campaigns],
         env=env,
         rows=table_rows(cells),
+        remedies=remedy_notes(cells),
         highlights=highlights,
         runs=runs,
         version=__version__,

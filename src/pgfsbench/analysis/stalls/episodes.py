@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from pgfsbench.analysis.levels import MIN_CHANGE, MIN_SIDE_S, level_shift
+from pgfsbench.analysis.levels import MIN_CHANGE, MIN_SIDE_S, LevelShift, level_shift
 from pgfsbench.analysis.series import Aligned, median_finite
 from pgfsbench.analysis.stalls.causes import HYPOTHESES
 from pgfsbench.analysis.stalls.evidence import Context
@@ -106,6 +106,26 @@ def calm_reference(al: Aligned) -> float | None:
     return quiet
 
 
+# a run that fell for good after a higher stretch at its start shorter than this share of
+# it started fast (see judged_by); from this share on, it was disturbed from then on
+FAST_START_SHARE = 0.25
+
+
+def judged_by(shift: LevelShift) -> bool:
+    """Whether a run's other seconds are judged against a level change's higher level:
+    a stretch below the rest in the middle (a dip, however long); a run that rose to stay
+    (its start is the episode); a run that fell for good after at least a quarter of it
+    (a neighbour from then on). Not a burst above the rest, nor a short fast start the
+    run fell from (the load's pages still in the cache, no checkpoint yet, a warm-up too
+    short): the lower level is then the run's own steady state (the host's signals may
+    still say otherwise: calm_reference)."""
+    if not shift.one_sided:
+        return shift.inside < shift.outside
+    if shift.before < shift.after:
+        return True
+    return shift.at >= FAST_START_SHARE * shift.n
+
+
 def find_stalls(
     al: Aligned,
     *,
@@ -126,6 +146,8 @@ def find_stalls(
     # a run that changed level is judged against its undisturbed (higher) level: the lower
     # one is then an episode like any other, with its cause (analysis/levels.py)
     shift = level_shift(al.throughput())
+    if shift is not None and not judged_by(shift):
+        shift = None
     reference = shift.reference if shift is not None else calm_reference(al)
     stall = flagged_seconds(al, sf, 0.0, reference)
     slow = flagged_seconds(al, df, latency_factor, reference) | stall
