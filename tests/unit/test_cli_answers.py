@@ -433,3 +433,33 @@ def test_results_list_and_summary_as_csv(tmp_path: Path) -> None:
     assert pairs and pairs[0]["baseline.cell"] == "ext4/d/d/w" and pairs[0]["verdict"]
     bad = cli("results", "list", "-r", str(tmp_path / "r.sqlite"), "--format", "xml")
     assert bad.returncode == 2 and "table, csv, json" in bad.stderr
+
+
+def test_a_busy_host_is_one_line_for_all_its_runs_and_leads_when_most_were() -> None:
+    """Each busy run is said once while it runs; the summary groups them: how many, the
+    CPU's range, which, one remedy; "too busy for a verdict" first when most were."""
+    from pgfsbench.analysis.warnings import busy_host_line, reading_warnings
+    from pgfsbench.results.records import StoredRun
+
+    def run(i: int, busy: int | None) -> StoredRun:
+        warnings = (
+            [f"busy host before the run: CPU {busy}% busy over 0.5 s (load average 1.0); x"]
+            if busy
+            else []
+        )
+        return StoredRun(
+            campaign_id=1, cell="ext4", repetition=i, status="ok", host="h", warnings=warnings
+        )
+
+    few = [run(1, 44), run(2, None), run(3, None)]
+    line = busy_host_line(few)
+    assert line == (
+        "1 of 3 runs began on a busy host (CPU 44-44% busy): ext4 #1; run again when the host "
+        "is quiet (what else runs: `top`, or the runs' disturbance lines), or give the spec "
+        "busy_cpu_pct if this load is the host's normal"
+    )
+    most = [run(1, 26), run(2, 44), run(3, None)]
+    said = reading_warnings(most)
+    assert said[0].startswith("this host was too busy for a verdict: 2 of 3 runs")
+    assert "CPU 26-44% busy" in said[0]
+    assert sum("busy host" in w for w in said) == 1

@@ -780,3 +780,15 @@ def test_kubectls_flags_are_the_specs_kubernetes_keys(tmp_path: Path, kubeconfig
     assert k8s is not None
     assert (k8s.kubeconfig, k8s.context, k8s.namespace) == (str(kubeconfig), "prod", "bench-2")
     assert _kube_sets(None, None, None) == []
+
+
+def test_a_decimal_size_in_a_spec_is_refused_with_both_readings(
+    tmp_path: Path, kubeconfig: Path
+) -> None:
+    """500G is 500 x 10^9 bytes to Kubernetes and 500 GiB in loop:500G: one rule in a
+    spec (binary), the ambiguous refused with both readings and what to write."""
+    text = write_spec(tmp_path, kubeconfig).read_text().replace('size = "100Gi"', 'size = "100G"')
+    path = tmp_path / "decimal.toml"
+    path.write_text(text)
+    with pytest.raises(SpecError, match=r"10\^9 bytes; write 100Gi"):
+        load_spec(path)

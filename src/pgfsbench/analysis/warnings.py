@@ -10,6 +10,7 @@ emulated disks') took a good part of the CPU; busy hosts.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from pgfsbench.analysis.compare import MIN_N_VERDICT
@@ -320,9 +321,30 @@ def reading_warnings(runs: Sequence[StoredRun]) -> list[str]:
     out += _few_repetitions(runs)
     out += _txlog_left_out(runs)
     out += _prepared_disabled(runs)
-    busy = sorted(
-        {f"{r.cell} #{r.repetition}" for r in runs if any("busy host" in w for w in r.warnings)}
-    )
-    if busy:
-        out.append(f"the host was busy before {len(busy)} run(s): {', '.join(busy[:4])}")
+    busy_line = busy_host_line(runs)
+    if busy_line:
+        out.insert(0, busy_line)  # when most runs were disturbed, the first thing to read
     return out
+
+
+# "busy host before the run: CPU 44% busy over 0.5 s ..." -> 44
+_BUSY_PCT = re.compile(r"busy host [^:]*: CPU (\d+)% busy")
+
+
+def busy_host_line(runs: Sequence[StoredRun]) -> str | None:
+    """One line for every run that began on a busy host (each was said once while it ran):
+    how many of how many, the range of the CPU taken, which, and one remedy; said as too
+    busy for any verdict when it was most of them."""
+    ok = [r for r in runs if r.ok]
+    busy = [r for r in ok if any("busy host" in w for w in r.warnings)]
+    if not busy:
+        return None
+    pcts = [int(m.group(1)) for r in busy for w in r.warnings if (m := _BUSY_PCT.search(w))]
+    spread = f" (CPU {min(pcts)}-{max(pcts)}% busy)" if pcts else ""
+    which = ", ".join(f"{r.cell} #{r.repetition}" for r in busy)
+    lead = "this host was too busy for a verdict: " if len(busy) * 2 > len(ok) else ""
+    return (
+        f"{lead}{len(busy)} of {len(ok)} runs began on a busy host{spread}: {which}; "
+        "run again when the host is quiet (what else runs: `top`, or the runs' disturbance "
+        "lines), or give the spec busy_cpu_pct if this load is the host's normal"
+    )

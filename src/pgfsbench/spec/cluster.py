@@ -60,8 +60,21 @@ def parse_quantity(text: str) -> int:
 
 
 def _quantity(v: object) -> str:
+    """A size in a spec's [kubernetes] or pvc table: Kubernetes's binary suffixes (Gi, Mi,
+    Ti...) or plain bytes. The decimal ones are refused: "500G" is 500 x 10^9 bytes to
+    Kubernetes but 500 GiB everywhere else in a spec (loop:500G, tmpfs size): one rule,
+    said, never a silent 7% difference."""
     text = str(v).strip()
     parse_quantity(text)
+    m = _QUANTITY_RE.match(text)
+    if m and m.group(2) in ("k", "M", "G", "T", "P", "E"):
+        binary = {"k": "Ki"}.get(m.group(2), m.group(2) + "i")
+        power = {"k": 3, "M": 6, "G": 9, "T": 12, "P": 15, "E": 18}[m.group(2)]
+        raise ValueError(
+            f"{text!r}: in a spec, sizes are binary (1G is a GiB, as in loop:1G), but "
+            f"Kubernetes reads {m.group(2)} as 10^{power} bytes; write {m.group(1)}{binary} "
+            "(binary) or the bytes"
+        )
     return text
 
 
