@@ -232,11 +232,15 @@ def test_the_spec_refuses_a_vm_sysctl_its_undo_could_not_restore() -> None:
 def test_the_cpu_cgroups_undo_stays_in_a_cgroup_hierarchy() -> None:
     """Its root must be a cgroup hierarchy (v2: the cgroup pgfsbench was in), its path a
     pgfsbench-cpu-PID directory right beneath it."""
-    for args in (
+    cases: list[dict[str, object]] = [
         {"path": "/etc/pgfsbench-cpu-1", "root": "/etc"},
         {"path": "/sys/fs/cgroup/cpuacct/x/pgfsbench-cpu-1", "root": "/sys/fs/cgroup/cpuacct"},
         {"path": "/sys/fs/cgroup/cpuacct/pgfsbench-cpu-1/..", "root": "/sys/fs/cgroup/cpuacct"},
-    ):
+    ]
+    for args in cases:
         assert out_of_bounds(Undo("remove_cpu_cgroup", args), SCOPE) is not None, args
-    v2 = {"path": "/sys/fs/cgroup/user.slice/pgfsbench-cpu-7", "root": "/sys/fs/cgroup/user.slice"}
+    v2: dict[str, object] = {
+        "path": "/sys/fs/cgroup/user.slice/pgfsbench-cpu-7",
+        "root": "/sys/fs/cgroup/user.slice",
+    }
     assert out_of_bounds(Undo("remove_cpu_cgroup", v2), SCOPE) is None
