@@ -57,3 +57,18 @@ def test_the_readme_is_a_few_screens_and_names_the_test_command() -> None:
     assert len(readme.splitlines()) <= 150
     assert "sudo bash scripts/test.sh" in readme and "sudo bash scripts/demo.sh" in readme
     assert "scripts/test.sh" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_every_spec_key_is_described() -> None:
+    """The spec reference has no key without a word on what it is (a field without a
+    comment in spec/models.py or spec/cluster.py fails here, by its table and name)."""
+    empty: list[str] = []
+    table = ""
+    for line in render().splitlines():
+        if line.startswith("### "):
+            table = line[4:].split(" {")[0]
+        elif line.startswith("| `"):
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if not cells[-1]:
+                empty.append(f"{table}: {cells[0]}")
+    assert not empty, empty

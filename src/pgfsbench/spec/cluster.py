@@ -99,10 +99,15 @@ def _labels(v: dict[str, str]) -> dict[str, str]:
 
 
 class Toleration(Model):
+    # the taint's key
     key: str | None = None
+    # Equal (to value) or Exists
     operator: Literal["Equal", "Exists"] = "Equal"
+    # the taint's value (with Equal)
     value: str | None = None
+    # the taint's effect tolerated: NoSchedule, PreferNoSchedule, NoExecute
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    # how long a NoExecute taint is tolerated
     toleration_seconds: int | None = None
 
 
@@ -110,12 +115,16 @@ class PodResources(Model):
     """The pgfsbench container's requests, equal to its limits: with cpu and memory both
     set the pod is of QoS class Guaranteed, the only one whose CPU a neighbour cannot take."""
 
+    # CPUs, requested and limited alike ("2", "1500m")
     cpu: str | None = None
+    # memory, requested and limited alike ("8Gi"): what scales relative to RAM are relative to
     memory: Quantity | None = None
     # PostgreSQL's huge_pages = on inside a pod needs them as a resource (and the node
     # to have them); requests must equal limits for huge pages
     hugepages_2mi: Quantity | None = None
+    # 1 GiB huge pages for PostgreSQL (huge_pages = on)
     hugepages_1gi: Quantity | None = None
+    # the container's own scratch space
     ephemeral_storage: Quantity | None = None
 
     @field_validator("cpu", mode="before")
@@ -150,17 +159,26 @@ class KubernetesConfig(Model):
     """`[kubernetes]`: where `pvc` cells run, as Jobs."""
 
     kubeconfig: str | None = None  # default: $KUBECONFIG, then ~/.kube/config
+    # the kubeconfig context (default: its current one; --context)
     context: str | None = None
+    # the namespace Jobs and claims are made in (--namespace)
     namespace: str = "default"
+    # the pgfsbench image the pods run (scripts/k8s/ builds one)
     image: str
+    # Always, IfNotPresent or Never
     image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    # labels a node must have to run the pods
     node_selector: dict[str, str] = {}
+    # taints of the nodes the pods may run on
     tolerations: list[Toleration] = []
+    # the pods' CPU and memory (requests equal to limits: QoS Guaranteed)
     resources: PodResources = PodResources()
+    # the pods' service account (default: the namespace's)
     service_account: str | None = None
     # what the pod's securityContext asks; privileged pods can drop the node's page cache
     # between runs (otherwise a run says it could not)
     privileged: bool = False
+    # more labels on every object made
     labels: dict[str, str] = {}
     # a pod still Pending after this long fails its run with the reason from its events
     # (unschedulable, a claim not bound, an image not found), and the matrix goes on
@@ -226,9 +244,13 @@ class PvcVolume(Model):
     def _host_only(cls, data: object) -> object:
         return _no_host_options(data)
 
+    # the StorageClass the claim asks for
     storage_class: str | None = None
+    # the claim's size ("100Gi": binary, as every size in a spec)
     size: Quantity = "20Gi"
+    # the claim's access mode (ReadWriteOnce...)
     access_mode: Literal["ReadWriteOnce", "ReadWriteOncePod", "ReadWriteMany"] = "ReadWriteOnce"
+    # Filesystem (the node formats and mounts it) or Block
     volume_mode: Literal["Filesystem", "Block"] = "Filesystem"
 
     @field_validator("storage_class")
@@ -246,6 +268,7 @@ class PvcStorage(PvcVolume, StorageCommon):
     """A claim the cluster provisions for the data directory (and optionally the WAL)."""
 
     fs: Literal["pvc"]
+    # pg_wal on a claim of its own
     wal: PvcVolume | None = None
 
     def data_capacity(self) -> int | None:

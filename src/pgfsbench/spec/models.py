@@ -93,7 +93,9 @@ class EmulatedDevice(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
+    # the emulated disk's size ("1T", "500G"; binary); its image file stays sparse
     size: str
+    # the device model: hdd-7200, hdd-5400, sata-ssd, nvme-ssd (spec/device_models.py)
     model: str
     # hdd: the drive's volatile write cache (default: on, as drives ship)
     write_cache: bool | None = None
@@ -181,11 +183,16 @@ class DeviceLimits(Model):
     """Caps on a device's IOPS and bandwidth (MB/s): a named profile (an HDD, a SATA SSD, a
     cloud volume at a capacity) and/or explicit figures, which override the profile's."""
 
+    # a named device (hdd-7200, sata-ssd) or cloud volume (ebs-gp3, essd-pl1...) whose caps apply
     profile: str | None = None
     capacity: SizeText | None = None  # the emulated device's size (default: the device's)
+    # read operations a second at most (overrides the profile's)
     read_iops: Annotated[int, Field(ge=1, le=10**9)] | None = None
+    # write operations a second at most (overrides the profile's)
     write_iops: Annotated[int, Field(ge=1, le=10**9)] | None = None
+    # read MB/s at most (overrides the profile's)
     read_mbps: Annotated[float, Field(gt=0, le=10**6)] | None = None
+    # write MB/s at most (overrides the profile's)
     write_mbps: Annotated[float, Field(gt=0, le=10**6)] | None = None
 
     @model_validator(mode="after")
@@ -208,8 +215,12 @@ class DeviceLimits(Model):
 class BlockVolume(Model):
     """A filesystem made on a device: what mkfs and mount get."""
 
+    # "loop:SIZE" (a loop file in the work directory), a real device ("/dev/nvme1n1", erased:
+    # needs --destroy-data-on) or an emulated disk ({ size, model })
     device: Device = "loop:4G"
+    # extra mkfs arguments, as mkfs takes them (e.g. ["-E", "stride=16"])
     mkfs_options: list[str] = []
+    # mount options (e.g. ["noatime", "data=writeback"])
     mount_options: list[str] = []
     limits: DeviceLimits | None = None  # emulate another kind of device on this one
 
@@ -238,7 +249,9 @@ class Snapshots(Model):
     """Snapshots taken during the measured phase, every `every`, the last `keep` kept
     until the phase ends (then all deleted)."""
 
+    # a snapshot this often during the measured phase ("4s", "1m")
     every: Duration
+    # the snapshots kept at once (older ones deleted as new ones come)
     keep: Annotated[int, Field(ge=1, le=1000)] = 4
 
     @field_validator("every")
@@ -259,6 +272,7 @@ class Lvm(Model):
     """The filesystem on an LVM logical volume of its own group on the device, with
     `snapshot_pct` percent of the group kept for the snapshots `snapshots` takes."""
 
+    # the share of the volume group left for an LVM snapshot (%)
     snapshot_pct: Annotated[int, Field(ge=5, le=90)] = 30
 
 
@@ -267,7 +281,9 @@ class MdRaid(Model):
     device as `device` takes one (loop:SIZE, /dev/..., an emulated disk); `limits` and
     emulated models apply to each member, as to a ZFS pool's."""
 
+    # the RAID level: raid0, raid1 or raid10
     level: Literal["raid0", "raid1", "raid10"]
+    # its member devices (loop:SIZE or real devices), at least as many as the level needs
     devices: list[Device]
     chunk: SizeText | None = None  # raid0/raid10 stripe unit (mdadm's default: 512K)
     # the members of a run start zeroed: nothing to resync; false: resync, wait, then mkfs
@@ -306,7 +322,9 @@ class MdRaid(Model):
 class StorageCommon(Model):
     """What every kind of storage has (each kind narrows `fs` to its name)."""
 
+    # the kind of storage (ext4, xfs, btrfs, zfs, tmpfs, existing, pvc)
     fs: str
+    # what this storage stands for, in words: shown in plans and reports
     description: str = ""
     ceiling: bool = False  # measure pg_test_fsync and fio on it first (cached)
     # a reference, not a candidate (RAM, say): shown as the ceiling in charts and marked in
@@ -333,6 +351,7 @@ class StorageCommon(Model):
 class FilesystemStorage(BlockVolume, StorageCommon):
     """A filesystem made on a device for the data directory (and optionally its WAL)."""
 
+    # pg_wal on a volume of its own (initdb --waldir)
     wal: WalVolume | None = None
     # btrfs (the data directory is a subvolume), or ext4/xfs on LVM (`lvm`)
     snapshots: Snapshots | None = None
@@ -390,8 +409,11 @@ class TmpfsStorage(StorageCommon):
     """RAM as the ceiling (the seeds' /tmp baseline)."""
 
     fs: Literal["tmpfs"]
+    # the tmpfs size ("4G"): RAM, a ceiling for the others
     size: SizeText = "2G"
+    # more tmpfs mount options
     mount_options: list[str] = []
+    # pg_wal on a volume of its own (initdb --waldir)
     wal: WalVolume | None = None
 
     def devices(self) -> list[tuple[str, Device]]:
@@ -408,6 +430,7 @@ class ExistingStorage(StorageCommon):
     """A directory on a filesystem the user already mounted: never formatted or remounted."""
 
     fs: Literal["existing"]
+    # a directory of a filesystem you mounted: runs in it, never formatted or remounted
     path: str
 
     @field_validator("path")
@@ -424,15 +447,23 @@ ZfsValue = Scalar | dict[Literal["kernel", "fuse"], Scalar]
 
 
 class ZfsPool(Model):
+    # how the devices are combined: single, stripe, mirror, raidz1-3
     layout: Literal["single", "stripe", "mirror", "raidz1", "raidz2", "raidz3"] = "single"
+    # the pool's devices (loop:SIZE, real or emulated)
     devices: list[Device] = ["loop:4G"]
+    # separate intent-log (SLOG) devices
     log: list[Device] = []
+    # stripe or mirror the log devices
     log_layout: Literal["stripe", "mirror"] = "stripe"
+    # L2ARC cache devices
     cache: list[Device] = []
+    # the pool's sector size as a power of two (12: 4 KiB); default: ZFS's choice
     ashift: int | None = None
+    # pool properties (zpool create -o)
     properties: dict[str, ZfsValue] = {}
     limits: DeviceLimits | None = None  # on every member ("HDDs")
     log_limits: DeviceLimits | None = None  # on the log devices ("an SSD")
+    # device caps for the cache devices
     cache_limits: DeviceLimits | None = None
 
     @field_validator("ashift")
@@ -526,6 +557,8 @@ ZFS_DATASET_PROPERTIES = frozenset(
 
 
 class ZfsDataset(Model):
+    # dataset properties (recordsize, compression, logbias...): a value, or { kernel = ..., fuse =
+    # ... } per implementation
     properties: dict[str, ZfsValue] = {}
 
     @field_validator("properties")
@@ -544,10 +577,15 @@ class ZfsDataset(Model):
 
 class ZfsStorage(StorageCommon):
     fs: Literal["zfs"]
+    # which ZFS to use: "any" (what is installed), "kernel" (OpenZFS) or "fuse" (zfs-fuse)
     implementation: Literal["any", "kernel", "fuse"] = "any"
+    # the pool: its devices and layout
     pool: ZfsPool = ZfsPool()
+    # the dataset of the data directory
     data: ZfsDataset = ZfsDataset()
+    # a dataset of its own for pg_wal (in the same pool)
     wal: ZfsDataset | None = None
+    # OpenZFS module parameters (/sys/module/zfs/parameters), put back afterwards
     module_parameters: dict[str, ZfsValue] = {}
     snapshots: Snapshots | None = None  # of the data and WAL datasets
 
@@ -586,8 +624,11 @@ class ZfsStorage(StorageCommon):
 
 class InitdbOptions(Model):
     wal_segsize: int | None = None  # MB, power of two 1..1024
+    # initdb --data-checksums
     data_checksums: bool = False
+    # initdb --locale (default: C)
     locale: str = "C.UTF-8"
+    # more initdb arguments
     extra_args: list[str] = []
 
     @field_validator("wal_segsize")
@@ -636,9 +677,13 @@ class Pooler(Model):
     """A connection pooler between the clients and PostgreSQL (Debian's pgbouncer): started
     on a private unix socket, the workload connects through it, the samplers do not."""
 
+    # the pooler in front of PostgreSQL (pgbouncer)
     kind: Literal["pgbouncer"] = "pgbouncer"
+    # session, transaction or statement pooling
     pool_mode: Literal["session", "transaction", "statement"] = "transaction"
+    # server connections a pool keeps
     default_pool_size: Annotated[int, Field(ge=1, le=10_000)] = 20
+    # client connections it accepts
     max_client_conn: Annotated[int, Field(ge=1, le=1_000_000)] = 10_000
     settings: dict[str, Scalar] = {}  # more pgbouncer.ini settings
 
@@ -668,14 +713,18 @@ class Pooler(Model):
 
 
 class PostgresConfig(Model):
+    # what this configuration stands for, in words
     description: str = ""
     # a reference, not a candidate (fsync = off, say): as a storage's `reference`
     reference: bool = False
     # this configuration's own PostgreSQL (another major version): its bindir; the default
     # is defaults.pg_bindir, else the newest installed
     bindir: str | None = None
+    # postgresql.conf settings (a value each: shared_buffers = "4GB", fsync = false)
     settings: dict[str, Scalar] = {}
+    # how initdb makes the cluster
     initdb: InitdbOptions = InitdbOptions()
+    # a connection pooler between the workload and the server
     pooler: Pooler | None = None
 
     @field_validator("bindir")
@@ -734,9 +783,13 @@ def sysctl_value(name: str, value: Scalar) -> int | str:
 
 
 class KernelConfig(Model):
+    # what this kernel configuration stands for, in words
     description: str = ""
+    # sysctls for the runs (e.g. "vm.dirty_background_bytes" = 67108864), put back afterwards
     sysctl: dict[str, int | str] = {}
+    # /sys/kernel/mm/transparent_hugepage/enabled: always, madvise or never
     transparent_hugepage: Literal["always", "madvise", "never"] | None = None
+    # /sys/kernel/mm/transparent_hugepage/defrag
     transparent_hugepage_defrag: (
         Literal["always", "defer", "defer+madvise", "madvise", "never"] | None
     ) = None
@@ -841,19 +894,30 @@ class WorkloadBase(Model):
     """What every workload has: its clients, size, duration and pace (each tool narrows
     `tool` to its name)."""
 
+    # the tool that runs it: pgbench, sysbench, pg_dump or copy
     tool: str
+    # what this workload stands for, in words
     description: str = ""
+    # client connections (a list: one cell each); default: [defaults] clients
     clients: Annotated[Clients | list[Clients] | None, BeforeValidator(_one_or_many)] = None
+    # the tool's threads; default: [defaults] threads
     threads: Annotated[int, Field(ge=1, le=10_000)] | None = None
+    # the data's size, in the tool's units (pgbench: 100,000 rows a unit), or relative to memory
+    # ("fits_ram", "2x_shared_buffers"); a list: one cell each
     scale: Annotated[Scale | list[Scale] | None, BeforeValidator(_one_or_many)] = None
+    # the measured phase of a run; default: [defaults] duration
     duration: Duration | None = None
+    # run, not counted, before the measured phase; default: [defaults] warmup
     warmup: Duration | None = None
+    # a fixed pace (transactions a second, or "75%" of the cell's measured maximum) instead of as
+    # fast as possible
     rate: Annotated[
         Rate | list[Rate] | None, BeforeValidator(_one_or_many), AfterValidator(_check_rate)
     ] = None
     # "cold": before the measured phase PostgreSQL is restarted (its buffers emptied) and the
     # OS page cache dropped; no warm-up then (it would warm the cache again)
     cache: Literal["warm", "cold"] = "warm"
+    # more arguments for the tool, as it takes them
     extra_args: list[str] = []
 
 
@@ -865,7 +929,10 @@ class PgbenchWorkload(WorkloadBase):
     builtin: Literal["tpcb-like", "simple-update", "select-only", "seqscan"] | None = None
     parallel_workers: Annotated[int, Field(ge=0, le=64)] = 0  # seqscan: per Gather
     scripts: list[str] = []  # pgbench -f FILE[@WEIGHT], relative to the spec file
+    # pgbench -M: simple, extended or prepared statements
     protocol: Literal["simple", "extended", "prepared"] = "simple"
+    # pgbench --sampling-rate for its transaction log (default: every transaction, up to
+    # txlog_max_tps_per_cpu)
     sampling_rate: float | None = Field(None, gt=0, le=1)
 
     @model_validator(mode="after")
@@ -885,11 +952,14 @@ class SysbenchWorkload(WorkloadBase):
 
     tool: Literal["sysbench"]
     script: Literal[SYSBENCH_SCRIPTS] = "oltp_read_write"  # type: ignore[valid-type]
+    # sysbench's --tables
     tables: Annotated[int, Field(ge=1, le=10_000)] = 1
+    # rows a table (default: the cell's scale x 10,000)
     table_size: Annotated[int, Field(ge=1, le=10**10)] | None = None
     # reads/writes per transaction, e.g. "80/20": point selects vs index + non-index updates
     mix: str | None = None
     options: dict[str, Scalar] = {}  # more --name=value options of the script
+    # the latency percentile sysbench reports
     percentile: Annotated[int, Field(ge=1, le=100)] = 99
 
     @field_validator("mix")
@@ -923,8 +993,11 @@ class DumpWorkload(WorkloadBase):
     (directory format, `jobs` in parallel); reported in MB/s of the database's size."""
 
     tool: Literal["pg_dump"]
+    # pg_dump's format: custom (to /dev/null) or directory (to a scratch directory)
     format: Literal["custom", "directory"] = "custom"
+    # pg_dump -j (directory format)
     jobs: Annotated[int, Field(ge=1, le=64)] = 1
+    # pg_dump -Z: 0 (none) to 9
     compress: Annotated[int, Field(ge=0, le=9)] = 0
 
     @model_validator(mode="after")
@@ -940,33 +1013,49 @@ class CopyWorkload(WorkloadBase):
     MB/s and rows/s, with each phase timed and the WAL written per MB loaded."""
 
     tool: Literal["copy"]
+    # rows COPY'd a scale unit
     rows_per_scale: Annotated[int, Field(ge=1, le=100_000_000)] = 100_000
+    # COPYs in parallel
     streams: Annotated[int, Field(ge=1, le=64)] = 1
+    # the primary key built before the load, after it, or not at all
     indexes: Literal["none", "before", "after"] = "after"
 
 
 class Defaults(Model):
+    # the data's size for every workload that does not say (a list: one cell each; or "fits_ram",
+    # "exceeds_ram", "2x_shared_buffers"...)
     scale: Annotated[Scale | list[Scale], BeforeValidator(_one_or_many)] = 1
+    # client connections (a list: one cell each)
     clients: Annotated[Clients | list[Clients], BeforeValidator(_one_or_many)] = 8
+    # a fixed pace for every workload (transactions a second, or "75%" of each cell's maximum)
     rate: Annotated[
         Rate | list[Rate] | None, BeforeValidator(_one_or_many), AfterValidator(_check_rate)
     ] = None
+    # the tools' threads
     threads: Annotated[int, Field(ge=1, le=10_000)] = 2
+    # each run's measured phase
     duration: Duration = 60.0
+    # each run's warm-up, not counted (0: none)
     warmup: Duration = 10.0
     # a number, or "auto": repeat until each cell's comparison with its group's baseline is
     # settled by an anytime-valid confidence sequence (faster, slower, or equivalent), from
     # repetitions_min to repetitions_max runs a cell, within the budget (analysis/sequential)
     repetitions: Annotated[int, Field(ge=1, le=1000)] | Literal["auto"] = 3
+    # with repetitions = "auto": runs a cell at least
     repetitions_min: Annotated[int, Field(ge=2, le=1000)] = 3
+    # with repetitions = "auto": runs a cell at most
     repetitions_max: Annotated[int, Field(ge=2, le=1000)] = 8
     # a cell compared with nothing (alone in its group) stops when its own 95% interval is
     # within this share of its mean
     ci_target_pct: float = Field(2.0, gt=0, le=100)
     # repetitions = "auto": no new round starts once the campaign has run this long
     budget: Duration | None = None
+    # pgbench -i's data generation: on the client, or on the server (-I ...G)
     generation: Literal["client", "server"] = "client"
+    # pgbench -i --foreign-keys
     foreign_keys: bool = False
+    # a fresh filesystem and load for each repetition, or one per cell ("cell": its repetitions
+    # share them)
     load_per: Literal["repetition", "cell"] = "repetition"
     # after the load, a checkpoint and a sync of the filesystems under test, timed as the
     # load's last phase, so that the warm-up and the measurement start with the load on
@@ -975,8 +1064,12 @@ class Defaults(Model):
     # the disk, as most published pgbench runs were made (the space after the load is
     # then not read: the filesystem has not allocated it all yet)
     write_out: bool = True
+    # the runs' order: "interleaved" (a round of every cell, then the next: drift spread over all)
+    # or "sequential"
     order: Literal["interleaved", "sequential"] = "interleaved"
+    # the database the workload runs in
     database: Annotated[str, Field(pattern=r"^[a-z_][a-z0-9_]{0,62}$")] = "pgbench"
+    # PostgreSQL's binaries for every configuration that does not give its own
     pg_bindir: str | None = None
     # PostgreSQL, wait-event and OS samplers (and pgbench's transaction log) during every
     # run; "alternate": off and on in turns (pairs in ABBA order: off on, on off, ...), to
@@ -994,16 +1087,20 @@ class Defaults(Model):
     # runs (rate) always keep it: the schedule, not the CPU, sets their throughput, and
     # their latency is what they are for
     txlog: bool | Literal["auto"] = "auto"
+    # pgbench's per-transaction log is kept up to this many transactions a second a CPU (sampled
+    # above)
     txlog_max_tps_per_cpu: Annotated[int, Field(ge=1)] = 10_000
     sampling_rate: float = Field(1.0, gt=0, le=1)  # pgbench --sampling-rate of the -l log
     # at high rates the log is sampled to keep at most this many lines a second (the rate
     # used is recorded, so counts and percentiles stay right in expectation); 0: never
     txlog_max_lines_per_s: Annotated[int, Field(ge=0, le=10_000_000)] = 1000
+    # how often a second the samplers read the backends' wait events
     wait_event_hz: float = Field(10.0, gt=0, le=50)
     # the sampler thread and its backend run under SCHED_BATCH: same fair share of the CPU
     # (unlike nice 19, which starved them under 175 clients), but their wake-ups do not
     # preempt pgbench or a backend mid-transaction. "normal": the default policy
     observer_sched: Literal["batch", "normal"] = "batch"
+    # how long PostgreSQL may take to start
     startup_timeout: Duration = 120.0
     # a storage's ceiling (`ceiling = true`): seconds per pg_test_fsync test (about 18
     # tests) and a third of fio's run time; longer is steadier, 1 is enough to see a cap
@@ -1015,7 +1112,9 @@ class Defaults(Model):
     # of the run's median (0 included); a slowdown, slowdown_min_seconds or more below
     # slowdown_fraction of it. Each is explained from the evidence of its seconds
     stall_fraction: float = Field(0.1, ge=0, lt=1)
+    # a second below this share of the run's level is part of a slowdown
     slowdown_fraction: float = Field(0.5, gt=0, lt=1)
+    # a slowdown lasts at least this long (a stall, below stall_fraction, from one second)
     slowdown_min_seconds: Annotated[int, Field(ge=1, le=3600)] = 2
     # serve Prometheus metrics on 127.0.0.1:metrics_port while the campaign runs
     # (`run --metrics-port` wins); None: not served
@@ -1027,6 +1126,7 @@ class Defaults(Model):
     # % of the whole machine, over the warm-up, the measured phase or (a run without
     # samplers) a second before it, makes the run carry a "busy host" warning
     busy_cpu_pct: float = Field(25.0, ge=0, le=100)
+    # CPU steal above this (% of the machine) makes a run's host busy
     busy_steal_pct: float = Field(5.0, ge=0, le=100)
 
     @field_validator("duration")
