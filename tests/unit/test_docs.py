@@ -72,3 +72,40 @@ def test_every_spec_key_is_described() -> None:
             if not cells[-1]:
                 empty.append(f"{table}: {cells[0]}")
     assert not empty, empty
+
+
+def test_example_times_in_the_docs_are_plans_within_a_quarter() -> None:
+    """Each "(plan)" time of docs/examples.md, and the README's, within 25% of what `plan`
+    says today for the command given (a doc's time drifts as the estimates improve)."""
+    import re
+    import shlex
+
+    from pgfsbench.plan import make_plan
+    from pgfsbench.spec import load_spec
+
+    commands: dict[str, str] = {}
+    checked = 0
+    for doc in (ROOT / "docs" / "examples.md", ROOT / "README.md"):
+        for line in doc.read_text().splitlines():
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            if not line.startswith("| `") or len(cells) < 3:
+                continue
+            name = cells[0].strip("`")
+            if doc.name == "examples.md":
+                commands[name] = cells[2].split("`")[1]
+            m = re.match(r"([0-9.]+) (min|s) \(plan", cells[-1])
+            if not m or name not in commands:
+                continue
+            stated = float(m.group(1)) * (60 if m.group(2) == "min" else 1)
+            args = shlex.split(commands[name])
+            sets = [args[i + 1] for i, a in enumerate(args) if a == "--set"]
+            only = [args[i + 1] for i, a in enumerate(args) if a == "--only"]
+            plan = make_plan(load_spec(ROOT / "examples" / f"{name}.toml", sets), None, only)
+            assert abs(plan.estimated_seconds - stated) <= 0.25 * plan.estimated_seconds, (
+                doc.name,
+                name,
+                stated,
+                plan.estimated_seconds,
+            )
+            checked += 1
+    assert checked >= 10
