@@ -309,7 +309,7 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None, only: Sequence[st
     est = runs_seconds(runs, d) + CAMPAIGN_SECONDS
     auto = (d.repetitions_min, d.repetitions_max, d.ci_target_pct) if d.auto_repetitions else None
     # the worst case: every comparison unsettled to repetitions_max, the baselines at about
-    # √k runs a round; a budget stops new rounds (the last one still finishes)
+    # √k runs a round; a budget cuts the rounds to what fits in it
     est_max = None
     if auto:
         per_run = (est - CAMPAIGN_SECONDS) / max(1, len(runs))
@@ -317,8 +317,8 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None, only: Sequence[st
         k = max(1, len(cells) // baselines - 1)
         worst_runs = d.repetitions_max * (len(cells) - baselines + baselines * round(k**0.5))
         est_max = CAMPAIGN_SECONDS + per_run * max(len(runs), worst_runs)
-        if d.budget is not None:
-            est_max = min(est_max, max(est, d.budget_s + per_run * len(cells)))
+        if d.budget is not None:  # rounds are cut to what fits (engine/campaign)
+            est_max = min(est_max, max(est, d.budget_s))
     warnings += dirty_cannot_matter(cells, d)
     warnings += sessions.plan_warnings(cells)
     warnings += unsafe_warnings(cells)

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from pgfsbench.results.records import (
     RunOutcome,
@@ -463,3 +464,30 @@ def test_a_busy_host_is_one_line_for_all_its_runs_and_leads_when_most_were() -> 
     assert said[0].startswith("this host was too busy for a verdict: 2 of 3 runs")
     assert "CPU 26-44% busy" in said[0]
     assert sum("busy host" in w for w in said) == 1
+
+
+def test_a_budget_cuts_the_last_round_to_the_runs_that_fit(monkeypatch: Any) -> None:
+    """10 runs in 100 s, a budget of 135 s: of a round of 5, the 3 that fit at 10 s a run;
+    then no more rounds: the campaign ends within its budget."""
+    import time as time_mod
+    from types import SimpleNamespace
+
+    from pgfsbench.engine import campaign as camp
+    from pgfsbench.spec.models import Defaults
+
+    rounds: list[int] = []
+    monkeypatch.setattr(camp, "more_runs", lambda *a: list(range(5)))
+    monkeypatch.setattr(camp, "note_auto_repetitions", lambda *a: None)
+    d = Defaults(repetitions="auto", budget="135s")
+    result = SimpleNamespace(run_ids=list(range(10)), campaign_id=1)
+    events = SimpleNamespace(extend=lambda n: None)
+    camp.adaptive_rounds(
+        None,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        d,
+        result,  # type: ignore[arg-type]
+        time_mod.monotonic() - 100.0,
+        events,
+        lambda more: rounds.append(len(more)),
+    )
+    assert rounds == [3]

@@ -10,6 +10,7 @@ Whatever a run could not undo (a filesystem frozen under it) is tried again at t
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import random
 import secrets
@@ -668,17 +669,30 @@ def adaptive_rounds(
 ) -> None:
     """repetitions = "auto", wherever the runs go (this host, a cluster): rounds of
     `more_runs` given to ``run_round`` until none is needed or the budget (counted from
-    ``started``, the campaign's start) is spent; then the notes."""
+    ``started``, the campaign's start) is spent; then the notes. A round is cut to the runs
+    that fit in what is left of the budget at the pace of the runs so far: the campaign
+    ends within its budget (a verdict is anytime-valid, wherever its runs stop)."""
     state = AutoState(seed=secrets.randbits(32))
     while True:
-        if time.monotonic() - started >= d.budget_s:
+        elapsed = time.monotonic() - started
+        if elapsed >= d.budget_s:
             state.budget_spent = True
             break
         more = more_runs(store, plan, d, result, state)
         if not more:
             break
+        if math.isfinite(d.budget_s) and result.run_ids:
+            per_run = elapsed / len(result.run_ids)
+            fit = int((d.budget_s - elapsed) // per_run) if per_run > 0 else len(more)
+            if fit < len(more):
+                state.budget_spent = True
+                more = more[: max(0, fit)]
+                if not more:
+                    break
         events.extend(len(more))
         run_round(more)
+        if state.budget_spent:
+            break
     note_auto_repetitions(store, d, result.campaign_id, state)
 
 
