@@ -382,7 +382,8 @@ class Campaign(CampaignLoop):
         try:
             self.ready = preflight(self.loaded, self.plan, self.workdir, self.policy, self.runner)
         except BaseException:
-            # refused: a workdir the checks made goes
+            # refused: what the checks' commands registered goes, then a workdir they made
+            self._end()
             if self._fresh:
                 with contextlib.suppress(OSError):
                     self.workdir.rmdir()
