@@ -282,3 +282,20 @@ def test_cpu_of_processes_too_short_lived_for_the_table_counts_as_outside(tmp_pa
     assert with_group.own_cpu_pct == 40.0
     series = process_series([with_group], 999.0)
     assert series["unseen_cpu_pct"] == (2.0, [100.0])
+
+
+def test_a_short_interval_gives_no_unseen_cpu(tmp_path: Path) -> None:
+    """The ticker's first beat can come a few ms after the start: a few of the host's
+    whole ticks over 10 ms would read as several CPUs of outside work (a demo's warm-up
+    was called busy, 315% of a CPU). Under half a second nothing unseen is counted."""
+    tree = {100: ("pgfsbench", "S", 1, 0, (0, 0))}
+    host = [1000]
+    _fake_proc(tmp_path, tree)
+    (tmp_path / "stat").write_text(f"cpu  {host[0]} 0 0 5000 0 0 0 0\n")
+    s = ProcessSampler((100,), {}, proc=tmp_path, own_group=lambda: 1.0)
+    s._machine, s._ticks_per_s = "x86_64", 100
+    s.tick(1000.0)
+    (tmp_path / "stat").write_text(f"cpu  {host[0] + 3} 0 0 5000 0 0 0 0\n")
+    s.tick(1000.01)
+    (first,) = s.close()
+    assert first.unseen_cpu_pct is None and first.outside_cpu_pct == 0.0

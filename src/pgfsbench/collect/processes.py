@@ -40,6 +40,7 @@ MIN_TOP_IO_MBPS = 1.0
 # totals and the processes' own differ by up to some 10% of a CPU a second on a quiet host
 # (measured here: 22-40 ticks of the host against 26-41 of the processes, second by second)
 UNSEEN_FLOOR_PCT = 15.0
+MIN_UNSEEN_INTERVAL_S = 0.5  # and only over an interval at least this long
 
 # system calls whose first argument is the file descriptor they act on (x86_64, aarch64)
 _FD_SYSCALLS = {
@@ -318,7 +319,13 @@ class ProcessSampler:
                 usage.append((s.pid, s.comm, d_ticks, d_read, d_write))
         unseen = self._unseen(host, group, own_ticks + out_ticks + kernel_ticks, own_ticks)
         if dt is not None:  # the first tick only sets the counters
-            unseen_pct = None if unseen is None else 100 * unseen / self._ticks_per_s / dt
+            # the host's times are counted in whole ticks: over a short interval (the
+            # ticker's first beat right after the start) a few ticks would read as CPUs
+            unseen_pct = (
+                None
+                if unseen is None or dt < MIN_UNSEEN_INTERVAL_S
+                else 100 * unseen / self._ticks_per_s / dt
+            )
             extra = unseen_pct if unseen_pct is not None and unseen_pct > UNSEEN_FLOOR_PCT else 0
             self.seconds.append(
                 ProcessSecond(
