@@ -350,13 +350,21 @@ def join_cpu_group(
     else:
         return None
     group = parent / name
+    try:
+        # only in a cgroup root owns (a cgroup delegated to a user is theirs to change)
+        if parent.stat().st_uid != 0 or group.exists():
+            return None
+    except OSError:
+        return None
     journal.record(
         f"cpu cgroup {group} (the benchmark's own CPU)",
         Undo("remove_cpu_cgroup", {"path": str(group), "root": str(parent)}),
     )
     try:
-        group.mkdir(exist_ok=True)
+        group.mkdir()  # ours alone: one made by someone else meanwhile is refused
         (group / "cgroup.procs").write_text(f"{pid}\n")
+    except FileExistsError:
+        return None
     except OSError:
         with contextlib.suppress(OSError):
             group.rmdir()
