@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import shlex
 import shutil
 import subprocess
 import time
@@ -18,7 +19,7 @@ from typing import Any
 import pytest
 
 from pgfsbench.postgres.binaries import find_binaries
-from tests.func.conftest import pgfsbench, runs_of, wait_for
+from tests.func.conftest import ROOT, pgfsbench, runs_of, wait_for
 
 PG_USER = "postgres"
 
@@ -188,7 +189,7 @@ def test_tmpfs_is_not_durable_and_says_why(base: Path) -> None:
     # advice: tmpfs as found against ext4 and xfs on disks, a spec plan accepts
     (base / "doctor.json").write_text(json.dumps(report))
     spec = base / "advice.toml"
-    pgfsbench(
+    advised = pgfsbench(
         "advise",
         "--from",
         str(base / "doctor.json"),
@@ -199,7 +200,19 @@ def test_tmpfs_is_not_durable_and_says_why(base: Path) -> None:
         "--workdir",
         str(base / "work"),
     )
-    plan = pgfsbench("plan", str(spec), "--workdir", str(base / "work"))
+    # the command it prints next runs as printed (from where it was run)
+    (nxt,) = [ln for ln in advised.stdout.splitlines() if ln.startswith("next: ")]
+    argv = shlex.split(nxt.removeprefix("next: "))
+    plan = subprocess.run(
+        [*argv, "--workdir", str(base / "work")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "COLUMNS": "200"},
+    )
+    assert plan.returncode == 0, (nxt, plan.stderr)
     assert "as-found" in plan.stdout and "ext4/" in plan.stdout and "xfs/" in plan.stdout
 
 

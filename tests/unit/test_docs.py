@@ -28,6 +28,8 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     page = (tmp_path / "site" / "reference" / "spec" / "index.html").read_text()
     assert "stall_fraction" in page and "storage_class" in page
+    cli_page = (tmp_path / "site" / "reference" / "cli" / "index.html").read_text()
+    assert "--destroy-data-on" in cli_page and "pgfsbench results summary" in cli_page
 
 
 def test_the_spec_reference_has_every_kind_tool_and_default() -> None:
@@ -109,3 +111,51 @@ def test_example_times_in_the_docs_are_plans_within_a_quarter() -> None:
             )
             checked += 1
     assert checked >= 10
+
+
+def _prose(text: str) -> str:
+    """A page without its fenced code blocks (an example's output may show a date)."""
+    import re
+
+    return re.sub(r"```.*?```", "", text, flags=re.S)
+
+
+def test_user_pages_cite_no_dates_or_commit_ids() -> None:
+    """The manual reads as a manual: measurement logs, with their dates and commits, are
+    the validation pages' (and the developers' page); a user page links to them."""
+    import re
+
+    date = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+    commit = re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b")
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    found = []
+    for page in pages:
+        rel = page.relative_to(ROOT).as_posix()
+        if rel.startswith("docs/validation/") or rel == "docs/development.md":
+            continue
+        text = page.read_text()
+        found += [f"{rel}: {m}" for m in date.findall(_prose(text))]
+        found += [f"{rel}: {m}" for m in commit.findall(text)]
+    assert not found, found
+
+
+def test_the_cli_reference_has_every_command_and_option() -> None:
+    from pgfsbench.cli import _register, command
+    from pgfsbench.cli.reference import render as render_cli
+
+    text = render_cli()
+    _register()
+
+    def walk(cmd: object, path: str) -> None:
+        if path != "pgfsbench":
+            assert f"# {path}\n" in text, path
+        for p in getattr(cmd, "params", []):
+            for opt in getattr(p, "opts", []):
+                if opt.startswith("-") and opt != "--help":
+                    assert f"`{opt}`" in text, (path, opt)
+        for name, sub in (getattr(cmd, "commands", None) or {}).items():
+            if not getattr(sub, "hidden", False):
+                walk(sub, f"{path} {name}")
+
+    walk(command(), "pgfsbench")
+    assert "<!-- cli reference -->" in (ROOT / "docs" / "reference" / "cli.md").read_text()

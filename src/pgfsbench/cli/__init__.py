@@ -120,11 +120,27 @@ class _Option(typer.core.TyperOption):
         return None if self.is_flag or self.count else self.metavar
 
 
+# the narrowest terminal whose --help is drawn in panels: below it (or into a pipe) the
+# help is click's plain two columns, which wrap each description in full, where rich's
+# five-column table squeezed them and cut long words with an ellipsis at 80 columns
+PANELS_MIN_WIDTH = 100
+
+
+def panels_fit() -> bool:
+    """Whether --help is drawn with rich's panels: a terminal at least PANELS_MIN_WIDTH
+    wide (COLUMNS as rich reads it)."""
+    import shutil
+
+    if not sys.stdout.isatty():
+        return False
+    return shutil.get_terminal_size((80, 24)).columns >= PANELS_MIN_WIDTH
+
+
 def command() -> Any:
     """The command line as it runs, with readable placeholders (SPEC, FILE, N: not the
     parameter's Python type) and the commands in the order of the work."""
     root = typer.main.get_command(app)
-    _placeholders(root)
+    _placeholders(root, panels=panels_fit())
     commands = getattr(root, "commands", None)
     if isinstance(commands, dict):
         root.commands = {n: commands[n] for n in (*ORDER, *commands) if n in commands}  # type: ignore[attr-defined]
@@ -138,11 +154,20 @@ def _reflow(text: str | None) -> str | None:
     return "\n\n".join(" ".join(p.split()) for p in text.split("\n\n") if p.strip())
 
 
-def _placeholders(cmd: Any) -> None:
+def _plain(text: str | None) -> str | None:
+    """Help text without rich's markup escapes (\\[kubernetes] is [kubernetes] in plain)."""
+    return text.replace("\\[", "[") if text else text
+
+
+def _placeholders(cmd: Any, *, panels: bool) -> None:
     cmd.help = _reflow(cmd.help)
+    if not panels:
+        cmd.rich_markup_mode = None
+        cmd.help = _plain(cmd.help)
+        cmd.epilog = _plain(_reflow(cmd.epilog))
     for param in cmd.params:
         if getattr(param, "help", None):
-            param.help = _reflow(param.help)
+            param.help = _reflow(param.help) if panels else _plain(_reflow(param.help))
         name = str(param.name or "")
         if isinstance(param, typer.core.TyperArgument):
             param.metavar = name.upper()
@@ -164,7 +189,7 @@ def _placeholders(cmd: Any) -> None:
 
     cmd.get_help_option = get_help_option
     for sub in (getattr(cmd, "commands", None) or {}).values():
-        _placeholders(sub)
+        _placeholders(sub, panels=panels)
 
 
 def _workdir_from_argv(argv: list[str]) -> Path:

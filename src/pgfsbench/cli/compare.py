@@ -16,7 +16,7 @@ from pgfsbench.cli.results import (
     DEFAULT_RESULTS,
     RESULTS_ENV,
     BaselineOpt,
-    FormatOpt,
+    CsvOpt,
     PriceFileOpt,
     WithoutDisturbedOpt,
     campaign_ids,
@@ -132,7 +132,7 @@ def compare_cmd(
     ] = False,
     price_file: PriceFileOpt = None,
     without_disturbed: WithoutDisturbedOpt = False,
-    fmt: FormatOpt = "table",
+    as_csv: CsvOpt = False,
 ) -> None:
     """Is B faster than A? Ratio of means with its 95% CI (Welch's t test on log
     throughput) and a verdict, only between comparable cells (same workload, clients,
@@ -162,7 +162,7 @@ def compare_cmd(
         if len(targets) == 2 or len(camps) == 2
         else _pairs_within(targets[0], campaign, a, b, baseline, host, prices, without_disturbed)
     )
-    how = output_format(fmt, as_json)
+    how = output_format(as_csv, as_json)
     if how == "json":
         print(json.dumps([pair_json(p) for p in pairs], indent=1, default=str))
         return

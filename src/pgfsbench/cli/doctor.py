@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -10,6 +11,7 @@ import typer
 from rich.markup import escape
 
 from pgfsbench.cli import app
+from pgfsbench.cli.program import program
 from pgfsbench.jsonish import obj
 
 if TYPE_CHECKING:
@@ -104,7 +106,7 @@ def doctor_cmd(
 
     rules = select_rules(only or (), ignore or ())
     if not rules:
-        raise UsageError("--only/--ignore leave no rule (see `pgfsbench doctor list`)")
+        raise UsageError(f"--only/--ignore leave no rule (see `{program()} doctor list`)")
     facts, inspected = _gather(pgdata, dsn, config, path)
     if facts is None:
         msg = f"{pgdata}: no such directory"
@@ -212,7 +214,7 @@ def explain_cmd(rule: Annotated[str, typer.Argument(help="A rule id.")]) -> None
 
     r = BY_ID.get(rule)
     if r is None:
-        raise UsageError(f"no rule {rule!r} (see `pgfsbench doctor list`)")
+        raise UsageError(f"no rule {rule!r} (see `{program()} doctor list`)")
     console = plain_console()
     console.print(
         f"[bold]{r.id}[/] ({r.layer}, {r.severity.name} when it fires): {escape(r.title)}",
@@ -301,4 +303,4 @@ def advise_cmd(
     )
     for r in advice.reasons:
         console.print(f"  {r}", markup=False)
-    console.print(f"next: pgfsbench plan {output}", markup=False)
+    console.print(f"next: {program()} plan {shlex.quote(str(output))}", markup=False)

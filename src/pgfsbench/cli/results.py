@@ -73,21 +73,17 @@ def _elsewhere(missing: Path) -> str:
     return f"; here: {', '.join(found)} (e.g. --results {first}, or export {RESULTS_ENV}={first})"
 
 
-FormatOpt = Annotated[
-    str,
-    typer.Option(
-        "--format",
-        help="table (for a terminal; plain, without boxes, into a pipe), csv or json.",
-    ),
-]
-FORMATS_OUT = ("table", "csv", "json")
+# What a command prints is asked for by one flag in every command: --json or --csv (as
+# psql's --csv), else a table (plain, without boxes, into a pipe). --format is only for the
+# file a command writes (report: html or markdown; export: csv or parquet).
+CsvOpt = Annotated[bool, typer.Option("--csv", help="Print CSV (a header, then one line per row).")]
 
 
-def output_format(fmt: str, as_json: bool) -> str:
-    """--format, with --json as the older way to say json."""
-    if fmt not in FORMATS_OUT:
-        raise UsageError(f"--format {fmt}: give one of {', '.join(FORMATS_OUT)}")
-    return "json" if as_json else fmt
+def output_format(as_csv: bool, as_json: bool) -> str:
+    """table, csv or json from the two flags (not both)."""
+    if as_csv and as_json:
+        raise UsageError("--csv or --json, not both")
+    return "json" if as_json else "csv" if as_csv else "table"
 
 
 def print_csv(rows: list[dict[str, object]]) -> None:
@@ -119,13 +115,13 @@ def list_cmd(
     campaign: Annotated[int | None, typer.Option(help="Only this campaign.")] = None,
     host: HostOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print a JSON array.")] = False,
-    fmt: FormatOpt = "table",
+    as_csv: CsvOpt = False,
 ) -> None:
     """One line per run (cell x repetition)."""
     from pgfsbench.report.terminal import runs_table
     from pgfsbench.results.store import LIST_KEYS
 
-    how = output_format(fmt, as_json)
+    how = output_format(as_csv, as_json)
     store = open_store(results)
     runs = [r for r in store.list_runs(campaign) if host is None or r.host == host]
     rows = [{k: getattr(r, k) for k in LIST_KEYS} for r in runs]
@@ -316,7 +312,7 @@ def summary_cmd(
     ] = False,
     price_file: PriceFileOpt = None,
     without_disturbed: WithoutDisturbedOpt = False,
-    fmt: FormatOpt = "table",
+    as_csv: CsvOpt = False,
 ) -> None:
     """The summary table of one or several campaigns (a re-run of failed cells, a sweep run
     as separate campaigns), with confidence intervals, verdicts and stalls."""
@@ -332,7 +328,7 @@ def summary_cmd(
         read_prices(price_file),
         without_disturbed,
     )
-    how = output_format(fmt, as_json)
+    how = output_format(as_csv, as_json)
     if how == "csv":
         print_csv([flat(cell_json(c)) for c in a.cells])
         return

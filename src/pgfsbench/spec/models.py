@@ -104,7 +104,7 @@ class EmulatedDevice(BaseModel):
     drive: str | None = None
     # what carries the block requests to the daemon: /dev/fuse, or FUSE over io_uring
     # (Linux 6.14 and later; pgfsbench turns fuse's enable_uring parameter on while the
-    # daemon mounts, journaled). No cheaper on a 2-vCPU VM: docs/guide/emulated-disks.md
+    # daemon mounts, journaled). No cheaper on a 2-vCPU VM: docs/validation/emulated-disks.md
     transport: Literal["dev_fuse", "io_uring"] = "dev_fuse"
 
     @field_validator("size", "drive")
