@@ -387,3 +387,29 @@ def test_runs_table_drops_columns_before_folding_a_cell_and_is_plain_in_a_pipe(
     assert not any(ch in text for ch in "│┃━─")
     wide = render(runs_table(runs, width=160), width=160)
     assert "load s" in wide and "space" in wide and "│" in wide
+
+
+def test_space_alike_on_every_cell_is_a_line_not_a_chart_of_equal_bars() -> None:
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from pgfsbench.report.html import space_alike
+
+    def cell(data: float, wal: float | None) -> Any:
+        return SimpleNamespace(
+            space_data_bytes=SimpleNamespace(median=data),
+            space_bytes=None,
+            space_wal_bytes=None if wal is None else SimpleNamespace(median=wal),
+        )
+
+    mib = 2.0**20
+    alike = [cell(59.7 * mib, 48 * mib), cell(59.6 * mib, 48 * mib), cell(60.1 * mib, 48 * mib)]
+    line = space_alike(cast(Any, alike))
+    assert line is not None and "alike on every cell" in line and "48.0 MiB" in line
+    # one cell 5% larger in all, or its pg_wal twice another's: the chart shows it
+    assert space_alike(cast(Any, [*alike, cell(65 * mib, 48 * mib)])) is None
+    assert space_alike(cast(Any, [cell(60 * mib, 1 * mib), cell(59 * mib, 2 * mib)])) is None
+    # unknown space, or a single cell: nothing to say alike
+    assert space_alike(cast(Any, [cell(60 * mib, 48 * mib)])) is None
+    unknown = SimpleNamespace(space_data_bytes=None, space_bytes=None, space_wal_bytes=None)
+    assert space_alike(cast(Any, [alike[0], unknown])) is None

@@ -209,18 +209,20 @@ def episode_data(e: StallEpisode) -> dict[str, object]:
 FEW_RUNS = 10
 
 
-def bar_kind(c: CellSummary) -> str:
-    """A throughput bar's mark: the baseline, better, worse, the same (no significant
-    difference), or no verdict (too few runs); references and unsafe cells are lines."""
+def bar_kind(c: CellSummary, p99: bool = False) -> str:
+    """A bar's mark by its verdict against the baseline (throughput's, or p99 latency's
+    own): the baseline, better, worse, the same (no significant difference), or no
+    verdict (too few runs); references and unsafe cells are lines."""
     if c.baseline is None:
         return "baseline"
-    if c.vs_baseline is None:
+    comparison = c.p99_vs_baseline if p99 else c.vs_baseline
+    if comparison is None:
         return "none"
     return {
         "better": "better",
         "worse": "worse",
         "no significant difference": "same",
-    }.get(str(c.vs_baseline.verdict), "none")
+    }.get(str(comparison.verdict), "none")
 
 
 def _bar_group(cells: Sequence[CellSummary]) -> dict[str, object]:
@@ -269,6 +271,7 @@ def _bar_group(cells: Sequence[CellSummary]) -> dict[str, object]:
         """The table's p99 (of all the cell's transactions, its runs' histograms merged; else
         the median of its runs' p99), whiskers from the lowest to the highest run's p99."""
         names, value, lo, hi, med = [], [], [], [], []
+        kinds: list[str] = []  # each bar's p99 verdict against its baseline
         for c in cells:
             e = c.latency_p99_ms
             pooled = c.latency_pooled.percentiles_ms.get("p99") if c.latency_pooled else None
@@ -279,6 +282,7 @@ def _bar_group(cells: Sequence[CellSummary]) -> dict[str, object]:
                 continue
             names.append(c.label + (" (FUSE)" if c.fuse else ""))
             value.append(_num(shown))
+            kinds.append(bar_kind(c, p99=True))
             med.append(_num(e.median) if e else None)
             several = e is not None and e.n > 1
             lo.append(_num(max(0.0, shown - e.low)) if several and e else None)
@@ -291,9 +295,10 @@ def _bar_group(cells: Sequence[CellSummary]) -> dict[str, object]:
             "median": med,
             "refs": [],
             "stat": "p99",
+            "kinds": kinds,
         }
 
-    space = {
+    space: dict[str, object] = {
         "names": [c.label for c in cells],
         "data": [
             _num(
@@ -311,6 +316,7 @@ def _bar_group(cells: Sequence[CellSummary]) -> dict[str, object]:
             _num((c.space_wal_bytes.median if c.space_wal_bytes else 0) / 2**20, 1) for c in cells
         ],
     }
+    space["alike"] = space_alike(cells)
     return {
         "title": cells[0].group_label,
         "unit": cells[0].unit,
@@ -319,6 +325,35 @@ def _bar_group(cells: Sequence[CellSummary]) -> dict[str, object]:
         "load": bars("load_seconds"),
         "space": space,
     }
+
+
+# cells whose space after the load differs by less than this share are said in a line:
+# a chart of equal bars draws no difference
+SPACE_ALIKE = 0.02
+
+
+def space_alike(cells: Sequence[CellSummary]) -> str | None:
+    """A sentence when every cell took the same space after the load (within SPACE_ALIKE
+    of the smallest, in all and in pg_wal), else None (the chart then shows the
+    differences)."""
+
+    def total(c: CellSummary) -> float | None:
+        data = c.space_data_bytes or c.space_bytes
+        if data is None:
+            return None
+        return data.median + (c.space_wal_bytes.median if c.space_wal_bytes else 0.0)
+
+    totals = [total(c) for c in cells]
+    if len(cells) < 2 or any(t is None or t <= 0 for t in totals):
+        return None
+    known = [t for t in totals if t is not None]
+    wal = [c.space_wal_bytes.median if c.space_wal_bytes else 0.0 for c in cells]
+    if max(known) > min(known) * (1 + SPACE_ALIKE) or max(wal) > min(wal) * (1 + SPACE_ALIKE):
+        return None
+    return (
+        f"Space after load: alike on every cell ({fmt_space(cells[0])}, the cells within "
+        f"{SPACE_ALIKE:.0%} of each other)."
+    )
 
 
 def _sweeps(cells: Sequence[CellSummary]) -> list[dict[str, object]]:
