@@ -30,6 +30,9 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     assert "stall_fraction" in page and "storage_class" in page
     cli_page = (tmp_path / "site" / "reference" / "cli" / "index.html").read_text()
     assert "--destroy-data-on" in cli_page and "pgfsbench results summary" in cli_page
+    # on a phone each table cell is a line with its column's name (stylesheets/extra.css)
+    assert 'data-label="default"' in page
+    assert (tmp_path / "site" / "stylesheets" / "extra.css").is_file()
 
 
 def test_the_spec_reference_has_every_kind_tool_and_default() -> None:
