@@ -61,6 +61,11 @@ if [ -n "$GO" ]; then
     if [ ! -x "$disk" ] || [ -n "$(find native/diskmodel -newer "$disk" -name '*.go' -o -newer "$disk" -name 'go.*')" ]; then
         (cd native/diskmodel && CGO_ENABLED=0 "$GO" build -trimpath -o "../../$disk" .)
     fi
+    # the replayer of captured workloads (native/replayer, Go and pgx): tool = "replay"
+    replay=.venv/bin/pgfsbench-replay
+    if [ ! -x "$replay" ] || [ -n "$(find native/replayer -newer "$replay" -name '*.go' -o -newer "$replay" -name 'go.*')" ]; then
+        (cd native/replayer && CGO_ENABLED=0 "$GO" build -trimpath -o "../../$replay" .)
+    fi
 else
-    echo "bootstrap: no Go toolchain: pgfsbench-disk (emulated disks) not built" >&2
+    echo "bootstrap: no Go toolchain: pgfsbench-disk (emulated disks) and pgfsbench-replay (tool = \"replay\") not built" >&2
 fi

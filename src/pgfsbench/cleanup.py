@@ -16,6 +16,7 @@ from pgfsbench.system.errors import PgfsbenchError
 from pgfsbench.system.journal import LeftoverJournal, leftover_journals, undo_leftover
 from pgfsbench.system.runner import Runner, end_orphans
 from pgfsbench.system.trust import check_workdir_trusted
+from pgfsbench.workloads import capture as capture_undo  # noqa: F401
 
 
 @dataclass

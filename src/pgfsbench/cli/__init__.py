@@ -61,7 +61,17 @@ def _root(
 
 
 def _register() -> None:
-    from pgfsbench.cli import cleanup, compare, doctor, fleet, history, pod, results, run  # noqa: F401
+    from pgfsbench.cli import (  # noqa: F401
+        capture,
+        cleanup,
+        compare,
+        doctor,
+        fleet,
+        history,
+        pod,
+        results,
+        run,
+    )
 
 
 # the commands in the order of the work (--help lists them so)
@@ -75,6 +85,7 @@ ORDER = (
     "history",
     "doctor",
     "advise",
+    "capture",
     "fleet",
     "cleanup",
 )

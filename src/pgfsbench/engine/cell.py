@@ -40,7 +40,7 @@ from pgfsbench.system.journal import Journal
 from pgfsbench.system.runner import Runner
 from pgfsbench.units import parse_size
 from pgfsbench.workloads import workload_for
-from pgfsbench.workloads.base import Endpoint, LoadResult, Workload, WorkloadContext
+from pgfsbench.workloads.base import DataTemplated, Endpoint, LoadResult, Workload, WorkloadContext
 
 TEMPLATES = "initdb-templates"  # in the work directory: see postgres/template.py
 
@@ -243,9 +243,26 @@ def _initdb(eng: Engine, st: CellState) -> None:
         st.logdir / "postgresql.log",
         eng.os_user,
     )
+    templates = Templates(eng.workdir / TEMPLATES)
+    source = None
+    if isinstance(st.workload, DataTemplated):
+        # the workload brings its own data (a capture's copy): restored once, then copied
+        eng.phase("data template")
+        source = st.workload.data_template(
+            st.cell,
+            runner=eng.runner,
+            journal=eng.journal,
+            binaries=eng.binaries_for(st.cell),
+            templates=templates,
+            os_user=eng.os_user,
+            scratch=st.celldir,
+            socket_dir=sock,
+            log_path=st.logdir / "restore.log",
+            base_dir=eng.loaded.base_dir,
+        )
     eng.phase("initdb")
     st.initdb_output = st.instance.init(
-        eng.journal, eng.runner, st.cell.postgres.initdb, Templates(eng.workdir / TEMPLATES)
+        eng.journal, eng.runner, st.cell.postgres.initdb, templates, source=source
     )
 
 

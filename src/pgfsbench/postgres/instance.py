@@ -202,9 +202,12 @@ class Instance:
         runner: Runner,
         options: InitdbOptions,
         templates: Templates | None = None,
+        source: str | None = None,
     ) -> str:
         """Make the cluster: a copy of the template of the same binaries, options and host
-        when ``templates`` has one, else initdb (kept as the template for the next)."""
+        when ``templates`` has one, else initdb (kept as the template for the next). With
+        ``source``, a copy of that template of ``templates`` (a workload's own data, as a
+        capture's), never initdb."""
         # initdb's own server (postgres --boot, then --single) makes shared memory too, and
         # a run killed during initdb leaves it. It is found by the data directory's device
         # and inode, so the directory is made here (initdb takes an empty one, and then
@@ -231,6 +234,13 @@ class Instance:
             argv = initdb_argv(self.binaries, self.pgdata, self.waldir, options)
             key = template_key(self.binaries, argv, self.pgdata, self.waldir, self.os_user)
             note = ""
+            if source is not None:
+                given = templates.find(source) if templates is not None else None
+                if given is None or templates is None:
+                    raise InstanceError(f"the data template {source} is not there")
+                output = templates.copy_into(given, pgdata, self.waldir, owner)
+                pgdata.hand_to(owner, 0o700)
+                return output
             if templates is not None and (found := templates.find(key)) is not None:
                 # commands.sh says what the copy stands for, and how to make it without one
                 runner.transcript.append(

@@ -30,6 +30,7 @@ from pgfsbench.spec.models import (
     FilesystemStorage,
     KindFacts,
     PgbenchWorkload,
+    ReplayWorkload,
     StorageCommon,
     SysbenchWorkload,
     TmpfsStorage,
@@ -220,6 +221,20 @@ WORKLOAD_TOOLS: tuple[WorkloadTool, ...] = (
         CopyWorkload,
         "pgfsbench.workloads.copy:for_cell",
         "bulk load by COPY (MB/s, rows/s)",
+        paced=False,
+    ),
+    WorkloadTool(
+        "replay",
+        ReplayWorkload,
+        "pgfsbench.workloads.replay:for_cell",
+        "your own workload: a capture replayed (pgfsbench capture)",
+        artifacts={
+            "replay.stderr": "replay_stderr",
+            "replay-stats.json": "replay_stats",
+            "txlog.gz": "txlog",
+        },
+        series_units=_TX_SERIES,
+        load_seconds_per_scale=0.0,
         paced=False,
     ),
 )

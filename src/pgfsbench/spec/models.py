@@ -1021,6 +1021,37 @@ class CopyWorkload(WorkloadBase):
     indexes: Literal["none", "before", "after"] = "after"
 
 
+class ReplayWorkload(WorkloadBase):
+    """Your own workload: a capture (`pgfsbench capture`) replayed by pgfsbench's replayer
+    on each cell's storage, from a copy of the capture's data; sessions, transactions and
+    each session's order kept, prepared statements as the client made them. Its clients
+    and scale are the capture's; its duration, the capture's length (timed), or as long as
+    the work takes (fast). No warm-up: it would run the work twice."""
+
+    tool: Literal["replay"]
+    # the capture's directory (`pgfsbench capture -o DIR`), root's
+    capture: str
+    # timed: each statement at its captured time (divided by speed); think: the captured think
+    # time between a session's statements (times think_scale); fast: no waits, the storage's
+    # capacity for this work
+    mode: Literal["timed", "think", "fast"] = "timed"
+    # timed: the captured times divided by this (2: twice as fast)
+    speed: Annotated[float, Field(gt=0, le=100)] = 1.0
+    # think: the captured think times multiplied by this
+    think_scale: Annotated[float, Field(ge=0, le=100)] = 1.0
+    # a lock wait the replay's reordering causes ends after this (the statement fails, is
+    # counted and named): a conflict never hangs a run
+    lock_timeout: Duration = 10.0
+
+    @model_validator(mode="after")
+    def _no_warmup(self) -> ReplayWorkload:
+        if self.warmup:
+            raise ValueError("a replay has no warm-up (it would run the captured work twice)")
+        if self.rate is not None:
+            raise ValueError("a replay keeps its captured pace (mode, speed), not a rate")
+        return self
+
+
 class Defaults(Model):
     # the data's size for every workload that does not say (a list: one cell each; or "fits_ram",
     # "exceeds_ram", "2x_shared_buffers"...)

@@ -176,6 +176,7 @@ class Runner:
         cwd: Path | str | None = None,
         env: Mapping[str, str] | None = None,
         merge_stderr: bool = False,
+        stdin_fd: int | None = None,
     ) -> Child:
         """Start a long child in its own process group; stdout to a file, stderr streamed
         line by line (with ``merge_stderr``, both streamed, and the file left empty)."""
@@ -190,7 +191,8 @@ class Runner:
                     list(argv),
                     stdout=subprocess.PIPE if merge_stderr else out,
                     stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
-                    stdin=subprocess.DEVNULL,
+                    # a file root opened, read by the child as given (never by its path)
+                    stdin=subprocess.DEVNULL if stdin_fd is None else stdin_fd,
                     text=True,
                     errors="replace",
                     bufsize=1,

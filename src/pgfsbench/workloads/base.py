@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from pgfsbench.postgres.binaries import Binaries
 from pgfsbench.postgres.instance import WORKLOAD_APPLICATION
@@ -21,6 +21,7 @@ from pgfsbench.system.runner import Runner
 
 if TYPE_CHECKING:
     from pgfsbench.collect.txlog import LatencyStats
+    from pgfsbench.postgres.template import Templates
 
 Series = dict[str, tuple[float, list[Any]]]  # name -> (t0, one value per second)
 
@@ -171,3 +172,25 @@ class Workload(Protocol):
     def run(self, ctx: WorkloadContext, cell: Cell, phase: Phase) -> Measurement:
         """Run for ``phase.seconds``; report progress; end the tool when
         ``phase.stalled`` says why."""
+
+
+@runtime_checkable
+class DataTemplated(Protocol):
+    """A workload that brings its own data (a capture's physical copy): the engine copies
+    the template it names instead of running initdb, and loads nothing."""
+
+    def data_template(
+        self,
+        cell: Cell,
+        *,
+        runner: Runner,
+        journal: Journal,
+        binaries: Binaries,
+        templates: Templates,
+        os_user: str | None,
+        scratch: Path,
+        socket_dir: Path,
+        log_path: Path,
+        base_dir: Path,
+    ) -> str:
+        """The key of the data template in ``templates`` (made once, then found)."""

@@ -1,0 +1,622 @@
+// pgfsbench-replay replays a captured PostgreSQL workload (pgfsbench capture, prepared
+// into a replay file by pgfsbench) against a server: one connection per captured session,
+// each session's statements in their captured order, its transactions kept whole (never a
+// statement committed alone that was not), prepared statements prepared and executed by
+// name as the client did, parameters sent as text with their types left to the server, as
+// libpq clients send them. Three modes: timed (each statement at its captured time,
+// divided by -speed; the schedule lag of each transaction is measured, and its latency
+// counts from its scheduled start, as pgbench's -R), think (each session waits the
+// captured think time between its statements, times -think-scale) and fast (no waits: the
+// storage's capacity for this workload). lock_timeout ends any lock wait the replay's
+// reordering causes, so a conflict can never hang a run: the statement fails, is counted
+// and named.
+//
+// Output: pgbench's per-transaction log format (-log), pgbench's progress lines on stderr
+// (-P 1's "progress: ..."), and a JSON summary (-stats): statements, errors by SQLSTATE
+// and by statement, rows, the schedule lag, and the replayer's own CPU.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"os/signal"
+	"sort"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+)
+
+// FormatVersion is the replay file's version this replayer reads.
+const FormatVersion = 1
+
+// Stmt is one captured statement.
+type Stmt struct {
+	SQL    string    `json:"sql"`
+	Kind   string    `json:"kind"` // simple | prepared | unnamed
+	Name   string    `json:"name,omitempty"`
+	Params []*string `json:"params,omitempty"`
+	T      int64     `json:"t"`   // microseconds from the capture's start
+	Dur    int64     `json:"dur"` // microseconds it took in the capture (0: unknown)
+	Q      int       `json:"q"`   // index of its normalised statement
+}
+
+// Tx is one captured transaction: an explicit block, or one statement on its own.
+type Tx struct {
+	Stmts []Stmt `json:"stmts"`
+}
+
+// Session is one captured connection.
+type Session struct {
+	ID      string `json:"id"`
+	User    string `json:"user"`
+	DB      string `json:"db"`
+	Connect int64  `json:"connect"` // microseconds from the capture's start
+	Tx      []Tx   `json:"tx"`
+}
+
+// Header is the replay file's first line.
+type Header struct {
+	Version int `json:"version"`
+	Queries int `json:"queries"`
+}
+
+type options struct {
+	in, host, user, db, mode, logPath, statsPath string
+	port                                         int
+	speed, thinkScale                            float64
+	lockTimeout                                  string
+	maxSeconds                                   float64
+	progress                                     float64
+}
+
+// QueryStats is what one normalised statement did in the replay.
+type QueryStats struct {
+	Q      int            `json:"q"`
+	Calls  int64          `json:"calls"`
+	Errors int64          `json:"errors"`
+	Rows   int64          `json:"rows"`
+	States map[string]int `json:"sqlstates,omitempty"`
+}
+
+type txRecord struct {
+	client, txno int
+	latency, lag int64 // microseconds
+	end          time.Time
+	failed       bool
+}
+
+type stats struct {
+	mu            sync.Mutex
+	queries       map[int]*QueryStats
+	statements    int64
+	transactions  int64
+	failedTx      int64
+	unsent        int64
+	connectErrors map[string]int
+	lagMax        int64
+	okTx          int64
+	sumAll, sqAll float64
+	// this progress interval
+	n        int64
+	sum, sq  float64
+	failedIv int64
+}
+
+func (s *stats) query(q int) *QueryStats {
+	qs := s.queries[q]
+	if qs == nil {
+		qs = &QueryStats{Q: q}
+		s.queries[q] = qs
+	}
+	return qs
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.in, "in", "", "the replay file (JSON lines; - for standard input)")
+	flag.StringVar(&o.host, "host", "", "the server's unix socket directory")
+	flag.IntVar(&o.port, "port", 5432, "the server's port")
+	flag.StringVar(&o.user, "user", "", "connect as this user (default: each session's own)")
+	flag.StringVar(&o.db, "db", "", "connect to this database (default: each session's own)")
+	flag.StringVar(&o.mode, "mode", "timed", "timed, think or fast")
+	flag.Float64Var(&o.speed, "speed", 1, "timed: the captured times divided by this")
+	flag.Float64Var(&o.thinkScale, "think-scale", 1, "think: the captured think times times this")
+	flag.StringVar(&o.lockTimeout, "lock-timeout", "10s", "lock_timeout of every session")
+	flag.StringVar(&o.logPath, "log", "", "write pgbench's per-transaction log here")
+	flag.StringVar(&o.statsPath, "stats", "", "write the JSON summary here")
+	flag.Float64Var(&o.maxSeconds, "max-seconds", 0, "stop after this long (0: when done)")
+	flag.Float64Var(&o.progress, "progress", 1, "seconds between progress lines (0: none)")
+	version := flag.Bool("version", false, "print the version and the replay file version read")
+	flag.Parse()
+	if *version {
+		fmt.Printf("pgfsbench-replay 1 (replay file version %d)\n", FormatVersion)
+		return
+	}
+	if err := run(o); err != nil {
+		fmt.Fprintf(os.Stderr, "pgfsbench-replay: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func readReplay(path string) (Header, []Session, error) {
+	var h Header
+	f := os.Stdin
+	if path != "-" {
+		var err error
+		if f, err = os.Open(path); err != nil {
+			return h, nil, err
+		}
+		defer f.Close()
+	}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<30)
+	if !sc.Scan() {
+		return h, nil, fmt.Errorf("%s: empty", path)
+	}
+	if err := json.Unmarshal(sc.Bytes(), &h); err != nil {
+		return h, nil, fmt.Errorf("%s: header: %v", path, err)
+	}
+	if h.Version != FormatVersion {
+		return h, nil, fmt.Errorf("%s: replay file version %d, this replayer reads %d", path, h.Version, FormatVersion)
+	}
+	var sessions []Session
+	for sc.Scan() {
+		var s Session
+		if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
+			return h, nil, fmt.Errorf("%s: session %d: %v", path, len(sessions)+1, err)
+		}
+		sessions = append(sessions, s)
+	}
+	return h, sessions, sc.Err()
+}
+
+func run(o options) error {
+	if o.mode != "timed" && o.mode != "think" && o.mode != "fast" {
+		return fmt.Errorf("-mode %q: timed, think or fast", o.mode)
+	}
+	if o.speed <= 0 || o.thinkScale < 0 {
+		return errors.New("-speed must be above 0 and -think-scale not below 0")
+	}
+	_, sessions, err := readReplay(o.in)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	go func() { <-sig; cancel() }()
+	if o.maxSeconds > 0 {
+		var c2 context.CancelFunc
+		ctx, c2 = context.WithTimeout(ctx, time.Duration(o.maxSeconds*float64(time.Second)))
+		defer c2()
+	}
+
+	st := &stats{queries: map[int]*QueryStats{}, connectErrors: map[string]int{}}
+	records := make(chan txRecord, 4096)
+	var logDone sync.WaitGroup
+	logDone.Add(1)
+	go func() {
+		defer logDone.Done()
+		writeLog(o, records)
+	}()
+
+	start := time.Now()
+	base := start.Add(100 * time.Millisecond) // every session's connection in place first
+	stopProgress := make(chan struct{})
+	var progressDone sync.WaitGroup
+	if o.progress > 0 {
+		progressDone.Add(1)
+		go func() {
+			defer progressDone.Done()
+			progressLoop(start, o.progress, st, stopProgress)
+		}()
+	}
+	// A session that ended in the capture before another began ends before it begins in
+	// the replay too, whatever the mode (a client's set-up, then its workers): without
+	// it, fast mode would run a TRUNCATE from the set-up among the workers' INSERTs.
+	done := make([]chan struct{}, len(sessions))
+	for i := range done {
+		done[i] = make(chan struct{})
+	}
+	before := predecessors(sessions)
+	var wg sync.WaitGroup
+	for i := range sessions {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			defer close(done[i])
+			for _, j := range before[i] {
+				select {
+				case <-done[j]:
+				case <-ctx.Done():
+				}
+			}
+			replaySession(ctx, o, i, &sessions[i], base, st, records)
+		}(i)
+	}
+	wg.Wait()
+	close(records)
+	logDone.Wait()
+	close(stopProgress)
+	progressDone.Wait()
+	wall := time.Since(start)
+	return writeStats(o, st, len(sessions), wall)
+}
+
+// span is when a session's first statement began and its last one ended, in the capture.
+func span(s *Session) (int64, int64, bool) {
+	first, last, any := int64(math.MaxInt64), int64(math.MinInt64), false
+	for _, tx := range s.Tx {
+		for _, st := range tx.Stmts {
+			any = true
+			if st.T < first {
+				first = st.T
+			}
+			if st.T+st.Dur > last {
+				last = st.T + st.Dur
+			}
+		}
+	}
+	return first, last, any
+}
+
+// predecessors lists, for each session, the sessions whose last statement ended before
+// its first began.
+func predecessors(sessions []Session) [][]int {
+	type bounds struct {
+		first, last int64
+		ok          bool
+	}
+	b := make([]bounds, len(sessions))
+	for i := range sessions {
+		f, l, ok := span(&sessions[i])
+		b[i] = bounds{f, l, ok}
+	}
+	out := make([][]int, len(sessions))
+	for i := range sessions {
+		if !b[i].ok {
+			continue
+		}
+		for j := range sessions {
+			if i != j && b[j].ok && b[j].last < b[i].first {
+				out[i] = append(out[i], j)
+			}
+		}
+	}
+	return out
+}
+
+func connect(ctx context.Context, o options, s *Session) (*pgconn.PgConn, error) {
+	user, db := s.User, s.DB
+	if o.user != "" {
+		user = o.user
+	}
+	if o.db != "" {
+		db = o.db
+	}
+	cfg, err := pgconn.ParseConfig(fmt.Sprintf("host=%s port=%d", o.host, o.port))
+	if err != nil {
+		return nil, err
+	}
+	cfg.User, cfg.Database = user, db
+	cfg.RuntimeParams["application_name"] = "pgfsbench replay"
+	cfg.RuntimeParams["lock_timeout"] = o.lockTimeout
+	cfg.ConnectTimeout = 30 * time.Second
+	return pgconn.ConnectConfig(ctx, cfg)
+}
+
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
+}
+
+func at(base time.Time, us int64, speed float64) time.Time {
+	return base.Add(time.Duration(float64(us) / speed * float64(time.Microsecond)))
+}
+
+// exec sends one statement as the client did and says how many rows it touched.
+func exec(ctx context.Context, conn *pgconn.PgConn, prepared map[string]string, s *Stmt) (int64, error) {
+	params := make([][]byte, len(s.Params))
+	for i, p := range s.Params {
+		if p != nil {
+			params[i] = []byte(*p)
+		}
+	}
+	switch s.Kind {
+	case "prepared":
+		if sql, ok := prepared[s.Name]; !ok || sql != s.SQL {
+			if ok {
+				if _, err := conn.Exec(ctx, "DEALLOCATE "+quoteIdent(s.Name)).ReadAll(); err != nil {
+					return 0, err
+				}
+			}
+			if _, err := conn.Prepare(ctx, s.Name, s.SQL, nil); err != nil {
+				return 0, err
+			}
+			prepared[s.Name] = s.SQL
+		}
+		tag, err := conn.ExecPrepared(ctx, s.Name, params, nil, nil).Close()
+		return tag.RowsAffected(), err
+	case "unnamed":
+		tag, err := conn.ExecParams(ctx, s.SQL, params, nil, nil, nil).Close()
+		return tag.RowsAffected(), err
+	default:
+		results, err := conn.Exec(ctx, s.SQL).ReadAll()
+		var rows int64
+		for _, r := range results {
+			rows += r.CommandTag.RowsAffected()
+			if r.Err != nil && err == nil {
+				err = r.Err
+			}
+		}
+		return rows, err
+	}
+}
+
+func quoteIdent(s string) string {
+	out := []byte{'"'}
+	for i := 0; i < len(s); i++ {
+		if s[i] == '"' {
+			out = append(out, '"')
+		}
+		out = append(out, s[i])
+	}
+	return string(append(out, '"'))
+}
+
+func sqlstate(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return "client"
+}
+
+func replaySession(ctx context.Context, o options, client int, s *Session, base time.Time, st *stats, records chan<- txRecord) {
+	unsent := func(from int) {
+		n := int64(0)
+		for _, tx := range s.Tx[from:] {
+			n += int64(len(tx.Stmts))
+		}
+		st.mu.Lock()
+		st.unsent += n
+		st.mu.Unlock()
+	}
+	if o.mode == "timed" && !sleepUntil(ctx, at(base, s.Connect, o.speed)) {
+		unsent(0)
+		return
+	}
+	conn, err := connect(ctx, o, s)
+	if err != nil {
+		st.mu.Lock()
+		st.connectErrors[err.Error()]++
+		st.mu.Unlock()
+		unsent(0)
+		return
+	}
+	defer conn.Close(context.Background())
+	prepared := map[string]string{}
+	var prevEnd time.Time
+	var prev *Stmt
+	for ti := range s.Tx {
+		tx := &s.Tx[ti]
+		if len(tx.Stmts) == 0 {
+			continue
+		}
+		var scheduled time.Time
+		failed := false
+		var began time.Time
+		for si := range tx.Stmts {
+			stmt := &tx.Stmts[si]
+			switch o.mode {
+			case "timed":
+				target := at(base, stmt.T, o.speed)
+				if si == 0 {
+					scheduled = target
+				}
+				if !sleepUntil(ctx, target) {
+					unsent(ti)
+					return
+				}
+			case "think":
+				if prev != nil {
+					think := stmt.T - (prev.T + prev.Dur)
+					if think > 0 && !sleepUntil(ctx, prevEnd.Add(time.Duration(float64(think)*o.thinkScale)*time.Microsecond)) {
+						unsent(ti)
+						return
+					}
+				}
+			}
+			if ctx.Err() != nil {
+				unsent(ti)
+				return
+			}
+			now := time.Now()
+			if si == 0 {
+				began = now
+				if scheduled.IsZero() {
+					scheduled = now
+				}
+			}
+			rows, err := exec(ctx, conn, prepared, stmt)
+			prevEnd = time.Now()
+			prev = stmt
+			st.mu.Lock()
+			qs := st.query(stmt.Q)
+			qs.Calls++
+			st.statements++
+			if err != nil {
+				qs.Errors++
+				if qs.States == nil {
+					qs.States = map[string]int{}
+				}
+				qs.States[sqlstate(err)]++
+				failed = true
+			} else {
+				qs.Rows += rows
+			}
+			st.mu.Unlock()
+			if err != nil && ctx.Err() != nil {
+				unsent(ti + 1)
+				return
+			}
+			if conn.IsClosed() {
+				unsent(ti + 1)
+				return
+			}
+		}
+		end := time.Now()
+		lat := end.Sub(scheduled).Microseconds()
+		lag := began.Sub(scheduled).Microseconds()
+		if lag < 0 {
+			lag = 0
+		}
+		st.mu.Lock()
+		st.transactions++
+		if failed {
+			st.failedTx++
+			st.failedIv++
+		} else {
+			st.n++
+			ms := float64(lat) / 1000
+			st.sum += ms
+			st.sq += ms * ms
+			st.okTx++
+			st.sumAll += ms
+			st.sqAll += ms * ms
+		}
+		if lag > st.lagMax {
+			st.lagMax = lag
+		}
+		st.mu.Unlock()
+		records <- txRecord{client: client, txno: ti, latency: lat, lag: lag, end: end, failed: failed}
+	}
+}
+
+func writeLog(o options, records <-chan txRecord) {
+	if o.logPath == "" {
+		for range records {
+		}
+		return
+	}
+	f, err := os.OpenFile(o.logPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "pgfsbench-replay: %v\n", err)
+		for range records {
+		}
+		return
+	}
+	defer f.Close()
+	w := bufio.NewWriterSize(f, 1<<20)
+	defer w.Flush()
+	for r := range records {
+		lat := fmt.Sprint(r.latency)
+		if r.failed {
+			lat = "failed"
+		}
+		sec := r.end.Unix()
+		us := r.end.Nanosecond() / 1000
+		if o.mode == "timed" {
+			fmt.Fprintf(w, "%d %d %s 0 %d %d %d\n", r.client, r.txno, lat, sec, us, r.lag)
+		} else {
+			fmt.Fprintf(w, "%d %d %s 0 %d %d\n", r.client, r.txno, lat, sec, us)
+		}
+	}
+}
+
+func progressLoop(start time.Time, every float64, st *stats, stop <-chan struct{}) {
+	tick := time.NewTicker(time.Duration(every * float64(time.Second)))
+	defer tick.Stop()
+	last := start
+	for {
+		select {
+		case <-stop:
+			return
+		case now := <-tick.C:
+			st.mu.Lock()
+			n, sum, sq, failed := st.n, st.sum, st.sq, st.failedIv
+			st.n, st.sum, st.sq, st.failedIv = 0, 0, 0, 0
+			st.mu.Unlock()
+			secs := now.Sub(last).Seconds()
+			last = now
+			mean, sd := math.NaN(), math.NaN()
+			if n > 0 {
+				mean = sum / float64(n)
+				sd = math.Sqrt(math.Max(0, sq/float64(n)-mean*mean))
+			}
+			fmt.Fprintf(os.Stderr, "progress: %.1f s, %.1f tps, lat %.3f ms stddev %.3f, %d failed\n",
+				now.Sub(start).Seconds(), float64(n)/secs, mean, sd, failed)
+		}
+	}
+}
+
+func writeStats(o options, st *stats, sessions int, wall time.Duration) error {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	qs := make([]*QueryStats, 0, len(st.queries))
+	for _, q := range st.queries {
+		qs = append(qs, q)
+	}
+	sort.Slice(qs, func(i, j int) bool { return qs[i].Q < qs[j].Q })
+	out := map[string]any{
+		"version":             FormatVersion,
+		"mode":                o.mode,
+		"speed":               o.speed,
+		"sessions":            sessions,
+		"statements":          st.statements,
+		"transactions":        st.transactions,
+		"failed_transactions": st.failedTx,
+		"unsent_statements":   st.unsent,
+		"connect_errors":      st.connectErrors,
+		"schedule_lag_max_ms": float64(st.lagMax) / 1000,
+		"latency_avg_ms":      meanOf(st.sumAll, st.okTx),
+		"latency_stddev_ms":   sdOf(st.sumAll, st.sqAll, st.okTx),
+		"queries":             qs,
+		"wall_s":              wall.Seconds(),
+		"cpu_user_s":          float64(ru.Utime.Sec) + float64(ru.Utime.Usec)/1e6,
+		"cpu_system_s":        float64(ru.Stime.Sec) + float64(ru.Stime.Usec)/1e6,
+	}
+	text, err := json.MarshalIndent(out, "", " ")
+	if err != nil {
+		return err
+	}
+	if o.statsPath == "" {
+		_, err = os.Stdout.Write(append(text, '\n'))
+		return err
+	}
+	return os.WriteFile(o.statsPath, append(text, '\n'), 0o600)
+}
+
+func meanOf(sum float64, n int64) any {
+	if n == 0 {
+		return nil
+	}
+	return sum / float64(n)
+}
+
+func sdOf(sum, sq float64, n int64) any {
+	if n == 0 {
+		return nil
+	}
+	m := sum / float64(n)
+	return math.Sqrt(math.Max(0, sq/float64(n)-m*m))
+}

@@ -1,0 +1,106 @@
+"""pgfsbench capture."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from pgfsbench.cli import app
+from pgfsbench.cli.program import program
+from pgfsbench.report.inert import plain_console
+from pgfsbench.system.errors import NeedsRootError
+from pgfsbench.system.paths import DEFAULT_WORKDIR
+
+
+@app.command("capture")
+def capture_cmd(
+    dsn: Annotated[
+        str,
+        typer.Option(help="The server to capture (a libpq connection string, as a superuser)."),
+    ],
+    seconds: Annotated[float, typer.Option(help="How long to capture.")],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", help="The capture's directory (new; root's, 0700).")
+    ],
+    base: Annotated[
+        Path | None,
+        typer.Option(
+            help="A physical copy of the data taken at the capture's start (default: "
+            "pg_basebackup makes one into the capture's directory)."
+        ),
+    ] = None,
+    bindir: Annotated[
+        str | None, typer.Option(help="The server's PostgreSQL binaries (for pg_basebackup).")
+    ] = None,
+    max_log: Annotated[
+        int, typer.Option("--max-log-mb", help="Stop reading the statement log past this size.")
+    ] = 2048,
+    workdir: Annotated[
+        Path, typer.Option(help="Where the journal lives (what `cleanup` puts back).")
+    ] = DEFAULT_WORKDIR,
+) -> None:
+    """Capture a live server's workload for `tool = "replay"`: every statement with its
+    session, parameters and timing (jsonlog), a physical copy of the data, and the
+    server's counters before and after. The logging settings it changes are put back at
+    the end, and by `cleanup` after a SIGKILL; one needing a restart is refused."""
+    import os
+    import signal
+    import threading
+
+    from pgfsbench.engine.preflight import check_workdir
+    from pgfsbench.postgres.binaries import find_binaries
+    from pgfsbench.system.hostlock import host_lock
+    from pgfsbench.system.journal import Journal
+    from pgfsbench.system.runner import Runner
+    from pgfsbench.workloads.capture import capture
+
+    if os.geteuid() != 0:
+        raise NeedsRootError(
+            "capture writes a root-owned directory and a root journal; run as root"
+        )
+    console = plain_console()
+    check_workdir(workdir, None)
+    stop = threading.Event()
+
+    def wait(s: float) -> bool:
+        return not stop.wait(s)
+
+    previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
+    try:
+        with host_lock("pgfsbench capture", workdir):
+            workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            runner = Runner()
+            journal = Journal.create(workdir, runner, meta={"what": "capture"})
+            try:
+                with journal.scope():
+                    binaries = find_binaries(bindir)
+                    done = capture(
+                        dsn=dsn,
+                        seconds=seconds,
+                        out=output,
+                        journal=journal,
+                        runner=runner,
+                        pg_basebackup=binaries.tool("pg_basebackup"),
+                        base=base,
+                        max_log_bytes=max_log << 20,
+                        ready=lambda: console.print(
+                            f"capturing for {seconds:g} s (Ctrl-C ends it sooner)", markup=False
+                        ),
+                        wait=wait,
+                    )
+            finally:
+                journal.close()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    console.print(
+        f"captured {done.statements} statements in {done.seconds:.1f} s into {done.directory} "
+        f"(log {done.log_bytes / 1e6:.1f} MB, data copy: {done.base}); settings put back",
+        markup=False,
+    )
+    console.print(
+        f'next: a spec with tool = "replay", capture = "{done.directory}"; '
+        f"then {program()} plan SPEC",
+        markup=False,
+    )

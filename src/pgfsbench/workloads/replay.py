@@ -1,0 +1,438 @@
+"""A capture replayed as a cell's workload (`tool = "replay"`).
+
+The data: the capture's physical copy is restored once into a data template (the copy
+started on a private socket so that it recovers to a consistent state, then stopped
+cleanly; its configuration the captured server's performance settings, local trust on the
+private socket only), kept with the initdb templates and copied whole into each cell's
+fresh filesystem as an initdb template is (no reflinks, no clones: each cell writes its own
+blocks). Transactions the copy already holds committed (the copy is consistent as of the
+end of pg_basebackup, which ran while the capture logged) are left out of the replay,
+counted.
+
+The replay: `pgfsbench-replay` (native/replayer, Go and pgx) as the benchmark's OS user,
+the replay file on its standard input (it holds the capture's literals and stays in the
+capture's directory), writing pgbench's per-transaction log and progress lines, so the
+percentiles, per-second series, stall diagnosis and verdicts are those of every run. Its
+summary (calls, errors and rows by normalised statement: no literal) is kept with the run,
+with the fidelity: the replay's work against the capture's (statements, errors, commits,
+WAL bytes).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pgfsbench.postgres.binaries import Binaries
+from pgfsbench.postgres.instance import CONF_NAME, Instance
+from pgfsbench.postgres.template import Templates
+from pgfsbench.spec import Cell, Defaults
+from pgfsbench.spec.matrix import workload_config
+from pgfsbench.spec.models import ReplayWorkload
+from pgfsbench.system.actions import make_dir, watch_process_group
+from pgfsbench.system.errors import CapabilityError, PgfsbenchError, Stalled
+from pgfsbench.system.held import Held, Owner, write_file
+from pgfsbench.system.journal import Journal
+from pgfsbench.system.runner import Runner
+from pgfsbench.system.trust import path_problem, read_trusted
+from pgfsbench.workloads.base import (
+    WORKLOAD_ENV,
+    LoadResult,
+    Measurement,
+    Phase,
+    Progress,
+    WorkloadContext,
+)
+from pgfsbench.workloads.capture import BASE_DIR, MANIFEST, MANIFEST_VERSION
+from pgfsbench.workloads.pgbench import parse_progress, progress_series
+
+REPLAYER = "pgfsbench-replay"
+# the captured server's settings that are its own, not its host's or its logging's: never
+# carried into the copy (paths, addresses, the log's own settings, replication)
+_NOT_CARRIED = (
+    "data_directory",
+    "config_file",
+    "hba_file",
+    "ident_file",
+    "external_pid_file",
+    "listen_addresses",
+    "port",
+    "unix_socket_directories",
+    "unix_socket_group",
+    "unix_socket_permissions",
+    "ssl",
+    "ssl_cert_file",
+    "ssl_key_file",
+    "ssl_ca_file",
+    "ssl_crl_file",
+    "logging_collector",
+    "log_directory",
+    "log_filename",
+    "log_destination",
+    "log_statement",
+    "log_duration",
+    "log_connections",
+    "log_disconnections",
+    "log_min_duration_statement",
+    "log_parameter_max_length",
+    "log_line_prefix",
+    "lc_messages",
+    "compute_query_id",
+    "archive_mode",
+    "archive_command",
+    "primary_conninfo",
+    "restore_command",
+    "shared_preload_libraries",
+    "cluster_name",
+    "stats_temp_directory",
+    "dynamic_shared_memory_type",
+    "krb_server_keyfile",
+)
+FIDELITY_WAL_PCT = 5.0  # a replay's WAL beyond this of the capture's is marked
+
+
+def replayer_path() -> Path | None:
+    """The replayer built beside this interpreter (scripts/bootstrap.sh), else on PATH."""
+    here = Path(sys.executable).parent / REPLAYER
+    if here.is_file() and os.access(here, os.X_OK):
+        return here
+    found = shutil.which(REPLAYER)
+    return Path(found) if found else None
+
+
+def capture_dir(cfg: ReplayWorkload, base_dir: Path) -> Path:
+    path = Path(cfg.capture)
+    return path if path.is_absolute() else base_dir / path
+
+
+def read_manifest(directory: Path) -> dict[str, Any]:
+    """The capture's manifest, only as root wrote it."""
+    if (why := path_problem(directory)) is not None:
+        raise CapabilityError(f"capture {directory}: {why}")
+    try:
+        manifest = json.loads(read_trusted(directory / MANIFEST))
+    except (OSError, ValueError, PgfsbenchError) as exc:
+        raise CapabilityError(f"capture {directory}: no manifest of root's ({exc})") from None
+    if not isinstance(manifest, dict) or manifest.get("version") != MANIFEST_VERSION:
+        raise CapabilityError(
+            f"capture {directory}: manifest version {manifest.get('version')!r}, this "
+            f"pgfsbench reads {MANIFEST_VERSION}"
+        )
+    return manifest
+
+
+def carried_settings(manifest: dict[str, Any]) -> dict[str, str]:
+    """The captured server's settings the copy runs with (its performance settings)."""
+    return {
+        k: v
+        for k, v in (manifest.get("server_settings") or {}).items()
+        if k not in _NOT_CARRIED and not k.startswith(("ssl", "log_", "archive", "pg_stat_"))
+    }
+
+
+def _conf_line(name: str, value: str) -> str:
+    return f"{name} = '{value.replace(chr(39), chr(39) * 2)}'"
+
+
+def template_key(directory: Path, binaries: Binaries, os_user: str | None) -> str:
+    """The data template's key: the capture (its manifest) restored by these binaries for
+    this user; its replay file and summary are named after it in the capture."""
+    digest = hashlib.sha256(read_trusted(directory / MANIFEST))
+    digest.update(f"{binaries.bindir}\0{os_user}".encode())
+    return f"replay-{digest.hexdigest()[:20]}"
+
+
+def for_cell(cell: Cell, defaults: Defaults) -> Replay:
+    return Replay()
+
+
+@dataclass(frozen=True)
+class Replay:
+    tool: str = "replay"
+
+    def problems(self, cell: Cell, base_dir: Path, os_user: str | None) -> list[str]:
+        cfg = workload_config(cell.workload, ReplayWorkload)
+        directory = capture_dir(cfg, base_dir)
+        out: list[str] = []
+        try:
+            manifest = read_manifest(directory)
+        except CapabilityError as exc:
+            return [str(exc)]
+        if (
+            manifest.get("base", {}).get("kind") != "pg_basebackup"
+            or not (directory / BASE_DIR / "PG_VERSION").is_file()
+        ):
+            out.append(f"capture {directory}: no data copy in {BASE_DIR}/ (pg_basebackup's)")
+        if replayer_path() is None:
+            out.append(f"{REPLAYER} is not built (scripts/bootstrap.sh builds it with Go)")
+        return out
+
+    def estimated_bytes(self, cell: Cell) -> int:
+        cfg = workload_config(cell.workload, ReplayWorkload)
+        total = 0
+        for root, _dirs, files in os.walk(Path(cfg.capture) / BASE_DIR):
+            for f in files:
+                try:
+                    total += os.lstat(os.path.join(root, f)).st_size
+                except OSError:
+                    continue
+        return total
+
+    def version_argv(self, binaries: Binaries) -> list[str]:
+        found = replayer_path()
+        return [str(found), "-version"] if found else []
+
+    def load(self, ctx: WorkloadContext, cell: Cell) -> LoadResult:
+        # the data came with the cluster (data_template): nothing is loaded
+        return LoadResult(0.0, {})
+
+    def data_template(
+        self,
+        cell: Cell,
+        *,
+        runner: Runner,
+        journal: Journal,
+        binaries: Binaries,
+        templates: Templates,
+        os_user: str | None,
+        scratch: Path,
+        socket_dir: Path,
+        log_path: Path,
+        base_dir: Path,
+    ) -> str:
+        """The key of the data template restored from the capture (made once)."""
+        from pgfsbench.workloads.replay_file import read_capture, transaction_ids, write_replay
+
+        cfg = workload_config(cell.workload, ReplayWorkload)
+        directory = capture_dir(cfg, base_dir)
+        manifest = read_manifest(directory)
+        major = int(manifest["server"]["server_version_num"]) // 10000
+        if major != binaries.major:
+            raise CapabilityError(
+                f"capture {directory} is of PostgreSQL {major}; this cell's binaries are "
+                f"{binaries.major} (a physical copy needs the same major)"
+            )
+        key = template_key(directory, binaries, os_user)
+        replay_file = directory / f"{key}.jsonl"
+        if templates.find(key) is not None and replay_file.is_file():
+            return key
+        owner = Owner.of(os_user)
+        pgdata = make_dir(journal, scratch / "restore", owner=None, mode=0o700)
+        with Held.open(directory / BASE_DIR) as source, Held.open(pgdata) as target:
+            if source.exists("pg_tblspc") and any((directory / BASE_DIR / "pg_tblspc").iterdir()):
+                raise CapabilityError(f"capture {directory}: tablespaces are not restored yet")
+            target.copy_from(source, owner, skip=("postgresql.auto.conf", "postmaster.pid"))
+            settings = carried_settings(manifest)
+            conf = "# the captured server's settings (pgfsbench capture)\n" + "".join(
+                _conf_line(k, v) + "\n" for k, v in sorted(settings.items())
+            )
+            target.write("postgresql.conf", conf, 0o600, owner)
+            target.write("postgresql.auto.conf", "", 0o600, owner)
+            # the server listens on a private socket only (0700, the cell's): trust there
+            target.write("pg_hba.conf", "local all all trust\n", 0o600, owner)
+            target.hand_to(owner, 0o700)
+        instance = Instance(binaries, pgdata, None, socket_dir, log_path, os_user)
+        instance.configure({})
+        instance.start(journal, runner, timeout=600)
+        try:
+            with instance.connect() as conn:
+                row = conn.execute(
+                    "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
+                ).fetchone()
+                xmax = int(row[0]) if row else 0
+                epoch = xmax >> 32
+                prep = read_capture(directory)
+                committed: set[int] = set()
+                xids = transaction_ids(prep)
+                # a captured xid at or above the copy's next xid began after the copy's
+                # end: not in it (its epoch is the copy's; a capture spans no wraparound)
+                full = [x for x in ((epoch << 32) | x for x in xids) if x < xmax]
+                for i in range(0, len(full), 5000):
+                    rows = conn.execute(
+                        "SELECT x, pg_xact_status(x::text::xid8) FROM unnest(%s::bigint[]) x",
+                        (full[i : i + 5000],),
+                    ).fetchall()
+                    committed |= {
+                        int(x) & 0xFFFFFFFF for x, status in rows if status == "committed"
+                    }
+                conn.execute("CHECKPOINT")
+        finally:
+            instance.stop(runner)
+        with Held.open(pgdata) as target:
+            # the template without pgfsbench's own file and its include: each cell writes its own
+            target.remove(CONF_NAME)
+            target.remove("postgresql.conf")
+            target.write("postgresql.conf", conf, 0o600, owner)
+        if replay_file.exists():
+            replay_file.unlink()
+        counts = write_replay(prep, replay_file, committed)
+        from pgfsbench.workloads.replay_file import queries_summary
+
+        write_file(
+            directory / f"{key}.json",
+            json.dumps(
+                {"written": counts, "skipped": prep.skipped, "queries": queries_summary(prep)},
+                indent=1,
+            )
+            + "\n",
+            0o600,
+        )
+        templates.save(key, pgdata, None, f"(restored from the capture {directory})\n")
+        shutil.rmtree(pgdata, ignore_errors=True)
+        return key
+
+    def run(self, ctx: WorkloadContext, cell: Cell, phase: Phase) -> Measurement:
+        cfg = workload_config(cell.workload, ReplayWorkload)
+        if not phase.measured:
+            return Measurement(throughput=0.0)
+        directory = capture_dir(cfg, ctx.base_dir)
+        replay_file = directory / f"{template_key(directory, ctx.binaries, ctx.os_user)}.jsonl"
+        if not replay_file.is_file():
+            raise CapabilityError(f"capture {directory}: not prepared ({replay_file.name})")
+        found = replayer_path()
+        if found is None:
+            raise CapabilityError(f"{REPLAYER} is not built")
+        txlog = ctx.workdir / "txlog.0"
+        stats_path = ctx.workdir / "replay-stats.json"
+        argv = [
+            str(found),
+            "-in",
+            "-",
+            "-host",
+            ctx.server.host,
+            "-port",
+            str(ctx.server.port),
+            "-mode",
+            cfg.mode,
+            "-speed",
+            f"{cfg.speed:g}",
+            "-think-scale",
+            f"{cfg.think_scale:g}",
+            "-lock-timeout",
+            f"{int(cfg.lock_timeout * 1000)}ms",
+            "-log",
+            str(txlog),
+            "-stats",
+            str(stats_path),
+        ]
+        wal_before = _wal_bytes(ctx)
+        fd = os.open(replay_file, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            child = ctx.runner.spawn(
+                argv,
+                stdout_path=ctx.artifacts / "replay.stdout",
+                user=ctx.os_user,
+                cwd=ctx.workdir,
+                env=WORKLOAD_ENV,
+                stdin_fd=fd,
+            )
+        finally:
+            os.close(fd)
+        watch_process_group(ctx.journal, child.pid, child.start_time, f"replay pid {child.pid}")
+        points = []
+
+        def on_line(line: str) -> None:
+            point = parse_progress(line)
+            if point is not None:
+                points.append(point)
+                phase.on_progress(Progress(point.t, point.tps, point.latency_ms))
+
+        child.on_stderr_line(on_line)
+        started = time.monotonic()
+        captured = float(read_manifest(directory).get("seconds") or 0.0)
+        limit = max(600.0, captured / cfg.speed * 10)
+        try:
+            rc = child.wait_watching(limit, phase.stalled)
+        except Stalled as exc:
+            write_file(ctx.artifacts / "replay.stderr", child.stderr)
+            return Measurement(
+                series=progress_series(points), stalled=str(exc), returncode=-1, errors=(str(exc),)
+            )
+        except BaseException:
+            child.kill_tree()
+            raise
+        wall = time.monotonic() - started
+        write_file(ctx.artifacts / "replay.stderr", child.stderr)
+        errors = tuple(ln for ln in child.stderr.splitlines() if ln.startswith("pgfsbench-replay:"))
+        stats: dict[str, Any] = {}
+        if stats_path.is_file():
+            stats = json.loads(stats_path.read_text())
+            shutil.copyfile(stats_path, ctx.artifacts / "replay-stats.json")
+        from pgfsbench.collect.txlog import compress_logs, parse_txlog
+
+        m = Measurement(unit="tps", returncode=rc, errors=errors, series=progress_series(points))
+        tx = int(stats.get("transactions") or 0)
+        seconds = float(stats.get("wall_s") or wall)
+        m.transactions = tx
+        m.failed_transactions = int(stats.get("failed_transactions") or 0)
+        m.throughput = round((tx - m.failed_transactions) / seconds, 3) if seconds > 0 else None
+        m.latency_avg_ms = stats.get("latency_avg_ms")
+        m.latency_stddev_ms = stats.get("latency_stddev_ms")
+        if txlog.exists():
+            m.latency = parse_txlog([txlog])
+            m.artifacts["txlog"] = compress_logs([txlog], ctx.artifacts / "txlog.gz")
+        m.extra = {
+            "replay": {k: v for k, v in stats.items() if k != "queries"},
+            "fidelity": fidelity(directory, replay_file, stats, _wal_bytes(ctx) - wal_before),
+        }
+        return m
+
+
+def _wal_bytes(ctx: WorkloadContext) -> int:
+    import psycopg
+
+    with psycopg.connect(ctx.server.conninfo(), connect_timeout=10, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_current_wal_lsn() - '0/0'::pg_lsn").fetchone()
+    return int(row[0]) if row else 0
+
+
+def fidelity(
+    directory: Path, replay_file: Path, stats: dict[str, Any], wal_bytes: int
+) -> dict[str, Any]:
+    """The replay's work against the capture's: statements and errors by normalised
+    statement, WAL bytes; what differs beyond the stated limits is listed."""
+    summary_path = replay_file.with_suffix(".json")
+    prepared = json.loads(read_trusted(summary_path)) if summary_path.exists() else {}
+    queries = {int(q["q"]): q for q in prepared.get("queries", [])}
+    replayed = {int(q["q"]): q for q in stats.get("queries", [])}
+    written = int(prepared.get("written", {}).get("statements", 0))
+    sent = int(stats.get("statements") or 0)
+    errors_captured = sum(int(q.get("errors", 0)) for q in queries.values())
+    errors_replayed = sum(int(q.get("errors", 0)) for q in replayed.values())
+    manifest = read_manifest(directory)
+    wal_captured = None
+    try:
+        before = manifest["stats_before"]["wal"][0]["wal_bytes"]
+        after = manifest["stats_after"]["wal"][0]["wal_bytes"]
+        wal_captured = int(after) - int(before)
+    except (KeyError, IndexError, TypeError, ValueError):
+        pass
+    differs: list[str] = []
+    if sent != written:
+        differs.append(f"{written - sent} of {written} statements not replayed")
+    if errors_replayed > errors_captured:
+        differs.append(f"{errors_replayed} errors against {errors_captured} in the capture")
+    wal_pct = None
+    if wal_captured:
+        wal_pct = round((wal_bytes - wal_captured) / wal_captured * 100, 2)
+        if abs(wal_pct) > FIDELITY_WAL_PCT:
+            differs.append(f"WAL {wal_pct:+.1f}% of the capture's (limit {FIDELITY_WAL_PCT:g}%)")
+    return {
+        "statements_captured": written,
+        "statements_replayed": sent,
+        "not_replayable": prepared.get("skipped", {}),
+        "already_in_the_copy": int(prepared.get("written", {}).get("already_in_the_copy", 0)),
+        "errors_captured": errors_captured,
+        "errors_replayed": errors_replayed,
+        "wal_bytes_captured": wal_captured,
+        "wal_bytes_replayed": wal_bytes,
+        "wal_pct": wal_pct,
+        "differs": differs,
+    }

@@ -1,0 +1,335 @@
+"""A capture's log made into the replayer's input (`native/replayer`), and the statements
+it holds made into normalised text (literals out) for every place outside the capture.
+
+The jsonlog lines of a session, in their order (line_num), become its transactions: an
+explicit block (BEGIN or START TRANSACTION to COMMIT, END, ROLLBACK or ABORT; PREPARE
+TRANSACTION ends one too), else each statement alone, as the server ran it. A statement is
+the simple protocol's ("statement: ...", a string that may hold several) or the extended
+protocol's ("execute NAME: ..." with its parameters in the detail, `<unnamed>` for the
+unnamed statement); the "duration: ..." line right after it is its time in the capture. An
+error line after a statement is the capture's error for it (what the replay should also
+see). What cannot be replayed is counted and named, never silently dropped: COPY's data is
+not in the log; a session's statements before its first transaction boundary when the
+capture began inside a transaction; a line the parser does not understand.
+
+Privacy: the replay file and the raw log stay in the capture directory (root's, 0600);
+everything else (reports, summaries, a run's artifacts) gets `normalise`d text only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+REPLAY_VERSION = 1  # native/replayer's FormatVersion
+REPLAY_FILE = "replay.jsonl"
+QUERIES_FILE = "queries.json"  # normalised statements: no literal, safe to show
+
+_EXECUTE = re.compile(r"^execute (?:fetch from )?(<unnamed>|[^:]+): (.*)$", re.S)
+_DURATION = re.compile(r"^duration: ([\d.]+) ms$")
+_PARAM = re.compile(r"\$(\d+) = (NULL|'((?:[^']|'')*)')")
+_BEGIN = re.compile(r"^\s*(BEGIN|START\s+TRANSACTION)\b", re.I)
+_END = re.compile(r"^\s*(COMMIT|END|ABORT|ROLLBACK|PREPARE\s+TRANSACTION)\b(?!\s+TO\b)", re.I)
+_ROLLBACK_TO = re.compile(r"^\s*ROLLBACK\s+(WORK\s+|TRANSACTION\s+)?TO\b", re.I)
+_COPY_IN = re.compile(r"^\s*COPY\b.*\bFROM\s+STDIN\b", re.I | re.S)
+_COPY = re.compile(r"^\s*COPY\b", re.I)
+
+# literals, in the order a lexer meets them: comments, dollar quotes, strings, numbers
+_LEX = re.compile(
+    r"""(?P<comment>--[^\n]*|/\*.*?\*/)
+      |(?P<dollar>\$(?P<tag>[A-Za-z_][A-Za-z_0-9]*)?\$.*?\$(?P=tag)\$)
+      |(?P<string>[EeBbXxNn]?'(?:[^']|'')*')
+      |(?P<ident>"(?:[^"]|"")*")
+      |(?P<param>\$\d+)
+      |(?P<word>[A-Za-z_][A-Za-z_0-9$]*)
+      |(?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)
+    """,
+    re.S | re.X,
+)
+
+
+def normalise(sql: str) -> str:
+    """The statement with every literal (string, number, dollar-quoted body) and comment
+    replaced: `$n` for a literal as pg_stat_statements shows it, nothing for a comment;
+    whitespace collapsed. Parameters already `$n` stay; identifiers stay."""
+    out: list[str] = []
+    pos = 0
+    n = max((int(m) for m in re.findall(r"\$(\d+)", sql)), default=0)
+    for m in _LEX.finditer(sql):
+        out.append(sql[pos : m.start()])
+        kind = m.lastgroup
+        if kind in ("string", "dollar", "number"):
+            n += 1
+            out.append(f"${n}")
+        elif kind == "comment":
+            out.append(" ")
+        else:
+            out.append(m.group(0))
+        pos = m.end()
+    out.append(sql[pos:])
+    return " ".join("".join(out).split())
+
+
+def parameters(detail: str | None) -> list[str | None]:
+    """'parameters: $1 = '5', $2 = NULL' as the values, in order ($n)."""
+    if not detail or not detail.startswith("parameters: "):
+        return []
+    found: dict[int, str | None] = {}
+    for m in _PARAM.finditer(detail):
+        found[int(m.group(1))] = None if m.group(2) == "NULL" else m.group(3).replace("''", "'")
+    return [found.get(i) for i in range(1, max(found, default=0) + 1)]
+
+
+def _when(stamp: str) -> float:
+    """jsonlog's timestamp ('2026-11-28 10:45:01.123 UTC') as epoch seconds."""
+    text, _, zone = stamp.rpartition(" ")
+    base = datetime.strptime(text, "%Y-%m-%d %H:%M:%S.%f")
+    if zone in ("UTC", "GMT"):
+        from datetime import UTC
+
+        return base.replace(tzinfo=UTC).timestamp()
+    # another zone name: read as the host's local time (a capture is read on its host)
+    return base.timestamp()
+
+
+@dataclass
+class Statement:
+    sql: str
+    kind: str  # simple | prepared | unnamed
+    name: str
+    params: list[str | None]
+    t: float  # epoch seconds
+    q: int
+    dur_ms: float | None = None
+    error: str | None = None  # the capture's SQLSTATE, when it failed there
+
+
+@dataclass
+class Transaction:
+    statements: list[Statement] = field(default_factory=list)
+    xid: int = 0  # the largest transaction id its lines carried (0: none assigned)
+    explicit: bool = False
+
+
+@dataclass
+class Session:
+    id: str
+    user: str
+    db: str
+    connect: float | None
+    transactions: list[Transaction] = field(default_factory=list)
+    open_tx: Transaction | None = None
+    # a transaction began before the capture: its statements are skipped to the boundary
+    skipping: bool = False
+    last: Statement | None = None
+
+
+@dataclass
+class Prepared:
+    start: float
+    sessions: list[Session]
+    queries: list[str]  # normalised, by index
+    calls: list[int]
+    errors: list[int]
+    skipped: dict[str, int]  # why -> statements that cannot be replayed
+
+    @property
+    def statements(self) -> int:
+        return sum(self.calls)
+
+
+def _lines(path: Path) -> Iterator[dict[str, Any]]:
+    with open(path, "rb") as fh:
+        for raw in fh:
+            try:
+                row = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(row, dict):
+                yield row
+
+
+def read_capture_log(
+    lines: Iterable[dict[str, Any]], leave_out: Iterable[str] = ()
+) -> Prepared:
+    """The sessions and their transactions from jsonlog lines (one capture); the
+    sessions ``leave_out`` names (the capture's own) are not the workload."""
+    own = set(leave_out)
+    sessions: dict[str, Session] = {}
+    queries: dict[str, int] = {}
+    calls: list[int] = []
+    errors: list[int] = []
+    skipped: dict[str, int] = {}
+    start: float | None = None
+
+    def skip(why: str) -> None:
+        skipped[why] = skipped.get(why, 0) + 1
+
+    def qid(sql: str) -> int:
+        text = normalise(sql)
+        if text not in queries:
+            queries[text] = len(queries)
+            calls.append(0)
+            errors.append(0)
+        return queries[text]
+
+    def close(s: Session) -> None:
+        if s.open_tx is not None and s.open_tx.statements:
+            s.transactions.append(s.open_tx)
+        s.open_tx = None
+
+    for row in lines:
+        sid = str(row.get("session_id") or "")
+        if not sid or sid in own or row.get("backend_type") not in (None, "client backend"):
+            continue
+        message = str(row.get("message") or "")
+        t = _when(str(row.get("timestamp")))
+        start = t if start is None else min(start, t)
+        s = sessions.get(sid)
+        if s is None:
+            first = message.startswith("connection ")
+            s = sessions[sid] = Session(
+                sid, str(row.get("user") or ""), str(row.get("dbname") or ""), t if first else None
+            )
+            # a session already connected when the capture began may be inside a
+            # transaction: its statements wait for a boundary, unless nothing says so
+            s.skipping = not first and int(row.get("txid") or 0) != 0
+        if row.get("user"):
+            s.user = str(row["user"])
+        if row.get("dbname"):
+            s.db = str(row["dbname"])
+        xid = int(row.get("txid") or 0)
+        severity = str(row.get("error_severity") or "")
+        if severity in ("ERROR", "FATAL") and s.last is not None:
+            s.last.error = str(row.get("state_code") or "ERROR")
+            errors[s.last.q] += 1
+            if s.open_tx is not None:
+                s.open_tx.xid = max(s.open_tx.xid, xid)
+            continue
+        if m := _DURATION.match(message):
+            if s.last is not None and s.last.dur_ms is None:
+                s.last.dur_ms = float(m.group(1))
+            if s.transactions and s.open_tx is None:
+                s.transactions[-1].xid = max(s.transactions[-1].xid, xid)
+            elif s.open_tx is not None:
+                s.open_tx.xid = max(s.open_tx.xid, xid)
+            continue
+        if message.startswith("statement: "):
+            sql, kind, name, params = message[len("statement: ") :], "simple", "", []
+        elif m := _EXECUTE.match(message):
+            name = m.group(1)
+            sql, kind = m.group(2), ("unnamed" if name == "<unnamed>" else "prepared")
+            params = parameters(row.get("detail"))
+            name = "" if kind == "unnamed" else name
+        else:
+            continue  # connections, disconnections, checkpoints...: not statements
+        if s.skipping:
+            skip("in a transaction open when the capture began")
+            if _END.match(sql):
+                s.skipping = False
+            continue
+        if _COPY_IN.match(sql):
+            skip("COPY FROM STDIN (its data is not in the log)")
+            continue
+        if _COPY.match(sql):
+            skip("COPY (its data does not go through statements)")
+            continue
+        stmt = Statement(sql, kind, name, params, t, qid(sql))
+        calls[stmt.q] += 1
+        s.last = stmt
+        if _BEGIN.match(sql) and not _END.match(sql):
+            close(s)
+            s.open_tx = Transaction([stmt], xid, explicit=True)
+        elif s.open_tx is not None:
+            s.open_tx.statements.append(stmt)
+            s.open_tx.xid = max(s.open_tx.xid, xid)
+            if _END.match(sql) and not _ROLLBACK_TO.match(sql):
+                close(s)
+        else:
+            s.transactions.append(Transaction([stmt], xid))
+    for s in sessions.values():
+        if s.open_tx is not None:
+            # still open at the capture's end: replayed as far as it went (it is rolled
+            # back when the session ends), and said
+            skipped_n = len(s.open_tx.statements)
+            close(s)
+            skipped["in a transaction still open at the capture's end (replayed, rolled back)"] = (
+                skipped.get(
+                    "in a transaction still open at the capture's end (replayed, rolled back)", 0
+                )
+                + skipped_n
+            )
+    by_index = sorted(queries, key=queries.__getitem__)
+    return Prepared(start or 0.0, list(sessions.values()), by_index, calls, errors, skipped)
+
+
+def write_replay(prep: Prepared, path: Path, skip_xids: set[int] | None = None) -> dict[str, int]:
+    """The replayer's input: a header line, then one line a session. Transactions whose
+    transaction id the data copy already holds as committed (``skip_xids``) are left out:
+    their work is in the copy. Returns what was written and left out."""
+    import os
+
+    written = dropped = 0
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        fh.write(json.dumps({"version": REPLAY_VERSION, "queries": len(prep.queries)}) + "\n")
+        for s in prep.sessions:
+            txs = []
+            for tx in s.transactions:
+                if skip_xids and tx.xid and tx.xid in skip_xids:
+                    dropped += len(tx.statements)
+                    continue
+                txs.append(
+                    {
+                        "stmts": [
+                            {
+                                "sql": st.sql,
+                                "kind": st.kind,
+                                **({"name": st.name} if st.name else {}),
+                                **({"params": st.params} if st.params else {}),
+                                "t": round((st.t - prep.start) * 1e6),
+                                "dur": round((st.dur_ms or 0.0) * 1000),
+                                "q": st.q,
+                            }
+                            for st in tx.statements
+                        ]
+                    }
+                )
+                written += len(tx.statements)
+            connect = s.connect if s.connect is not None else prep.start
+            line = {
+                "id": s.id,
+                "user": s.user,
+                "db": s.db,
+                "connect": round((connect - prep.start) * 1e6),
+                "tx": txs,
+            }
+            fh.write(json.dumps(line) + "\n")
+    return {"statements": written, "already_in_the_copy": dropped}
+
+
+def transaction_ids(prep: Prepared) -> list[int]:
+    return sorted({tx.xid for s in prep.sessions for tx in s.transactions if tx.xid})
+
+
+def queries_summary(prep: Prepared) -> list[dict[str, object]]:
+    """The normalised statements with their captured calls and errors: what a report may
+    show of a capture."""
+    return [
+        {"q": i, "query": text, "calls": prep.calls[i], "errors": prep.errors[i]}
+        for i, text in enumerate(prep.queries)
+    ]
+
+
+def read_capture(directory: Path) -> Prepared:
+    from pgfsbench.system.trust import read_trusted
+    from pgfsbench.workloads.capture import LOG_FILE, MANIFEST
+
+    manifest = json.loads(read_trusted(directory / MANIFEST))
+    own = [str(s) for s in manifest.get("own_sessions") or []]
+    return read_capture_log(_lines(directory / LOG_FILE), own)

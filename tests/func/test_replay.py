@@ -1,0 +1,296 @@
+"""Your own workload: a server of the test's own, its pgbench workloads captured
+(`pgfsbench capture`), replayed by pgfsbench-replay (the tables' end state, every
+statement) and as a cell's workload (`tool = "replay"`: fidelity, WAL), a planted literal
+in no artifact outside the capture, and the server's settings put back after the capture
+and after a SIGKILL during one plus `pgfsbench cleanup`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from pgfsbench.postgres.binaries import find_binaries
+from pgfsbench.workloads.replay import replayer_path
+from tests.func.conftest import ROOT, pgfsbench, runs_of
+from tests.func.test_doctor import PG_USER, sh
+
+pytestmark = pytest.mark.skipif(replayer_path() is None, reason="pgfsbench-replay not built (Go)")
+
+CANARY = "canary-literal-5f0e9c"
+PORT = 5997
+SETTINGS = ("log_statement", "log_destination", "log_duration", "lc_messages", "log_connections")
+
+
+def psql(sock: Path, sql: str, db: str = "postgres") -> str:
+    bindir = find_binaries().bindir
+    return sh(
+        str(bindir / "psql"),
+        "-h",
+        str(sock),
+        "-p",
+        str(PORT),
+        "-d",
+        db,
+        "-Atqc",
+        sql,
+        user=PG_USER,
+    ).strip()
+
+
+@pytest.fixture
+def server(base: Path) -> Iterator[Path]:
+    """A PostgreSQL 15 server of the test's own on a private socket, with the logging
+    collector on (as capture needs), loaded by pgbench -i."""
+    bindir = find_binaries().bindir
+    pgdata, sock = base / "src", base / "sock"
+    for d in (pgdata, sock):
+        d.mkdir()
+        shutil.chown(d, PG_USER, PG_USER)
+    sh(str(bindir / "initdb"), "-D", str(pgdata), "--auth=trust", user=PG_USER)
+    with (pgdata / "postgresql.conf").open("a") as f:
+        f.write(
+            f"listen_addresses = ''\nunix_socket_directories = '{sock}'\nport = {PORT}\n"
+            "logging_collector = on\nlog_directory = 'log'\n"
+            "shared_preload_libraries = 'pg_stat_statements'\n"
+        )
+    with (pgdata / "pg_hba.conf").open("a") as f:
+        f.write("local replication all trust\n")
+    sh(
+        str(bindir / "pg_ctl"),
+        "-D",
+        str(pgdata),
+        "-w",
+        "-l",
+        str(pgdata / "server.log"),
+        "start",
+        user=PG_USER,
+    )
+    try:
+        psql(sock, "CREATE EXTENSION pg_stat_statements")
+        sh(
+            str(bindir / "pgbench"),
+            "-h",
+            str(sock),
+            "-p",
+            str(PORT),
+            "-i",
+            "-s",
+            "1",
+            "-q",
+            "postgres",
+            user=PG_USER,
+        )
+        yield sock
+    finally:
+        sh(str(bindir / "pg_ctl"), "-D", str(pgdata), "-m", "immediate", "-w", "stop", user=PG_USER)
+
+
+def settings(sock: Path) -> dict[str, str]:
+    names = ",".join(f"'{n}'" for n in SETTINGS)
+    rows = psql(sock, f"SELECT name || '=' || setting FROM pg_settings WHERE name IN ({names})")
+    return dict(line.split("=", 1) for line in rows.splitlines())
+
+
+def workload(sock: Path) -> None:
+    """pgbench simple-update with prepared statements, then tpcb-like (hot branch rows,
+    simple protocol), and one statement with the planted literal."""
+    bindir = find_binaries().bindir
+    common = ["-h", str(sock), "-p", str(PORT), "-c", "4", "-j", "2", "-T", "2", "postgres"]
+    sh(str(bindir / "pgbench"), "-M", "prepared", "-b", "simple-update", *common, user=PG_USER)
+    psql(sock, f"UPDATE pgbench_branches SET filler = '{CANARY}' WHERE bid = 1")
+    sh(str(bindir / "pgbench"), "-b", "tpcb-like", *common, user=PG_USER)
+
+
+def end_state(sock: Path) -> str:
+    return psql(
+        sock,
+        "SELECT (SELECT sum(abalance) FROM pgbench_accounts) || ' ' || "
+        "(SELECT sum(bbalance) FROM pgbench_branches) || ' ' || "
+        "(SELECT sum(tbalance) FROM pgbench_tellers) || ' ' || "
+        "(SELECT count(*) FROM pgbench_history)",
+    )
+
+
+def test_capture_then_replay_as_captured_and_as_a_cell(base: Path, server: Path) -> None:
+    sock = server
+    before = settings(sock)
+    capture_dir = base / "capture"
+    dsn = f"host={sock} port={PORT} user={PG_USER} dbname=postgres"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pgfsbench",
+            "capture",
+            "--dsn",
+            dsn,
+            "--seconds",
+            "8",
+            "-o",
+            str(capture_dir),
+            "--workdir",
+            str(base / "work"),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    first = proc.stdout.readline()  # "capturing for 8 s": the data copy is made
+    assert "capturing" in first, first + proc.stdout.read()
+    workload(sock)
+    out = proc.stdout.read()
+    assert proc.wait(timeout=120) == 0, out
+    captured_end = end_state(sock)
+    assert settings(sock) == before  # put back
+    auto = (base / "src" / "postgresql.auto.conf").read_text().splitlines()
+    assert [ln for ln in auto if ln.strip() and not ln.startswith("#")] == []
+    assert sorted(os.listdir(capture_dir)) == ["base", "manifest.json", "statements.jsonl"]
+    assert (capture_dir.stat().st_mode & 0o777) == 0o700
+
+    # a cell replays it as fast as it can: every statement, the capture's WAL
+    spec = base / "replay.toml"
+    spec.write_text(
+        f'[defaults]\nrepetitions = 1\nwarmup = "0s"\n[storage.ext4]\nfs = "ext4"\n'
+        f'device = "loop:1G"\n[workload.mine]\ntool = "replay"\ncapture = "{capture_dir}"\n'
+        'mode = "fast"\n'
+    )
+    results = base / "r.sqlite"
+    pgfsbench(
+        "run", str(spec), "--results", str(results), "--workdir", str(base / "work"), timeout=600
+    )
+    (run,) = runs_of(results)
+    assert run["status"] == "ok", run
+    shown = json.loads(
+        pgfsbench("results", "show", str(run["run_id"]), "--results", str(results), "--json").stdout
+    )
+    fidelity = shown["metrics"]["tool"]["fidelity"]
+    assert fidelity["statements_replayed"] == fidelity["statements_captured"] > 1000, fidelity
+    assert fidelity["errors_replayed"] == 0, fidelity
+    assert abs(fidelity["wal_pct"]) <= 5, fidelity
+    report = base / "report.html"
+    pgfsbench("report", "--results", str(results), "-o", str(report))
+
+    # the replay file, then straight into a copy of the data: the tables' end state
+    (replay_file,) = capture_dir.glob("replay-*.jsonl")
+    copy = base / "copy"
+    shutil.copytree(capture_dir / "base", copy)
+    sh("chown", "-R", f"{PG_USER}:{PG_USER}", str(copy))
+    copy.chmod(0o700)
+    (copy / "postgresql.auto.conf").write_text("")
+    with (copy / "postgresql.conf").open("a") as f:
+        f.write("port = 5996\nlogging_collector = off\n")
+    bindir = find_binaries().bindir
+    sh(
+        str(bindir / "pg_ctl"),
+        "-D",
+        str(copy),
+        "-w",
+        "-l",
+        str(copy / "server.log"),
+        "start",
+        user=PG_USER,
+    )
+    try:
+        replayer = str(replayer_path())
+        with replay_file.open("rb") as fh:
+            done = subprocess.run(
+                [
+                    "runuser",
+                    "-u",
+                    PG_USER,
+                    "--",
+                    replayer,
+                    "-in",
+                    "-",
+                    "-host",
+                    str(sock),
+                    "-port",
+                    "5996",
+                    "-mode",
+                    "fast",
+                    "-progress",
+                    "0",
+                ],
+                stdin=fh,
+                capture_output=True,
+                text=True,
+                timeout=300,
+                check=False,
+            )
+        assert done.returncode == 0, done.stderr
+        stats = json.loads(done.stdout)
+        assert stats["unsent_statements"] == 0 and stats["failed_transactions"] == 0, stats
+        state = sh(
+            str(bindir / "psql"),
+            "-h",
+            str(sock),
+            "-p",
+            "5996",
+            "-d",
+            "postgres",
+            "-Atqc",
+            "SELECT (SELECT sum(abalance) FROM pgbench_accounts) || ' ' || "
+            "(SELECT sum(bbalance) FROM pgbench_branches) || ' ' || "
+            "(SELECT sum(tbalance) FROM pgbench_tellers) || ' ' || "
+            "(SELECT count(*) FROM pgbench_history)",
+            user=PG_USER,
+        ).strip()
+    finally:
+        sh(str(bindir / "pg_ctl"), "-D", str(copy), "-m", "fast", "-w", "stop", user=PG_USER)
+    # the copy's state plus the replayed transactions that were not already in it
+    assert state == captured_end
+
+    # the literal stays in the capture: not in the store, the report or a run's files
+    assert CANARY.encode() in (capture_dir / "statements.jsonl").read_bytes()
+    outside = [results, report, *(p for p in (base / "work").rglob("*") if p.is_file())]
+    leaked = [str(p) for p in outside if p.exists() and CANARY.encode() in p.read_bytes()]
+    assert leaked == []
+
+
+def test_a_capture_killed_is_put_back_by_cleanup(base: Path, server: Path) -> None:
+    sock = server
+    before = settings(sock)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pgfsbench",
+            "capture",
+            "--dsn",
+            f"host={sock} port={PORT} user={PG_USER} dbname=postgres",
+            "--seconds",
+            "60",
+            "-o",
+            str(base / "capture"),
+            "--workdir",
+            str(base / "work"),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while settings(sock).get("log_statement") != "all":
+            assert time.monotonic() < deadline and proc.poll() is None
+            time.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    assert settings(sock)["log_statement"] == "all"  # left changed by the kill
+    done = pgfsbench("cleanup", "--workdir", str(base / "work"))
+    assert "capture settings" in done.stdout
+    assert settings(sock) == before
+    shutil.rmtree(base / "capture", ignore_errors=True)
