@@ -25,6 +25,8 @@ bash scripts/bootstrap.sh --with-tests
 # the emulated disk's daemon: its models' arithmetic (Go); bootstrap built it
 GO=$(command -v go || echo /usr/local/go/bin/go)
 (cd native/diskmodel && "$GO" vet ./... && "$GO" test ./...)
+# the replayer of captures: its file, its ordering of sessions (Go)
+(cd native/replayer && "$GO" vet ./... && "$GO" test ./...)
 if [ "$fast" = 1 ]; then
     exec .venv/bin/pytest tests/unit \
         tests/func/test_trust.py \

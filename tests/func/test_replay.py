@@ -180,6 +180,9 @@ def test_capture_then_replay_as_captured_and_as_a_cell(base: Path, server: Path)
     assert abs(fidelity["wal_pct"]) <= 5, fidelity
     report = base / "report.html"
     pgfsbench("report", "--results", str(results), "-o", str(report))
+    html = report.read_text()
+    # its statements normalised: the planted literal's statement with $n in its place
+    assert "Replay fidelity" in html and "SET filler = $1 WHERE bid = $2" in html
 
     # the replay file, then straight into a copy of the data: the tables' end state
     (replay_file,) = capture_dir.glob("replay-*.jsonl")

@@ -515,9 +515,10 @@ class Campaign(CampaignLoop):
         """What else used the host during the measured phase, read from what the run
         recorded (analysis/disturbance): kept with the run, and a disturbed run says so
         (repetitions = "auto" runs it again; --without-disturbed leaves it out)."""
-        from pgfsbench.analysis.disturbance import assess_run
+        from pgfsbench.analysis.disturbance import disturbance_of
 
-        found = assess_run(self.store.get_run(run_id))
+        # a replay whose work was not its capture's is marked too (disturbance_of)
+        found = disturbance_of(self.store.get_run(run_id))
         metrics: dict[str, object] = {"disturbance": found.as_dict()}
         warning = found.warning()
         if warning is None:

@@ -570,6 +570,34 @@ def history_data(h: SeriesHistory) -> dict[str, object]:
     }
 
 
+def replay_rows(
+    runs: Sequence[StoredRun], labels: dict[tuple[str, str | None], str]
+) -> list[dict[str, object]]:
+    """Each replay's fidelity: what it replayed of its capture, what could not be, errors,
+    WAL, lag, its own CPU, and its statements (normalised: never a literal)."""
+    out: list[dict[str, object]] = []
+    for r in runs:
+        f = r.recorded.tool.fidelity
+        if not f:
+            continue
+        out.append(
+            {
+                "label": f"{labels.get((r.cell, r.host), r.cell)} #{r.repetition}",
+                "captured": f.get("statements_captured"),
+                "replayed": f.get("statements_replayed"),
+                "not_replayable": dict(f.get("not_replayable") or {}),
+                "in_copy": f.get("already_in_the_copy"),
+                "errors": f"{f.get('errors_replayed')} (capture: {f.get('errors_captured')})",
+                "wal": "-" if f.get("wal_pct") is None else f"{f['wal_pct']:+.1f}%",
+                "lag": f.get("schedule_lag_max_ms"),
+                "cpu": f.get("replayer_cpu_us_per_tx"),
+                "differs": list(f.get("differs") or []),
+                "statements": list(f.get("statements") or []),
+            }
+        )
+    return out
+
+
 def render_report(
     campaigns: Sequence[StoredCampaign],
     runs: Sequence[StoredRun],
@@ -622,6 +650,7 @@ def render_report(
         has_history=bool(history),
         p99_legend=P99_LEGEND,
         cost_lines=cost_lines(cells),
+        replays=replay_rows(runs, labels),
     )
 
 

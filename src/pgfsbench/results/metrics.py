@@ -97,6 +97,9 @@ class ToolFigures(Figures):
     prepared_statements: bool | None = None  # sysbench prepared its statements
     # why pgfsbench turned them off (a pooler that does not keep them), or None
     prepared_statements_disabled: str | None = None
+    # a replay's work against its capture's (workloads/replay.fidelity); "differs" lists
+    # what is beyond the stated limits
+    fidelity: dict[str, Any] | None = None
 
 
 class FailureEvidence(Figures):

@@ -96,6 +96,7 @@ _NOT_CARRIED = (
     "krb_server_keyfile",
 )
 FIDELITY_WAL_PCT = 5.0  # a replay's WAL beyond this of the capture's is marked
+TOP_STATEMENTS = 20  # normalised statements a run keeps with their calls
 
 
 def replayer_path() -> Path | None:
@@ -424,7 +425,25 @@ def fidelity(
         wal_pct = round((wal_bytes - wal_captured) / wal_captured * 100, 2)
         if abs(wal_pct) > FIDELITY_WAL_PCT:
             differs.append(f"WAL {wal_pct:+.1f}% of the capture's (limit {FIDELITY_WAL_PCT:g}%)")
+    # by normalised statement (no literal), the busiest first
+    top = sorted(queries, key=lambda q: -int(queries[q].get("calls", 0)))[:TOP_STATEMENTS]
+    by_statement = [
+        {
+            "query": str(queries[q].get("query", ""))[:400],
+            "calls_captured": int(queries[q].get("calls", 0)),
+            "calls_replayed": int(replayed.get(q, {}).get("calls", 0)),
+            "errors_captured": int(queries[q].get("errors", 0)),
+            "errors_replayed": int(replayed.get(q, {}).get("errors", 0)),
+            "rows_replayed": int(replayed.get(q, {}).get("rows", 0)),
+        }
+        for q in top
+    ]
+    tx = int(stats.get("transactions") or 0)
+    cpu = float(stats.get("cpu_user_s") or 0) + float(stats.get("cpu_system_s") or 0)
     return {
+        "statements": by_statement,
+        "replayer_cpu_us_per_tx": round(cpu / tx * 1e6, 1) if tx else None,
+        "schedule_lag_max_ms": stats.get("schedule_lag_max_ms"),
         "statements_captured": written,
         "statements_replayed": sent,
         "not_replayable": prepared.get("skipped", {}),

@@ -42,7 +42,7 @@ _COPY = re.compile(r"^\s*COPY\b", re.I)
 # literals, in the order a lexer meets them: comments, dollar quotes, strings, numbers
 _LEX = re.compile(
     r"""(?P<comment>--[^\n]*|/\*.*?\*/)
-      |(?P<dollar>\$(?P<tag>[A-Za-z_][A-Za-z_0-9]*)?\$.*?\$(?P=tag)\$)
+      |(?P<dollar>\$(?P<tag>[A-Za-z_][A-Za-z_0-9]*|)\$.*?\$(?P=tag)\$)
       |(?P<string>[EeBbXxNn]?'(?:[^']|'')*')
       |(?P<ident>"(?:[^"]|"")*")
       |(?P<param>\$\d+)
@@ -154,9 +154,7 @@ def _lines(path: Path) -> Iterator[dict[str, Any]]:
                 yield row
 
 
-def read_capture_log(
-    lines: Iterable[dict[str, Any]], leave_out: Iterable[str] = ()
-) -> Prepared:
+def read_capture_log(lines: Iterable[dict[str, Any]], leave_out: Iterable[str] = ()) -> Prepared:
     """The sessions and their transactions from jsonlog lines (one capture); the
     sessions ``leave_out`` names (the capture's own) are not the workload."""
     own = set(leave_out)

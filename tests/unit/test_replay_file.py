@@ -1,0 +1,145 @@
+"""A capture's log made into sessions and transactions, and its statements normalised:
+the literals never leave the capture."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pgfsbench.workloads.replay_file import (
+    normalise,
+    parameters,
+    queries_summary,
+    read_capture_log,
+    write_replay,
+)
+
+
+def line(sid: str, n: int, message: str, **kw: Any) -> dict[str, Any]:
+    return {
+        "timestamp": f"2026-11-28 10:00:{n // 1000:02d}.{n % 1000:03d} UTC",
+        "user": "app",
+        "dbname": "shop",
+        "session_id": sid,
+        "line_num": n,
+        "backend_type": "client backend",
+        "message": message,
+        "txid": kw.pop("txid", 0),
+        **kw,
+    }
+
+
+def test_literals_become_parameters_and_comments_go() -> None:
+    sql = "SELECT * FROM t WHERE a = 'x''y' AND b = 42 AND c = $$z$$ /* secret 7 */ -- 9\n"
+    assert normalise(sql) == "SELECT * FROM t WHERE a = $1 AND b = $2 AND c = $3"
+    # parameters stay, literals numbered after them; identifiers stay
+    assert (
+        normalise('UPDATE "t1" SET x = $1 WHERE id = 5') == 'UPDATE "t1" SET x = $1 WHERE id = $2'
+    )
+    assert normalise("SELECT e'a\\'b', 1.5e3, col2 FROM t").count("$") == 2
+
+
+@given(st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789 '-", min_size=1, max_size=40))
+def test_no_string_literal_survives_normalisation(secret: str) -> None:
+    quoted = secret.replace("'", "''")
+    out = normalise(f"INSERT INTO t VALUES ('{quoted}', 12345)")
+    assert out == "INSERT INTO t VALUES ($1, $2)"
+
+
+def test_parameters_with_quotes_and_nulls() -> None:
+    assert parameters("parameters: $1 = 'it''s', $2 = NULL, $3 = '3'") == ["it's", None, "3"]
+    assert parameters(None) == [] and parameters("other detail") == []
+
+
+def test_sessions_transactions_durations_and_errors() -> None:
+    rows = [
+        line("s1", 1, "connection authorized: user=app database=shop"),
+        line("s1", 2, "statement: BEGIN"),
+        line("s1", 3, "duration: 0.010 ms"),
+        line(
+            "s1",
+            4,
+            "execute P0_1: UPDATE t SET v = v + $1 WHERE id = $2",
+            detail="parameters: $1 = '5', $2 = '7'",
+        ),
+        line("s1", 5, "duration: 0.200 ms", txid=900),
+        line("s1", 6, "statement: COMMIT", txid=900),
+        line("s1", 7, "statement: SELECT 1/0"),
+        line("s1", 8, "division by zero", error_severity="ERROR", state_code="22012"),
+        line("s1", 9, "execute <unnamed>: SELECT $1", detail="parameters: $1 = 'x'"),
+    ]
+    prep = read_capture_log(rows)
+    (s,) = prep.sessions
+    assert s.user == "app" and s.db == "shop" and s.connect is not None
+    assert [len(t.statements) for t in s.transactions] == [3, 1, 1]
+    tx = s.transactions[0]
+    assert tx.explicit and tx.xid == 900
+    assert [st.kind for st in tx.statements] == ["simple", "prepared", "simple"]
+    assert tx.statements[1].params == ["5", "7"] and tx.statements[1].dur_ms == 0.2
+    assert s.transactions[1].statements[0].error == "22012"
+    assert s.transactions[2].statements[0].kind == "unnamed"
+    summary = {q["query"]: q for q in queries_summary(prep)}
+    assert summary["SELECT $1/$2"]["errors"] == 1
+
+
+def test_what_cannot_replay_is_counted_and_named() -> None:
+    rows = [
+        # a session already inside a transaction when the capture began (a txid, no BEGIN)
+        line("old", 1, "statement: UPDATE t SET v = 1", txid=50),
+        line("old", 2, "statement: COMMIT", txid=50),
+        line("old", 3, "statement: SELECT 2"),
+        line("c", 4, "statement: COPY t FROM STDIN"),
+        line("c", 5, "statement: SELECT 3"),
+        line("own", 6, "statement: SELECT pg_current_wal_lsn()"),
+    ]
+    prep = read_capture_log(rows, leave_out=["own"])
+    assert prep.skipped == {
+        "in a transaction open when the capture began": 2,
+        "COPY FROM STDIN (its data is not in the log)": 1,
+    }
+    assert [s.id for s in prep.sessions] == ["old", "c"]
+    assert prep.statements == 2
+
+
+def test_the_replay_file_leaves_out_what_the_copy_holds(tmp_path: Path) -> None:
+    rows = [
+        line("s", 1, "statement: BEGIN"),
+        line("s", 2, "statement: INSERT INTO t VALUES (1)", txid=10),
+        line("s", 3, "statement: COMMIT", txid=10),
+        line("s", 4, "statement: BEGIN"),
+        line("s", 5, "statement: INSERT INTO t VALUES (2)", txid=11),
+        line("s", 6, "statement: COMMIT", txid=11),
+    ]
+    prep = read_capture_log(rows)
+    path = tmp_path / "r.jsonl"
+    counts = write_replay(prep, path, skip_xids={10})
+    assert counts == {"statements": 3, "already_in_the_copy": 3}
+    header, session = (json.loads(x) for x in path.read_text().splitlines())
+    assert header == {"version": 1, "queries": 3}
+    (tx,) = session["tx"]
+    assert tx["stmts"][1]["sql"] == "INSERT INTO t VALUES (2)" and tx["stmts"][1]["t"] > 0
+    assert (path.stat().st_mode & 0o777) == 0o600
+
+
+def test_a_replay_that_differs_from_its_capture_is_marked_as_a_disturbed_run() -> None:
+    from pgfsbench.analysis.disturbance import disturbance_of, is_disturbed
+    from pgfsbench.results.records import StoredRun
+
+    def run(differs: list[str], stored: dict[str, object] | None = None) -> StoredRun:
+        metrics: dict[str, object] = {"tool": {"name": "replay", "fidelity": {"differs": differs}}}
+        if stored is not None:
+            metrics["disturbance"] = stored
+        return StoredRun(campaign_id=1, cell="ext4", repetition=1, status="ok", metrics=metrics)
+
+    assert not is_disturbed(run([]))
+    marked = run(["WAL +9.0% of the capture's (limit 5%)"])
+    assert is_disturbed(marked)
+    (why,) = disturbance_of(marked).reasons()
+    assert "differs from its capture" in why and "WAL +9.0%" in why
+    # as stored with the run, said once
+    stored = disturbance_of(marked).as_dict()
+    assert len(disturbance_of(run(["WAL +9.0%"], stored)).reasons()) == 1
