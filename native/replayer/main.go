@@ -26,8 +26,10 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -94,7 +96,7 @@ type txRecord struct {
 }
 
 type stats struct {
-	mu            sync.Mutex
+	mu            sync.Mutex // taken once a session, when it ends (merge)
 	queries       map[int]*QueryStats
 	statements    int64
 	transactions  int64
@@ -104,10 +106,55 @@ type stats struct {
 	lagMax        int64
 	okTx          int64
 	sumAll, sqAll float64
-	// this progress interval
-	n        int64
-	sum, sq  float64
-	failedIv int64
+	// this progress interval, from every session without a lock
+	n, sumUs, sqUs2, failedIv atomic.Int64
+}
+
+// local is one session's own figures, merged into stats when it ends: no lock is taken
+// per statement (with a lock shared by every session, a 2-CPU host spent more time
+// waking the sessions that waited for it than sending their statements).
+type local struct {
+	queries                  map[int]*QueryStats
+	statements, transactions int64
+	failedTx, unsent, okTx   int64
+	lagMax                   int64
+	sumAll, sqAll            float64
+}
+
+func (l *local) query(q int) *QueryStats {
+	qs := l.queries[q]
+	if qs == nil {
+		qs = &QueryStats{Q: q}
+		l.queries[q] = qs
+	}
+	return qs
+}
+
+func (s *stats) merge(l *local) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for q, lq := range l.queries {
+		qs := s.query(q)
+		qs.Calls += lq.Calls
+		qs.Errors += lq.Errors
+		qs.Rows += lq.Rows
+		for k, v := range lq.States {
+			if qs.States == nil {
+				qs.States = map[string]int{}
+			}
+			qs.States[k] += v
+		}
+	}
+	s.statements += l.statements
+	s.transactions += l.transactions
+	s.failedTx += l.failedTx
+	s.unsent += l.unsent
+	s.okTx += l.okTx
+	s.sumAll += l.sumAll
+	s.sqAll += l.sqAll
+	if l.lagMax > s.lagMax {
+		s.lagMax = l.lagMax
+	}
 }
 
 func (s *stats) query(q int) *QueryStats {
@@ -120,6 +167,12 @@ func (s *stats) query(q int) *QueryStats {
 }
 
 func main() {
+	// one P unless told otherwise: the sessions wait on the network almost all the time,
+	// and a second P spins and hands goroutines between threads (10-15% more CPU per
+	// statement on a 2-CPU host, taken from the server under test)
+	if os.Getenv("GOMAXPROCS") == "" {
+		runtime.GOMAXPROCS(1)
+	}
 	var o options
 	flag.StringVar(&o.in, "in", "", "the replay file (JSON lines; - for standard input)")
 	flag.StringVar(&o.host, "host", "", "the server's unix socket directory")
@@ -168,10 +221,23 @@ func readReplay(path string) (Header, []Session, error) {
 		return h, nil, fmt.Errorf("%s: replay file version %d, this replayer reads %d", path, h.Version, FormatVersion)
 	}
 	var sessions []Session
+	// one copy of each statement's text: less memory, and a prepared statement's text is
+	// compared with the one it was prepared with by its pointer, not byte by byte
+	texts := map[string]string{}
 	for sc.Scan() {
 		var s Session
 		if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
 			return h, nil, fmt.Errorf("%s: session %d: %v", path, len(sessions)+1, err)
+		}
+		for ti := range s.Tx {
+			for si := range s.Tx[ti].Stmts {
+				st := &s.Tx[ti].Stmts[si]
+				if same, ok := texts[st.SQL]; ok {
+					st.SQL = same
+				} else {
+					texts[st.SQL] = st.SQL
+				}
+			}
 		}
 		sessions = append(sessions, s)
 	}
@@ -209,6 +275,9 @@ func run(o options) error {
 		writeLog(o, records)
 	}()
 
+	// the replay's own CPU counts from here (reading the file is not the replay's)
+	var ruStart syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ruStart)
 	start := time.Now()
 	base := start.Add(100 * time.Millisecond) // every session's connection in place first
 	stopProgress := make(chan struct{})
@@ -249,7 +318,7 @@ func run(o options) error {
 	close(stopProgress)
 	progressDone.Wait()
 	wall := time.Since(start)
-	return writeStats(o, st, len(sessions), wall)
+	return writeStats(o, st, len(sessions), wall, &ruStart)
 }
 
 // span is when a session's first statement began and its last one ended, in the capture.
@@ -311,6 +380,7 @@ func connect(ctx context.Context, o options, s *Session) (*pgconn.PgConn, error)
 	cfg.RuntimeParams["application_name"] = "pgfsbench replay"
 	cfg.RuntimeParams["lock_timeout"] = o.lockTimeout
 	cfg.ConnectTimeout = 30 * time.Second
+
 	return pgconn.ConnectConfig(ctx, cfg)
 }
 
@@ -392,14 +462,12 @@ func sqlstate(err error) string {
 }
 
 func replaySession(ctx context.Context, o options, client int, s *Session, base time.Time, st *stats, records chan<- txRecord) {
+	l := &local{queries: map[int]*QueryStats{}}
+	defer st.merge(l)
 	unsent := func(from int) {
-		n := int64(0)
 		for _, tx := range s.Tx[from:] {
-			n += int64(len(tx.Stmts))
+			l.unsent += int64(len(tx.Stmts))
 		}
-		st.mu.Lock()
-		st.unsent += n
-		st.mu.Unlock()
 	}
 	if o.mode == "timed" && !sleepUntil(ctx, at(base, s.Connect, o.speed)) {
 		unsent(0)
@@ -460,10 +528,9 @@ func replaySession(ctx context.Context, o options, client int, s *Session, base 
 			rows, err := exec(ctx, conn, prepared, stmt)
 			prevEnd = time.Now()
 			prev = stmt
-			st.mu.Lock()
-			qs := st.query(stmt.Q)
+			qs := l.query(stmt.Q)
 			qs.Calls++
-			st.statements++
+			l.statements++
 			if err != nil {
 				qs.Errors++
 				if qs.States == nil {
@@ -474,7 +541,6 @@ func replaySession(ctx context.Context, o options, client int, s *Session, base 
 			} else {
 				qs.Rows += rows
 			}
-			st.mu.Unlock()
 			if err != nil && ctx.Err() != nil {
 				unsent(ti + 1)
 				return
@@ -490,24 +556,22 @@ func replaySession(ctx context.Context, o options, client int, s *Session, base 
 		if lag < 0 {
 			lag = 0
 		}
-		st.mu.Lock()
-		st.transactions++
+		l.transactions++
 		if failed {
-			st.failedTx++
-			st.failedIv++
+			l.failedTx++
+			st.failedIv.Add(1)
 		} else {
-			st.n++
+			st.n.Add(1)
+			st.sumUs.Add(lat)
+			st.sqUs2.Add(lat * lat)
 			ms := float64(lat) / 1000
-			st.sum += ms
-			st.sq += ms * ms
-			st.okTx++
-			st.sumAll += ms
-			st.sqAll += ms * ms
+			l.okTx++
+			l.sumAll += ms
+			l.sqAll += ms * ms
 		}
-		if lag > st.lagMax {
-			st.lagMax = lag
+		if lag > l.lagMax {
+			l.lagMax = lag
 		}
-		st.mu.Unlock()
 		records <- txRecord{client: client, txno: ti, latency: lat, lag: lag, end: end, failed: failed}
 	}
 }
@@ -552,10 +616,10 @@ func progressLoop(start time.Time, every float64, st *stats, stop <-chan struct{
 		case <-stop:
 			return
 		case now := <-tick.C:
-			st.mu.Lock()
-			n, sum, sq, failed := st.n, st.sum, st.sq, st.failedIv
-			st.n, st.sum, st.sq, st.failedIv = 0, 0, 0, 0
-			st.mu.Unlock()
+			n := st.n.Swap(0)
+			sumUs, sqUs2 := st.sumUs.Swap(0), st.sqUs2.Swap(0)
+			failed := st.failedIv.Swap(0)
+			sum, sq := float64(sumUs)/1000, float64(sqUs2)/1e6
 			secs := now.Sub(last).Seconds()
 			last = now
 			mean, sd := math.NaN(), math.NaN()
@@ -569,9 +633,10 @@ func progressLoop(start time.Time, every float64, st *stats, stop <-chan struct{
 	}
 }
 
-func writeStats(o options, st *stats, sessions int, wall time.Duration) error {
+func writeStats(o options, st *stats, sessions int, wall time.Duration, from *syscall.Rusage) error {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	secs := func(tv syscall.Timeval) float64 { return float64(tv.Sec) + float64(tv.Usec)/1e6 }
 	qs := make([]*QueryStats, 0, len(st.queries))
 	for _, q := range st.queries {
 		qs = append(qs, q)
@@ -592,8 +657,8 @@ func writeStats(o options, st *stats, sessions int, wall time.Duration) error {
 		"latency_stddev_ms":   sdOf(st.sumAll, st.sqAll, st.okTx),
 		"queries":             qs,
 		"wall_s":              wall.Seconds(),
-		"cpu_user_s":          float64(ru.Utime.Sec) + float64(ru.Utime.Usec)/1e6,
-		"cpu_system_s":        float64(ru.Stime.Sec) + float64(ru.Stime.Usec)/1e6,
+		"cpu_user_s":          secs(ru.Utime) - secs(from.Utime),
+		"cpu_system_s":        secs(ru.Stime) - secs(from.Stime),
 	}
 	text, err := json.MarshalIndent(out, "", " ")
 	if err != nil {
