@@ -377,7 +377,11 @@ func connect(ctx context.Context, o options, s *Session) (*pgconn.PgConn, error)
 		return nil, err
 	}
 	cfg.User, cfg.Database = user, db
-	cfg.RuntimeParams["application_name"] = "pgfsbench replay"
+	// the benchmark's sessions are known by their application name (PGAPPNAME, which
+	// pgfsbench sets): its samplers then count them as the workload's, not outside work
+	if os.Getenv("PGAPPNAME") == "" {
+		cfg.RuntimeParams["application_name"] = "pgfsbench replay"
+	}
 	cfg.RuntimeParams["lock_timeout"] = o.lockTimeout
 	cfg.ConnectTimeout = 30 * time.Second
 

@@ -270,6 +270,11 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None, only: Sequence[st
     spec = loaded.spec
     d = spec.defaults
     cells = _only(expand(spec, scale_resolver(loaded, pod_memory_bytes(spec))), only)
+    # a replay runs as long as its capture: its cells' durations are the captures'
+    if any(c.workload.tool == "replay" for c in cells):
+        from pgfsbench.workloads.replay import planned_cell
+
+        cells = [planned_cell(c, loaded.base_dir) for c in cells]
     _check_place(spec, cells)
     reps = d.first_repetitions
     runs = order_runs(cells, reps, d.order, d.load_per)

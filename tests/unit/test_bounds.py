@@ -22,6 +22,10 @@ CASES: dict[str, tuple[dict[str, object], dict[str, object]]] = {
     ),
     "kill_process_group": ({"pid": 5000, "start_time": 1200}, {"pid": 1, "start_time": 2}),
     "release_server_memory": ({"pgdata": f"{W}/cells/run-1/mnt/pgdata"}, {"pgdata": "/srv/pg"}),
+    "restore_server_settings": (
+        {"dsn": "host=/run/postgresql", "settings": [{"name": "log_statement", "value": None}]},
+        {"dsn": "host=/run/postgresql", "settings": [{"name": "archive_command", "value": "sh"}]},
+    ),
     "stop_instance": (
         {"pgdata": f"{W}/c/pgdata", "bindir": "/usr/lib/postgresql/15/bin", "user": "postgres"},
         {"pgdata": f"{W}/c/pgdata", "bindir": "/usr/bin", "user": "root"},

@@ -39,10 +39,11 @@ def test_every_storage_row_names_a_driver_and_a_model_the_spec_accepts() -> None
 
 
 def test_every_tool_row_builds_its_workload_for_a_cell_of_it() -> None:
-    assert {t.name for t in WORKLOAD_TOOLS} == {"pgbench", "sysbench", "pg_dump", "copy"}
+    assert {t.name for t in WORKLOAD_TOOLS} == {"pgbench", "sysbench", "pg_dump", "copy", "replay"}
     for tool in WORKLOAD_TOOLS:
+        own = {"capture": "/var/lib/capture", "warmup": "0s"} if tool.name == "replay" else {}
         spec = Spec.model_validate(
-            {"storage": {"s": {"fs": "tmpfs"}}, "workload": {"w": {"tool": tool.name}}}
+            {"storage": {"s": {"fs": "tmpfs"}}, "workload": {"w": {"tool": tool.name, **own}}}
         )
         (cell,) = expand(spec)
         assert type(cell.workload.config) is tool.model

@@ -10,8 +10,8 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from pgfsbench.postgres.statements import normalise
 from pgfsbench.workloads.replay_file import (
-    normalise,
     parameters,
     queries_summary,
     read_capture_log,

@@ -40,6 +40,15 @@ def capture_cmd(
     workdir: Annotated[
         Path, typer.Option(help="Where the journal lives (what `cleanup` puts back).")
     ] = DEFAULT_WORKDIR,
+    from_stats: Annotated[
+        bool,
+        typer.Option(
+            "--from-stats",
+            help="The lighter path: no statement logged, no setting changed; pgbench "
+            "scripts made from pg_stat_statements and the tables' statistics (an "
+            "approximation of the workload).",
+        ),
+    ] = False,
 ) -> None:
     """Capture a live server's workload for `tool = "replay"`: every statement with its
     session, parameters and timing (jsonlog), a physical copy of the data, and the
@@ -76,29 +85,52 @@ def capture_cmd(
             try:
                 with journal.scope():
                     binaries = find_binaries(bindir)
-                    done = capture(
-                        dsn=dsn,
-                        seconds=seconds,
-                        out=output,
-                        journal=journal,
-                        runner=runner,
-                        pg_basebackup=binaries.tool("pg_basebackup"),
-                        base=base,
-                        max_log_bytes=max_log << 20,
-                        ready=lambda: console.print(
-                            f"capturing for {seconds:g} s (Ctrl-C ends it sooner)", markup=False
-                        ),
-                        wait=wait,
-                    )
+                    if from_stats:
+                        from pgfsbench.workloads.capture import capture_stats
+
+                        done = capture_stats(
+                            dsn=dsn,
+                            seconds=seconds,
+                            out=output,
+                            runner=runner,
+                            pg_basebackup=binaries.tool("pg_basebackup"),
+                            ready=lambda: console.print(
+                                f"reading pg_stat_statements for {seconds:g} s", markup=False
+                            ),
+                            stop=stop.is_set,
+                        )
+                    else:
+                        done = capture(
+                            dsn=dsn,
+                            seconds=seconds,
+                            out=output,
+                            journal=journal,
+                            runner=runner,
+                            pg_basebackup=binaries.tool("pg_basebackup"),
+                            base=base,
+                            max_log_bytes=max_log << 20,
+                            ready=lambda: console.print(
+                                f"capturing for {seconds:g} s (Ctrl-C ends it sooner)", markup=False
+                            ),
+                            wait=wait,
+                        )
             finally:
                 journal.close()
     finally:
         signal.signal(signal.SIGINT, previous)
-    console.print(
-        f"captured {done.statements} statements in {done.seconds:.1f} s into {done.directory} "
-        f"(log {done.log_bytes / 1e6:.1f} MB, data copy: {done.base}); settings put back",
-        markup=False,
-    )
+    if from_stats:
+        console.print(
+            f"read {done.statements} calls from pg_stat_statements in {done.seconds:.1f} s into "
+            f"{done.directory} (pgbench scripts: an approximation; data copy: {done.base})",
+            markup=False,
+        )
+    else:
+        console.print(
+            f"captured {done.statements} statements in {done.seconds:.1f} s into "
+            f"{done.directory} (log {done.log_bytes / 1e6:.1f} MB, data copy: {done.base}); "
+            "settings put back",
+            markup=False,
+        )
     console.print(
         f'next: a spec with tool = "replay", capture = "{done.directory}"; '
         f"then {program()} plan SPEC",

@@ -35,6 +35,7 @@ from pgfsbench.collect.procfs import (
     process_cpu_seconds,
 )
 from pgfsbench.postgres.instance import WORKLOAD_APPLICATION, sql
+from pgfsbench.postgres.statements import normalise
 
 
 def yield_on_wakeup(pid: int = 0) -> str | None:
@@ -872,7 +873,8 @@ def parse_blockers(raw: str | None) -> list[dict[str, object]]:
                 {
                     **row,
                     "origin": blocker_origin(row),
-                    "query": " ".join(str(q).split())[:160] if q else None,
+                    # normalised: a session's literals are its users' data, never kept
+                    "query": normalise(str(q))[:160] if q else None,
                 }
             )
     return out

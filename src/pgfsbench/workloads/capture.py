@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pgfsbench.postgres.statements import normalise
 from pgfsbench.system.errors import CapabilityError, CommandError, UsageError
 from pgfsbench.system.held import write_file
 from pgfsbench.system.journal import Journal, Scope, Undo, undo_action
@@ -90,10 +91,10 @@ def _one(conn: psycopg.Connection[Any], sql: str, *args: object) -> Any:
     return None if row is None else row[0]
 
 
-def preflight(conn: psycopg.Connection[Any]) -> dict[str, Any]:
+def preflight(conn: psycopg.Connection[Any], need_log: bool = True) -> dict[str, Any]:
     """What the server is and whether it can be captured; refused with the reason."""
     version = int(_one(conn, "SELECT current_setting('server_version_num')"))
-    if version < 150000:
+    if need_log and version < 150000:
         raise CapabilityError(
             f"PostgreSQL {version // 10000}: capture reads jsonlog, PostgreSQL 15 and later "
             "(csvlog of older servers is not read yet)"
@@ -104,7 +105,7 @@ def preflight(conn: psycopg.Connection[Any]) -> dict[str, Any]:
             "SYSTEM and reads the server's log through pg_read_file)"
         )
     collector = _one(conn, "SELECT setting FROM pg_settings WHERE name = 'logging_collector'")
-    if collector != "on":
+    if need_log and collector != "on":
         raise CapabilityError(
             "logging_collector is off: jsonlog needs it, and turning it on needs a restart "
             "of the server, which capture never does (set logging_collector = on, restart "
@@ -202,11 +203,15 @@ def stats_snapshot(conn: psycopg.Connection[Any], version: int) -> dict[str, Any
     has_pss = _one(conn, "SELECT count(*) FROM pg_extension WHERE extname = 'pg_stat_statements'")
     if has_pss:
         try:
-            out["statements"] = rows(
-                "SELECT queryid::text, calls, rows, shared_blks_dirtied, shared_blks_written, "
-                "wal_records, wal_fpi, wal_bytes::bigint, total_exec_time "
-                "FROM pg_stat_statements WHERE queryid IS NOT NULL"
+            found = rows(
+                "SELECT queryid::text, dbid::bigint, calls, rows, shared_blks_dirtied, "
+                "shared_blks_written, wal_records, wal_fpi, wal_bytes::bigint, "
+                "total_exec_time, query FROM pg_stat_statements WHERE queryid IS NOT NULL"
             )
+            # a utility statement's text keeps its literals there: normalised here
+            for r in found:
+                r["query"] = normalise(str(r.get("query") or ""))
+            out["statements"] = found
         except Exception as exc:
             out["statements_unavailable"] = " ".join(str(exc).split())[:200]
     return out
@@ -430,3 +435,114 @@ def _statement_lines(path: Path) -> Any:
         for line in fh:
             if b'"message":"statement: ' in line or b'"message":"execute ' in line:
                 yield line
+
+
+STATS_FILE = "stats.json"  # the lighter path: pg_stat_statements' deltas and the scripts
+
+
+def capture_stats(
+    *,
+    dsn: str,
+    seconds: float,
+    out: Path,
+    runner: Runner,
+    pg_basebackup: str | None,
+    ready: Callable[[], None] | None = None,
+    stop: Callable[[], bool] | None = None,
+) -> CaptureResult:
+    """The lighter capture: no setting changed, no statement logged. pg_stat_statements
+    before and after, the busiest client sessions counted each second, the tables'
+    column statistics, and pgbench scripts made from them (workloads/synthesis.py); with
+    the data copy. An approximation of the workload, said so wherever it is used."""
+    from pgfsbench.workloads.synthesis import (
+        COLUMN_STATS_SQL,
+        columns_of,
+        deltas,
+        scripts_from_stats,
+    )
+
+    if seconds <= 0:
+        raise UsageError("--seconds: more than 0")
+    if out.exists():
+        raise UsageError(f"-o {out}: exists; capture writes a new directory")
+    from pgfsbench.system.trust import path_problem
+
+    if (why := path_problem(out.absolute().parent)) is not None:
+        raise UsageError(f"-o {out}: {why}")
+    with _connect(dsn) as conn:
+        facts = preflight(conn, need_log=False)
+        before = stats_snapshot(conn, facts["server_version_num"])
+        if "statements" not in before:
+            raise CapabilityError(
+                "pg_stat_statements is not there (CREATE EXTENSION pg_stat_statements, with "
+                "it in shared_preload_libraries): the lighter capture reads only it"
+            )
+        dbid = int(
+            _one(conn, "SELECT oid::bigint FROM pg_database WHERE datname = current_database()")
+        )
+        out.mkdir(mode=0o700, parents=False)
+        t0 = time.time()
+        manifest: dict[str, Any] = {
+            "version": MANIFEST_VERSION,
+            "format": "pg_stat_statements",
+            "server": facts,
+            "dbname": _one(conn, "SELECT current_database()"),
+            "start": {"time": t0},
+            "server_settings": {
+                str(n): str(v)
+                for n, v in conn.execute(
+                    "SELECT name, setting FROM pg_settings WHERE source NOT IN "
+                    "('default', 'override', 'client', 'session') AND context <> 'internal'"
+                )
+            },
+        }
+        if pg_basebackup is None:
+            raise CapabilityError("pg_basebackup not found")
+        manifest["base"] = {
+            "kind": "pg_basebackup",
+            "seconds": round(base_backup(runner, pg_basebackup, dsn, out / BASE_DIR), 1),
+        }
+        manifest["stats_before"] = before = stats_snapshot(conn, facts["server_version_num"])
+        if ready is not None:
+            ready()
+        busiest, counts = 0, []
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and not (stop and stop()):
+            n = int(
+                _one(
+                    conn,
+                    "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
+                    "AND pid <> pg_backend_pid() AND datname = current_database() "
+                    "AND state <> 'idle'",
+                )
+            )
+            busiest = max(busiest, n)
+            counts.append(n)
+            time.sleep(min(1.0, max(0.0, end - time.monotonic())))
+        after = stats_snapshot(conn, facts["server_version_num"])
+        manifest["stats_after"] = after
+        t1 = time.time()
+        manifest["end"] = {"time": t1, "cut_short": time.monotonic() < end}
+        columns = [
+            dict(zip([d.name for d in cur.description or []], r, strict=True))
+            for cur in [conn.execute(COLUMN_STATS_SQL)]
+            for r in cur.fetchall()
+        ]
+    rows = deltas(before["statements"], after["statements"], dbid)
+    made = scripts_from_stats(rows, columns_of(columns))
+    sessions = max(1, round(sum(counts) / len(counts))) if counts else 1
+    stats = {
+        "approximation": "pgbench scripts from pg_stat_statements (no statement log)",
+        "clients": max(sessions, min(busiest, 4 * sessions)),
+        "busiest_sessions": busiest,
+        "mean_active_sessions": round(sum(counts) / len(counts), 2) if counts else 0,
+        "calls_total": made.calls_total,
+        "calls_covered": made.calls_covered,
+        "skipped": made.skipped,
+        "scripts": [{"text": t, "weight": w, "query": q} for t, w, q in made.scripts],
+        "transactions_per_s": round(made.calls_total / max(t1 - t0, 1e-6), 2),
+    }
+    write_file(out / STATS_FILE, json.dumps(stats, indent=1) + "\n", 0o600)
+    manifest["seconds"] = round(t1 - t0, 3)
+    write_file(out / MANIFEST, json.dumps(manifest, indent=1, default=str) + "\n", 0o600)
+    return CaptureResult(out, manifest["seconds"], 0, made.calls_total, "pg_basebackup", manifest)

@@ -41,7 +41,7 @@ from pgfsbench.system.errors import CapabilityError, PgfsbenchError, Stalled
 from pgfsbench.system.held import Held, Owner, write_file
 from pgfsbench.system.journal import Journal
 from pgfsbench.system.runner import Runner
-from pgfsbench.system.trust import path_problem, read_trusted
+from pgfsbench.system.trust import open_written_by_others, path_problem, read_trusted
 from pgfsbench.workloads.base import (
     WORKLOAD_ENV,
     LoadResult,
@@ -95,6 +95,18 @@ _NOT_CARRIED = (
     "dynamic_shared_memory_type",
     "krb_server_keyfile",
 )
+# a replayed statement's text and values never reach the cell's server log: LOG (its
+# checkpoints, lock waits) and FATAL are kept, an ERROR (which may quote a value) is not;
+# the replayer counts each error by its SQLSTATE
+PRIVATE_LOG = {
+    "log_min_messages": "log",
+    "log_min_error_statement": "panic",
+    "log_error_verbosity": "terse",
+    "log_statement": "none",
+    "log_min_duration_statement": "-1",
+    "log_parameter_max_length": "0",
+    "log_parameter_max_length_on_error": "0",
+}
 FIDELITY_WAL_PCT = 5.0  # a replay's WAL beyond this of the capture's is marked
 TOP_STATEMENTS = 20  # normalised statements a run keeps with their calls
 
@@ -150,12 +162,39 @@ def template_key(directory: Path, binaries: Binaries, os_user: str | None) -> st
     return f"replay-{digest.hexdigest()[:20]}"
 
 
+def planned_cell(cell: Cell, base_dir: Path) -> Cell:
+    """A replay cell as it will run: its measured phase as long as its capture (divided
+    by speed when timed; as fast as possible takes less, an upper estimate), no warm-up.
+    Unchanged when the capture cannot be read (its problems say why)."""
+    import dataclasses
+
+    if cell.workload.tool != "replay":
+        return cell
+    cfg = workload_config(cell.workload, ReplayWorkload)
+    try:
+        seconds = float(read_manifest(capture_dir(cfg, base_dir)).get("seconds") or 0.0)
+    except CapabilityError:
+        return cell
+    if seconds <= 0:
+        return cell
+    duration = seconds / cfg.speed if cfg.mode == "timed" else seconds
+    return dataclasses.replace(
+        cell, workload=dataclasses.replace(cell.workload, duration_s=duration, warmup_s=0.0)
+    )
+
+
 def for_cell(cell: Cell, defaults: Defaults) -> Replay:
-    return Replay()
+    return Replay(defaults)
+
+
+def is_stats(manifest: dict[str, Any]) -> bool:
+    """A capture of pg_stat_statements alone (capture --from-stats): pgbench scripts."""
+    return manifest.get("format") == "pg_stat_statements"
 
 
 @dataclass(frozen=True)
 class Replay:
+    defaults: Defaults | None = None
     tool: str = "replay"
 
     def problems(self, cell: Cell, base_dir: Path, os_user: str | None) -> list[str]:
@@ -171,7 +210,7 @@ class Replay:
             or not (directory / BASE_DIR / "PG_VERSION").is_file()
         ):
             out.append(f"capture {directory}: no data copy in {BASE_DIR}/ (pg_basebackup's)")
-        if replayer_path() is None:
+        if not is_stats(manifest) and replayer_path() is None:
             out.append(f"{REPLAYER} is not built (scripts/bootstrap.sh builds it with Go)")
         return out
 
@@ -222,7 +261,7 @@ class Replay:
             )
         key = template_key(directory, binaries, os_user)
         replay_file = directory / f"{key}.jsonl"
-        if templates.find(key) is not None and replay_file.is_file():
+        if templates.find(key) is not None and (is_stats(manifest) or replay_file.is_file()):
             return key
         owner = Owner.of(os_user)
         pgdata = make_dir(journal, scratch / "restore", owner=None, mode=0o700)
@@ -231,8 +270,11 @@ class Replay:
                 raise CapabilityError(f"capture {directory}: tablespaces are not restored yet")
             target.copy_from(source, owner, skip=("postgresql.auto.conf", "postmaster.pid"))
             settings = carried_settings(manifest)
-            conf = "# the captured server's settings (pgfsbench capture)\n" + "".join(
-                _conf_line(k, v) + "\n" for k, v in sorted(settings.items())
+            conf = (
+                "# the captured server's settings (pgfsbench capture)\n"
+                + "".join(_conf_line(k, v) + "\n" for k, v in sorted(settings.items()))
+                + "# the replay's literals stay out of the server's log (an artifact)\n"
+                + "".join(_conf_line(k, v) + "\n" for k, v in PRIVATE_LOG.items())
             )
             target.write("postgresql.conf", conf, 0o600, owner)
             target.write("postgresql.auto.conf", "", 0o600, owner)
@@ -242,6 +284,19 @@ class Replay:
         instance = Instance(binaries, pgdata, None, socket_dir, log_path, os_user)
         instance.configure({})
         instance.start(journal, runner, timeout=600)
+        if is_stats(manifest):
+            # no statement log: the copy recovered and stopped is all there is to make
+            try:
+                instance.checkpoint()
+            finally:
+                instance.stop(runner)
+            with Held.open(pgdata) as target:
+                target.remove(CONF_NAME)
+                target.remove("postgresql.conf")
+                target.write("postgresql.conf", conf, 0o600, owner)
+            templates.save(key, pgdata, None, f"(restored from the capture {directory})\n")
+            shutil.rmtree(pgdata, ignore_errors=True)
+            return key
         try:
             with instance.connect() as conn:
                 row = conn.execute(
@@ -294,6 +349,9 @@ class Replay:
         if not phase.measured:
             return Measurement(throughput=0.0)
         directory = capture_dir(cfg, ctx.base_dir)
+        manifest = read_manifest(directory)
+        if is_stats(manifest):
+            return self._scripts(ctx, cell, phase, directory, manifest, cfg)
         replay_file = directory / f"{template_key(directory, ctx.binaries, ctx.os_user)}.jsonl"
         if not replay_file.is_file():
             raise CapabilityError(f"capture {directory}: not prepared ({replay_file.name})")
@@ -363,9 +421,17 @@ class Replay:
         write_file(ctx.artifacts / "replay.stderr", child.stderr)
         errors = tuple(ln for ln in child.stderr.splitlines() if ln.startswith("pgfsbench-replay:"))
         stats: dict[str, Any] = {}
-        if stats_path.is_file():
-            stats = json.loads(stats_path.read_text())
-            shutil.copyfile(stats_path, ctx.artifacts / "replay-stats.json")
+        # the replayer's file, in a directory its user writes: read never by a link, and
+        # bounded (hostile input, as every file another user writes)
+        try:
+            with open_written_by_others(stats_path) as fh:
+                raw = fh.read(64 << 20)
+            stats = json.loads(raw)
+            if not isinstance(stats, dict):
+                stats = {}
+            write_file(ctx.artifacts / "replay-stats.json", raw, 0o644)
+        except (OSError, ValueError):
+            stats = {}
         from pgfsbench.collect.txlog import compress_logs, parse_txlog
 
         m = Measurement(unit="tps", returncode=rc, errors=errors, series=progress_series(points))
@@ -382,6 +448,77 @@ class Replay:
         m.extra = {
             "replay": {k: v for k, v in stats.items() if k != "queries"},
             "fidelity": fidelity(directory, replay_file, stats, _wal_bytes(ctx) - wal_before),
+        }
+        return m
+
+    def _scripts(
+        self,
+        ctx: WorkloadContext,
+        cell: Cell,
+        phase: Phase,
+        directory: Path,
+        manifest: dict[str, Any],
+        cfg: ReplayWorkload,
+    ) -> Measurement:
+        """The lighter path: pgbench with the scripts made from pg_stat_statements, as
+        many clients as were busy, at the captured pace (timed) or as fast as it goes."""
+        import dataclasses
+
+        from pgfsbench.workloads import pgbench
+        from pgfsbench.workloads.base import Endpoint
+        from pgfsbench.workloads.capture import STATS_FILE
+
+        stats = json.loads(read_trusted(directory / STATS_FILE))
+        scripts = []
+        for i, s in enumerate(stats.get("scripts") or []):
+            path = ctx.workdir / f"stats-{i:03d}.sql"
+            write_file(path, str(s["text"]), 0o644)
+            scripts.append(f"{path}@{int(s['weight'])}")
+        if not scripts:
+            raise CapabilityError(
+                f"capture {directory}: no statement of pg_stat_statements could be made a "
+                f"script ({'; '.join(stats.get('skipped') or {}) or 'none captured'})"
+            )
+        clients = max(1, int(stats.get("clients") or 1))
+        rate = None
+        if cfg.mode == "timed":
+            rate = float(stats.get("transactions_per_s") or 0) * cfg.speed or None
+        w = dataclasses.replace(
+            cell.workload,
+            tool="pgbench",
+            builtin=None,
+            scripts=tuple(scripts),
+            clients=clients,
+            threads=min(clients, max(1, cell.workload.threads)),
+            rate=rate,
+            protocol="simple",
+            extra_args=("-n",),
+            config=None,
+        )
+        scripted = dataclasses.replace(cell, workload=w)
+        server = Endpoint(
+            ctx.server.host,
+            ctx.server.port,
+            ctx.server.user,
+            str(manifest.get("dbname") or "postgres"),
+        )
+        run_ctx = dataclasses.replace(ctx, endpoint=server, server=server)
+        driver = pgbench.for_cell(scripted, self.defaults) if self.defaults else pgbench.Pgbench()
+        m = driver.run(run_ctx, scripted, phase)
+        m.extra = {
+            **m.extra,
+            "approximation": stats.get("approximation"),
+            "scripts": [
+                {"query": str(s.get("query", ""))[:400], "weight": s.get("weight")}
+                for s in stats.get("scripts") or []
+            ],
+            "calls_covered_pct": round(
+                100
+                * int(stats.get("calls_covered") or 0)
+                / max(1, int(stats.get("calls_total") or 0)),
+                1,
+            ),
+            "not_replayable": stats.get("skipped") or {},
         }
         return m
 

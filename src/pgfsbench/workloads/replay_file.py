@@ -26,6 +26,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from pgfsbench.postgres.statements import normalise
+
 REPLAY_VERSION = 1  # native/replayer's FormatVersion
 REPLAY_FILE = "replay.jsonl"
 QUERIES_FILE = "queries.json"  # normalised statements: no literal, safe to show
@@ -38,41 +40,6 @@ _END = re.compile(r"^\s*(COMMIT|END|ABORT|ROLLBACK|PREPARE\s+TRANSACTION)\b(?!\s
 _ROLLBACK_TO = re.compile(r"^\s*ROLLBACK\s+(WORK\s+|TRANSACTION\s+)?TO\b", re.I)
 _COPY_IN = re.compile(r"^\s*COPY\b.*\bFROM\s+STDIN\b", re.I | re.S)
 _COPY = re.compile(r"^\s*COPY\b", re.I)
-
-# literals, in the order a lexer meets them: comments, dollar quotes, strings, numbers
-_LEX = re.compile(
-    r"""(?P<comment>--[^\n]*|/\*.*?\*/)
-      |(?P<dollar>\$(?P<tag>[A-Za-z_][A-Za-z_0-9]*|)\$.*?\$(?P=tag)\$)
-      |(?P<string>[EeBbXxNn]?'(?:[^']|'')*')
-      |(?P<ident>"(?:[^"]|"")*")
-      |(?P<param>\$\d+)
-      |(?P<word>[A-Za-z_][A-Za-z_0-9$]*)
-      |(?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)
-    """,
-    re.S | re.X,
-)
-
-
-def normalise(sql: str) -> str:
-    """The statement with every literal (string, number, dollar-quoted body) and comment
-    replaced: `$n` for a literal as pg_stat_statements shows it, nothing for a comment;
-    whitespace collapsed. Parameters already `$n` stay; identifiers stay."""
-    out: list[str] = []
-    pos = 0
-    n = max((int(m) for m in re.findall(r"\$(\d+)", sql)), default=0)
-    for m in _LEX.finditer(sql):
-        out.append(sql[pos : m.start()])
-        kind = m.lastgroup
-        if kind in ("string", "dollar", "number"):
-            n += 1
-            out.append(f"${n}")
-        elif kind == "comment":
-            out.append(" ")
-        else:
-            out.append(m.group(0))
-        pos = m.end()
-    out.append(sql[pos:])
-    return " ".join("".join(out).split())
 
 
 def parameters(detail: str | None) -> list[str | None]:
