@@ -48,6 +48,7 @@ type Stmt struct {
 	T      int64     `json:"t"`   // microseconds from the capture's start
 	Dur    int64     `json:"dur"` // microseconds it took in the capture (0: unknown)
 	Q      int       `json:"q"`   // index of its normalised statement
+	turn   int       // its place in the capture's commit order (-1: not a commit)
 }
 
 // Tx is one captured transaction: an explicit block, or one statement on its own.
@@ -76,6 +77,7 @@ type options struct {
 	speed, thinkScale                            float64
 	lockTimeout                                  string
 	maxSeconds                                   float64
+	commitOrder                                  bool
 	progress                                     float64
 }
 
@@ -187,6 +189,7 @@ func main() {
 	flag.StringVar(&o.statsPath, "stats", "", "write the JSON summary here")
 	flag.Float64Var(&o.maxSeconds, "max-seconds", 0, "stop after this long (0: when done)")
 	flag.Float64Var(&o.progress, "progress", 1, "seconds between progress lines (0: none)")
+	flag.BoolVar(&o.commitOrder, "commit-order", false, "hold each COMMIT until the ones captured before it are done")
 	version := flag.Bool("version", false, "print the version and the replay file version read")
 	flag.Parse()
 	if *version {
@@ -255,6 +258,11 @@ func run(o options) error {
 	if err != nil {
 		return err
 	}
+	var gate *commitGate
+	if o.commitOrder {
+		numberCommits(sessions)
+		gate = newCommitGate(time.Second)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sig := make(chan os.Signal, 1)
@@ -309,7 +317,7 @@ func run(o options) error {
 				case <-ctx.Done():
 				}
 			}
-			replaySession(ctx, o, i, &sessions[i], base, st, records)
+			replaySession(ctx, o, i, &sessions[i], base, st, records, gate)
 		}(i)
 	}
 	wg.Wait()
@@ -318,7 +326,7 @@ func run(o options) error {
 	close(stopProgress)
 	progressDone.Wait()
 	wall := time.Since(start)
-	return writeStats(o, st, len(sessions), wall, &ruStart)
+	return writeStats(o, st, len(sessions), wall, &ruStart, gate)
 }
 
 // span is when a session's first statement began and its last one ended, in the capture.
@@ -465,12 +473,15 @@ func sqlstate(err error) string {
 	return "client"
 }
 
-func replaySession(ctx context.Context, o options, client int, s *Session, base time.Time, st *stats, records chan<- txRecord) {
+func replaySession(ctx context.Context, o options, client int, s *Session, base time.Time, st *stats, records chan<- txRecord, gate *commitGate) {
 	l := &local{queries: map[int]*QueryStats{}}
 	defer st.merge(l)
 	unsent := func(from int) {
 		for _, tx := range s.Tx[from:] {
 			l.unsent += int64(len(tx.Stmts))
+			for i := range tx.Stmts {
+				gate.over(tx.Stmts[i].turn) // its turn never comes: the others go on
+			}
 		}
 	}
 	if o.mode == "timed" && !sleepUntil(ctx, at(base, s.Connect, o.speed)) {
@@ -529,7 +540,11 @@ func replaySession(ctx context.Context, o options, client int, s *Session, base 
 					scheduled = now
 				}
 			}
+			if gate != nil && stmt.turn >= 0 {
+				gate.wait(stmt.turn)
+			}
 			rows, err := exec(ctx, conn, prepared, stmt)
+			gate.over(stmt.turn)
 			prevEnd = time.Now()
 			prev = stmt
 			qs := l.query(stmt.Q)
@@ -637,7 +652,7 @@ func progressLoop(start time.Time, every float64, st *stats, stop <-chan struct{
 	}
 }
 
-func writeStats(o options, st *stats, sessions int, wall time.Duration, from *syscall.Rusage) error {
+func writeStats(o options, st *stats, sessions int, wall time.Duration, from *syscall.Rusage, gate *commitGate) error {
 	var ru syscall.Rusage
 	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	secs := func(tv syscall.Timeval) float64 { return float64(tv.Sec) + float64(tv.Usec)/1e6 }
@@ -647,22 +662,25 @@ func writeStats(o options, st *stats, sessions int, wall time.Duration, from *sy
 	}
 	sort.Slice(qs, func(i, j int) bool { return qs[i].Q < qs[j].Q })
 	out := map[string]any{
-		"version":             FormatVersion,
-		"mode":                o.mode,
-		"speed":               o.speed,
-		"sessions":            sessions,
-		"statements":          st.statements,
-		"transactions":        st.transactions,
-		"failed_transactions": st.failedTx,
-		"unsent_statements":   st.unsent,
-		"connect_errors":      st.connectErrors,
-		"schedule_lag_max_ms": float64(st.lagMax) / 1000,
-		"latency_avg_ms":      meanOf(st.sumAll, st.okTx),
-		"latency_stddev_ms":   sdOf(st.sumAll, st.sqAll, st.okTx),
-		"queries":             qs,
-		"wall_s":              wall.Seconds(),
-		"cpu_user_s":          secs(ru.Utime) - secs(from.Utime),
-		"cpu_system_s":        secs(ru.Stime) - secs(from.Stime),
+		"version":               FormatVersion,
+		"mode":                  o.mode,
+		"speed":                 o.speed,
+		"sessions":              sessions,
+		"statements":            st.statements,
+		"transactions":          st.transactions,
+		"failed_transactions":   st.failedTx,
+		"unsent_statements":     st.unsent,
+		"connect_errors":        st.connectErrors,
+		"schedule_lag_max_ms":   float64(st.lagMax) / 1000,
+		"commit_order":          o.commitOrder,
+		"commits_out_of_order":  lateOf(gate),
+		"commit_order_given_up": openOf(gate),
+		"latency_avg_ms":        meanOf(st.sumAll, st.okTx),
+		"latency_stddev_ms":     sdOf(st.sumAll, st.sqAll, st.okTx),
+		"queries":               qs,
+		"wall_s":                wall.Seconds(),
+		"cpu_user_s":            secs(ru.Utime) - secs(from.Utime),
+		"cpu_system_s":          secs(ru.Stime) - secs(from.Stime),
 	}
 	text, err := json.MarshalIndent(out, "", " ")
 	if err != nil {
@@ -688,4 +706,22 @@ func sdOf(sum, sq float64, n int64) any {
 	}
 	m := sum / float64(n)
 	return math.Sqrt(math.Max(0, sq/float64(n)-m*m))
+}
+
+func lateOf(g *commitGate) int64 {
+	if g == nil {
+		return 0
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.late
+}
+
+func openOf(g *commitGate) bool {
+	if g == nil {
+		return false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.open
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 )
@@ -66,5 +67,65 @@ func TestTimesScaleWithSpeedAndNamesAreQuoted(t *testing.T) {
 	}
 	if q := quoteIdent(`P"1`); q != `"P""1"` {
 		t.Fatalf("quoted %s", q)
+	}
+}
+
+func TestCommitsGoInTheirCapturedOrder(t *testing.T) {
+	g := newCommitGate(5 * time.Second)
+	var mu sync.Mutex
+	var order []int
+	var wg sync.WaitGroup
+	for _, turn := range []int{2, 0, 1} {
+		wg.Add(1)
+		go func(turn int) {
+			defer wg.Done()
+			time.Sleep(time.Duration(2-turn) * 5 * time.Millisecond) // the last turn first
+			g.wait(turn)
+			mu.Lock()
+			order = append(order, turn)
+			mu.Unlock()
+			g.over(turn)
+		}(turn)
+	}
+	wg.Wait()
+	if len(order) != 3 || order[0] != 0 || order[1] != 1 || order[2] != 2 {
+		t.Fatalf("commits in %v", order)
+	}
+	if g.late != 0 {
+		t.Fatalf("%d late", g.late)
+	}
+}
+
+func TestACommitWhoseTurnDoesNotComeGoesAfterTheWait(t *testing.T) {
+	g := newCommitGate(20 * time.Millisecond)
+	start := time.Now()
+	g.wait(1) // turn 0 never ends
+	if time.Since(start) < 20*time.Millisecond || g.late != 1 {
+		t.Fatalf("waited %v, late %d", time.Since(start), g.late)
+	}
+}
+
+func TestCommitsAreNumberedByCapturedTime(t *testing.T) {
+	sessions := []Session{
+		{Tx: []Tx{{Stmts: []Stmt{{SQL: "BEGIN", T: 1}, {SQL: "COMMIT", T: 30}}}}},
+		{Tx: []Tx{{Stmts: []Stmt{{SQL: "BEGIN", T: 2}, {SQL: "end;", T: 20}}}, {Stmts: []Stmt{{SQL: "ROLLBACK", T: 40}}}}},
+	}
+	if n := numberCommits(sessions); n != 2 {
+		t.Fatalf("%d commits", n)
+	}
+	if sessions[1].Tx[0].Stmts[1].turn != 0 || sessions[0].Tx[0].Stmts[1].turn != 1 || sessions[1].Tx[1].Stmts[0].turn != -1 {
+		t.Fatalf("turns %+v", sessions)
+	}
+}
+
+func TestTheGateOpensAfterCommitsWentLate(t *testing.T) {
+	g := newCommitGate(5 * time.Millisecond)
+	for i := 1; i <= giveUpAfter; i++ {
+		g.wait(i) // turn 0 never ends: each goes late
+	}
+	start := time.Now()
+	g.wait(giveUpAfter + 1)
+	if !g.open || time.Since(start) > 5*time.Millisecond {
+		t.Fatalf("open %v, waited %v", g.open, time.Since(start))
 	}
 }

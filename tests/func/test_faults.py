@@ -171,8 +171,16 @@ def test_a_run_killed_during_initdb_leaves_no_shared_memory_after_cleanup(base: 
     proc = start(
         "run", str(spec), "--results", str(base / "r.sqlite"), "--workdir", str(base / "work")
     )
+
+    def seen() -> int | None:
+        found = initdb_server_in(base)
+        if found is None and proc.poll() is not None:  # ended before: say why, at once
+            out, err = proc.communicate()
+            raise AssertionError(f"pgfsbench ended before initdb was seen:\n{out}\n{err}")
+        return found
+
     try:
-        wait_for(lambda: initdb_server_in(base), 120, "initdb's server")
+        wait_for(seen, 120, "initdb's server")
         proc.kill()
         proc.communicate(timeout=60)
     finally:

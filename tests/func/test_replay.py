@@ -167,7 +167,7 @@ def test_capture_then_replay_as_captured_and_as_a_cell(base: Path, server: Path)
     spec.write_text(
         f'[defaults]\nrepetitions = 1\nwarmup = "0s"\n[storage.ext4]\nfs = "ext4"\n'
         f'device = "loop:1G"\n[workload.mine]\ntool = "replay"\ncapture = "{capture_dir}"\n'
-        'mode = "fast"\n'
+        'mode = "fast"\ncommit_order = true\n'
     )
     results = base / "r.sqlite"
     pgfsbench(
@@ -179,6 +179,7 @@ def test_capture_then_replay_as_captured_and_as_a_cell(base: Path, server: Path)
         pgfsbench("results", "show", str(run["run_id"]), "--results", str(results), "--json").stdout
     )
     fidelity = shown["metrics"]["tool"]["fidelity"]
+    assert shown["metrics"]["tool"]["replay"]["commit_order"] is True  # in the capture's order
     assert fidelity["statements_replayed"] == fidelity["statements_captured"] > 1000, fidelity
     # the capture's one error (the literal cast to int) and nothing more
     assert fidelity["errors_replayed"] == fidelity["errors_captured"] == 1, fidelity

@@ -1042,6 +1042,9 @@ class ReplayWorkload(WorkloadBase):
     # a lock wait the replay's reordering causes ends after this (the statement fails, is
     # counted and named): a conflict never hangs a run
     lock_timeout: Duration = 10.0
+    # hold each COMMIT until the commits captured before it are done (the capture's commit
+    # order; a commit whose turn does not come within a second goes, counted)
+    commit_order: bool = False
 
     @model_validator(mode="after")
     def _no_warmup(self) -> ReplayWorkload:

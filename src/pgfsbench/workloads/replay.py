@@ -381,6 +381,8 @@ class Replay:
             "-stats",
             str(stats_path),
         ]
+        if cfg.commit_order:
+            argv.append("-commit-order")
         wal_before = _wal_bytes(ctx)
         fd = os.open(replay_file, os.O_RDONLY | os.O_NOFOLLOW)
         try:
