@@ -143,3 +143,48 @@ def test_a_replay_that_differs_from_its_capture_is_marked_as_a_disturbed_run() -
     # as stored with the run, said once
     stored = disturbance_of(marked).as_dict()
     assert len(disturbance_of(run(["WAL +9.0%"], stored)).reasons()) == 1
+
+
+def test_results_show_says_a_replays_fidelity_and_an_approximation() -> None:
+    from pgfsbench.report.terminal import replay_rows
+    from pgfsbench.results.records import StoredRun
+
+    fidelity = {
+        "statements_captured": 1000,
+        "statements_replayed": 990,
+        "errors_captured": 0,
+        "errors_replayed": 0,
+        "wal_pct": 1.25,
+        "not_replayable": {"COPY FROM STDIN (its data is not in the log)": 3},
+        "replayer_cpu_us_per_tx": 80.4,
+        "differs": ["10 of 1000 statements not replayed"],
+        "statements": [{"query": "UPDATE t SET v = $1", "calls_captured": 990}],
+    }
+    run = StoredRun(
+        campaign_id=1,
+        cell="c",
+        repetition=1,
+        status="ok",
+        metrics={"tool": {"name": "replay", "fidelity": fidelity}},
+    )
+    (line, differs) = replay_rows(run)
+    text = str(line[1])
+    assert text.startswith("990 of 1,000 statements replayed; errors 0 (capture 0); WAL +1.2%")
+    assert "3 not replayable: COPY FROM STDIN" in text and "80 us a transaction" in text
+    assert differs == ("replay differs", "10 of 1000 statements not replayed")
+    approx = StoredRun(
+        campaign_id=1,
+        cell="c",
+        repetition=1,
+        status="ok",
+        metrics={
+            "tool": {
+                "name": "replay",
+                "approximation": "pgbench scripts",
+                "calls_covered_pct": 97.5,
+            }
+        },
+    )
+    assert replay_rows(approx) == [
+        ("replay", "an approximation: pgbench scripts; its scripts cover 97.5% of the calls")
+    ]

@@ -19,6 +19,7 @@ from pgfsbench.report.terminal import (
     fmt_spread,
     fmt_vs,
     fs_text,
+    replay_rows,
 )
 from pgfsbench.results.records import StoredCampaign, StoredRun
 
@@ -91,6 +92,11 @@ def render_markdown(
         "",
     ]
     lines += conditions_lines(runs, cells)
+    replays = [(r, row) for r in runs for row in replay_rows(r)]
+    if replays:
+        lines += ["## Replay fidelity", ""]
+        lines += [f"- {M(r.cell)} #{r.repetition}, {M(k)}: {M(str(v))}" for r, (k, v) in replays]
+        lines.append("")
     lines += _episode_lines(cells)
     failures = [(c, e) for c in cells for e in c.errors]
     if failures:

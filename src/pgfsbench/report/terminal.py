@@ -499,6 +499,44 @@ def _storage_rows(run: StoredRun) -> list[Row]:
     return rows
 
 
+def replay_rows(run: StoredRun) -> list[Row]:
+    """A replay's fidelity to its capture, in one line, and what differed; a run of the
+    lighter path says it is an approximation. Statements are never shown here."""
+    tool = run.recorded.tool
+    f = tool.fidelity
+    rows: list[Row] = []
+    if f:
+        pct = f.get("wal_pct")
+        parts = [
+            f"{f.get('statements_replayed', 0):,} of {f.get('statements_captured', 0):,} "
+            "statements replayed",
+            f"errors {f.get('errors_replayed', 0)} (capture {f.get('errors_captured', 0)})",
+            "WAL " + ("-" if pct is None else f"{pct:+.1f}%") + " of the capture's",
+        ]
+        if f.get("already_in_the_copy"):
+            parts.append(f"{f['already_in_the_copy']:,} already in the data copy")
+        for why, n in (f.get("not_replayable") or {}).items():
+            parts.append(f"{n:,} not replayable: {why}")
+        if f.get("schedule_lag_max_ms") is not None:
+            parts.append(f"schedule lag at most {f['schedule_lag_max_ms']:,.1f} ms")
+        if f.get("replayer_cpu_us_per_tx") is not None:
+            parts.append(f"replayer CPU {f['replayer_cpu_us_per_tx']:,.0f} us a transaction")
+        rows.append(("replay", "; ".join(parts)))
+        if f.get("differs"):
+            rows.append(("replay differs", "; ".join(map(str, f["differs"]))))
+    extra = tool.model_extra or {}
+    if extra.get("approximation"):
+        covered = extra.get("calls_covered_pct")
+        rows.append(
+            (
+                "replay",
+                f"an approximation: {extra['approximation']}"
+                + (f"; its scripts cover {covered}% of the calls" if covered is not None else ""),
+            )
+        )
+    return rows
+
+
 def _figure_rows(run: StoredRun) -> list[Row]:
     """Latency percentiles, kernel settings, the storage ceiling, series and checkpoints."""
     rows: list[Row] = []
@@ -518,6 +556,7 @@ def _figure_rows(run: StoredRun) -> list[Row]:
                 + ")",
             )
         )
+    rows += replay_rows(run)
     for a in run.kernel_applied:
         rows.append((f"kernel {a['name']}", f"{a['before']} -> {a['after']} (restored after)"))
     ceiling = run.recorded.ceiling
