@@ -288,6 +288,31 @@ def base_backup(runner: Runner, pg_basebackup: str, dsn: str, target: Path) -> f
     return time.monotonic() - started
 
 
+def _check_output(seconds: float, out: Path) -> None:
+    """A capture's length and directory: new, where no one else can write (the capture
+    holds the workload's literals, or its data)."""
+    from pgfsbench.system.trust import path_problem
+
+    if seconds <= 0:
+        raise UsageError("--seconds: more than 0")
+    if out.exists():
+        raise UsageError(f"-o {out}: exists; capture writes a new directory")
+    if (why := path_problem(out.absolute().parent)) is not None:
+        raise UsageError(f"-o {out}: {why}")
+
+
+def server_settings(conn: psycopg.Connection[Any]) -> dict[str, str]:
+    """The settings the server was given (its configuration files, its command line):
+    what a copy of its data is to run with."""
+    return {
+        str(n): str(v)
+        for n, v in conn.execute(
+            "SELECT name, setting FROM pg_settings WHERE source NOT IN "
+            "('default', 'override', 'client', 'session') AND context <> 'internal'"
+        )
+    }
+
+
 def capture(
     *,
     dsn: str,
@@ -304,15 +329,7 @@ def capture(
     """Capture ``seconds`` of the server's workload into ``out`` (a new directory).
     ``ready`` is called once statements are logged (the base copy made); ``wait`` waits
     the capture's time and says False when it was cut short (Ctrl-C)."""
-    if seconds <= 0:
-        raise UsageError("--seconds: more than 0")
-    if out.exists():
-        raise UsageError(f"-o {out}: exists; capture writes a new directory")
-    from pgfsbench.system.trust import path_problem
-
-    # the capture holds the workload's literals: made only where no one else can write
-    if (why := path_problem(out.absolute().parent)) is not None:
-        raise UsageError(f"-o {out}: {why}")
+    _check_output(seconds, out)
     conn = _connect(dsn)
     with conn:
         facts = preflight(conn)
@@ -344,14 +361,7 @@ def capture(
             "settings_before": settings_before,
             "own_sessions": [own],
         }
-        server_settings = {
-            str(n): str(v)
-            for n, v in conn.execute(
-                "SELECT name, setting FROM pg_settings WHERE source NOT IN "
-                "('default', 'override', 'client', 'session') AND context <> 'internal'"
-            )
-        }
-        manifest["server_settings"] = server_settings
+        manifest["server_settings"] = server_settings(conn)
         from psycopg import sql
 
         step = journal.record(
@@ -461,14 +471,7 @@ def capture_stats(
         scripts_from_stats,
     )
 
-    if seconds <= 0:
-        raise UsageError("--seconds: more than 0")
-    if out.exists():
-        raise UsageError(f"-o {out}: exists; capture writes a new directory")
-    from pgfsbench.system.trust import path_problem
-
-    if (why := path_problem(out.absolute().parent)) is not None:
-        raise UsageError(f"-o {out}: {why}")
+    _check_output(seconds, out)
     with _connect(dsn) as conn:
         facts = preflight(conn, need_log=False)
         before = stats_snapshot(conn, facts["server_version_num"])
@@ -488,13 +491,7 @@ def capture_stats(
             "server": facts,
             "dbname": _one(conn, "SELECT current_database()"),
             "start": {"time": t0},
-            "server_settings": {
-                str(n): str(v)
-                for n, v in conn.execute(
-                    "SELECT name, setting FROM pg_settings WHERE source NOT IN "
-                    "('default', 'override', 'client', 'session') AND context <> 'internal'"
-                )
-            },
+            "server_settings": server_settings(conn),
         }
         if pg_basebackup is None:
             raise CapabilityError("pg_basebackup not found")

@@ -248,7 +248,7 @@ class Replay:
         base_dir: Path,
     ) -> str:
         """The key of the data template restored from the capture (made once)."""
-        from pgfsbench.workloads.replay_file import read_capture, transaction_ids, write_replay
+        from pgfsbench.workloads.replay_file import read_capture, transaction_ids
 
         cfg = workload_config(cell.workload, ReplayWorkload)
         directory = capture_dir(cfg, base_dir)
@@ -284,40 +284,13 @@ class Replay:
         instance = Instance(binaries, pgdata, None, socket_dir, log_path, os_user)
         instance.configure({})
         instance.start(journal, runner, timeout=600)
-        if is_stats(manifest):
-            # no statement log: the copy recovered and stopped is all there is to make
-            try:
-                instance.checkpoint()
-            finally:
-                instance.stop(runner)
-            with Held.open(pgdata) as target:
-                target.remove(CONF_NAME)
-                target.remove("postgresql.conf")
-                target.write("postgresql.conf", conf, 0o600, owner)
-            templates.save(key, pgdata, None, f"(restored from the capture {directory})\n")
-            shutil.rmtree(pgdata, ignore_errors=True)
-            return key
+        prep = None
+        committed: set[int] = set()
         try:
             with instance.connect() as conn:
-                row = conn.execute(
-                    "SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint"
-                ).fetchone()
-                xmax = int(row[0]) if row else 0
-                epoch = xmax >> 32
-                prep = read_capture(directory)
-                committed: set[int] = set()
-                xids = transaction_ids(prep)
-                # a captured xid at or above the copy's next xid began after the copy's
-                # end: not in it (its epoch is the copy's; a capture spans no wraparound)
-                full = [x for x in ((epoch << 32) | x for x in xids) if x < xmax]
-                for i in range(0, len(full), 5000):
-                    rows = conn.execute(
-                        "SELECT x, pg_xact_status(x::text::xid8) FROM unnest(%s::bigint[]) x",
-                        (full[i : i + 5000],),
-                    ).fetchall()
-                    committed |= {
-                        int(x) & 0xFFFFFFFF for x, status in rows if status == "committed"
-                    }
+                if not is_stats(manifest):  # the lighter path has no statement log
+                    prep = read_capture(directory)
+                    committed = _committed_in_copy(conn, transaction_ids(prep))
                 conn.execute("CHECKPOINT")
         finally:
             instance.stop(runner)
@@ -326,20 +299,8 @@ class Replay:
             target.remove(CONF_NAME)
             target.remove("postgresql.conf")
             target.write("postgresql.conf", conf, 0o600, owner)
-        if replay_file.exists():
-            replay_file.unlink()
-        counts = write_replay(prep, replay_file, committed)
-        from pgfsbench.workloads.replay_file import queries_summary
-
-        write_file(
-            directory / f"{key}.json",
-            json.dumps(
-                {"written": counts, "skipped": prep.skipped, "queries": queries_summary(prep)},
-                indent=1,
-            )
-            + "\n",
-            0o600,
-        )
+        if prep is not None:
+            _write_replay_files(directory, key, prep, committed)
         templates.save(key, pgdata, None, f"(restored from the capture {directory})\n")
         shutil.rmtree(pgdata, ignore_errors=True)
         return key
@@ -523,6 +484,37 @@ class Replay:
             "not_replayable": stats.get("skipped") or {},
         }
         return m
+
+
+def _committed_in_copy(conn: Any, xids: list[int]) -> set[int]:
+    """The captured transaction ids the data copy holds as committed. A captured xid at
+    or above the copy's next xid began after the copy's end: not in it (its epoch is the
+    copy's; a capture spans no wraparound)."""
+    row = conn.execute("SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint").fetchone()
+    xmax = int(row[0]) if row else 0
+    epoch = xmax >> 32
+    full = [x for x in ((epoch << 32) | x for x in xids) if x < xmax]
+    committed: set[int] = set()
+    for i in range(0, len(full), 5000):
+        rows = conn.execute(
+            "SELECT x, pg_xact_status(x::text::xid8) FROM unnest(%s::bigint[]) x",
+            (full[i : i + 5000],),
+        ).fetchall()
+        committed |= {int(x) & 0xFFFFFFFF for x, status in rows if status == "committed"}
+    return committed
+
+
+def _write_replay_files(directory: Path, key: str, prep: Any, committed: set[int]) -> None:
+    """The replay file and its summary (normalised statements), in the capture's own
+    directory: the file holds the capture's literals and never leaves it."""
+    from pgfsbench.workloads.replay_file import queries_summary, write_replay
+
+    replay_file = directory / f"{key}.jsonl"
+    if replay_file.exists():
+        replay_file.unlink()
+    counts = write_replay(prep, replay_file, committed)
+    summary = {"written": counts, "skipped": prep.skipped, "queries": queries_summary(prep)}
+    write_file(directory / f"{key}.json", json.dumps(summary, indent=1) + "\n", 0o600)
 
 
 def _wal_bytes(ctx: WorkloadContext) -> int:
