@@ -27,6 +27,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -79,6 +80,9 @@ type options struct {
 	maxSeconds                                   float64
 	commitOrder                                  bool
 	progress                                     float64
+	jobs                                         int
+	worker                                       bool
+	drift                                        time.Duration
 }
 
 // QueryStats is what one normalised statement did in the replay.
@@ -108,6 +112,8 @@ type stats struct {
 	lagMax        int64
 	okTx          int64
 	sumAll, sqAll float64
+	stepWaits     int64   // fast: transactions held to stay in step
+	stepWaited    float64 // and the seconds they waited
 	// this progress interval, from every session without a lock
 	n, sumUs, sqUs2, failedIv atomic.Int64
 }
@@ -190,48 +196,100 @@ func main() {
 	flag.Float64Var(&o.maxSeconds, "max-seconds", 0, "stop after this long (0: when done)")
 	flag.Float64Var(&o.progress, "progress", 1, "seconds between progress lines (0: none)")
 	flag.BoolVar(&o.commitOrder, "commit-order", false, "hold each COMMIT until the ones captured before it are done")
+	flag.DurationVar(&o.drift, "drift", time.Second, "fast: how far apart in the capture's time the sessions may get (0: no bound)")
+	flag.IntVar(&o.jobs, "jobs", 1, "replay in this many processes, the sessions shared among them (as pgbench -j)")
+	flag.BoolVar(&o.worker, "worker", false, "internal: one of -jobs' processes, driven on its standard input")
 	version := flag.Bool("version", false, "print the version and the replay file version read")
+	cpuProfile := flag.String("cpuprofile", "", "write a Go CPU profile of the replay here (for the replayer's developers)")
 	flag.Parse()
 	if *version {
 		fmt.Printf("pgfsbench-replay 1 (replay file version %d)\n", FormatVersion)
 		return
 	}
-	if err := run(o); err != nil {
+	if err := profiled(*cpuProfile, func() error {
+		switch {
+		case o.worker:
+			return runWorker(o)
+		case o.jobs > 1:
+			return runParent(o)
+		default:
+			return run(o)
+		}
+	}); err != nil {
 		fmt.Fprintf(os.Stderr, "pgfsbench-replay: %v\n", err)
 		os.Exit(1)
 	}
 }
 
+// profiled runs f, profiling its CPU into path ("" for no profile).
+func profiled(path string, f func() error) error {
+	if path == "" {
+		return f()
+	}
+	out, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	defer out.Close()
+	if err := pprof.StartCPUProfile(out); err != nil {
+		return err
+	}
+	defer pprof.StopCPUProfile()
+	return f()
+}
+
 func readReplay(path string) (Header, []Session, error) {
-	var h Header
+	header, lines, err := readRaw(path)
+	if err != nil {
+		return Header{}, nil, err
+	}
+	return decode(path, header, lines)
+}
+
+// readRaw reads a replay file's lines: its header and one line a session.
+func readRaw(path string) ([]byte, [][]byte, error) {
 	f := os.Stdin
 	if path != "-" {
 		var err error
 		if f, err = os.Open(path); err != nil {
-			return h, nil, err
+			return nil, nil, err
 		}
 		defer f.Close()
 	}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 1<<30)
 	if !sc.Scan() {
-		return h, nil, fmt.Errorf("%s: empty", path)
+		if sc.Err() != nil {
+			return nil, nil, sc.Err()
+		}
+		return nil, nil, fmt.Errorf("%s: empty", path)
 	}
-	if err := json.Unmarshal(sc.Bytes(), &h); err != nil {
+	header := append([]byte(nil), sc.Bytes()...)
+	var lines [][]byte
+	for sc.Scan() {
+		lines = append(lines, append([]byte(nil), sc.Bytes()...))
+	}
+	return header, lines, sc.Err()
+}
+
+// decode checks the header's version and decodes the sessions.
+func decode(path string, header []byte, lines [][]byte) (Header, []Session, error) {
+	var h Header
+	if err := json.Unmarshal(header, &h); err != nil {
 		return h, nil, fmt.Errorf("%s: header: %v", path, err)
 	}
 	if h.Version != FormatVersion {
 		return h, nil, fmt.Errorf("%s: replay file version %d, this replayer reads %d", path, h.Version, FormatVersion)
 	}
-	var sessions []Session
+	sessions := make([]Session, len(lines))
 	// one copy of each statement's text: less memory, and a prepared statement's text is
 	// compared with the one it was prepared with by its pointer, not byte by byte
 	texts := map[string]string{}
-	for sc.Scan() {
-		var s Session
-		if err := json.Unmarshal(sc.Bytes(), &s); err != nil {
-			return h, nil, fmt.Errorf("%s: session %d: %v", path, len(sessions)+1, err)
+	for i, line := range lines {
+		if err := json.Unmarshal(line, &sessions[i]); err != nil {
+			return h, nil, fmt.Errorf("%s: session %d: %v", path, i+1, err)
 		}
+		s := &sessions[i]
 		for ti := range s.Tx {
 			for si := range s.Tx[ti].Stmts {
 				st := &s.Tx[ti].Stmts[si]
@@ -242,9 +300,8 @@ func readReplay(path string) (Header, []Session, error) {
 				}
 			}
 		}
-		sessions = append(sessions, s)
 	}
-	return h, sessions, sc.Err()
+	return h, sessions, nil
 }
 
 func run(o options) error {
@@ -263,70 +320,180 @@ func run(o options) error {
 		numberCommits(sessions)
 		gate = newCommitGate(time.Second)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := signalled()
 	defer cancel()
+	st := newStats()
+	records, logDone := startLog(o, o.logPath)
+
+	// the replay's own CPU counts from here (reading the file is not the replay's)
+	cpu := cpuNow()
+	start := time.Now()
+	base := start.Add(100 * time.Millisecond) // every session's connection in place first
+	ctx, stopLimit := withLimit(ctx, o)
+	defer stopLimit()
+	stopProgress := startProgress(o, start, st)
+	p := whole(sessions)
+	p.step = stepFor(o, p.sessions, ended)
+	p.replay(ctx, o, base, st, records, gate)
+	close(records)
+	logDone.Wait()
+	stopProgress()
+	wall := time.Since(start)
+	user, system := cpuSince(cpu)
+	st.stepWaits, st.stepWaited = p.step.figures()
+	return writeStats(o, st, len(sessions), wall, user, system, gate)
+}
+
+// stepFor keeps a fast replay's sessions in step (nil: another mode, or -drift 0).
+func stepFor(o options, sessions []*Session, others int64) *inStep {
+	if o.mode != "fast" || o.drift <= 0 {
+		return nil
+	}
+	return newInStep(sessions, o.drift, others)
+}
+
+func newStats() *stats {
+	return &stats{queries: map[int]*QueryStats{}, connectErrors: map[string]int{}}
+}
+
+// signalled is a context ended by SIGINT or SIGTERM.
+func signalled() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(context.Background())
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
-	go func() { <-sig; cancel() }()
-	if o.maxSeconds > 0 {
-		var c2 context.CancelFunc
-		ctx, c2 = context.WithTimeout(ctx, time.Duration(o.maxSeconds*float64(time.Second)))
-		defer c2()
-	}
+	go func() {
+		select {
+		case <-sig:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
 
-	st := &stats{queries: map[int]*QueryStats{}, connectErrors: map[string]int{}}
+// withLimit ends the context after -max-seconds, from now.
+func withLimit(ctx context.Context, o options) (context.Context, context.CancelFunc) {
+	if o.maxSeconds <= 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeout(ctx, time.Duration(o.maxSeconds*float64(time.Second)))
+}
+
+// startLog writes the transactions sent on the channel returned to pgbench's
+// per-transaction log at path ("" for none); the WaitGroup is done once the channel is
+// closed and the log written.
+func startLog(o options, path string) (chan txRecord, *sync.WaitGroup) {
 	records := make(chan txRecord, 4096)
 	var logDone sync.WaitGroup
 	logDone.Add(1)
 	go func() {
 		defer logDone.Done()
-		writeLog(o, records)
+		writeLog(o.mode, path, records)
 	}()
+	return records, &logDone
+}
 
-	// the replay's own CPU counts from here (reading the file is not the replay's)
-	var ruStart syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ruStart)
-	start := time.Now()
-	base := start.Add(100 * time.Millisecond) // every session's connection in place first
-	stopProgress := make(chan struct{})
-	var progressDone sync.WaitGroup
-	if o.progress > 0 {
-		progressDone.Add(1)
-		go func() {
-			defer progressDone.Done()
-			progressLoop(start, o.progress, st, stopProgress)
-		}()
+// startProgress prints pgbench's progress lines every -progress seconds until the
+// function returned is called.
+func startProgress(o options, start time.Time, st *stats) func() {
+	if o.progress <= 0 {
+		return func() {}
 	}
-	// A session that ended in the capture before another began ends before it begins in
-	// the replay too, whatever the mode (a client's set-up, then its workers): without
-	// it, fast mode would run a TRUNCATE from the set-up among the workers' INSERTs.
-	done := make([]chan struct{}, len(sessions))
-	for i := range done {
-		done[i] = make(chan struct{})
-	}
-	before := predecessors(sessions)
+	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		progressLoop(start, o.progress, st, stop)
+	}()
+	return func() { close(stop); wg.Wait() }
+}
+
+type cpuTimes struct{ user, system float64 }
+
+func cpuNow() cpuTimes {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	secs := func(tv syscall.Timeval) float64 { return float64(tv.Sec) + float64(tv.Usec)/1e6 }
+	return cpuTimes{secs(ru.Utime), secs(ru.Stime)}
+}
+
+func cpuSince(from cpuTimes) (float64, float64) {
+	now := cpuNow()
+	return now.user - from.user, now.system - from.system
+}
+
+// part is the sessions one process replays: their numbers in the whole replay (a
+// transaction log's client ids), the sessions each waits for (whole-replay numbers), and
+// one channel per session of the whole replay, closed when it ends.
+type part struct {
+	sessions []*Session
+	ids      []int
+	before   [][]int
+	done     []chan struct{}
+	closed   []bool
+	mu       sync.Mutex   // closed
+	step     *inStep      // fast: the sessions kept in step (nil: not)
+	others   int64        // fast, one of -jobs: the other processes' lowest position at the start
+	ended    func(id int) // told when one of this part's sessions ends (nil: no one else waits)
+}
+
+func newPart(total int) *part {
+	p := &part{done: make([]chan struct{}, total), closed: make([]bool, total)}
+	for i := range p.done {
+		p.done[i] = make(chan struct{})
+	}
+	return p
+}
+
+// end says session id (of the whole replay) has ended; once, whoever says it.
+func (p *part) end(id int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if id >= 0 && id < len(p.closed) && !p.closed[id] {
+		p.closed[id] = true
+		close(p.done[id])
+	}
+}
+
+// whole is every session, in one process.
+func whole(sessions []Session) *part {
+	p := newPart(len(sessions))
+	p.before = predecessors(sessions)
 	for i := range sessions {
+		p.sessions = append(p.sessions, &sessions[i])
+		p.ids = append(p.ids, i)
+	}
+	return p
+}
+
+// replay replays the part's sessions, each in its goroutine. A session that ended in the
+// capture before another began ends before it begins in the replay too, whatever the
+// mode (a client's set-up, then its workers): without it, fast mode would run a TRUNCATE
+// from the set-up among the workers' INSERTs.
+func (p *part) replay(ctx context.Context, o options, base time.Time, st *stats, records chan<- txRecord, gate *commitGate) {
+	var wg sync.WaitGroup
+	for k := range p.sessions {
 		wg.Add(1)
-		go func(i int) {
+		go func(k int) {
 			defer wg.Done()
-			defer close(done[i])
-			for _, j := range before[i] {
+			id := p.ids[k]
+			defer func() {
+				p.end(id)
+				if p.ended != nil {
+					p.ended(id)
+				}
+			}()
+			for _, j := range p.before[k] {
 				select {
-				case <-done[j]:
+				case <-p.done[j]:
 				case <-ctx.Done():
 				}
 			}
-			replaySession(ctx, o, i, &sessions[i], base, st, records, gate)
-		}(i)
+			replaySession(ctx, o, id, p.sessions[k], base, st, records, gate, p.step, k)
+		}(k)
 	}
 	wg.Wait()
-	close(records)
-	logDone.Wait()
-	close(stopProgress)
-	progressDone.Wait()
-	wall := time.Since(start)
-	return writeStats(o, st, len(sessions), wall, &ruStart, gate)
 }
 
 // span is when a session's first statement began and its last one ended, in the capture.
@@ -392,6 +559,7 @@ func connect(ctx context.Context, o options, s *Session) (*pgconn.PgConn, error)
 	}
 	cfg.RuntimeParams["lock_timeout"] = o.lockTimeout
 	cfg.ConnectTimeout = 30 * time.Second
+	cfg.DialFunc = dialRaw
 
 	return pgconn.ConnectConfig(ctx, cfg)
 }
@@ -415,8 +583,8 @@ func at(base time.Time, us int64, speed float64) time.Time {
 	return base.Add(time.Duration(float64(us) / speed * float64(time.Microsecond)))
 }
 
-// exec sends one statement as the client did and says how many rows it touched.
-func exec(ctx context.Context, conn *pgconn.PgConn, prepared map[string]string, s *Stmt) (int64, error) {
+// execute sends one statement as the client did and says how many rows it touched.
+func execute(ctx context.Context, conn *pgconn.PgConn, prepared map[string]string, s *Stmt) (int64, error) {
 	params := make([][]byte, len(s.Params))
 	for i, p := range s.Params {
 		if p != nil {
@@ -473,9 +641,10 @@ func sqlstate(err error) string {
 	return "client"
 }
 
-func replaySession(ctx context.Context, o options, client int, s *Session, base time.Time, st *stats, records chan<- txRecord, gate *commitGate) {
+func replaySession(ctx context.Context, o options, client int, s *Session, base time.Time, st *stats, records chan<- txRecord, gate *commitGate, step *inStep, k int) {
 	l := &local{queries: map[int]*QueryStats{}}
 	defer st.merge(l)
+	defer step.end(k)
 	unsent := func(from int) {
 		for _, tx := range s.Tx[from:] {
 			l.unsent += int64(len(tx.Stmts))
@@ -529,10 +698,14 @@ func replaySession(ctx context.Context, o options, client int, s *Session, base 
 					}
 				}
 			}
+			if si == 0 {
+				step.begin(ctx, k, stmt.T) // fast: in step with the other sessions
+			}
 			if ctx.Err() != nil {
 				unsent(ti)
 				return
 			}
+			step.place(k, stmt.T+stmt.Dur)
 			now := time.Now()
 			if si == 0 {
 				began = now
@@ -543,7 +716,7 @@ func replaySession(ctx context.Context, o options, client int, s *Session, base 
 			if gate != nil && stmt.turn >= 0 {
 				gate.wait(stmt.turn)
 			}
-			rows, err := exec(ctx, conn, prepared, stmt)
+			rows, err := execute(ctx, conn, prepared, stmt)
 			gate.over(stmt.turn)
 			prevEnd = time.Now()
 			prev = stmt
@@ -595,13 +768,13 @@ func replaySession(ctx context.Context, o options, client int, s *Session, base 
 	}
 }
 
-func writeLog(o options, records <-chan txRecord) {
-	if o.logPath == "" {
+func writeLog(mode, path string, records <-chan txRecord) {
+	if path == "" {
 		for range records {
 		}
 		return
 	}
-	f, err := os.OpenFile(o.logPath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "pgfsbench-replay: %v\n", err)
 		for range records {
@@ -618,7 +791,7 @@ func writeLog(o options, records <-chan txRecord) {
 		}
 		sec := r.end.Unix()
 		us := r.end.Nanosecond() / 1000
-		if o.mode == "timed" {
+		if mode == "timed" {
 			fmt.Fprintf(w, "%d %d %s 0 %d %d %d\n", r.client, r.txno, lat, sec, us, r.lag)
 		} else {
 			fmt.Fprintf(w, "%d %d %s 0 %d %d\n", r.client, r.txno, lat, sec, us)
@@ -652,10 +825,7 @@ func progressLoop(start time.Time, every float64, st *stats, stop <-chan struct{
 	}
 }
 
-func writeStats(o options, st *stats, sessions int, wall time.Duration, from *syscall.Rusage, gate *commitGate) error {
-	var ru syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
-	secs := func(tv syscall.Timeval) float64 { return float64(tv.Sec) + float64(tv.Usec)/1e6 }
+func writeStats(o options, st *stats, sessions int, wall time.Duration, user, system float64, gate *commitGate) error {
 	qs := make([]*QueryStats, 0, len(st.queries))
 	for _, q := range st.queries {
 		qs = append(qs, q)
@@ -679,8 +849,12 @@ func writeStats(o options, st *stats, sessions int, wall time.Duration, from *sy
 		"latency_stddev_ms":     sdOf(st.sumAll, st.sqAll, st.okTx),
 		"queries":               qs,
 		"wall_s":                wall.Seconds(),
-		"cpu_user_s":            secs(ru.Utime) - secs(from.Utime),
-		"cpu_system_s":          secs(ru.Stime) - secs(from.Stime),
+		"jobs":                  max(1, o.jobs),
+		"drift_s":               driftOf(o),
+		"in_step_waits":         st.stepWaits,
+		"in_step_waited_s":      st.stepWaited,
+		"cpu_user_s":            user,
+		"cpu_system_s":          system,
 	}
 	text, err := json.MarshalIndent(out, "", " ")
 	if err != nil {
@@ -691,6 +865,13 @@ func writeStats(o options, st *stats, sessions int, wall time.Duration, from *sy
 		return err
 	}
 	return os.WriteFile(o.statsPath, append(text, '\n'), 0o600)
+}
+
+func driftOf(o options) any {
+	if o.mode != "fast" || o.drift <= 0 {
+		return nil
+	}
+	return o.drift.Seconds()
 }
 
 func meanOf(sum float64, n int64) any {

@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bufio"
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -128,4 +132,141 @@ func TestTheGateOpensAfterCommitsWentLate(t *testing.T) {
 	if !g.open || time.Since(start) > 5*time.Millisecond {
 		t.Fatalf("open %v, waited %v", g.open, time.Since(start))
 	}
+}
+
+func TestShareBalancesStatementsLargestFirstAndIsDeterministic(t *testing.T) {
+	mk := func(n int) Session {
+		tx := Tx{}
+		for i := 0; i < n; i++ {
+			tx.Stmts = append(tx.Stmts, Stmt{})
+		}
+		return Session{Tx: []Tx{tx}}
+	}
+	sessions := []Session{mk(1), mk(10), mk(9), mk(4), mk(5), mk(1)}
+	got := share(sessions, 2)
+	// 10 -> w0, 9 -> w1, 5 -> w1 (9 < 10), 4 -> w0, then 1, 1: 15 and 15
+	want := [][]int{{0, 1, 3}, {2, 4, 5}}
+	for w := range want {
+		if fmt.Sprint(got[w]) != fmt.Sprint(want[w]) {
+			t.Fatalf("share %v, want %v", got, want)
+		}
+	}
+	if fmt.Sprint(share(sessions, 2)) != fmt.Sprint(got) {
+		t.Fatal("two shares of the same sessions differ")
+	}
+	if got := share(sessions, 1); len(got) != 1 || len(got[0]) != len(sessions) {
+		t.Fatalf("one worker: %v", got)
+	}
+}
+
+func TestAWorkerReadsItsSessionsTheirWaitsAndTheStart(t *testing.T) {
+	input := `{"version":1,"queries":1}
+N 3
+S 2 0,1
+{"id":"c","user":"u","db":"d","connect":0,"tx":[{"stmts":[{"sql":"SELECT 1","kind":"simple","t":5,"dur":1,"q":0}]}]}
+END
+GO 1700000000000000000
+DONE 0
+`
+	r := bufio.NewReader(strings.NewReader(input))
+	readied := false
+	p, base, err := readWorkerInput(r, func() { readied = true })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !readied || len(p.sessions) != 1 || p.ids[0] != 2 || fmt.Sprint(p.before[0]) != "[0 1]" || len(p.done) != 3 {
+		t.Fatalf("part %+v", p)
+	}
+	if base.UnixNano() != 1700000000000000000 {
+		t.Fatalf("start %v", base)
+	}
+	// what follows GO is left for the worker's reader
+	if rest, _ := r.ReadString('\n'); rest != "DONE 0\n" {
+		t.Fatalf("rest %q", rest)
+	}
+	p.end(0)
+	p.end(0) // told twice (its own end, then the parent's): closed once
+	select {
+	case <-p.done[0]:
+	default:
+		t.Fatal("session 0 not ended")
+	}
+	for _, bad := range []string{"N 1\nS 1 -\n", "N 2\nS 0 7\n", "N 1\nGO 5\n", "N 1\nX\n"} {
+		_, _, err := readWorkerInput(bufio.NewReader(strings.NewReader(`{"version":1,"queries":0}`+"\n"+bad+"{}\nEND\n")), func() {})
+		if err == nil {
+			t.Fatalf("%q read", bad)
+		}
+	}
+}
+
+func TestTheParentAddsUpItsWorkersFigures(t *testing.T) {
+	st := newStats()
+	a := partial{Queries: []*QueryStats{{Q: 0, Calls: 3, Rows: 2, States: map[string]int{"40P01": 1}}},
+		Statements: 3, Transactions: 2, OkTx: 1, FailedTx: 1, LagMax: 5, SumAll: 1.5, SqAll: 2.25,
+		ConnectErrors: map[string]int{"refused": 1}}
+	b := partial{Queries: []*QueryStats{{Q: 0, Calls: 2, Rows: 2}, {Q: 1, Calls: 1}},
+		Statements: 3, Transactions: 3, OkTx: 3, LagMax: 9, SumAll: 3, SqAll: 3}
+	st.add(a)
+	st.add(b)
+	q := st.queries[0]
+	if st.statements != 6 || st.transactions != 5 || st.okTx != 4 || st.failedTx != 1 || st.lagMax != 9 ||
+		q.Calls != 5 || q.Rows != 4 || q.States["40P01"] != 1 || st.queries[1].Calls != 1 ||
+		st.connectErrors["refused"] != 1 || st.sumAll != 4.5 {
+		t.Fatalf("merged %+v %+v", st, q)
+	}
+}
+
+func TestASessionAheadByMoreThanTheDriftWaitsForTheOthers(t *testing.T) {
+	at := func(us ...int64) *Session {
+		tx := Tx{}
+		for _, u := range us {
+			tx.Stmts = append(tx.Stmts, Stmt{T: u})
+		}
+		return &Session{Tx: []Tx{tx}}
+	}
+	// two sessions from 0 s; a third that has no statement holds no one
+	step := newInStep([]*Session{at(0), at(0), {}}, time.Second, ended)
+	ctx := context.Background()
+	step.begin(ctx, 0, 900_000) // within the drift of session 1 (at 0): goes at once
+	released := make(chan struct{})
+	go func() {
+		step.begin(ctx, 0, 2_500_000) // 2.5 s: more than 1 s past session 1
+		close(released)
+	}()
+	select {
+	case <-released:
+		t.Fatal("a session 2.5 s ahead went on")
+	case <-time.After(50 * time.Millisecond):
+	}
+	step.place(1, 1_000_000) // session 1 at 1 s: 2.5 s is still too far
+	select {
+	case <-released:
+		t.Fatal("went on with the others 1.5 s behind")
+	case <-time.After(50 * time.Millisecond):
+	}
+	step.end(1) // session 1 ended: no one holds it
+	select {
+	case <-released:
+	case <-time.After(2 * time.Second):
+		t.Fatal("still held after the other session ended")
+	}
+	if waits, waited := step.figures(); waits != 1 || waited < 0.09 {
+		t.Fatalf("waits %d, waited %.3f s", waits, waited)
+	}
+	// another process's sessions hold it too, until they move on
+	two := newInStep([]*Session{at(0)}, time.Second, 0)
+	done := make(chan struct{})
+	go func() { two.begin(ctx, 0, 3_000_000); close(done) }()
+	select {
+	case <-done:
+		t.Fatal("went on ahead of the other process")
+	case <-time.After(50 * time.Millisecond):
+	}
+	two.setOthers(2_500_000)
+	<-done
+	// a cancelled replay is never held
+	cctx, cancel := context.WithCancel(ctx)
+	three := newInStep([]*Session{at(0), at(0)}, time.Second, ended)
+	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	three.begin(cctx, 0, 9_000_000)
 }

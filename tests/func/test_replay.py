@@ -211,6 +211,9 @@ def test_capture_then_replay_as_captured_and_as_a_cell(base: Path, server: Path)
         "start",
         user=PG_USER,
     )
+    logs = base / "logs"
+    logs.mkdir()
+    shutil.chown(logs, PG_USER, PG_USER)
     try:
         replayer = str(replayer_path())
         with replay_file.open("rb") as fh:
@@ -231,6 +234,10 @@ def test_capture_then_replay_as_captured_and_as_a_cell(base: Path, server: Path)
                     "fast",
                     "-progress",
                     "0",
+                    "-jobs",
+                    "2",  # two processes, the sessions shared: the same end state
+                    "-log",
+                    str(logs / "txlog"),
                 ],
                 stdin=fh,
                 capture_output=True,
@@ -241,6 +248,11 @@ def test_capture_then_replay_as_captured_and_as_a_cell(base: Path, server: Path)
         assert done.returncode == 0, done.stderr
         stats = json.loads(done.stdout)
         assert stats["unsent_statements"] == 0 and stats["failed_transactions"] == 1, stats
+        assert stats["jobs"] == 2
+        # one transaction log a process, as pgbench's threads: every transaction in one of them
+        assert sorted(p.name for p in logs.iterdir()) == ["txlog", "txlog.1"]
+        logged = sum(len(p.read_text().splitlines()) for p in logs.iterdir())
+        assert logged == stats["transactions"], (logged, stats["transactions"])
         state = sh(
             str(bindir / "psql"),
             "-h",
@@ -376,3 +388,133 @@ def test_the_lighter_path_from_pg_stat_statements(base: Path, server: Path) -> N
         pgfsbench("results", "show", str(run["run_id"]), "--results", str(results), "--json").stdout
     )
     assert "pg_stat_statements" in shown["metrics"]["tool"]["approximation"]
+
+
+def test_a_csvlog_capture_reads_as_a_jsonlog_one(base: Path, server: Path) -> None:
+    """--log-format csvlog (the format of PostgreSQL 13 and 14, here forced on 15): the
+    same sessions, transactions and parameters, a literal with the CSV's own delimiters
+    (comma, quote, newline) whole, the settings put back."""
+    from pgfsbench.workloads.replay_file import read_capture
+
+    sock = server
+    before = settings(sock)
+    capture_dir = base / "csv-capture"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pgfsbench",
+            "capture",
+            "--dsn",
+            f"host={sock} port={PORT} user={PG_USER} dbname=postgres",
+            "--seconds",
+            "5",
+            "--log-format",
+            "csvlog",
+            "-o",
+            str(capture_dir),
+            "--workdir",
+            str(base / "work"),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    assert "capturing" in first, first + proc.stdout.read()
+    bindir = find_binaries().bindir
+    tricky = "a, \"quoted\" ''x''\nsecond line"
+    psql(sock, f"SELECT '{tricky}'::text")
+    sh(
+        str(bindir / "pgbench"),
+        *("-h", str(sock), "-p", str(PORT), "-M", "prepared", "-b", "simple-update"),
+        *("-c", "2", "-j", "1", "-t", "30", "-n", "postgres"),
+        user=PG_USER,
+    )
+    out = proc.stdout.read()
+    assert proc.wait(timeout=120) == 0, out
+    assert settings(sock) == before
+    assert sorted(os.listdir(capture_dir)) == ["base", "manifest.json", "statements.csv"]
+    assert json.loads((capture_dir / "manifest.json").read_text())["format"] == "csvlog"
+    prep = read_capture(capture_dir)
+    texts = [st.sql for s in prep.sessions for tx in s.transactions for st in tx.statements]
+    assert f"SELECT '{tricky}'::text" in texts
+    workers = [
+        s
+        for s in prep.sessions
+        if any(st.kind == "prepared" for tx in s.transactions for st in tx.statements)
+    ]
+    # pgbench's 2 clients: 30 transactions each, BEGIN..END of 5 prepared statements,
+    # every UPDATE with its 2 parameters
+    assert len(workers) == 2
+    for s in workers:
+        assert len(s.transactions) == 30
+        for tx in s.transactions:
+            assert [st.kind for st in tx.statements] == ["prepared"] * 5
+            assert all(p is not None for p in tx.statements[1].params)
+            assert len(tx.statements[1].params) == 2
+    assert not prep.skipped, prep.skipped
+
+
+def test_a_fleet_captures_on_each_host_and_keeps_it_there(base: Path, server: Path) -> None:
+    """`fleet capture` through Ansible (a local-connection host): the capture made on the
+    host, its counts back at the controller, no literal in the controller's files, the
+    server's settings put back."""
+    pytest.importorskip("ansible_runner")
+    sock = server
+    before = settings(sock)
+    inventory = base / "hosts.ini"
+    dsn = f"host={sock} port={PORT} user={PG_USER} dbname=postgres"
+    inventory.write_text(
+        "[db]\nnode-a ansible_connection=local ansible_python_interpreter=/usr/bin/python3 "
+        f"pgfsbench_capture_dsn='{dsn}'\n"
+    )
+    fleet = base / "fleet"
+    capture_dir = base / "fleet-capture"
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pgfsbench",
+            "fleet",
+            "capture",
+            "-i",
+            str(inventory),
+            "--seconds",
+            "4",
+            "-o",
+            str(capture_dir),
+            "--fleet-dir",
+            str(fleet),
+            "--pgfsbench-cmd",
+            f"{sys.executable} -m pgfsbench",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while settings(sock).get("log_statement") != "all":
+            assert time.monotonic() < deadline and proc.poll() is None, (
+                proc.stdout.read() if proc.stdout else ""
+            )
+            time.sleep(0.2)
+        psql(sock, f"UPDATE pgbench_branches SET filler = '{CANARY}' WHERE bid = 1")
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 0, out
+    assert "node-a: done" in out, out
+    assert settings(sock) == before
+    assert (capture_dir / "manifest.json").is_file()
+    assert CANARY.encode() in (capture_dir / "statements.jsonl").read_bytes()
+    (kept,) = fleet.glob("capture-*.json")
+    summary = json.loads(kept.read_text())["node-a"]["summary"]
+    assert summary["statements"] >= 1 and summary["directory"] == str(capture_dir), summary
+    leaked = [str(p) for p in fleet.rglob("*") if p.is_file() and CANARY.encode() in p.read_bytes()]
+    assert leaked == [], leaked

@@ -40,6 +40,22 @@ def capture_cmd(
     workdir: Annotated[
         Path, typer.Option(help="Where the journal lives (what `cleanup` puts back).")
     ] = DEFAULT_WORKDIR,
+    log_format: Annotated[
+        str | None,
+        typer.Option(
+            "--log-format",
+            help="The statement log's format: jsonlog (default from PostgreSQL 15 on) or "
+            "csvlog (the default for 13 and 14).",
+        ),
+    ] = None,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print what was captured as JSON (counts and sizes, never a statement; for "
+            "`fleet capture`).",
+        ),
+    ] = False,
     from_stats: Annotated[
         bool,
         typer.Option(
@@ -51,9 +67,10 @@ def capture_cmd(
     ] = False,
 ) -> None:
     """Capture a live server's workload for `tool = "replay"`: every statement with its
-    session, parameters and timing (jsonlog), a physical copy of the data, and the
-    server's counters before and after. The logging settings it changes are put back at
-    the end, and by `cleanup` after a SIGKILL; one needing a restart is refused."""
+    session, parameters and timing (jsonlog; csvlog before PostgreSQL 15), a physical
+    copy of the data, and the server's counters before and after. The logging settings it
+    changes are put back at the end, and by `cleanup` after a SIGKILL; one needing a
+    restart is refused."""
     import os
     import signal
     import threading
@@ -72,6 +89,10 @@ def capture_cmd(
     console = plain_console()
     check_workdir(workdir, None)
     stop = threading.Event()
+
+    def say(line: str) -> None:
+        if not as_json:  # --json: the summary alone on standard output
+            console.print(line, markup=False)
 
     def wait(s: float) -> bool:
         return not stop.wait(s)
@@ -94,9 +115,7 @@ def capture_cmd(
                             out=output,
                             runner=runner,
                             pg_basebackup=binaries.tool("pg_basebackup"),
-                            ready=lambda: console.print(
-                                f"reading pg_stat_statements for {seconds:g} s", markup=False
-                            ),
+                            ready=lambda: say(f"reading pg_stat_statements for {seconds:g} s"),
                             stop=stop.is_set,
                         )
                     else:
@@ -109,15 +128,31 @@ def capture_cmd(
                             pg_basebackup=binaries.tool("pg_basebackup"),
                             base=base,
                             max_log_bytes=max_log << 20,
-                            ready=lambda: console.print(
-                                f"capturing for {seconds:g} s (Ctrl-C ends it sooner)", markup=False
+                            ready=lambda: say(
+                                f"capturing for {seconds:g} s (Ctrl-C ends it sooner)"
                             ),
                             wait=wait,
+                            log_format=log_format,
                         )
             finally:
                 journal.close()
     finally:
         signal.signal(signal.SIGINT, previous)
+    if as_json:
+        import json
+
+        summary = {
+            "directory": str(done.directory),
+            "kind": "pg_stat_statements" if from_stats else "statement log",
+            "format": done.manifest.get("format"),
+            "seconds": done.seconds,
+            "statements": done.statements,
+            "log_bytes": done.log_bytes,
+            "base": done.base,
+            "server_version": (done.manifest.get("server") or {}).get("server_version"),
+        }
+        print(json.dumps(summary))
+        return
     if from_stats:
         console.print(
             f"read {done.statements} calls from pg_stat_statements in {done.seconds:.1f} s into "

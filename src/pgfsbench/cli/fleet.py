@@ -248,3 +248,87 @@ def resume_cmd(
                 resume={h: c for h, c in resume.items() if c is not None},
             )
     _finish(console, state)
+
+
+@fleet_app.command("capture")
+def capture_cmd(
+    inventory: Annotated[Path, typer.Option("--inventory", "-i", help="Ansible inventory.")],
+    seconds: Annotated[float, typer.Option(help="How long each host captures.")],
+    output: Annotated[
+        str,
+        typer.Option(
+            "--output",
+            "-o",
+            help="The capture's directory on every host (new; root's, 0700). It stays "
+            "there: a fleet run's replay cells name it.",
+        ),
+    ],
+    dsn: Annotated[
+        str | None,
+        typer.Option(
+            help="The server each host captures (default: the inventory's "
+            "pgfsbench_capture_dsn of each host)."
+        ),
+    ] = None,
+    limit: Annotated[str | None, typer.Option(help="Ansible --limit.")] = None,
+    fleet_dir: DirOpt = DEFAULT_DIR,
+    command: Annotated[
+        str, typer.Option("--pgfsbench-cmd", help="How pgfsbench is run on the hosts.")
+    ] = "pgfsbench",
+    log_format: Annotated[
+        str | None,
+        typer.Option("--log-format", help="jsonlog or csvlog (default: by each server's version)."),
+    ] = None,
+    accept_new_host_keys: AcceptKeys = False,
+) -> None:
+    """Capture each host's server at once (`pgfsbench capture` there), each capture kept
+    on its host: its statements and data never travel. Prints each host's counts; exits 6
+    when some host did not capture."""
+    from pgfsbench.fleet.driver import CaptureHost, capture_fleet
+
+    if not inventory.is_file():
+        raise UsageError(f"{inventory}: no such file")
+    if seconds <= 0:
+        raise UsageError("--seconds must be above 0")
+    console = plain_console()
+    seen: dict[str, str] = {}
+
+    def changed(hosts: dict[str, CaptureHost]) -> None:
+        for h in hosts.values():
+            if seen.get(h.name) != h.status:
+                seen[h.name] = h.status
+                console.print(f"{h.name}: {h.status}", markup=False, highlight=False)
+
+    args = f"--log-format {shlex.quote(log_format)}" if log_format else ""
+    hosts = capture_fleet(
+        inventory=inventory,
+        directory=fleet_dir,
+        dsn=dsn,
+        seconds=seconds,
+        capture_dir=output,
+        command=command,
+        capture_args=args,
+        limit=limit,
+        accept_new_host_keys=accept_new_host_keys,
+        on_change=changed,
+    )
+    table = Table(title=f"fleet capture into {output}", title_justify="left")
+    for col in ("host", "status", "statements", "seconds", "log MB", "format", "error"):
+        table.add_column(col)
+    for h in sorted(hosts.values(), key=lambda h: h.name):
+        s = h.summary
+        table.add_row(
+            h.name,
+            h.status,
+            str(s.get("statements", "")),
+            f"{s['seconds']:.1f}" if isinstance(s.get("seconds"), int | float) else "",
+            f"{s['log_bytes'] / 1e6:.1f}" if isinstance(s.get("log_bytes"), int | float) else "",
+            str(s.get("format") or ""),
+            h.error,
+        )
+    console.print(table)
+    bad = [h.name for h in hosts.values() if h.status != "done"]
+    if bad or not hosts:
+        raise RunsFailed(
+            f"{len(bad)} host(s) did not capture ({', '.join(bad)})" if bad else "no host"
+        )

@@ -32,6 +32,7 @@ from pgfsbench.system.trust import (
 )
 
 PLAYBOOK = Path(__file__).resolve().parent / "playbooks" / "run.yml"
+CAPTURE_PLAYBOOK = PLAYBOOK.with_name("capture.yml")
 STATE = "fleet.json"
 
 
@@ -303,3 +304,111 @@ def new_state(
     )
     state.save()
     return state
+
+
+@dataclass
+class CaptureHost:
+    """One host of a fleet capture: how it ended and what it captured (counts only)."""
+
+    name: str
+    status: str = "pending"  # pending | running | done | failed | unreachable
+    error: str = ""
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+class CaptureFollower:
+    """Ansible's events -> each host's capture."""
+
+    def __init__(self, hosts: dict[str, CaptureHost], on_change: Callable[[], None]):
+        self.hosts = hosts
+        self.on_change = on_change
+
+    def __call__(self, event: dict[str, Any]) -> bool:
+        kind = str(event.get("event", ""))
+        data = event.get("event_data") or {}
+        name = data.get("host")
+        if not name:
+            return True
+        h = self.hosts.setdefault(str(name), CaptureHost(str(name)))
+        res = data.get("res") or {}
+        task = str(data.get("task", ""))
+        if kind == "runner_on_start" and h.status == "pending":
+            h.status = "running"
+        elif kind == "runner_on_unreachable":
+            h.status, h.error = "unreachable", str(res.get("msg", "unreachable"))[:300]
+        elif kind == "runner_on_failed" and not data.get("ignore_errors"):
+            h.status = "failed"
+            h.error = str(res.get("msg") or res.get("stderr") or task)[:300]
+        elif kind == "runner_on_ok" and task == "pgfsbench capture":
+            h.summary = _capture_summary(str(res.get("stdout") or ""))
+            h.status = "done" if h.summary else "failed"
+            if not h.summary:
+                h.error = "the capture printed no summary"
+        self.on_change()
+        return True
+
+
+def _capture_summary(stdout: str) -> dict[str, Any]:
+    """The summary `capture --json` printed (its last line): counts, sizes, the
+    directory; anything else is not kept."""
+    keys = ("directory", "kind", "format", "seconds", "statements", "log_bytes", "base")
+    for line in reversed(stdout.strip().splitlines()):
+        try:
+            found = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(found, dict):
+            return {k: found[k] for k in keys if isinstance(found.get(k), str | int | float)}
+    return {}
+
+
+def capture_fleet(
+    *,
+    inventory: Path,
+    directory: Path,
+    dsn: str | None,
+    seconds: float,
+    capture_dir: str,
+    command: str,
+    capture_args: str,
+    limit: str | None,
+    accept_new_host_keys: bool,
+    on_change: Callable[[dict[str, CaptureHost]], None],
+) -> dict[str, CaptureHost]:
+    """`pgfsbench capture` on every host of the inventory (or ``limit``), all at once
+    (each captures its own server); each host's counts kept in DIRECTORY."""
+    runner = require_ansible()
+    make_trusted_dir(directory)
+    make_dirs(directory / "ansible-capture", 0o700)
+    extravars: dict[str, Any] = {
+        "seconds": seconds,
+        "capture_dir": capture_dir,
+        "pgfsbench_cmd": command,
+        "capture_args": capture_args,
+    }
+    if dsn is not None:
+        extravars["capture_dsn"] = dsn
+    hosts: dict[str, CaptureHost] = {}
+    follower = CaptureFollower(hosts, lambda: on_change(hosts))
+    result = runner.run(
+        private_data_dir=str(directory / "ansible-capture"),
+        playbook=str(CAPTURE_PLAYBOOK),
+        inventory=str(inventory.resolve()),
+        extravars=extravars,
+        limit=limit,
+        quiet=True,
+        event_handler=follower,
+        envvars=ansible_env(accept_new_host_keys),
+    )
+    stats = result.stats or {}
+    for name in stats.get("dark") or {}:
+        hosts.setdefault(name, CaptureHost(name)).status = "unreachable"
+    for name in stats.get("failures") or {}:
+        hosts.setdefault(name, CaptureHost(name)).status = "failed"
+    write_file(
+        directory / f"capture-{_now().replace(':', '')}.json",
+        json.dumps({k: asdict(v) for k, v in hosts.items()}, indent=1) + "\n",
+        0o600,
+    )
+    on_change(hosts)
+    return hosts

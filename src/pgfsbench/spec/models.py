@@ -1045,6 +1045,10 @@ class ReplayWorkload(WorkloadBase):
     # hold each COMMIT until the commits captured before it are done (the capture's commit
     # order; a commit whose turn does not come within a second goes, counted)
     commit_order: bool = False
+    # fast: how far apart in the capture's time the sessions may get (each transaction waits
+    # until it is within this of every other session's place; 0: no bound, each session as
+    # fast as it goes alone)
+    drift: Duration = 1.0
 
     @model_validator(mode="after")
     def _no_warmup(self) -> ReplayWorkload:

@@ -34,13 +34,17 @@ from pgfsbench.system.errors import CapabilityError, CommandError, UsageError
 from pgfsbench.system.held import write_file
 from pgfsbench.system.journal import Journal, Scope, Undo, undo_action
 from pgfsbench.system.runner import Runner
+from pgfsbench.workloads.replay_file import (
+    MANIFEST,
+    log_file_name,
+    log_rows,
+)
 
 if TYPE_CHECKING:
     import psycopg
 
 MANIFEST_VERSION = 1
-MANIFEST = "manifest.json"
-LOG_FILE = "statements.jsonl"  # the server's jsonlog lines of the capture, as it wrote them
+LOG_FORMATS = ("jsonlog", "csvlog")
 BASE_DIR = "base"  # pg_basebackup's plain copy of the data at the capture's start
 READ_CHUNK = 1 << 20  # bytes a pg_read_file call returns
 
@@ -53,9 +57,34 @@ CAPTURE_SETTINGS: dict[str, str] = {
     "log_disconnections": "on",
     "log_parameter_max_length": "-1",  # parameters whole
     "lc_messages": "C",  # the messages parsed are the English ones
-    "compute_query_id": "on",  # each line with pg_stat_statements' query id
+    "compute_query_id": "on",  # each line with pg_stat_statements' query id (14 on)
 }
-# plus log_destination, with jsonlog added to what it was
+# plus log_destination, with jsonlog (csvlog) added to what it was
+
+
+def log_format_for(version: int, asked: str | None) -> str:
+    """jsonlog from PostgreSQL 15 on, csvlog before (13 and 14); csvlog when asked."""
+    if asked is not None and asked not in LOG_FORMATS:
+        raise UsageError(f"--log-format {asked!r}: jsonlog or csvlog")
+    fmt = asked or ("jsonlog" if version >= 150000 else "csvlog")
+    if fmt == "jsonlog" and version < 150000:
+        raise CapabilityError(
+            f"PostgreSQL {version // 10000} has no jsonlog (15 and later): use --log-format csvlog"
+        )
+    if version < 130000:
+        raise CapabilityError(
+            f"PostgreSQL {version // 10000}: capture needs 13 or later (log_parameter_max_length "
+            "logs parameters whole, and csvlog names each line's backend type)"
+        )
+    return fmt
+
+
+def capture_settings(version: int) -> dict[str, str]:
+    """The settings a capture sets on a server of this version."""
+    wanted = dict(CAPTURE_SETTINGS)
+    if version < 140000:
+        del wanted["compute_query_id"]  # 14 on
+    return wanted
 
 
 @dataclass(frozen=True)
@@ -91,14 +120,12 @@ def _one(conn: psycopg.Connection[Any], sql: str, *args: object) -> Any:
     return None if row is None else row[0]
 
 
-def preflight(conn: psycopg.Connection[Any], need_log: bool = True) -> dict[str, Any]:
+def preflight(
+    conn: psycopg.Connection[Any], need_log: bool = True, log_format: str | None = None
+) -> dict[str, Any]:
     """What the server is and whether it can be captured; refused with the reason."""
     version = int(_one(conn, "SELECT current_setting('server_version_num')"))
-    if need_log and version < 150000:
-        raise CapabilityError(
-            f"PostgreSQL {version // 10000}: capture reads jsonlog, PostgreSQL 15 and later "
-            "(csvlog of older servers is not read yet)"
-        )
+    fmt = log_format_for(version, log_format) if need_log else None
     if not _one(conn, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"):
         raise UsageError(
             "--dsn: capture needs a superuser (it changes logging settings with ALTER "
@@ -107,7 +134,7 @@ def preflight(conn: psycopg.Connection[Any], need_log: bool = True) -> dict[str,
     collector = _one(conn, "SELECT setting FROM pg_settings WHERE name = 'logging_collector'")
     if need_log and collector != "on":
         raise CapabilityError(
-            "logging_collector is off: jsonlog needs it, and turning it on needs a restart "
+            f"logging_collector is off: {fmt} needs it, and turning it on needs a restart "
             "of the server, which capture never does (set logging_collector = on, restart "
             "when you can, then capture)"
         )
@@ -115,7 +142,7 @@ def preflight(conn: psycopg.Connection[Any], need_log: bool = True) -> dict[str,
         r[0]
         for r in conn.execute(
             "SELECT name FROM pg_settings WHERE pending_restart AND name = ANY(%s)",
-            ([*CAPTURE_SETTINGS, "log_destination"],),
+            ([*capture_settings(version), "log_destination"],),
         )
     ]
     if pending:
@@ -125,6 +152,7 @@ def preflight(conn: psycopg.Connection[Any], need_log: bool = True) -> dict[str,
         )
     return {
         "server_version_num": version,
+        "log_format": fmt,
         "server_version": _one(conn, "SHOW server_version"),
         "data_directory": _one(conn, "SHOW data_directory"),
         "system_identifier": str(_one(conn, "SELECT system_identifier FROM pg_control_system()")),
@@ -217,8 +245,8 @@ def stats_snapshot(conn: psycopg.Connection[Any], version: int) -> dict[str, Any
     return out
 
 
-def _log_file(conn: psycopg.Connection[Any]) -> str | None:
-    return _one(conn, "SELECT pg_current_logfile('jsonlog')")  # type: ignore[no-any-return]
+def _log_file(conn: psycopg.Connection[Any], fmt: str) -> str | None:
+    return _one(conn, "SELECT pg_current_logfile(%s)", fmt)  # type: ignore[no-any-return]
 
 
 def _file_size(conn: psycopg.Connection[Any], path: str) -> int:
@@ -249,12 +277,13 @@ def read_log(
 
 
 def _logs_since(conn: psycopg.Connection[Any], first: str, since: float) -> list[str]:
-    """The jsonlog files written from ``first`` on (a rotation during the capture makes
-    more than one), oldest first."""
+    """The log files of ``first``'s kind written from it on (a rotation during the
+    capture makes more than one), oldest first."""
     directory = Path(first).parent
     rows = conn.execute(
         "SELECT name, extract(epoch from modification) FROM pg_ls_logdir() "
-        "WHERE name LIKE '%%.json' ORDER BY modification, name"
+        "WHERE name LIKE %s ORDER BY modification, name",
+        ("%" + Path(first).suffix,),
     ).fetchall()
     names = [str(directory / str(n)) for n, m in rows if float(m) >= since - 1]
     if first not in names:
@@ -325,6 +354,7 @@ def capture(
     max_log_bytes: int = 2 << 30,
     ready: Callable[[], None] | None = None,
     wait: Callable[[float], bool] | None = None,
+    log_format: str | None = None,
 ) -> CaptureResult:
     """Capture ``seconds`` of the server's workload into ``out`` (a new directory).
     ``ready`` is called once statements are logged (the base copy made); ``wait`` waits
@@ -332,7 +362,8 @@ def capture(
     _check_output(seconds, out)
     conn = _connect(dsn)
     with conn:
-        facts = preflight(conn)
+        facts = preflight(conn, log_format=log_format)
+        fmt = str(facts["log_format"])
         # the capture's own session is not the workload (its statements are left out)
         own = _one(
             conn,
@@ -340,11 +371,9 @@ def capture(
             "to_hex(pid) FROM pg_stat_activity WHERE pid = pg_backend_pid()",
         )
         destination = str(_one(conn, "SHOW log_destination"))
-        wanted = dict(CAPTURE_SETTINGS)
+        wanted = capture_settings(int(facts["server_version_num"]))
         parts = [p.strip() for p in destination.split(",") if p.strip()]
-        wanted["log_destination"] = ",".join(
-            [*parts, "jsonlog"] if "jsonlog" not in parts else parts
-        )
+        wanted["log_destination"] = ",".join([*parts, fmt] if fmt not in parts else parts)
         before = auto_conf(conn, list(wanted))
         settings_before = {
             str(n): str(v)
@@ -355,7 +384,7 @@ def capture(
         out.mkdir(mode=0o700, parents=False)
         manifest: dict[str, Any] = {
             "version": MANIFEST_VERSION,
-            "format": "jsonlog",
+            "format": fmt,
             "server": facts,
             "settings_changed": wanted,
             "settings_before": settings_before,
@@ -379,7 +408,7 @@ def capture(
                     )
                 )
             conn.execute("SELECT pg_reload_conf()")
-            first = _await_jsonlog(conn)
+            first = _await_log(conn, fmt)
             offset = _file_size(conn, first)
             # a statement logged from here on is in the capture
             t0 = time.time()
@@ -403,14 +432,19 @@ def capture(
             journal.settle(step, "put back")
         # the log of the capture, through the server
         files = _logs_since(conn, first, t0)
-        fd = os.open(out / LOG_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        log_file = out / log_file_name(fmt)
+        fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
             size = read_log(
                 conn, [(f, offset if f == first else 0) for f in files], fd, max_log_bytes
             )
         finally:
             os.close(fd)
-    statements = sum(1 for _ in _statement_lines(out / LOG_FILE))
+    statements = sum(
+        1
+        for row in log_rows(log_file, fmt)
+        if str(row.get("message") or "").startswith(("statement: ", "execute "))
+    )
     manifest["log"] = {
         "bytes": size,
         "files": [Path(f).name for f in files],
@@ -428,23 +462,16 @@ def _sleep(seconds: float) -> bool:
     return True
 
 
-def _await_jsonlog(conn: psycopg.Connection[Any], timeout: float = 10.0) -> str:
-    """The jsonlog file the server writes once the reload took effect."""
+def _await_log(conn: psycopg.Connection[Any], fmt: str, timeout: float = 10.0) -> str:
+    """The jsonlog (csvlog) file the server writes once the reload took effect."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        path = _log_file(conn)
+        path = _log_file(conn, fmt)
         on = _one(conn, "SELECT setting FROM pg_settings WHERE name = 'log_statement'")
         if path and on == "all":
             return path
         time.sleep(0.1)
-    raise CapabilityError("the server did not start writing jsonlog within 10 s of the reload")
-
-
-def _statement_lines(path: Path) -> Any:
-    with open(path, "rb") as fh:
-        for line in fh:
-            if b'"message":"statement: ' in line or b'"message":"execute ' in line:
-                yield line
+    raise CapabilityError(f"the server did not start writing {fmt} within 10 s of the reload")
 
 
 STATS_FILE = "stats.json"  # the lighter path: pg_stat_statements' deltas and the scripts

@@ -50,8 +50,9 @@ from pgfsbench.workloads.base import (
     Progress,
     WorkloadContext,
 )
-from pgfsbench.workloads.capture import BASE_DIR, MANIFEST, MANIFEST_VERSION
+from pgfsbench.workloads.capture import BASE_DIR, MANIFEST_VERSION
 from pgfsbench.workloads.pgbench import parse_progress, progress_series
+from pgfsbench.workloads.replay_file import MANIFEST
 
 REPLAYER = "pgfsbench-replay"
 # the captured server's settings that are its own, not its host's or its logging's: never
@@ -342,6 +343,10 @@ class Replay:
             "-stats",
             str(stats_path),
         ]
+        # as many processes as the cell's client threads (pgbench -j); the commit order is
+        # held in one process
+        jobs = 1 if cfg.commit_order else max(1, cell.workload.threads)
+        argv += ["-jobs", str(jobs), "-drift", f"{int(cfg.drift * 1000)}ms"]
         if cfg.commit_order:
             argv.append("-commit-order")
         wal_before = _wal_bytes(ctx)
@@ -405,9 +410,11 @@ class Replay:
         m.throughput = round((tx - m.failed_transactions) / seconds, 3) if seconds > 0 else None
         m.latency_avg_ms = stats.get("latency_avg_ms")
         m.latency_stddev_ms = stats.get("latency_stddev_ms")
-        if txlog.exists():
-            m.latency = parse_txlog([txlog])
-            m.artifacts["txlog"] = compress_logs([txlog], ctx.artifacts / "txlog.gz")
+        # one log a process: txlog.0, then txlog.0.1, ... (as pgbench names its threads')
+        txlogs = [p for p in [txlog, *ctx.workdir.glob("txlog.0.*")] if p.is_file()]
+        if txlogs:
+            m.latency = parse_txlog(txlogs)
+            m.artifacts["txlog"] = compress_logs(txlogs, ctx.artifacts / "txlog.gz")
         m.extra = {
             "replay": {k: v for k, v in stats.items() if k != "queries"},
             "fidelity": fidelity(directory, replay_file, stats, _wal_bytes(ctx) - wal_before),

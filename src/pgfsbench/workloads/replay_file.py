@@ -29,6 +29,9 @@ from typing import Any
 from pgfsbench.postgres.statements import normalise
 
 REPLAY_VERSION = 1  # native/replayer's FormatVersion
+MANIFEST = "manifest.json"  # a capture's manifest (pgfsbench capture)
+LOG_FILE = "statements.jsonl"  # the server's jsonlog lines of the capture, as it wrote them
+CSV_LOG_FILE = "statements.csv"  # or its csvlog rows (format = "csvlog" in the manifest)
 REPLAY_FILE = "replay.jsonl"
 QUERIES_FILE = "queries.json"  # normalised statements: no literal, safe to show
 
@@ -119,6 +122,46 @@ def _lines(path: Path) -> Iterator[dict[str, Any]]:
                 continue
             if isinstance(row, dict):
                 yield row
+
+
+# csvlog's columns (PostgreSQL 13 on; 14 adds leader_pid and query_id at the end), named
+# as jsonlog names the same fields
+_CSV_FIELDS = {
+    0: "timestamp",
+    1: "user",
+    2: "dbname",
+    5: "session_id",
+    10: "txid",
+    11: "error_severity",
+    12: "state_code",
+    13: "message",
+    14: "detail",
+    23: "backend_type",
+}
+
+
+def _csv_rows(path: Path) -> Iterator[dict[str, Any]]:
+    """csvlog's rows as jsonlog's lines: the same names, an empty field absent. A row
+    cut short (the end of a log read at its size limit) is left out."""
+    import csv
+
+    with open(path, encoding="utf-8", errors="replace", newline="") as fh:
+        for fields in csv.reader(fh):
+            if len(fields) < 23:
+                continue
+            yield {
+                name: fields[i] for i, name in _CSV_FIELDS.items() if i < len(fields) and fields[i]
+            }
+
+
+def log_file_name(fmt: str) -> str:
+    """The capture's log file, by its format."""
+    return CSV_LOG_FILE if fmt == "csvlog" else LOG_FILE
+
+
+def log_rows(path: Path, fmt: str) -> Iterator[dict[str, Any]]:
+    """A capture's log (jsonlog or csvlog) as jsonlog's lines."""
+    return _csv_rows(path) if fmt == "csvlog" else _lines(path)
 
 
 def read_capture_log(lines: Iterable[dict[str, Any]], leave_out: Iterable[str] = ()) -> Prepared:
@@ -293,8 +336,8 @@ def queries_summary(prep: Prepared) -> list[dict[str, object]]:
 
 def read_capture(directory: Path) -> Prepared:
     from pgfsbench.system.trust import read_trusted
-    from pgfsbench.workloads.capture import LOG_FILE, MANIFEST
 
     manifest = json.loads(read_trusted(directory / MANIFEST))
     own = [str(s) for s in manifest.get("own_sessions") or []]
-    return read_capture_log(_lines(directory / LOG_FILE), own)
+    fmt = str(manifest.get("format") or "jsonlog")
+    return read_capture_log(log_rows(directory / log_file_name(fmt), fmt), own)
