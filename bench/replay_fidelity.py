@@ -9,7 +9,8 @@ acceptance, at a size this VM runs in minutes):
    SECONDS with 4 clients;
 3. one campaign per capture, ext4 and btrfs on loop devices, each cell twice: the capture
    replayed as fast as possible (`mode = "fast"`) and native pgbench with the same script,
-   protocol and clients for as long as the replay took; REPS repetitions, interleaved.
+   protocol and clients for as long as the replay took, and the captured server's
+   pg_stat_statements preloaded as the replay's copy has it; REPS repetitions, interleaved.
 
 It prints and saves: per capture, the replay's throughput against native pgbench's on
 ext4 (ratio), the btrfs/ext4 ratio of each with its verdict, the fidelity (statements,
@@ -131,6 +132,10 @@ def campaign(
         f'clients = 4\nthreads = 2\nduration = "{seconds:.0f}s"\n'
         '[storage.ext4]\nfs = "ext4"\ndevice = "loop:4G"\n'
         '[storage.btrfs]\nfs = "btrfs"\ndevice = "loop:4G"\n'
+        # the same server on both sides: the replay's copy runs with the captured server's
+        # settings (its pg_stat_statements preloaded: work on every statement), so the
+        # native cells get them too
+        '[postgres.same]\nsettings = { shared_preload_libraries = "pg_stat_statements" }\n'
         f'[workload.replay]\ntool = "replay"\ncapture = "{cap}"\nmode = "fast"\n'
         f'[workload.native]\nbuiltin = "{builtin}"\nprotocol = "{protocol}"\n'
     )
@@ -185,8 +190,15 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--save", type=Path)
     args = parser.parse_args()
-    bindir = find_binaries().bindir
     base = Path(tempfile.mkdtemp(prefix="pgfsb-replay-", dir="/var/tmp"))
+    try:
+        measure(base, args)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def measure(base: Path, args: argparse.Namespace) -> None:
+    bindir = find_binaries().bindir
     base.chmod(0o755)
     pgdata, sock = base / "src", base / "sock"
     for d in (pgdata, sock):
@@ -259,20 +271,21 @@ def main() -> None:
         }
     finally:
         sh(str(bindir / "pg_ctl"), "-D", str(pgdata), "-m", "fast", "-w", "stop", user=PG_USER)
-    for name, (cap, builtin, protocol) in caps.items():
-        manifest = json.loads((cap / "manifest.json").read_text())
-        statements = sum(1 for _ in (cap / "statements.jsonl").open("rb"))
-        # native pgbench for about as long as the replay takes (measured on the first run)
-        result[name] = campaign(
-            base, name, cap, builtin, protocol, args.seconds * 0.7, args.scale, args.reps
-        )
-        result[name]["capture_seconds"] = manifest["seconds"]
-        result[name]["capture_log_lines"] = statements
-        print(json.dumps({name: result[name]}, indent=1, default=str), flush=True)
-    pgfsbench("cleanup", "--workdir", str(base / "work"))
-    if args.save:
-        args.save.write_text(json.dumps(result, indent=1, default=str) + "\n")
-    shutil.rmtree(base, ignore_errors=True)
+    try:
+        for name, (cap, builtin, protocol) in caps.items():
+            manifest = json.loads((cap / "manifest.json").read_text())
+            statements = sum(1 for _ in (cap / "statements.jsonl").open("rb"))
+            # native pgbench for about as long as the replay takes (measured on the first run)
+            result[name] = campaign(
+                base, name, cap, builtin, protocol, args.seconds * 0.7, args.scale, args.reps
+            )
+            result[name]["capture_seconds"] = manifest["seconds"]
+            result[name]["capture_log_lines"] = statements
+            print(json.dumps({name: result[name]}, indent=1, default=str), flush=True)
+        if args.save:
+            args.save.write_text(json.dumps(result, indent=1, default=str) + "\n")
+    finally:
+        pgfsbench("cleanup", "--workdir", str(base / "work"))
 
 
 if __name__ == "__main__":

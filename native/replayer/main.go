@@ -7,7 +7,9 @@
 // divided by -speed; the schedule lag of each transaction is measured, and its latency
 // counts from its scheduled start, as pgbench's -R), think (each session waits the
 // captured think time between its statements, times -think-scale) and fast (no waits: the
-// storage's capacity for this workload). lock_timeout ends any lock wait the replay's
+// storage's capacity for this workload; the sessions kept within -drift of each other in
+// the capture's time, step.go). -jobs N shares the sessions among N processes, as pgbench
+// -j its clients among threads (jobs.go). lock_timeout ends any lock wait the replay's
 // reordering causes, so a conflict can never hang a run: the statement fails, is counted
 // and named.
 //

@@ -188,3 +188,34 @@ def test_results_show_says_a_replays_fidelity_and_an_approximation() -> None:
     assert replay_rows(approx) == [
         ("replay", "an approximation: pgbench scripts; its scripts cover 97.5% of the calls")
     ]
+
+
+def test_the_work_done_between_two_snapshots_by_database_and_statement() -> None:
+    from pgfsbench.workloads.replay import work_of
+
+    before = {
+        "database": [
+            {"datname": "app", "xact_commit": 10, "tup_updated": 5, "xact_rollback": 0},
+            {"datname": "postgres", "xact_commit": 3},
+        ],
+        "wal": [{"wal_records": 100, "wal_fpi": 7}],
+        "statements": [{"queryid": "1", "dbid": 5, "shared_blks_dirtied": 40}],
+    }
+    after = {
+        "database": [
+            {"datname": "app", "xact_commit": 110, "tup_updated": 305, "xact_rollback": 2},
+            {"datname": "postgres", "xact_commit": 4},
+            {"datname": "new", "xact_commit": 1},  # created since: counted whole
+        ],
+        "wal": [{"wal_records": 1100, "wal_fpi": 9}],
+        "statements": [
+            {"queryid": "1", "dbid": 5, "shared_blks_dirtied": 90},
+            {"queryid": "2", "dbid": 5, "shared_blks_dirtied": 3},
+        ],
+    }
+    done = work_of(before, after)
+    assert done["commits"] == 102 and done["rollbacks"] == 2 and done["rows updated"] == 300
+    assert done["WAL records"] == 1000 and done["full-page images"] == 2
+    assert done["blocks dirtied"] == 53
+    # a side without pg_stat_statements: blocks dirtied is not claimed
+    assert "blocks dirtied" not in work_of({"database": []}, {"database": []})

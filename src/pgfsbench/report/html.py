@@ -593,6 +593,7 @@ def replay_rows(
                 "cpu": f.get("replayer_cpu_us_per_tx"),
                 "differs": list(f.get("differs") or []),
                 "statements": list(f.get("statements") or []),
+                "work": [w for w in f.get("work") or [] if isinstance(w, dict)],
             }
         )
     return out

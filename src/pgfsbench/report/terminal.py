@@ -522,6 +522,18 @@ def replay_rows(run: StoredRun) -> list[Row]:
         if f.get("replayer_cpu_us_per_tx") is not None:
             parts.append(f"replayer CPU {f['replayer_cpu_us_per_tx']:,.0f} us a transaction")
         rows.append(("replay", "; ".join(parts)))
+        work = [w for w in f.get("work") or [] if isinstance(w, dict)]
+        if work:
+            rows.append(
+                (
+                    "replay work",
+                    "; ".join(
+                        f"{w.get('what')} {w.get('replayed', 0):,} "
+                        f"(capture {w.get('captured', 0):,})"
+                        for w in work
+                    ),
+                )
+            )
         if f.get("differs"):
             rows.append(("replay differs", "; ".join(map(str, f["differs"]))))
     extra = tool.model_extra or {}

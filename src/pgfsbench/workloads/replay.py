@@ -350,6 +350,7 @@ class Replay:
         if cfg.commit_order:
             argv.append("-commit-order")
         wal_before = _wal_bytes(ctx)
+        work_before = _work_snapshot(ctx)
         fd = os.open(replay_file, os.O_RDONLY | os.O_NOFOLLOW)
         try:
             child = ctx.runner.spawn(
@@ -417,7 +418,13 @@ class Replay:
             m.artifacts["txlog"] = compress_logs(txlogs, ctx.artifacts / "txlog.gz")
         m.extra = {
             "replay": {k: v for k, v in stats.items() if k != "queries"},
-            "fidelity": fidelity(directory, replay_file, stats, _wal_bytes(ctx) - wal_before),
+            "fidelity": fidelity(
+                directory,
+                replay_file,
+                stats,
+                _wal_bytes(ctx) - wal_before,
+                work_of(work_before, _work_snapshot(ctx, settle=True)),
+            ),
         }
         return m
 
@@ -532,11 +539,81 @@ def _wal_bytes(ctx: WorkloadContext) -> int:
     return int(row[0]) if row else 0
 
 
+def _work_snapshot(ctx: WorkloadContext, settle: bool = False) -> dict[str, Any]:
+    """The replay server's counters (as the capture took its server's). ``settle``: first
+    wait, at most 5 s, for the replay's sessions to be gone (a backend's counters are
+    flushed as it exits)."""
+    import psycopg
+
+    from pgfsbench.workloads.capture import stats_snapshot
+
+    try:
+        with psycopg.connect(ctx.server.conninfo(), connect_timeout=10, autocommit=True) as conn:
+            deadline = time.monotonic() + 5
+            while settle and time.monotonic() < deadline:
+                row = conn.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
+                    "AND pid <> pg_backend_pid()"
+                ).fetchone()
+                if not row or int(row[0]) == 0:
+                    break
+                time.sleep(0.05)
+            return stats_snapshot(conn, ctx.binaries.major * 10000)
+    except psycopg.Error:
+        return {}
+
+
+# the work compared, from each side's counters: (name, where, column)
+WORK = (
+    ("commits", "database", "xact_commit"),
+    ("rollbacks", "database", "xact_rollback"),
+    ("rows inserted", "database", "tup_inserted"),
+    ("rows updated", "database", "tup_updated"),
+    ("rows deleted", "database", "tup_deleted"),
+    ("WAL records", "wal", "wal_records"),
+    ("full-page images", "wal", "wal_fpi"),
+    ("blocks dirtied", "statements", "shared_blks_dirtied"),
+)
+
+
+def work_of(before: dict[str, Any], after: dict[str, Any]) -> dict[str, int]:
+    """What was done between two counter snapshots (capture.stats_snapshot): commits,
+    rows, WAL records and full-page images, blocks dirtied (pg_stat_statements, where it
+    is installed). A counter missing on either side is left out."""
+
+    def keyed(snap: dict[str, Any], where: str) -> dict[tuple[str, ...], dict[str, Any]]:
+        out: dict[tuple[str, ...], dict[str, Any]] = {}
+        for row in snap.get(where) or []:
+            if isinstance(row, dict):
+                out[(str(row.get("datname")), str(row.get("queryid")), str(row.get("dbid")))] = row
+        return out
+
+    done: dict[str, int] = {}
+    for name, where, column in WORK:
+        if where not in before or where not in after:
+            continue
+        old, new = keyed(before, where), keyed(after, where)
+        total = 0
+        for key, row in new.items():
+            try:
+                total += int(row.get(column) or 0) - int(old.get(key, {}).get(column) or 0)
+            except (TypeError, ValueError):
+                continue
+        done[name] = total
+    return done
+
+
 def fidelity(
-    directory: Path, replay_file: Path, stats: dict[str, Any], wal_bytes: int
+    directory: Path,
+    replay_file: Path,
+    stats: dict[str, Any],
+    wal_bytes: int,
+    work: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """The replay's work against the capture's: statements and errors by normalised
-    statement, WAL bytes; what differs beyond the stated limits is listed."""
+    statement, WAL bytes, and the servers' own counters side by side (commits, rows,
+    WAL records, full-page images, blocks dirtied); what differs beyond the stated limits
+    is listed."""
     summary_path = replay_file.with_suffix(".json")
     prepared = json.loads(read_trusted(summary_path)) if summary_path.exists() else {}
     queries = {int(q["q"]): q for q in prepared.get("queries", [])}
@@ -578,8 +655,22 @@ def fidelity(
     ]
     tx = int(stats.get("transactions") or 0)
     cpu = float(stats.get("cpu_user_s") or 0) + float(stats.get("cpu_system_s") or 0)
+    captured_work = work_of(manifest.get("stats_before") or {}, manifest.get("stats_after") or {})
+    side_by_side = [
+        {
+            "what": name,
+            "captured": captured_work[name],
+            "replayed": (work or {})[name],
+            "pct": round((work or {})[name] / captured_work[name] * 100 - 100, 1)
+            if captured_work[name]
+            else None,
+        }
+        for name, _, _ in WORK
+        if name in captured_work and name in (work or {})
+    ]
     return {
         "statements": by_statement,
+        "work": side_by_side,
         "replayer_cpu_us_per_tx": round(cpu / tx * 1e6, 1) if tx else None,
         "schedule_lag_max_ms": stats.get("schedule_lag_max_ms"),
         "statements_captured": written,
