@@ -9,7 +9,9 @@ acceptance, at a size this VM runs in minutes):
    SECONDS with 4 clients;
 3. one campaign per capture, ext4 and btrfs on loop devices, each cell twice: the capture
    replayed as fast as possible (`mode = "fast"`) and native pgbench with the same script,
-   protocol and clients for as long as the replay took; REPS repetitions, interleaved.
+   protocol and clients for as long as the replay took, both from a cold cache (each
+   server restarted and the page cache dropped before its measured phase); REPS
+   repetitions, interleaved.
    (The replay's copy does not carry the captured server's shared_preload_libraries;
    the native cells run without them too.)
 
@@ -133,8 +135,10 @@ def campaign(
         f'clients = 4\nthreads = 2\nduration = "{seconds:.0f}s"\n'
         '[storage.ext4]\nfs = "ext4"\ndevice = "loop:4G"\n'
         '[storage.btrfs]\nfs = "btrfs"\ndevice = "loop:4G"\n'
-        f'[workload.replay]\ntool = "replay"\ncapture = "{cap}"\nmode = "fast"\n'
-        f'[workload.native]\nbuiltin = "{builtin}"\nprotocol = "{protocol}"\n'
+        # both from a cold cache (server restarted, page cache dropped): native pgbench's
+        # load leaves its data in shared_buffers, the replay's copy starts without it
+        f'[workload.replay]\ntool = "replay"\ncapture = "{cap}"\nmode = "fast"\ncache = "cold"\n'
+        f'[workload.native]\nbuiltin = "{builtin}"\nprotocol = "{protocol}"\ncache = "cold"\n'
     )
     results = base / f"{name}.sqlite"
     started = time.monotonic()

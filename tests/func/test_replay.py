@@ -395,79 +395,17 @@ def test_the_lighter_path_from_pg_stat_statements(base: Path, server: Path) -> N
     assert "pg_stat_statements" in shown["metrics"]["tool"]["approximation"]
 
 
-def test_a_csvlog_capture_reads_as_a_jsonlog_one(base: Path, server: Path) -> None:
-    """--log-format csvlog (the format of PostgreSQL 13 and 14, here forced on 15): the
-    same sessions, transactions and parameters, a literal with the CSV's own delimiters
-    (comma, quote, newline) whole, the settings put back."""
+def test_a_fleet_captures_on_each_host_in_csvlog_and_keeps_it_there(
+    base: Path, server: Path
+) -> None:
+    """`fleet capture` through Ansible (a local-connection host), in csvlog (the format of
+    PostgreSQL 13 and 14, here forced on 15): the capture made on the host, its counts back
+    at the controller, no literal in the controller's files, the server's settings put
+    back; the csvlog read as jsonlog is: the same sessions, transactions and parameters, a
+    literal holding the CSV's own delimiters (comma, quote, newline) whole."""
+    pytest.importorskip("ansible_runner")
     from pgfsbench.workloads.replay_file import read_capture
 
-    sock = server
-    before = settings(sock)
-    capture_dir = base / "csv-capture"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pgfsbench",
-            "capture",
-            "--dsn",
-            f"host={sock} port={PORT} user={PG_USER} dbname=postgres",
-            "--seconds",
-            "5",
-            "--log-format",
-            "csvlog",
-            "-o",
-            str(capture_dir),
-            "--workdir",
-            str(base / "work"),
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert proc.stdout is not None
-    first = proc.stdout.readline()
-    assert "capturing" in first, first + proc.stdout.read()
-    bindir = find_binaries().bindir
-    tricky = "a, \"quoted\" ''x''\nsecond line"
-    psql(sock, f"SELECT '{tricky}'::text")
-    sh(
-        str(bindir / "pgbench"),
-        *("-h", str(sock), "-p", str(PORT), "-M", "prepared", "-b", "simple-update"),
-        *("-c", "2", "-j", "1", "-t", "30", "-n", "postgres"),
-        user=PG_USER,
-    )
-    out = proc.stdout.read()
-    assert proc.wait(timeout=120) == 0, out
-    assert settings(sock) == before
-    assert sorted(os.listdir(capture_dir)) == ["base", "manifest.json", "statements.csv"]
-    assert json.loads((capture_dir / "manifest.json").read_text())["format"] == "csvlog"
-    prep = read_capture(capture_dir)
-    texts = [st.sql for s in prep.sessions for tx in s.transactions for st in tx.statements]
-    assert f"SELECT '{tricky}'::text" in texts
-    workers = [
-        s
-        for s in prep.sessions
-        if any(st.kind == "prepared" for tx in s.transactions for st in tx.statements)
-    ]
-    # pgbench's 2 clients: 30 transactions each, BEGIN..END of 5 prepared statements,
-    # every UPDATE with its 2 parameters
-    assert len(workers) == 2
-    for s in workers:
-        assert len(s.transactions) == 30
-        for tx in s.transactions:
-            assert [st.kind for st in tx.statements] == ["prepared"] * 5
-            assert all(p is not None for p in tx.statements[1].params)
-            assert len(tx.statements[1].params) == 2
-    assert not prep.skipped, prep.skipped
-
-
-def test_a_fleet_captures_on_each_host_and_keeps_it_there(base: Path, server: Path) -> None:
-    """`fleet capture` through Ansible (a local-connection host): the capture made on the
-    host, its counts back at the controller, no literal in the controller's files, the
-    server's settings put back."""
-    pytest.importorskip("ansible_runner")
     sock = server
     before = settings(sock)
     inventory = base / "hosts.ini"
@@ -495,12 +433,16 @@ def test_a_fleet_captures_on_each_host_and_keeps_it_there(base: Path, server: Pa
             str(fleet),
             "--pgfsbench-cmd",
             f"{sys.executable} -m pgfsbench",
+            "--log-format",
+            "csvlog",
         ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
+    bindir = find_binaries().bindir
+    tricky = "a, \"quoted\" ''x''\nsecond line"
     try:
         deadline = time.monotonic() + 120
         while settings(sock).get("log_statement") != "all":
@@ -509,6 +451,13 @@ def test_a_fleet_captures_on_each_host_and_keeps_it_there(base: Path, server: Pa
             )
             time.sleep(0.2)
         psql(sock, f"UPDATE pgbench_branches SET filler = '{CANARY}' WHERE bid = 1")
+        psql(sock, f"SELECT '{tricky}'::text")
+        sh(
+            str(bindir / "pgbench"),
+            *("-h", str(sock), "-p", str(PORT), "-M", "prepared", "-b", "simple-update"),
+            *("-c", "2", "-j", "1", "-t", "30", "-n", "postgres"),
+            user=PG_USER,
+        )
         out, _ = proc.communicate(timeout=300)
     finally:
         if proc.poll() is None:
@@ -516,10 +465,29 @@ def test_a_fleet_captures_on_each_host_and_keeps_it_there(base: Path, server: Pa
     assert proc.returncode == 0, out
     assert "node-a: done" in out, out
     assert settings(sock) == before
-    assert (capture_dir / "manifest.json").is_file()
-    assert CANARY.encode() in (capture_dir / "statements.jsonl").read_bytes()
+    assert sorted(os.listdir(capture_dir)) == ["base", "manifest.json", "statements.csv"]
+    assert json.loads((capture_dir / "manifest.json").read_text())["format"] == "csvlog"
+    assert CANARY.encode() in (capture_dir / "statements.csv").read_bytes()
     (kept,) = fleet.glob("capture-*.json")
     summary = json.loads(kept.read_text())["node-a"]["summary"]
     assert summary["statements"] >= 1 and summary["directory"] == str(capture_dir), summary
     leaked = [str(p) for p in fleet.rglob("*") if p.is_file() and CANARY.encode() in p.read_bytes()]
     assert leaked == [], leaked
+    prep = read_capture(capture_dir)
+    texts = [st.sql for s in prep.sessions for tx in s.transactions for st in tx.statements]
+    assert f"SELECT '{tricky}'::text" in texts
+    workers = [
+        s
+        for s in prep.sessions
+        if any(st.kind == "prepared" for tx in s.transactions for st in tx.statements)
+    ]
+    # pgbench's 2 clients: 30 transactions each, BEGIN..END of 5 prepared statements,
+    # every UPDATE with its 2 parameters
+    assert len(workers) == 2
+    for s in workers:
+        assert len(s.transactions) == 30
+        for tx in s.transactions:
+            assert [st.kind for st in tx.statements] == ["prepared"] * 5
+            assert len(tx.statements[1].params) == 2
+            assert all(p is not None for p in tx.statements[1].params)
+    assert not prep.skipped, prep.skipped
