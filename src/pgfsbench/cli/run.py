@@ -213,10 +213,12 @@ def print_plan(console: Console, plan: Plan) -> None:
             {d.model for _, d in cell.storage.devices() if isinstance(d, EmulatedDevice)}
         )
         stack = cell.storage.layers() + ([f"emulated {', '.join(emulated)}"] if emulated else [])
+        # a replay's data and sessions are its capture's; its threads, the replayer's processes
+        replay = wl.tool == "replay"
         return [
             " on ".join([cell.fs, *stack]),
-            str(cell.scale),
-            f"{wl.clients}/{wl.threads}",
+            "capture's" if replay else str(cell.scale),
+            f"{'capture' if replay else wl.clients}/{wl.threads}",
             f"{wl.warmup_s:g} s + {wl.duration_s:g} s",
             human_bytes(loop) if loop else "-",
             human_bytes(plan.needed_bytes_per_cell[cell.id]),
