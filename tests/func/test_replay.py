@@ -435,6 +435,8 @@ def test_a_fleet_captures_on_each_host_in_csvlog_and_keeps_it_there(
             f"{sys.executable} -m pgfsbench",
             "--log-format",
             "csvlog",
+            "--remote-workdir",
+            str(base / "remote-work"),
         ],
         cwd=ROOT,
         stdout=subprocess.PIPE,
@@ -464,6 +466,7 @@ def test_a_fleet_captures_on_each_host_in_csvlog_and_keeps_it_there(
             proc.kill()
     assert proc.returncode == 0, out
     assert "node-a: done" in out, out
+    assert (base / "remote-work" / "journal").is_dir()  # the journal where it was told
     assert settings(sock) == before
     assert sorted(os.listdir(capture_dir)) == ["base", "manifest.json", "statements.csv"]
     assert json.loads((capture_dir / "manifest.json").read_text())["format"] == "csvlog"

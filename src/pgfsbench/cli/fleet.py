@@ -279,6 +279,12 @@ def capture_cmd(
         str | None,
         typer.Option("--log-format", help="jsonlog or csvlog (default: by each server's version)."),
     ] = None,
+    remote_workdir: Annotated[
+        str,
+        typer.Option(
+            help="Where each host keeps the capture's journal (what `cleanup` puts back there)."
+        ),
+    ] = "/var/tmp/pgfsbench-capture",
     accept_new_host_keys: AcceptKeys = False,
 ) -> None:
     """Capture each host's server at once (`pgfsbench capture` there), each capture kept
@@ -308,6 +314,7 @@ def capture_cmd(
         capture_dir=output,
         command=command,
         capture_args=args,
+        workdir=remote_workdir,
         limit=limit,
         accept_new_host_keys=accept_new_host_keys,
         on_change=changed,

@@ -371,6 +371,7 @@ def capture_fleet(
     capture_dir: str,
     command: str,
     capture_args: str,
+    workdir: str,
     limit: str | None,
     accept_new_host_keys: bool,
     on_change: Callable[[dict[str, CaptureHost]], None],
@@ -385,6 +386,7 @@ def capture_fleet(
         "capture_dir": capture_dir,
         "pgfsbench_cmd": command,
         "capture_args": capture_args,
+        "capture_workdir": workdir,
     }
     if dsn is not None:
         extravars["capture_dsn"] = dsn
