@@ -57,27 +57,38 @@ func firstAt(session *Session) int64 {
 
 // lowest recomputes low; every waiter is woken when it rose. Called with mu held.
 func (s *inStep) lowest() {
-	low := s.others
-	for _, p := range s.pos {
-		low = min(low, p)
-	}
+	low := min(s.others, s.minPos())
 	if low > s.low && s.cond != nil {
 		s.cond.Broadcast()
 	}
 	s.low = low
 }
 
-// place sets session k's position (never lowered, but for its first placing).
+// minPos is the lowest position of this process's sessions. Called with mu held.
+func (s *inStep) minPos() int64 {
+	low := int64(ended)
+	for _, p := range s.pos {
+		low = min(low, p)
+	}
+	return low
+}
+
+// advance moves session k's position to p, never back. Called with mu held.
+func (s *inStep) advance(k int, p int64) {
+	if p > s.pos[k] {
+		s.pos[k] = p
+		s.lowest()
+	}
+}
+
+// place moves session k's position to p (never back).
 func (s *inStep) place(k int, p int64) {
 	if s == nil {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if p > s.pos[k] {
-		s.pos[k] = p
-		s.lowest()
-	}
+	s.advance(k, p)
 }
 
 // setOthers is the lowest position of the other processes' sessions.
@@ -92,11 +103,7 @@ func (s *inStep) setOthers(p int64) {
 func (s *inStep) local() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	low := int64(ended)
-	for _, p := range s.pos {
-		low = min(low, p)
-	}
-	return low
+	return s.minPos()
 }
 
 // begin places session k at a transaction that began at t in the capture, and returns
@@ -107,10 +114,7 @@ func (s *inStep) begin(ctx context.Context, k int, t int64) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if t > s.pos[k] {
-		s.pos[k] = t
-		s.lowest()
-	}
+	s.advance(k, t)
 	if s.near(t) || ctx.Err() != nil {
 		return
 	}

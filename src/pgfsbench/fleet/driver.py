@@ -136,6 +136,19 @@ def require_ansible() -> Any:
 Progress = Callable[[FleetState], None]
 
 
+def _event(event: dict[str, Any]) -> tuple[str, dict[str, Any], str, str, dict[str, Any]]:
+    """An ansible-runner event's kind, data, host ("" for none), task and result."""
+    data = event.get("event_data") or {}
+    name = data.get("host")
+    return (
+        str(event.get("event", "")),
+        data,
+        str(name) if name else "",
+        str(data.get("task", "")),
+        data.get("res") or {},
+    )
+
+
 class Follower:
     """Ansible's events -> host states; imports each host's results as it is fetched."""
 
@@ -155,14 +168,10 @@ class Follower:
         return self.state.hosts[name]
 
     def __call__(self, event: dict[str, Any]) -> bool:
-        kind = str(event.get("event", ""))
-        data = event.get("event_data") or {}
-        name = data.get("host")
+        kind, data, name, task, res = _event(event)
         if not name:
             return True
-        h = self.host(str(name))
-        task = str(data.get("task", ""))
-        res = data.get("res") or {}
+        h = self.host(name)
         if kind == "runner_on_start":
             if h.status == "pending":
                 h.started_at, h.ended_at, h.run_s = _now(), "", None
@@ -324,14 +333,10 @@ class CaptureFollower:
         self.on_change = on_change
 
     def __call__(self, event: dict[str, Any]) -> bool:
-        kind = str(event.get("event", ""))
-        data = event.get("event_data") or {}
-        name = data.get("host")
+        kind, data, name, task, res = _event(event)
         if not name:
             return True
-        h = self.hosts.setdefault(str(name), CaptureHost(str(name)))
-        res = data.get("res") or {}
-        task = str(data.get("task", ""))
+        h = self.hosts.setdefault(name, CaptureHost(name))
         if kind == "runner_on_start" and h.status == "pending":
             h.status = "running"
         elif kind == "runner_on_unreachable":
