@@ -19,13 +19,17 @@ mkdir -p "$IMAGES"
 chmod 0700 "$CACHE"
 
 PACKAGES=postgresql-15,postgresql-contrib,pgbouncer,sysbench,fio,python3,procps,util-linux,e2fsprogs,xfsprogs,ca-certificates
-base="$IMAGES/debian-bookworm-$(printf '%s' "$PACKAGES" | sha256sum | cut -c1-12).tar"
+# the postgres user has uid and gid 999 ([kubernetes] run_as_user's default: pods run as it,
+# not root), made before the packages that would pick another
+POSTGRES_ID=999
+base="$IMAGES/debian-bookworm-$(printf '%s uid %s' "$PACKAGES" "$POSTGRES_ID" | sha256sum | cut -c1-12).tar"
 if [ ! -s "$base" ]; then
     command -v mmdebstrap >/dev/null || { echo "build-image: mmdebstrap is needed (apt-get install mmdebstrap)" >&2; exit 1; }
     start=$(date +%s)
     # No cluster created by the package (pgfsbench makes its own), no service started.
     mmdebstrap --variant=minbase --format=tar --include="$PACKAGES" --quiet \
         --essential-hook='mkdir -p "$1/etc/postgresql-common" && echo "create_main_cluster = false" > "$1/etc/postgresql-common/createcluster.conf"' \
+        --essential-hook="echo postgres:x:$POSTGRES_ID: >> \"\$1/etc/group\" && echo 'postgres:x:$POSTGRES_ID:$POSTGRES_ID:PostgreSQL administrator,,,:/var/lib/postgresql:/bin/bash' >> \"\$1/etc/passwd\"" \
         --customize-hook='rm -rf "$1"/var/cache/apt/archives/*.deb "$1"/var/lib/apt/lists/*' \
         bookworm "$base.partial" http://deb.debian.org/debian
     mv "$base.partial" "$base"
@@ -53,6 +57,10 @@ if [ ! -s "$archive" ]; then
     grep -rlI --null "$root/opt/pgfsbench" "$root/opt/pgfsbench/bin" | xargs -0 -r sed -i "s#$root/opt/pgfsbench#/opt/pgfsbench#g"
     sed -i "s#$root##g" "$root/opt/pgfsbench/pyvenv.cfg"
     ln -sf /opt/pgfsbench/bin/pgfsbench "$root/usr/local/bin/pgfsbench"
+    # the pods' own directories (kube/manifests.pod_home): root's is made by root, the
+    # postgres user's is its alone (a pod not privileged runs as it)
+    install -d -m 0755 -o 0 -g 0 "$root/var/lib/pgfsbench"
+    install -d -m 0700 -o "$POSTGRES_ID" -g "$POSTGRES_ID" "$root/var/lib/pgfsbench/$POSTGRES_ID"
     "$root/opt/pgfsbench/bin/python" -m compileall -q -j 0 "$root/opt/pgfsbench/lib" >/dev/null || true
     tar -C "$root" --numeric-owner -cf "$dist/rootfs.tar" .
     digest=$(python3 "$REPO/scripts/k8s/oci_archive.py" "$dist/rootfs.tar" "$name" "$archive.new" \

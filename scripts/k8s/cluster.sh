@@ -6,6 +6,7 @@
 #
 #   scripts/k8s/cluster.sh start DIR BIN_DIR IMAGE_ARCHIVE... # prints KUBECONFIG=...
 #   scripts/k8s/cluster.sh stop DIR                          # leaves nothing behind
+#   scripts/k8s/cluster.sh api-stop DIR | api-start DIR       # the API server away, back
 #
 # DIR is created here (0700, root's) and removed by stop. Two StorageClasses, "ext4-local"
 # and "xfs-local", are backed by two loop-mounted filesystems under DIR: tests create the
@@ -96,6 +97,24 @@ do_stop() {
     log "stopped; $DIR removed"
 }
 
+# the API server alone (also `api-start` after `api-stop`: a cluster whose API is away)
+start_apiserver() {
+    local bin token
+    bin=$(cat "$DIR/etc/bin")
+    token=$(cut -d, -f1 "$DIR/pki/tokens.csv")
+    start_daemon kube-apiserver "$bin/kube-apiserver" \
+        --etcd-servers http://127.0.0.1:2379 --bind-address 127.0.0.1 --secure-port 6443 \
+        --advertise-address "$NODE_IP" --cert-dir "$DIR/pki/apiserver" \
+        --token-auth-file "$DIR/pki/tokens.csv" --authorization-mode AlwaysAllow \
+        --service-account-key-file "$DIR/pki/sa.pub" \
+        --service-account-signing-key-file "$DIR/pki/sa.key" \
+        --service-account-issuer https://kubernetes.default.svc \
+        --service-cluster-ip-range "$SERVICE_CIDR" --endpoint-reconciler-type none \
+        --disable-admission-plugins ServiceAccount \
+        --kubelet-preferred-address-types InternalIP --allow-privileged=true
+    wait_for kube-apiserver 90 "${NS[@]}" curl -ksf -H "Authorization: Bearer $token" https://127.0.0.1:6443/readyz
+}
+
 do_start() {
     local bin=${3:?the directory of the built components}
     shift 3
@@ -148,17 +167,8 @@ EOF
     start_daemon etcd "$bin/etcd" --data-dir "$DIR/etcd" --unsafe-no-fsync \
         --listen-client-urls http://127.0.0.1:2379 --advertise-client-urls http://127.0.0.1:2379 \
         --listen-peer-urls http://127.0.0.1:2380 --log-level warn
-    start_daemon kube-apiserver "$bin/kube-apiserver" \
-        --etcd-servers http://127.0.0.1:2379 --bind-address 127.0.0.1 --secure-port 6443 \
-        --advertise-address "$NODE_IP" --cert-dir "$DIR/pki/apiserver" \
-        --token-auth-file "$DIR/pki/tokens.csv" --authorization-mode AlwaysAllow \
-        --service-account-key-file "$DIR/pki/sa.pub" \
-        --service-account-signing-key-file "$DIR/pki/sa.key" \
-        --service-account-issuer https://kubernetes.default.svc \
-        --service-cluster-ip-range "$SERVICE_CIDR" --endpoint-reconciler-type none \
-        --disable-admission-plugins ServiceAccount \
-        --kubelet-preferred-address-types InternalIP --allow-privileged=true
-    wait_for kube-apiserver 90 "${NS[@]}" curl -ksf -H "Authorization: Bearer $token" https://127.0.0.1:6443/readyz
+    echo "$bin" > "$DIR/etc/bin"
+    start_apiserver
     start_daemon kube-controller-manager "$bin/kube-controller-manager" \
         --kubeconfig "$DIR/kubeconfig" --leader-elect=false \
         --service-account-private-key-file "$DIR/pki/sa.key" \
@@ -230,5 +240,7 @@ EOF
 case "$cmd" in
     start) do_start "$@" ;;
     stop) do_stop ;;
-    *) echo "usage: $0 start DIR BIN_DIR PAUSE_ARCHIVE [IMAGE_ARCHIVE...] | stop DIR" >&2; exit 2 ;;
+    api-stop) stop_pid kube-apiserver ;;
+    api-start) start_apiserver ;;
+    *) echo "usage: $0 start DIR BIN_DIR PAUSE_ARCHIVE [IMAGE_ARCHIVE...] | stop DIR | api-stop DIR | api-start DIR" >&2; exit 2 ;;
 esac

@@ -78,6 +78,10 @@ def apply(journal: Journal, config: KernelConfig) -> list[AppliedSetting]:
     for name, setting in config.sysctl.items():
         new = format_value(setting)
         old = read_sysctl(name)
+        if old.split() == new.split():
+            # already so (in a pod: the kubelet set it, and /proc/sys is read-only there)
+            applied.append(AppliedSetting(name, old, old))
+            continue
         partner = DIRTY_PAIRS.get(name)
         if partner:
             journal.record(

@@ -8,6 +8,7 @@ its storage) is refused here.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import os
 import shutil
@@ -54,6 +55,9 @@ class PlannedRun:
     index: int
     cell: Cell
     repetition: int  # 1-based
+    # given when the run was planned elsewhere (a cluster's controller, for its pod): the
+    # run row's uuid, kept by the place that runs it; None: a new one
+    uuid: str | None = None
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,9 @@ class Plan:
     limits: dict[str, list[str]] = field(default_factory=dict)  # storage -> role: caps
     auto: tuple[int, int, float] | None = None  # (min, max, CI target %) with "auto"
     estimated_seconds_max: float | None = None  # with "auto": if every cell needs the max
+    # a rate "N%" of a cell: the maximum it is a share of, when the campaign that planned
+    # the run had measured it (cell id -> (tps, where from)); else the run measures it
+    rate_max: dict[str, tuple[float, str]] = field(default_factory=dict)
 
     @property
     def scales(self) -> list[int]:
@@ -265,11 +272,41 @@ def _only(cells: list[Cell], only: Sequence[str]) -> list[Cell]:
     return [c for c in cells if any(fnmatch.fnmatchcase(c.id, p) for p in only)]
 
 
-def make_plan(loaded: LoadedSpec, workdir: Path | None = None, only: Sequence[str] = ()) -> Plan:
-    """The runs in execution order; ``only`` keeps the cells whose id matches a glob."""
+def _pinned(
+    cells: list[Cell], pinned: Mapping[str, tuple[int, dict[str, object] | None]]
+) -> list[Cell]:
+    """The cells ``pinned`` names, at its scales; a name no cell has is refused (the spec
+    that came with the pins is not the one that made them)."""
+    by_id = {c.id: c for c in cells}
+    missing = [cell_id for cell_id in pinned if cell_id not in by_id]
+    if missing:
+        raise SpecError(
+            f"the planned cell {missing[0]} is not a cell of this spec"
+            + did_you_mean(missing[0], list(by_id))
+        )
+    return [
+        dataclasses.replace(c, scale=pinned[c.id][0], scale_basis=pinned[c.id][1])
+        for c in cells
+        if c.id in pinned
+    ]
+
+
+def make_plan(
+    loaded: LoadedSpec,
+    workdir: Path | None = None,
+    only: Sequence[str] = (),
+    pinned: Mapping[str, tuple[int, dict[str, object] | None]] | None = None,
+) -> Plan:
+    """The runs in execution order; ``only`` keeps the cells whose id matches a glob.
+    ``pinned`` (cell id -> its scale and how it was made, as another plan resolved them:
+    a cluster's controller for its pod) keeps those cells only, at those scales: a scale
+    relative to memory is not resolved again on another machine."""
     spec = loaded.spec
     d = spec.defaults
-    cells = _only(expand(spec, scale_resolver(loaded, pod_memory_bytes(spec))), only)
+    if pinned is None:
+        cells = _only(expand(spec, scale_resolver(loaded, pod_memory_bytes(spec))), only)
+    else:
+        cells = _pinned(expand(spec, lambda cell, text: (1, {})), pinned)
     # a replay runs as long as its capture: its cells' durations are the captures'
     if any(c.workload.tool == "replay" for c in cells):
         from pgfsbench.workloads.replay import planned_cell
@@ -327,6 +364,10 @@ def make_plan(loaded: LoadedSpec, workdir: Path | None = None, only: Sequence[st
     warnings += dirty_cannot_matter(cells, d)
     warnings += sessions.plan_warnings(cells)
     warnings += unsafe_warnings(cells)
+    if spec.kubernetes is not None:
+        from pgfsbench.kube.rules import pod_warnings
+
+        warnings += pod_warnings(spec, cells)
     warnings = list(dict.fromkeys(warnings))
     if workdir is not None:
         warnings += space_warnings(workdir, loop_bytes, needed)

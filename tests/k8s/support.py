@@ -32,12 +32,15 @@ def ensure_classes(client: KubeClient) -> None:
             client.create(storage_class(name, name.split("-")[0]))
 
 
-def local_volume(cluster_dir: Path, cls: str, size: str = "2Gi") -> Manifest:
-    """A local PV on a new directory of the class's filesystem."""
+def local_volume(
+    cluster_dir: Path, cls: str, size: str = "2Gi", path: Path | None = None
+) -> Manifest:
+    """A local PV on a new directory of the class's filesystem (or on ``path``)."""
     fs = cls.split("-")[0]
     name = f"test-{fs}-{uuid.uuid4().hex[:8]}"
-    path = cluster_dir / "volumes" / fs / name
-    path.mkdir(mode=0o755)
+    if path is None:
+        path = cluster_dir / "volumes" / fs / name
+        path.mkdir(mode=0o755)
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolume",

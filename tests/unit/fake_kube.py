@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pgfsbench.kube.client import KINDS, KubeError, Manifest
-from pgfsbench.kube.manifests import TASK_ENV
-from pgfsbench.kube.pod import Task
+from pgfsbench.kube.task import TASK_FILE, Task
 
 
 @dataclass
@@ -120,9 +119,13 @@ class FakeCluster:
         self.polls[name] = 0
         log = script.log
         if callable(log):  # the log of the Job's own task (its cell), made when it starts
-            env = template["spec"]["containers"][0].get("env") or []
-            task = next(e["value"] for e in env if e["name"] == TASK_ENV)
-            log = log(Task.parse(task))
+            # the task is the ConfigMap the pod mounts, created before the Job
+            ns = job["metadata"]["namespace"]
+            (name_of_map,) = [
+                v["configMap"]["name"] for v in template["spec"]["volumes"] if "configMap" in v
+            ]
+            config_map = self.objects[("ConfigMap", ns, name_of_map)]
+            log = log(Task.parse(config_map["data"][TASK_FILE]))
         self.logs[name] = list(log)
         for reason, message in script.events:
             self.events_of.setdefault(("Pod", name), []).append(

@@ -4,6 +4,7 @@ results read back into the store, cleanup by label. The real cluster: tests/k8s/
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -16,9 +17,10 @@ from pgfsbench.cluster.campaign import ClusterCampaign, planned_manifests
 from pgfsbench.kube import bundle
 from pgfsbench.kube import undo as cluster_undo
 from pgfsbench.kube.client import KubeError
-from pgfsbench.kube.manifests import SPEC_ENV, TASK_ENV, label_value, unpacked_spec
-from pgfsbench.kube.pod import POD_ARTIFACTS, Task
+from pgfsbench.kube.manifests import label_value, pod_home
+from pgfsbench.kube.pod import pod_artifacts
 from pgfsbench.kube.status import PodPhase, pending_reason, pod_state
+from pgfsbench.kube.task import TASK_FILE, Task, TaskRun
 from pgfsbench.plan import make_plan
 from pgfsbench.results.records import (
     RunOutcome,
@@ -31,6 +33,9 @@ from pgfsbench.spec import load_spec
 from pgfsbench.spec.cluster import CAMPAIGN_LABEL, MANAGED_BY, parse_quantity
 from pgfsbench.system.errors import SpecError, UsageError
 from tests.unit.fake_kube import FakeCluster, PodScript
+
+# where a pod of the spec below (not privileged: user 999) keeps its artifacts
+IN_POD = pod_artifacts(Path(pod_home(999)))
 
 SPEC = """
 name = "k8s-unit"
@@ -84,12 +89,14 @@ def write_spec(tmp_path: Path, kubeconfig: Path, extra: str = "", name: str = "k
     return spec
 
 
-def pod_bundle(tmp_path: Path, tps: list[float], cell: str | None = None) -> Any:
-    """The log of a pod that ran ``len(tps)`` runs of ``cell``: its engine's output, then
-    the bundle. Without a cell, the log of whichever task the Job gives (a callable the
-    fake kubelet calls with the Job's Task), as a real pod runs its task's cell."""
-    if cell is None:
-        return lambda task: pod_bundle(tmp_path, tps, task.cell)
+def pod_bundle(tmp_path: Path, tps: list[float], task: Task | None = None) -> Any:
+    """The log of a pod that ran ``len(tps)`` runs of its task's cell, each with the uuid
+    the task gave it: its engine's output, then the bundle. Without a task, the log of
+    whichever task the Job gives (a callable the fake kubelet calls with the Job's Task,
+    read from its ConfigMap), as a real pod runs its task."""
+    if task is None:
+        return lambda task: pod_bundle(tmp_path, tps, task)
+    cell = task.cell
     home = tmp_path / f"pod-{len(list(tmp_path.glob('pod-*')))}"
     home.mkdir()
     store = Store(str(home / "results.db"))
@@ -104,9 +111,11 @@ def pod_bundle(tmp_path: Path, tps: list[float], cell: str | None = None) -> Any
                 postgres="default",
                 kernel="default",
                 workload="tpcb",
-                repetition=i,
+                repetition=task.runs[i - 1].repetition if i <= len(task.runs) else i,
+                scale=task.runs[0].scale,
+                clients=2,
                 host="pod",
-                uuid=f"pod-run-{i}",
+                uuid=task.runs[i - 1].uuid if i <= len(task.runs) else f"unplanned-{i}",
             )
         )
         store.finish_run(
@@ -124,7 +133,7 @@ def pod_bundle(tmp_path: Path, tps: list[float], cell: str | None = None) -> Any
         art = home / "results-artifacts" / f"run-{rid}"
         art.mkdir(parents=True)
         (art / "pgbench.stdout").write_text(f"tps = {value}\n")
-        store.put_artifact(rid, "pgbench_stdout", POD_ARTIFACTS / f"run-{rid}" / "pgbench.stdout")
+        store.put_artifact(rid, "pgbench_stdout", IN_POD / f"run-{rid}" / "pgbench.stdout")
     store.close()
     data = bundle.pack(home / "results.db", home / "results-artifacts")
     return ["progress: 1.0 s, 100.0 tps", *bundle.frame(data)]
@@ -165,23 +174,21 @@ def test_manifests_carry_our_labels_no_retries_and_the_pod_settings(
 ) -> None:
     spec = write_spec(tmp_path, kubeconfig)
     loaded = load_spec(spec)
-    docs = list(yaml.safe_load_all(planned_manifests(loaded, make_plan(loaded))))
-    kinds = [d["kind"] for d in docs]
-    # 100G: a claim and a Job; 400G: data and WAL claims, then its Job
-    assert kinds == [
-        "PersistentVolumeClaim",
-        "Job",
-        "PersistentVolumeClaim",
-        "PersistentVolumeClaim",
-        "Job",
-    ]
+    plan = make_plan(loaded)
+    text = planned_manifests(loaded, plan)
+    docs = list(yaml.safe_load_all(text))
+    # the first group only (a campaign makes them one at a time): its task, claim, Job
+    assert [d["kind"] for d in docs] == ["ConfigMap", "PersistentVolumeClaim", "Job"]
+    assert text.startswith("# pgfsbench plan --manifests: the first of 2 Job(s)")
+    campaign_uuid = docs[0]["metadata"]["labels"][CAMPAIGN_LABEL]
+    assert campaign_uuid != "00000000-0000-4000-8000-000000000000"
+    assert f"-l {CAMPAIGN_LABEL}={campaign_uuid}" in text  # the kubectl way to remove them
     for d in docs:
         assert d["metadata"]["labels"][MANAGED_BY] == "pgfsbench"
         assert d["metadata"]["namespace"] == "bench"
-    claim = docs[0]
+    task_map, claim, job = docs
     assert claim["spec"]["storageClassName"] == "alicloud-disk-essd-pl1"
     assert claim["spec"]["resources"]["requests"]["storage"] == "100Gi"
-    job = docs[1]
     assert job["spec"]["backoffLimit"] == 0
     pod = job["spec"]["template"]["spec"]
     assert pod["restartPolicy"] == "Never"
@@ -194,15 +201,57 @@ def test_manifests_carry_our_labels_no_retries_and_the_pod_settings(
     container = pod["containers"][0]
     assert container["resources"]["limits"] == {"cpu": "2", "memory": "4Gi"}
     assert container["resources"]["requests"] == container["resources"]["limits"]
-    env = {e["name"]: e.get("value") for e in container["env"]}
-    assert "[storage.pl1-100g]" in unpacked_spec(env[SPEC_ENV])
-    task = Task.parse(env[TASK_ENV])
+    # the planned runs come in the ConfigMap, mounted read-only: no spec in the environment
+    assert not [e for e in container["env"] if "SPEC" in e["name"] or "TASK" in e["name"]]
+    (task_volume,) = [v for v in pod["volumes"] if "configMap" in v]
+    assert task_volume["configMap"]["name"] == task_map["metadata"]["name"]
+    task = Task.parse(task_map["data"][TASK_FILE])
     assert task.cell.startswith("pl1-100g/") and task.repetitions == 1
-    wal_job = docs[4]["spec"]["template"]["spec"]
-    assert [v["persistentVolumeClaim"]["claimName"] for v in wal_job["volumes"]] == [
-        docs[2]["metadata"]["name"],
-        docs[3]["metadata"]["name"],
+    assert "[storage.pl1-100g]" in task.spec_text
+    assert task.runs[0].scale == 1 and task.runs[0].repetition == 1
+    # restricted: non-root, no escalation, no capabilities, seccomp
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["runAsUser"] == 999
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    security = container["securityContext"]
+    assert security["allowPrivilegeEscalation"] is False
+    assert security["capabilities"] == {"drop": ["ALL"]}
+    assert security["readOnlyRootFilesystem"] is False  # its home is the image's (see manifests)
+    # and plan says so, and that kernel.shmmax is outside the safe set
+    said = " ".join(plan.warnings)
+    assert "run as user 999" in said and "kernel.shmmax" in said
+    # a WAL claim: the 400Gi cell's Job mounts both
+    wal_docs = list(
+        yaml.safe_load_all(planned_manifests(loaded, make_plan(loaded, None, ["pl1-400g*"])))
+    )
+    assert [d["kind"] for d in wal_docs] == [
+        "ConfigMap",
+        "PersistentVolumeClaim",
+        "PersistentVolumeClaim",
+        "Job",
     ]
+    wal_job = wal_docs[3]["spec"]["template"]["spec"]
+    assert [
+        v["persistentVolumeClaim"]["claimName"]
+        for v in wal_job["volumes"]
+        if "persistentVolumeClaim" in v
+    ] == [wal_docs[1]["metadata"]["name"], wal_docs[2]["metadata"]["name"]]
+
+
+def test_a_privileged_pod_is_root_and_plan_says_a_restricted_namespace_refuses_it(
+    tmp_path: Path, kubeconfig: Path
+) -> None:
+    spec = write_spec(tmp_path, kubeconfig).read_text()
+    path = tmp_path / "priv.toml"
+    path.write_text(
+        spec.replace('pending_timeout = "5s"', 'pending_timeout = "5s"\nprivileged = true')
+    )
+    loaded = load_spec(path)
+    plan = make_plan(loaded)
+    job = list(yaml.safe_load_all(planned_manifests(loaded, plan)))[-1]
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    assert container["securityContext"] == {"privileged": True, "runAsUser": 0}
+    assert any("refuses them" in w for w in plan.warnings)
 
 
 def test_a_long_cell_id_is_a_valid_label_value() -> None:
@@ -280,6 +329,15 @@ def test_pending_reason_prefers_the_container_then_the_newest_event() -> None:
     )
     assert stuck.stuck and stuck.phase == PodPhase.PENDING
     assert pending_reason(stuck, events, []) == "ErrImageNeverPull: image not present"
+    # no pod at all: admission refused it, and the Job's events say so
+    none = pod_state(None)
+    refused = {
+        "reason": "FailedCreate",
+        "type": "Warning",
+        "message": 'pods "x" is forbidden: violates PodSecurity "restricted:latest"',
+        "lastTimestamp": "2026-01-01T00:02:00Z",
+    }
+    assert "violates PodSecurity" in pending_reason(none, [], [], [refused])
 
 
 # ------------------------------------------------------------------ the way back
@@ -332,7 +390,8 @@ def test_a_campaign_runs_each_cell_as_a_job_and_keeps_the_cluster(
         ("pl1-400g", "ok", 2000.0),
     ]
     run = runs[1]
-    assert run.host == "k8s:fake"  # the node is a fact, not the host
+    # the cluster and the node's type; the node itself is a fact, not the host
+    assert run.host == "k8s:fake/ecs.g7.xlarge"
     # the campaign's uuid is the one its objects are labelled with (kubectl's fallback)
     stored = store.campaign(result.campaign_id)
     assert stored is not None and stored.uuid == camp.uuid
@@ -351,7 +410,8 @@ def test_a_campaign_runs_each_cell_as_a_job_and_keeps_the_cluster(
     assert art["pgbench_stdout"].is_relative_to(tmp_path / "work" / "pods")
     # nothing of ours is left in the cluster, and every object was ours
     assert not cluster.of_kind("Job") and not cluster.of_kind("PersistentVolumeClaim")
-    assert {k for k, _ in cluster.created} == {"Job", "PersistentVolumeClaim"}
+    assert not cluster.of_kind("ConfigMap")
+    assert {k for k, _ in cluster.created} == {"Job", "PersistentVolumeClaim", "ConfigMap"}
 
 
 def test_an_unschedulable_pod_fails_its_run_with_the_reason_and_the_matrix_goes_on(
@@ -408,8 +468,15 @@ def test_a_crashed_pod_says_how_and_what_it_printed(tmp_path: Path, kubeconfig: 
 
 
 def test_a_cut_log_is_read_again_from_the_claim(tmp_path: Path, kubeconfig: Path) -> None:
-    full = pod_bundle(tmp_path, [1234.0], "pl1-100g/default/default/tpcb")
-    cut = full[:2] + full[3:]  # one bundle line lost (a rotated log)
+    made: dict[str, list[str]] = {}
+
+    def full(task: Task) -> list[str]:  # the bundle the pod made, once
+        if "log" not in made:
+            made["log"] = pod_bundle(tmp_path, [1234.0], task)
+        return made["log"]
+
+    def cut(task: Task) -> list[str]:  # one bundle line lost (a rotated log)
+        return full(task)[:2] + full(task)[3:]
 
     def on_job(job: dict[str, Any]) -> PodScript:
         fetch = job["metadata"]["name"].endswith("-fetch")
@@ -669,35 +736,124 @@ duration = "10m"
     assert max(short) < min(long) - 1500
 
 
-def test_a_pods_runs_are_paired_by_cell_and_repetition_never_by_order(
-    tmp_path: Path, kubeconfig: Path
-) -> None:
+def test_a_pods_runs_are_paired_by_uuid_never_by_order() -> None:
     from types import SimpleNamespace
 
     from pgfsbench.cluster.campaign import paired
 
-    loaded = load_spec(write_spec(tmp_path, kubeconfig, "", "k.toml"))
-    plan = make_plan(loaded, None, ["pl1-100g*"])
-    cell = plan.runs[0].cell
-    group = [SimpleNamespace(cell=cell, repetition=r) for r in (4, 5, 6)]
-    pod = [  # the pod's own numbering (1..3), in another order, one of another cell
-        SimpleNamespace(run_id=1, cell=cell.id, repetition=3),
-        SimpleNamespace(run_id=2, cell="somewhere/else", repetition=1),
-        SimpleNamespace(run_id=3, cell=cell.id, repetition=1),
+    pod = [  # in another order, one the task did not plan, one uuid twice
+        SimpleNamespace(run_id=1, uuid="u6"),
+        SimpleNamespace(run_id=2, uuid="elsewhere"),
+        SimpleNamespace(run_id=3, uuid="u4"),
+        SimpleNamespace(run_id=4, uuid="u4"),
     ]
-    assert paired(group, [40, 41, 42], pod) == [(1, 42), (3, 40)]  # type: ignore[arg-type]
+    assert paired(["u4", "u5", "u6"], [40, 41, 42], pod) == [(1, 42), (3, 40)]  # type: ignore[arg-type]
 
 
-def test_a_pod_of_another_results_schema_refuses_and_says_both_versions() -> None:
-    from pgfsbench.kube.pod import version_problem
+def test_a_task_is_versioned_json_and_another_format_or_schema_is_refused() -> None:
+    from pgfsbench.kube.task import TASK_FORMAT, version_problem
 
     task = Task(
-        cell="c", repetitions=1, campaign="u", spec_name="s.toml", version="0.1.0", schema="0003"
+        campaign="c",
+        spec_name="s.toml",
+        spec_text="name = 'x'\n",
+        runs=(
+            TaskRun("u1", "a/b/c/d", 4, 37, {"spec": "fits_ram", "ram_bytes": 4 << 30}),
+            TaskRun("u2", "a/b/c/d", 5, 37, None, 812.5, "run(s) 3"),
+        ),
+        version="0.1.0",
+        schema="0003",
     )
+    again = Task.parse(task.text())
+    assert again == task and again.repetitions == 2 and again.cell == "a/b/c/d"
+    assert json.loads(task.text())["format"] == TASK_FORMAT
     assert version_problem(task, "0.2.0", "0003") is None  # another version, same schema
     why = version_problem(task, "0.2.0", "0004")
     assert why is not None and "0.2.0" in why and "0.1.0" in why and "0004" in why
-    assert Task.parse(task.text()) == task
+    newer = json.loads(task.text()) | {"format": "pgfsbench.task/3"}
+    with pytest.raises(ValueError, match="task/3"):
+        Task.parse(json.dumps(newer))
+    mixed = json.loads(task.text())
+    mixed["runs"][1]["cell"] = "another/cell/x/y"
+    with pytest.raises(ValueError, match="one cell"):
+        Task.parse(json.dumps(mixed))
+    for bad in ("[]", "{", json.dumps({"format": TASK_FORMAT})):
+        with pytest.raises(ValueError):
+            Task.parse(bad)
+
+
+def test_a_rate_share_in_a_pod_is_of_the_campaigns_maximum_not_its_own(
+    tmp_path: Path, kubeconfig: Path
+) -> None:
+    """rate = "75%": as on a host, every run at 75% of the median of the campaign's
+    unthrottled runs of the same cell so far. A pod's store has only its own runs, so its
+    task brings that maximum; without an unthrottled run yet, none (the pod measures)."""
+    spec = write_spec(tmp_path, kubeconfig).read_text()
+    spec = spec.replace('builtin = "tpcb-like"', 'builtin = "tpcb-like"\nrate = ["max", "75%"]')
+    spec = spec.replace("repetitions = 1", "repetitions = 2")
+    path = tmp_path / "rate.toml"
+    path.write_text(spec)
+    tasks: list[Task] = []
+    unthrottled = iter([[1000.0], [3000.0]])
+
+    def on_job(job: dict[str, Any]) -> PodScript:
+        def log(task: Task) -> list[str]:
+            tasks.append(task)
+            tps = next(unthrottled) if "rate=max" in task.cell else [750.0]
+            return list(pod_bundle(tmp_path, tps, task))
+
+        return PodScript(log=log)
+
+    camp, _ = campaign(tmp_path, path, FakeCluster(on_job), ["pl1-100g*"])
+    camp.execute()
+    paced = [t.runs[0] for t in tasks if "rate=75%" in t.cell]
+    assert [t.cell for t in tasks][:2] == [
+        "pl1-100g/default/default/tpcb@rate=max",
+        "pl1-100g/default/default/tpcb@rate=75%",
+    ]
+    # after one unthrottled run: its 1000; after two, the campaign's median (the upper
+    # of two, as on a host)
+    assert [(r.max_tps, r.repetition) for r in paced] == [(1000.0, 1), (3000.0, 2)]
+    assert "run(s)" in paced[0].max_from
+    free = [t.runs[0] for t in tasks if "rate=max" in t.cell]
+    assert all(r.max_tps is None for r in free)
+
+
+def test_the_pod_runs_the_controllers_plan_at_its_scale(
+    tmp_path: Path, kubeconfig: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pod plans nothing: its cell at the scale the controller resolved ("fits_ram" of
+    the pod's memory limit), its runs with the controller's repetitions and uuids."""
+    from pgfsbench.kube.task import pins
+
+    spec = write_spec(tmp_path, kubeconfig).read_text().replace("scale = 1", 'scale = "fits_ram"')
+    path = tmp_path / "fits.toml"
+    path.write_text(spec)
+    loaded = load_spec(path)
+    plan = make_plan(loaded, None, ["pl1-100g*"])
+    (cell,) = plan.cells
+    task = Task(
+        campaign="c",
+        spec_name="fits.toml",
+        spec_text=spec,
+        runs=(
+            TaskRun("u7", cell.id, 7, cell.scale, cell.scale_basis),
+            TaskRun("u8", cell.id, 8, cell.scale, cell.scale_basis),
+        ),
+    )
+    # in the pod: no [kubernetes] (the engine runs there), and another machine's memory
+    monkeypatch.setenv("PGFSBENCH_IN_POD", "1")
+    pod_loaded = load_spec(path)
+    pod_loaded = dataclasses.replace(
+        pod_loaded, spec=pod_loaded.spec.model_copy(update={"kubernetes": None})
+    )
+    pod_plan = make_plan(pod_loaded, None, pinned=pins(task))
+    assert [c.id for c in pod_plan.cells] == [cell.id]
+    assert pod_plan.cells[0].scale == cell.scale
+    assert pod_plan.cells[0].scale_basis == cell.scale_basis
+    wrong = dataclasses.replace(task, runs=(TaskRun("u9", "nowhere/x/y/z", 1, 3),))
+    with pytest.raises(SpecError, match="not a cell of this spec"):
+        make_plan(pod_loaded, None, pinned=pins(wrong))
 
 
 def test_a_scale_relative_to_ram_is_the_pods_memory_not_the_controllers(
@@ -792,3 +948,46 @@ def test_a_decimal_size_in_a_spec_is_refused_with_both_readings(
     path.write_text(text)
     with pytest.raises(SpecError, match=r"10\^9 bytes; write 100Gi"):
         load_spec(path)
+
+
+def test_a_listing_cut_by_the_transport_is_retried_and_becomes_a_kube_error() -> None:
+    """lightkube lists lazily: the request happens while its pages are read. A server
+    that refuses the connection then is retried, and if it stays away the caller gets
+    a KubeError (which the campaign's pollers handle), never the transport's own."""
+    import httpx2
+
+    from pgfsbench.kube.client import RETRY_PAUSES_S, LightkubeClient
+
+    calls: list[int] = []
+
+    class Lazy:
+        def list(self, *args: Any, **kwargs: Any) -> Any:
+            def pages() -> Any:
+                calls.append(1)
+                if len(calls) < 3:
+                    raise httpx2.ConnectError("[Errno 111] Connection refused")
+                yield from ()
+
+            return pages()
+
+    client: Any = object.__new__(LightkubeClient)
+    client.namespace = "default"
+    client._client = Lazy()
+    client._sleep = lambda s: None
+    assert client.select("Pod", "default", {}) == []  # the third try answered
+    assert len(calls) == 3
+    calls.clear()
+
+    class Away(Lazy):
+        def list(self, *args: Any, **kwargs: Any) -> Any:
+            def pages() -> Any:
+                calls.append(1)
+                raise httpx2.ConnectError("[Errno 111] Connection refused")
+                yield
+
+            return pages()
+
+    client._client = Away()
+    with pytest.raises(KubeError, match="cannot be reached"):
+        client.events("default", "Job", "j")
+    assert len(calls) == len(RETRY_PAUSES_S) + 1

@@ -65,7 +65,7 @@ def test_the_unthrottled_run_of_the_same_cell_is_found(tmp_path: Path, scale: st
             )
         )
         store.finish_run(run, RunOutcome(RunStatus.OK, throughput=tps))
-    eng: Any = SimpleNamespace(store=store, campaign_id=campaign)
+    eng: Any = SimpleNamespace(store=store, campaign_id=campaign, plan=SimpleNamespace(rate_max={}))
     found = reference_max(eng, cell)
     assert found is not None and found[0] == 900.0
     store.close()

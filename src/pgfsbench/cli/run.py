@@ -117,7 +117,8 @@ def plan_cmd(
         bool,
         typer.Option(
             "--manifests",
-            help="With \\[kubernetes]: print the claims and Jobs the campaign would create, "
+            help="With \\[kubernetes]: print the first Job the campaign would create, with "
+            "its ConfigMap and claims, "
             "as YAML (what `kubectl apply -f -` reads), and nothing else.",
         ),
     ] = False,
@@ -522,6 +523,7 @@ def run_spec(
     progress_file: Path | None = None,
     metrics_port: int | None = None,
     metrics_address: str = "127.0.0.1",
+    plan: Plan | None = None,
 ) -> tuple[Store, CampaignResult]:
     from pgfsbench.collect.host import host_name
     from pgfsbench.engine.campaign import Campaign, signals_raise_interrupted
@@ -533,7 +535,8 @@ def run_spec(
     from pgfsbench.system.trust import check_workdir_trusted
 
     check_workdir_trusted(workdir)  # before anything is made, the store included
-    plan = make_plan(loaded, workdir, only or [])
+    # a plan made elsewhere (a cluster's controller, for its pod) is run as it is
+    plan = plan or make_plan(loaded, workdir, only or [])
     print_plan(console, plan)
     if loaded.spec.kubernetes is not None:
         return _run_in_cluster(loaded, plan, results, workdir, console, progress_file, resume)

@@ -22,6 +22,7 @@ from typing import Any
 from pgfsbench import __version__
 from pgfsbench.engine.campaign import CampaignLoop, CampaignResult, groups_of
 from pgfsbench.engine.events import Events
+from pgfsbench.engine.measure import campaign_max
 from pgfsbench.kube import bundle
 from pgfsbench.kube import undo as cluster_undo
 from pgfsbench.kube.client import ClusterAddress, KubeClient, KubeError, Manifest
@@ -32,9 +33,11 @@ from pgfsbench.kube.manifests import (
     labels,
     object_names,
     owned_by,
+    pod_home,
+    pod_uid,
     run_manifests,
 )
-from pgfsbench.kube.pod import POD_ARTIFACTS, Task
+from pgfsbench.kube.pod import pod_artifacts
 from pgfsbench.kube.rules import pod_sysctls
 from pgfsbench.kube.status import (
     PodPhase,
@@ -44,6 +47,7 @@ from pgfsbench.kube.status import (
     pending_reason,
     pod_state,
 )
+from pgfsbench.kube.task import Task, TaskRun
 from pgfsbench.kube.undo import campaign_undo, check_kubeconfig, object_undo
 from pgfsbench.plan import Plan, PlannedRun, runs_seconds
 from pgfsbench.results.importer import adopt_runs
@@ -83,10 +87,12 @@ def cluster_address(k8s: KubernetesConfig) -> ClusterAddress:
     return ClusterAddress(k8s.kubeconfig, k8s.context)
 
 
-def cluster_host(context: str) -> str:
-    """A cluster run's host: the cluster (its kubeconfig context); the node it ran on is a
-    fact of the run (environment.kubernetes.node), not part of what it is compared by."""
-    return f"k8s:{context}"
+def cluster_host(context: str, node_type: str | None = None) -> str:
+    """A cluster run's host: the cluster (its kubeconfig context) and the type of node it
+    ran on (its instance-type label, when it has one). Repetitions on three nodes of one
+    type are one cell's runs, compared together; the node itself is a fact of the run
+    (environment.kubernetes.node), not part of what it is compared by."""
+    return f"k8s:{context}/{node_type}" if node_type else f"k8s:{context}"
 
 
 class ClusterCampaign(CampaignLoop):
@@ -123,6 +129,7 @@ class ClusterCampaign(CampaignLoop):
         self.sleep = sleep
         self.facts: dict[str, object] = {}
         self._said_away = False
+        self.campaign_id = 0  # the store's, once the campaign is in it (_begin)
 
     @property
     def client(self) -> KubeClient:
@@ -148,6 +155,7 @@ class ClusterCampaign(CampaignLoop):
 
     def _begin(self, journal: Journal, campaign_id: int) -> None:
         # recorded first, undone last: whatever of this campaign is still there goes
+        self.campaign_id = campaign_id
         journal.record(
             f"Kubernetes objects of campaign {self.uuid}",
             campaign_undo(self.address, self.k8s.namespace, self.uuid),
@@ -178,12 +186,30 @@ class ClusterCampaign(CampaignLoop):
     # ------------------------------------------------------------ one Job
 
     def manifests(
-        self, group: Sequence[PlannedRun], first_run_id: int
+        self, group: Sequence[PlannedRun], run_ids: Sequence[int]
     ) -> tuple[RunObjects, list[Manifest]]:
-        return group_manifests(self.loaded, self.plan, self.uuid, group, first_run_id)
+        """The group's objects, its task giving each run its row's uuid and, for a rate
+        "N%", this campaign's maximum of the cell so far (a pod's store knows only its
+        own runs: one experiment, as on a host)."""
+        cell = group[0].cell
+        ref = None
+        if cell.workload.rate_fraction:
+            ref = campaign_max(self.store, self.campaign_id, cell)
+        return group_manifests(
+            self.loaded,
+            self.uuid,
+            group,
+            run_ids[0],
+            self._uuids(run_ids),
+            rate_max=ref,
+            host=self.host,
+        )
+
+    def _uuids(self, run_ids: Sequence[int]) -> list[str]:
+        return [str(self.store.get_run(r).uuid or "") for r in run_ids]
 
     def _run_job(self, journal: Journal, group: list[PlannedRun], run_ids: list[int]) -> JobOutcome:
-        names, manifests = self.manifests(group, run_ids[0])
+        names, manifests = self.manifests(group, run_ids)
         ns = self.k8s.namespace
         job: Manifest | None = None
         claims: list[tuple[Manifest, Step]] = []
@@ -218,10 +244,11 @@ class ClusterCampaign(CampaignLoop):
         return outcome
 
     def _own_claim(self, manifest: Manifest, job: Manifest) -> None:
-        """Give a claim to its Job: the garbage collector deletes it with the Job."""
+        """Give a claim (or the task's ConfigMap) to its Job: the garbage collector
+        deletes it with the Job."""
         owned = owned_by(manifest, job)
         self.client.patch(
-            "PersistentVolumeClaim",
+            manifest["kind"],
             manifest["metadata"]["name"],
             self.k8s.namespace,
             {"metadata": {"ownerReferences": owned["metadata"]["ownerReferences"]}},
@@ -300,7 +327,11 @@ class ClusterCampaign(CampaignLoop):
         for claim in names.claims:
             with contextlib.suppress(KubeError):
                 claim_events += self.client.events(ns, "PersistentVolumeClaim", claim)
-        return pending_reason(state, pod_events, claim_events)
+        job_events: list[Manifest] = []
+        if pod is None:  # no pod: the Job's events say why (admission, a quota)
+            with contextlib.suppress(KubeError):
+                job_events = self.client.events(ns, "Job", names.job)
+        return pending_reason(state, pod_events, claim_events, job_events)
 
     def _finished(
         self, names: RunObjects, pod: Manifest | None, state: PodState, job: Manifest
@@ -336,7 +367,7 @@ class ClusterCampaign(CampaignLoop):
     ) -> None:
         """The bundle did not come back on the log: a second pod on the same claim prints
         again what the first left there."""
-        _, manifests = self.manifests(group, run_ids[0])
+        _, manifests = self.manifests(group, run_ids)
         job = next(m for m in manifests if m["kind"] == "Job")
         fetch_name = f"{names.job}-fetch"
         job["metadata"]["name"] = fetch_name
@@ -372,7 +403,7 @@ class ClusterCampaign(CampaignLoop):
         result: CampaignResult,
         facts: dict[str, object],
     ) -> None:
-        names, _ = self.manifests(group, run_ids[0])
+        names, _ = self.manifests(group, run_ids)
         k8s_facts = self._facts(names, outcome, facts)
         env: dict[str, object] = {"kubernetes": k8s_facts}
 
@@ -401,12 +432,15 @@ class ClusterCampaign(CampaignLoop):
             fail_all(f"the pod's bundle cannot be read: {exc}")
             return
         try:
-            pairs = paired(group, run_ids, pod_store.list_runs(None))
+            pairs = paired(self._uuids(run_ids), run_ids, pod_store.list_runs(None))
             adopt_runs(
                 pod_store,
                 self.store,
                 pairs,
-                moved=(POD_ARTIFACTS, where / bundle.ARTIFACTS_DIR),
+                moved=(
+                    pod_artifacts(Path(pod_home(pod_uid(self.k8s)))),
+                    where / bundle.ARTIFACTS_DIR,
+                ),
                 environment=env,
                 storage_details={"kubernetes": k8s_facts.get("volumes", {})},
             )
@@ -418,6 +452,8 @@ class ClusterCampaign(CampaignLoop):
         finally:
             pod_store.close()
         adopted = {ours for _, ours in pairs}
+        node = k8s_facts.get("node")
+        node_type = str(node.get("instance_type") or "") if isinstance(node, dict) else ""
         for planned, run_id in zip(group, run_ids, strict=True):
             if run_id not in adopted:
                 said = " | ".join(t[:300] for t in outcome.tail)
@@ -431,9 +467,9 @@ class ClusterCampaign(CampaignLoop):
                     result,
                 )
                 continue
-            # the host is the cluster: repetitions on three nodes are three runs of one cell
-            # (a verdict needs them together); the node stays a fact of each run
-            self.store.set_run_host(run_id, cluster_host(self.client.context))
+            # the host is the cluster and the node type: repetitions on three nodes are
+            # three runs of one cell (a verdict needs them together); the node stays a fact
+            self.store.set_run_host(run_id, cluster_host(self.client.context, node_type))
             stored = self.store.get_run(run_id)
             record = RunOutcome(
                 RunStatus(stored.status) if stored.status in set(RunStatus) else RunStatus.FAILED,
@@ -471,18 +507,15 @@ class ClusterCampaign(CampaignLoop):
 
 
 def paired(
-    group: Sequence[PlannedRun], run_ids: Sequence[int], pod_runs: Sequence[StoredRun]
+    run_uuids: Sequence[str], run_ids: Sequence[int], pod_runs: Sequence[StoredRun]
 ) -> list[tuple[int, int]]:
-    """(the pod's run id, the controller's) of each run the pod ran: by cell and
-    repetition (the pod numbers its repetitions from 1, the controller's group from its
-    first), never by order; a pod run of another cell or repetition is left out."""
-    ours = {
-        (p.cell.id, p.repetition - group[0].repetition + 1): run_id
-        for p, run_id in zip(group, run_ids, strict=True)
-    }
+    """(the pod's run id, the controller's) of each run the pod ran: by uuid (the task
+    gave each planned run its row's), never by order; a pod run the task did not plan is
+    left out, and so is a second one with the same uuid."""
+    ours = dict(zip(run_uuids, run_ids, strict=True))
     out = []
     for r in sorted(pod_runs, key=lambda r: r.run_id):
-        run_id = ours.pop((r.cell, r.repetition), None)
+        run_id = ours.pop(r.uuid or "", None)
         if run_id is not None:
             out.append((r.run_id, run_id))
     return out
@@ -501,12 +534,16 @@ def deadline_s(k8s: KubernetesConfig, d: Defaults, group: Sequence[PlannedRun]) 
 
 def group_manifests(
     loaded: LoadedSpec,
-    plan: Plan,
     campaign_uuid: str,
     group: Sequence[PlannedRun],
     first_run_id: int,
+    run_uuids: Sequence[str],
+    *,
+    rate_max: tuple[float, str] | None = None,
+    host: str = "",
 ) -> tuple[RunObjects, list[Manifest]]:
-    """A group's claims and Job, in the order they are created."""
+    """A group's task (its ConfigMap), claims and Job, in the order they are created:
+    the runs as planned here (kube/task.py), each with its run row's uuid."""
     k8s = loaded.spec.kubernetes
     cell = group[0].cell
     storage = cell.storage
@@ -514,21 +551,31 @@ def group_manifests(
         raise UsageError(f"internal: {cell.id} is not a cell of a cluster")
     names = object_names(campaign_uuid, first_run_id, storage.wal is not None)
     task = Task(
-        cell=cell.id,
-        repetitions=len(group),
         campaign=campaign_uuid,
         spec_name=loaded.path.name,
-        first_repetition=group[0].repetition,
+        spec_text=effective_text(loaded),
+        runs=tuple(
+            TaskRun(
+                uuid=run_uuid,
+                cell=p.cell.id,
+                repetition=p.repetition,
+                scale=p.cell.scale,
+                scale_basis=p.cell.scale_basis,
+                max_tps=rate_max[0] if rate_max else None,
+                max_from=rate_max[1] if rate_max else "",
+            )
+            for p, run_uuid in zip(group, run_uuids, strict=True)
+        ),
         version=__version__,
         schema=HEAD_REVISION,
+        host=host,
     )
     return names, run_manifests(
         names,
         k8s,
         storage,
+        task.text(),
         object_labels=labels(campaign_uuid, first_run_id, cell.id, k8s.labels),
-        spec_text=effective_text(loaded),
-        task=task.text(),
         sysctls=pod_sysctls([cell]).get(cell.kernel_name, {}),
         deadline_s=deadline_s(k8s, loaded.spec.defaults, group),
     )
@@ -544,16 +591,30 @@ def effective_text(loaded: LoadedSpec) -> str:
 
 
 def planned_manifests(loaded: LoadedSpec, plan: Plan) -> str:
-    """The manifests a campaign would apply (`plan --manifests`), with the run ids it
-    would give them in a new store (1, 2...) and a placeholder campaign uuid."""
+    """What `plan --manifests` prints: the objects of the campaign's first group (its
+    task's ConfigMap, claims and Job), as a campaign would create them, with a new
+    campaign uuid and run uuids, and, as comments, what the other groups are and how the
+    objects go. A campaign creates the groups one at a time and reads each pod's results
+    from its log; all of them at once would ask for every claim together."""
+    import uuid
+
     from pgfsbench.kube.manifests import yaml_documents
 
     if loaded.spec.kubernetes is None:
         raise PgfsbenchError("the spec has no [kubernetes] table: nothing runs in a cluster")
-    placeholder = "00000000-0000-4000-8000-000000000000"
-    docs: list[Manifest] = []
-    next_id = 1
-    for group in groups_of(list(plan.runs), loaded.spec.defaults.load_per):
-        docs += group_manifests(loaded, plan, placeholder, group, next_id)[1]
-        next_id += len(group)
-    return yaml_documents(docs)
+    campaign_uuid = str(uuid.uuid4())
+    groups = groups_of(list(plan.runs), loaded.spec.defaults.load_per)
+    first = groups[0]
+    _, docs = group_manifests(loaded, campaign_uuid, first, 1, [str(uuid.uuid4()) for _ in first])
+    ns = loaded.spec.kubernetes.namespace
+    cells = list(dict.fromkeys(g[0].cell.id for g in groups))
+    head = [
+        f"# pgfsbench plan --manifests: the first of {len(groups)} Job(s) of this campaign "
+        f"({len(plan.runs)} run(s) of {len(cells)} cell(s)), for cell {first[0].cell.id}.",
+        "# `pgfsbench run` creates each group's ConfigMap, claims and Job in turn, waits for",
+        "# its pod and takes its results from the pod's log (framed lines), then deletes them.",
+        "# Applied by hand: kubectl apply -f FILE; the results are the framed lines of",
+        f"# `kubectl logs -n {ns} job/{docs[-1]['metadata']['name']}`; remove everything with",
+        f"# kubectl delete job,pvc,configmap -n {ns} -l {CAMPAIGN_LABEL}={campaign_uuid}",
+    ]
+    return "\n".join(head) + "\n" + yaml_documents(docs)

@@ -636,7 +636,8 @@ def new_run(
     write_out: bool,
     pg_version: str | None = None,
 ) -> StoredRun:
-    """The row a run starts as: its cell, repetition and configuration, a new uuid."""
+    """The row a run starts as: its cell, repetition and configuration, its uuid (the
+    planner's, when the run was planned elsewhere, else a new one)."""
     cell = planned.cell
     w = cell.workload
     return StoredRun(
@@ -656,7 +657,7 @@ def new_run(
         params=cell_params(cell, write_out=write_out),
         pg_version=pg_version,
         host=host,
-        uuid=str(uuid.uuid4()),
+        uuid=planned.uuid or str(uuid.uuid4()),
     )
 
 

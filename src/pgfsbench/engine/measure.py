@@ -33,7 +33,7 @@ from pgfsbench.postgres import pgbouncer
 from pgfsbench.postgres.instance import SUPERUSER, children_of
 from pgfsbench.results.metrics import checked_metrics
 from pgfsbench.results.records import RunOutcome, RunStatus
-from pgfsbench.results.store import SeriesRow
+from pgfsbench.results.store import SeriesRow, Store
 from pgfsbench.spec import WORKLOAD_TOOLS, Cell
 from pgfsbench.spec.matrix import workload_config
 from pgfsbench.spec.models import WorkloadBase
@@ -89,10 +89,17 @@ class Watchdog:
 
 
 def reference_max(eng: Engine, cell: Cell) -> tuple[float, str] | None:
-    """The same cell's unthrottled throughput in this campaign (median of its ok runs)."""
+    """The same cell's unthrottled throughput in this campaign (median of its ok runs), or
+    the one the plan brought (a cluster's controller knows its campaign's runs, a pod's
+    store only its own)."""
+    return eng.plan.rate_max.get(cell.id) or campaign_max(eng.store, eng.campaign_id, cell)
+
+
+def campaign_max(store: Store, campaign_id: int, cell: Cell) -> tuple[float, str] | None:
+    """The same cell's unthrottled throughput in a campaign (median of its ok runs)."""
     base = cell.coordinates()
     found = []
-    for r in eng.store.list_runs(eng.campaign_id, status="ok"):
+    for r in store.list_runs(campaign_id, status="ok"):
         w = r.param("workload")
         if (
             w.get("rate") is None

@@ -27,6 +27,7 @@ KINDS: Mapping[str, tuple[str, bool]] = {
     "Job": ("batch/v1", True),
     "Pod": ("v1", True),
     "PersistentVolumeClaim": ("v1", True),
+    "ConfigMap": ("v1", True),
     "Event": ("v1", True),
     "PersistentVolume": ("v1", False),
     "StorageClass": ("storage.k8s.io/v1", False),
@@ -148,6 +149,7 @@ def _resource(kind: str) -> Any:
     from lightkube.resources.apps_v1 import Deployment  # noqa: F401 (loads the registry)
     from lightkube.resources.batch_v1 import Job
     from lightkube.resources.core_v1 import (
+        ConfigMap,
         Event,
         Namespace,
         Node,
@@ -161,6 +163,7 @@ def _resource(kind: str) -> Any:
         "Job": Job,
         "Pod": Pod,
         "PersistentVolumeClaim": PersistentVolumeClaim,
+        "ConfigMap": ConfigMap,
         "Event": Event,
         "PersistentVolume": PersistentVolume,
         "StorageClass": StorageClass,
@@ -256,7 +259,10 @@ class LightkubeClient:
         kwargs: dict[str, Any] = {"labels": dict(labels or {})}
         if KINDS.get(kind, ("", True))[1]:
             kwargs["namespace"] = namespace or self.namespace
-        return [_plain(o) for o in self._call(f"listing {kind}", self._client.list, res, **kwargs)]
+        # lightkube's list is lazy: read whole inside _call, or a transport error of its
+        # pages would escape the retries and the conversion to KubeError
+        found = self._call(f"listing {kind}", lambda: list(self._client.list(res, **kwargs)))
+        return [_plain(o) for o in found]
 
     def delete(self, kind: str, name: str, namespace: str | None = None) -> bool:
         from lightkube.types import CascadeType
@@ -286,9 +292,10 @@ class LightkubeClient:
     def events(self, namespace: str, kind: str, name: str) -> list[Manifest]:
         from lightkube.resources.core_v1 import Event
 
-        fields = {"involvedObject.kind": kind, "involvedObject.name": name}
+        fields: dict[str, Any] = {"involvedObject.kind": kind, "involvedObject.name": name}
         found = self._call(
-            f"events of {kind} {name}", self._client.list, Event, namespace=namespace, fields=fields
+            f"events of {kind} {name}",
+            lambda: list(self._client.list(Event, namespace=namespace, fields=fields)),
         )
         return [_plain(e) for e in found]
 

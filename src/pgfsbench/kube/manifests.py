@@ -10,14 +10,13 @@ pgbench --dry-run` does).
 
 from __future__ import annotations
 
-import base64
-import gzip
 import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pgfsbench.kube.task import TASK_DIR, TASK_FILE
 from pgfsbench.spec.cluster import (
     CAMPAIGN_LABEL,
     CELL_LABEL,
@@ -36,8 +35,19 @@ Manifest = dict[str, Any]
 CONTAINER = "pgfsbench"
 # the pod's entry: the same engine as on a host, for one cell (kube/pod.py)
 POD_COMMAND = ("pgfsbench", "pod-run")
-SPEC_ENV = "PGFSBENCH_SPEC_GZ"  # the spec's text, gzip + base64 (a few KB)
-TASK_ENV = "PGFSBENCH_TASK"  # which cell, how many repetitions, the campaign
+# the pods' own directories, one per user: /var/lib/pgfsbench/<uid>, owned by that user in
+# the image (scripts/k8s makes 999's; root makes its own). Not an emptyDir: a volume's
+# mount point is writable by everyone, which a work directory must never be (system/trust)
+POD_HOMES = "/var/lib/pgfsbench"
+
+
+def pod_uid(k8s: KubernetesConfig) -> int:
+    """The user the pods run as: root when privileged, else run_as_user."""
+    return 0 if k8s.privileged else int(k8s.run_as_user)
+
+
+def pod_home(uid: int) -> str:
+    return f"{POD_HOMES}/{uid}"
 
 
 @dataclass(frozen=True)
@@ -47,6 +57,11 @@ class RunObjects:
     job: str
     data_claim: str
     wal_claim: str | None
+
+    @property
+    def task(self) -> str:
+        """The ConfigMap holding the Job's task (kube/task.py)."""
+        return f"{self.job}-task"
 
     @property
     def claims(self) -> tuple[str, ...]:
@@ -98,12 +113,44 @@ def claim_manifest(
     }
 
 
-def packed_spec(text: str) -> str:
-    return base64.b64encode(gzip.compress(text.encode(), mtime=0)).decode()
+def task_manifest(
+    names: RunObjects, namespace: str, task_text: str, object_labels: Mapping[str, str]
+) -> Manifest:
+    """The ConfigMap that carries the Job's task to its pod (mounted read-only)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": names.task, "namespace": namespace, "labels": dict(object_labels)},
+        "data": {TASK_FILE: task_text},
+    }
 
 
-def unpacked_spec(value: str) -> str:
-    return gzip.decompress(base64.b64decode(value)).decode()
+def pod_security_contexts(k8s: KubernetesConfig) -> tuple[Manifest, Manifest]:
+    """The pod's and its container's securityContext: non-root and locked down (what the
+    "restricted" Pod Security Standard asks), or root and privileged when the spec says
+    privileged = true (cache = "cold" drops the node's page cache)."""
+    if k8s.privileged:
+        return {}, {"privileged": True, "runAsUser": 0}
+    uid = int(k8s.run_as_user)
+    pod = {
+        "runAsNonRoot": True,
+        "runAsUser": uid,
+        "runAsGroup": uid,
+        # the claims are made writable to the pods' group (OnRootMismatch: only when not)
+        "fsGroup": uid,
+        "fsGroupChangePolicy": "OnRootMismatch",
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    container = {
+        "privileged": False,
+        "allowPrivilegeEscalation": False,
+        # not read-only: the pod's work directory is the image's /var/lib/pgfsbench/<uid>,
+        # the user's alone; a volume mounted there (emptyDir) is writable by everyone, and
+        # pgfsbench trusts no such directory (system/trust.py)
+        "readOnlyRootFilesystem": False,
+        "capabilities": {"drop": ["ALL"]},
+    }
+    return pod, container
 
 
 def job_manifest(
@@ -112,15 +159,18 @@ def job_manifest(
     storage: PvcStorage,
     *,
     object_labels: Mapping[str, str],
-    spec_text: str,
-    task: str,
     sysctls: Mapping[str, int | str],
     deadline_s: int,
 ) -> Manifest:
-    """The run's Job: one pod, no retries, the claims mounted where the engine looks."""
-    mounts = [{"name": "data", "mountPath": POD_DATA_MOUNT}]
+    """The run's Job: one pod, no retries, the task's ConfigMap and the claims mounted
+    where the engine looks."""
+    mounts: list[Manifest] = [
+        {"name": "task", "mountPath": TASK_DIR, "readOnly": True},
+        {"name": "data", "mountPath": POD_DATA_MOUNT},
+    ]
     volumes: list[Manifest] = [
-        {"name": "data", "persistentVolumeClaim": {"claimName": names.data_claim}}
+        {"name": "task", "configMap": {"name": names.task}},
+        {"name": "data", "persistentVolumeClaim": {"claimName": names.data_claim}},
     ]
     if names.wal_claim is not None:
         mounts.append({"name": "wal", "mountPath": POD_WAL_MOUNT})
@@ -133,17 +183,17 @@ def job_manifest(
         "command": list(POD_COMMAND),
         "env": [
             {"name": IN_POD_ENV, "value": "1"},
-            {"name": SPEC_ENV, "value": packed_spec(spec_text)},
-            {"name": TASK_ENV, "value": task},
+            {"name": "HOME", "value": pod_home(pod_uid(k8s))},
+            {"name": "PYTHONDONTWRITEBYTECODE", "value": "1"},
             {"name": "PGFSBENCH_NODE", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
             {"name": "PGFSBENCH_POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
         ],
         "volumeMounts": mounts,
-        "securityContext": {"privileged": k8s.privileged, "runAsUser": 0},
     }
+    pod_security, container_security = pod_security_contexts(k8s)
+    container["securityContext"] = container_security
     if resources:
         container["resources"] = {"requests": dict(resources), "limits": dict(resources)}
-    pod_security: Manifest = {}
     namespaced = {k: v for k, v in sysctls.items() if sysctl_is_namespaced(k)}
     if namespaced:
         pod_security["sysctls"] = [
@@ -207,11 +257,15 @@ def run_manifests(
     names: RunObjects,
     k8s: KubernetesConfig,
     storage: PvcStorage,
+    task_text: str,
     **job: Any,
 ) -> list[Manifest]:
-    """The claims, then the Job, in the order they are created."""
+    """The task's ConfigMap, the claims, then the Job, in the order they are created."""
     lab = job["object_labels"]
-    out = [claim_manifest(names.data_claim, k8s.namespace, storage, lab)]
+    out = [
+        task_manifest(names, k8s.namespace, task_text, lab),
+        claim_manifest(names.data_claim, k8s.namespace, storage, lab),
+    ]
     if names.wal_claim is not None and storage.wal is not None:
         out.append(claim_manifest(names.wal_claim, k8s.namespace, storage.wal, lab))
     out.append(job_manifest(names, k8s, storage, **job))

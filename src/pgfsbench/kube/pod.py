@@ -1,93 +1,73 @@
-"""Inside the pod: the same engine as on a host, for the cell and repetitions of its task,
-then its results and artifacts sent back (kube/bundle.py).
+"""Inside the pod: the same engine as on a host, for the runs of its task, then their
+results and artifacts sent back (kube/bundle.py).
 
-The Job's manifest gives the spec (gzip + base64) and the task (JSON: the cell, how many
-repetitions, the campaign) in the environment; the claims are mounted at the paths the pvc
-driver reads. The results go into a SQLite file of the pod's own; the controller imports
-its runs into its store under its own run ids.
+The task (kube/task.py: the runs as the controller planned them, each with its uuid, and
+the spec's text) is a file of the Job's ConfigMap, mounted read-only; the claims are
+mounted at the paths the pvc driver reads. The results go into a SQLite file of the pod's
+own; the controller takes its runs into its store by uuid.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from pgfsbench.kube import bundle
-from pgfsbench.kube.manifests import SPEC_ENV, TASK_ENV, unpacked_spec
+from pgfsbench.kube import bundle, manifests
+from pgfsbench.kube.task import TASK_DIR, TASK_FILE, Task, version_problem
 from pgfsbench.spec.cluster import POD_DATA_MOUNT
 from pgfsbench.system.errors import PgfsbenchError
 from pgfsbench.system.held import Held, make_dirs, write_file
 
-POD_HOME = Path("/var/lib/pgfsbench")
+TASK_PATH = Path(TASK_DIR) / TASK_FILE
 RESULTS_NAME = "results.db"
-# where the pod's store keeps its runs' artifacts (results/store: beside the file)
-POD_ARTIFACTS = POD_HOME / "results-artifacts"
+ARTIFACTS_NAME = "results-artifacts"  # beside the results file (results/store)
 
 
-@dataclass(frozen=True)
-class Task:
-    """What one Job runs."""
-
-    cell: str
-    repetitions: int
-    campaign: str  # the controller's campaign uuid
-    spec_name: str  # the spec's file name, as the controller loaded it
-    first_repetition: int = 1
-    # the controller's pgfsbench and results schema: the pod refuses to run for another
-    # schema (its results could not be read back), and says both versions
-    version: str = ""
-    schema: str = ""
-
-    def text(self) -> str:
-        return json.dumps(asdict(self), sort_keys=True)
-
-    @staticmethod
-    def parse(text: str) -> Task:
-        data = json.loads(text)
-        return Task(
-            cell=str(data["cell"]),
-            repetitions=int(data["repetitions"]),
-            campaign=str(data["campaign"]),
-            spec_name=str(data["spec_name"]),
-            first_repetition=int(data.get("first_repetition", 1)),
-            version=str(data.get("version", "")),
-            schema=str(data.get("schema", "")),
-        )
+def own_home() -> Path:
+    """This pod's directory: its user's in the image (kube/manifests.pod_home)."""
+    return Path(manifests.pod_home(os.geteuid()))
 
 
-def version_problem(task: Task, version: str, schema: str) -> str | None:
-    """Why this pod's pgfsbench must not run the task (None: it may): another results
-    schema than the controller's. Another version with the same schema runs, said."""
-    if task.schema and task.schema != schema:
-        return (
-            f"the image's pgfsbench {version} writes results schema {schema}, the "
-            f"controller's pgfsbench {task.version or '?'} reads {task.schema}: build the "
-            "image from the controller's version (scripts/k8s/)"
-        )
-    return None
+def pod_artifacts(home: Path) -> Path:
+    """Where the pod's store keeps its runs' artifacts."""
+    return home / ARTIFACTS_NAME
 
 
-def pod_sets(task: Task) -> list[str]:
-    """The overrides that make the spec this task: its repetitions, in the order given."""
-    return [f"defaults.repetitions={task.repetitions}", "defaults.order=sequential"]
+# root's (a privileged pod): what tests of hostile bundles name
+POD_ARTIFACTS = pod_artifacts(Path(manifests.pod_home(0)))
+
+__all__ = [
+    "POD_ARTIFACTS",
+    "TASK_PATH",
+    "Task",
+    "emit_saved",
+    "own_home",
+    "pod_artifacts",
+    "run_task",
+]
 
 
 def run_task(
     home: Path,
     emit: Callable[[str], None],
-    run: Callable[[Path, list[str], str, Path, str], None],
+    run: Callable[[Task, Path, Path, str], None],
+    task_path: Path = TASK_PATH,
+    bundle_path: Path = Path(POD_DATA_MOUNT) / bundle.BUNDLE_NAME,
 ) -> int:
-    """Run the task of this pod's environment with ``run(spec, sets, cell, workdir,
-    results)``, then pack what it left and ``emit`` the bundle's lines. Returns the exit
-    status: 0 when a bundle was sent, whatever the runs' statuses (they are in it)."""
-    task = Task.parse(os.environ[TASK_ENV])
+    """Run the task at ``task_path`` with ``run(task, spec, workdir, results)``, then pack
+    what it left and ``emit`` the bundle's lines (and keep it at ``bundle_path``, on the
+    claim). Returns the exit status: 0 when a bundle was sent, whatever the runs'
+    statuses (they are in it); 2 when the task is refused before anything ran."""
     from pgfsbench import __version__
     from pgfsbench.results.store import HEAD_REVISION
 
+    try:
+        task = Task.parse(task_path.read_text())
+    except (OSError, ValueError) as exc:
+        print(f"pgfsbench pod: refused: {exc}", file=sys.stderr)
+        return 2
     problem = version_problem(task, __version__, HEAD_REVISION)
     if problem is not None:
         print(f"pgfsbench pod: refused: {problem}", file=sys.stderr)
@@ -98,26 +78,25 @@ def run_task(
             f"{task.version} (the same results schema {HEAD_REVISION})",
             file=sys.stderr,
         )
-    # root's, and open to the postgres user on its way to the work directory
     make_dirs(home)
-    with Held.open(home) as held:
-        held.hand_to(None, 0o755)
+    if os.geteuid() == 0:  # open to the postgres user on its way to the work directory
+        with Held.open(home) as held:
+            held.hand_to(None, 0o755)
     spec = home / (Path(task.spec_name).name or "spec.toml")
-    write_file(spec, unpacked_spec(os.environ[SPEC_ENV]), 0o600)
+    write_file(spec, task.spec_text, 0o600)
     results = home / RESULTS_NAME
     status = 0
     try:
-        run(spec, pod_sets(task), task.cell, home / "work", str(results))
+        run(task, spec, home / "work", str(results))
     except SystemExit as exc:  # the CLI's own error boundary, already printed
         status = int(exc.code or 0) if isinstance(exc.code, int) else 1
     if not results.is_file():
         print("pgfsbench pod: no results were written", file=sys.stderr)
         return status or 1
-    data = bundle.pack(results, home / POD_ARTIFACTS.name)
+    data = bundle.pack(results, pod_artifacts(home))
     # first on the claim, which outlives this pod until the controller has the bundle
-    target = Path(POD_DATA_MOUNT) / bundle.BUNDLE_NAME
     try:
-        write_file(target, data, 0o600)
+        write_file(bundle_path, data, 0o600)
     except (OSError, PgfsbenchError) as exc:
         print(f"pgfsbench pod: could not keep the bundle on the claim: {exc}", file=sys.stderr)
     for line in bundle.frame(data):

@@ -17,6 +17,24 @@ from pgfsbench.spec.kinds import storage_kind
 from pgfsbench.spec.matrix import workload_config
 from pgfsbench.spec.models import WorkloadBase
 
+# the sysctls a namespace enforcing the "baseline" or "restricted" Pod Security Standard
+# admits (its "safe" set, Kubernetes 1.34); any other needs the kubelet's
+# --allowed-unsafe-sysctls and a namespace that admits it
+SAFE_SYSCTLS = frozenset(
+    {
+        "kernel.shm_rmid_forced",
+        "net.ipv4.ip_local_port_range",
+        "net.ipv4.ip_unprivileged_port_start",
+        "net.ipv4.tcp_syncookies",
+        "net.ipv4.ping_group_range",
+        "net.ipv4.ip_local_reserved_ports",
+        "net.ipv4.tcp_keepalive_time",
+        "net.ipv4.tcp_fin_timeout",
+        "net.ipv4.tcp_keepalive_intvl",
+        "net.ipv4.tcp_keepalive_probes",
+    }
+)
+
 
 def pod_refusals(spec: Spec, cells: Sequence[Cell]) -> list[str]:
     """Every reason the spec's cells cannot run as it asks (empty: they can)."""
@@ -81,3 +99,40 @@ def pod_sysctls(cells: Sequence[Cell]) -> dict[str, dict[str, int | str]]:
         c.kernel_name: {k: v for k, v in c.kernel.sysctl.items() if sysctl_is_namespaced(k)}
         for c in cells
     }
+
+
+def pod_warnings(spec: Spec, cells: Sequence[Cell]) -> list[str]:
+    """What `plan` says of the pods a campaign will make: as which user, and what a
+    namespace enforcing a Pod Security Standard will think of them."""
+    k8s = spec.kubernetes
+    if k8s is None:
+        return []
+    out = []
+    if k8s.privileged:
+        out.append(
+            "the pods run as root and privileged ([kubernetes] privileged = true, which "
+            'cache = "cold" needs): a namespace enforcing the "baseline" or "restricted" '
+            "Pod Security Standard refuses them"
+        )
+    else:
+        out.append(
+            f"the pods run as user {k8s.run_as_user} (not root; read-only root filesystem, "
+            "no capabilities, no privilege escalation, seccomp RuntimeDefault): what a "
+            'namespace enforcing the "restricted" Pod Security Standard admits'
+        )
+    unsafe = sorted(
+        {
+            f"{c.kernel_name}: {name}"
+            for c in cells
+            for name in c.kernel.sysctl
+            if sysctl_is_namespaced(name) and name not in SAFE_SYSCTLS
+        }
+    )
+    if unsafe:
+        out.append(
+            "sysctl(s) outside Kubernetes' safe set ("
+            + "; ".join(unsafe)
+            + "): the kubelet must allow them (--allowed-unsafe-sysctls), and a namespace "
+            'enforcing "baseline" or "restricted" refuses the pod'
+        )
+    return out

@@ -127,17 +127,23 @@ def event_reason(events: Sequence[Manifest]) -> str:
 
 
 def pending_reason(
-    state: PodState, pod_events: Sequence[Manifest], claim_events: Sequence[Manifest]
+    state: PodState,
+    pod_events: Sequence[Manifest],
+    claim_events: Sequence[Manifest],
+    job_events: Sequence[Manifest] = (),
 ) -> str:
-    """Why a pod is still not running, as precisely as the cluster says."""
+    """Why a pod is still not running, as precisely as the cluster says (no pod at all:
+    the Job's events, where admission says why it refused the pod)."""
     if state.waiting_reason and state.waiting_reason != "ContainerCreating":
         return f"{state.waiting_reason}: {state.waiting_message}".rstrip(": ")
-    for events in (pod_events, claim_events):
+    for events in (job_events, pod_events, claim_events):
         found = event_reason(events)
         if found:
             return found
     if state.phase == PodPhase.NONE:
         return "the Job made no pod (a quota, an admission webhook?)"
+    if state.phase == PodPhase.PENDING and not state.node:
+        return "not given a node, and no event says why (is the scheduler running?)"
     return "no event says why"
 
 

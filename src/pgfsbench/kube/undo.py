@@ -30,8 +30,8 @@ from pgfsbench.system.trust import (
     UntrustedPath,
 )
 
-OBJECT_KINDS = ("Job", "PersistentVolumeClaim")
-OBJECT_NAME = re.compile(r"pgfsbench-[0-9a-f]{8}-[0-9]+(-data|-wal|-fetch)?")
+OBJECT_KINDS = ("Job", "PersistentVolumeClaim", "ConfigMap")
+OBJECT_NAME = re.compile(r"pgfsbench-[0-9a-f]{8}-[0-9]+(-data|-wal|-fetch|-task)?")
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 NAMESPACE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
 

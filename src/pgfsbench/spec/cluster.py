@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import BeforeValidator, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from pgfsbench.spec.models import Duration, Model, StorageCommon
 
@@ -175,9 +175,14 @@ class KubernetesConfig(Model):
     resources: PodResources = PodResources()
     # the pods' service account (default: the namespace's)
     service_account: str | None = None
-    # what the pod's securityContext asks; privileged pods can drop the node's page cache
-    # between runs (otherwise a run says it could not)
+    # false: the pods run as run_as_user, non-root, with a read-only root filesystem, no
+    # privilege escalation, every capability dropped and seccomp RuntimeDefault (what a
+    # namespace enforcing the "restricted" Pod Security Standard admits); true: as root,
+    # privileged, which cache = "cold" needs (dropping the node's page cache)
     privileged: bool = False
+    # the pods' user and group (and the claims' fsGroup) when not privileged: the image's
+    # postgres user (scripts/k8s builds it with 999; PostgreSQL needs a user of the image)
+    run_as_user: int = Field(default=999, ge=1, le=2**31 - 1)
     # more labels on every object made
     labels: dict[str, str] = {}
     # a pod still Pending after this long fails its run with the reason from its events
