@@ -6,9 +6,10 @@
 #
 # Builds (or reuses, cached by version in /var/cache/pgfsbench-k8s) the control plane,
 # the kubelet and etcd from their Go modules and the pod image (mmdebstrap, no registry),
-# starts the cluster in a network namespace of its own (scripts/k8s/cluster.sh) with two
-# StorageClasses of local volumes on an ext4 and an XFS loop filesystem, runs tests/k8s
-# inside that namespace, then stops everything and checks that nothing is left.
+# starts two clusters, each in a network namespace of its own (scripts/k8s/cluster.sh)
+# with two StorageClasses of local volumes on an ext4 and an XFS loop filesystem, links
+# the two namespaces (one campaign over both clusters), runs tests/k8s inside the first,
+# then stops everything and checks that nothing is left.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ "$(id -u)" = 0 ] || { echo "test-k8s: needs root" >&2; exit 1; }
@@ -40,38 +41,68 @@ eval "$(bash scripts/k8s/build-image.sh "$CACHE" | grep -E '^[A-Z_]+=')"
 t_image=$(date +%s)
 BIN="$CACHE/v1.34.4/bin"
 
-[ -e "$DIR" ] && bash scripts/k8s/cluster.sh stop "$DIR"
-stop() { bash scripts/k8s/cluster.sh stop "$DIR"; }
+# a second cluster at once, in a network namespace of its own, for one campaign over two
+DIR2=/var/tmp/pgfsb-k8s-test2
+for d in "$DIR" "$DIR2"; do
+    if [ -e "$d" ]; then bash scripts/k8s/cluster.sh stop "$d"; fi
+done
+stop() {
+    bash scripts/k8s/cluster.sh stop "$DIR2"
+    bash scripts/k8s/cluster.sh stop "$DIR"
+}
 trap stop EXIT
 eval "$(bash scripts/k8s/cluster.sh start "$DIR" "$BIN" "$PAUSE_ARCHIVE" "$IMAGE_ARCHIVE" | grep -E '^[A-Z_]+=')"
-# the node Ready, as the apiserver sees it
+NETNS1=$NETNS
+eval "$(bash scripts/k8s/cluster.sh start "$DIR2" "$BIN" "$PAUSE_ARCHIVE" "$IMAGE_ARCHIVE" | grep -E '^[A-Z_]+=')"
+NETNS2=$NETNS
+NETNS=$NETNS1
+# a link between the two namespaces (the tests run in the first): the second's API server
+# at 10.79.0.2, and a kubeconfig of its own (context test2) that says so. The link goes
+# with the namespaces.
+ns1=$(basename "$NETNS1") ns2=$(basename "$NETNS2")
+ip -n "$ns1" link add pgfsb-k8s-a type veth peer name pgfsb-k8s-b netns "$ns2"
+ip -n "$ns1" addr add 10.79.0.1/24 dev pgfsb-k8s-a
+ip -n "$ns2" addr add 10.79.0.2/24 dev pgfsb-k8s-b
+ip -n "$ns1" link set pgfsb-k8s-a up
+ip -n "$ns2" link set pgfsb-k8s-b up
+sed -e 's#https://127.0.0.1:6443#https://10.79.0.2:6443#' -e 's/\btest\b/test2/g' \
+    -e 's/\badmin\b/admin2/g' "$DIR2/kubeconfig" > "$DIR/kubeconfig-test2"
+chmod 0600 "$DIR/kubeconfig-test2"
+# the nodes Ready, as their apiservers see them
 NS=(nsenter "--net=$NETNS")
-"${NS[@]}" .venv/bin/python - "$DIR/kubeconfig" <<'EOF'
+"${NS[@]}" .venv/bin/python - "$DIR/kubeconfig" "$DIR/kubeconfig-test2" <<'EOF'
 import sys, time
 from pgfsbench.kube.client import ClusterAddress, LightkubeClient
 
-client = LightkubeClient(ClusterAddress(sys.argv[1]))
-deadline = time.monotonic() + 120
-while time.monotonic() < deadline:
-    node = client.get("Node", "pgfsb-node")
-    conditions = {c["type"]: c["status"] for c in ((node or {}).get("status") or {}).get("conditions") or []}
-    if conditions.get("Ready") == "True":
-        break
-    time.sleep(1)
-else:
-    sys.exit("test-k8s: the node did not become Ready in 120 s")
+for path in sys.argv[1:]:
+    client = LightkubeClient(ClusterAddress(path))
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        node = client.get("Node", "pgfsb-node")
+        conditions = {c["type"]: c["status"] for c in ((node or {}).get("status") or {}).get("conditions") or []}
+        if conditions.get("Ready") == "True":
+            break
+        time.sleep(1)
+    else:
+        sys.exit(f"test-k8s: the node of {path} did not become Ready in 120 s")
 EOF
 t_ready=$(date +%s)
 echo "test-k8s: components $((t_build - t0)) s, image $((t_image - t_build)) s, cluster Ready in $((t_ready - t_image)) s"
 
 status=0
-PGFSBENCH_K8S_DIR="$DIR" PGFSBENCH_K8S_IMAGE="$IMAGE" \
+PGFSBENCH_K8S_DIR="$DIR" PGFSBENCH_K8S_DIR2="$DIR2" PGFSBENCH_K8S_IMAGE="$IMAGE" \
     "${NS[@]}" .venv/bin/pytest tests/k8s -p no:cacheprovider -s "$@" || status=$?
 t_tests=$(date +%s)
 trap - EXIT
 stop
 left=$(awk -v d="$DIR" 'index($2, d) == 1' /proc/self/mounts; losetup -l -n -O NAME,BACK-FILE | grep "$DIR" || true)
-[ -e "$NETNS" ] && left="$left network namespace $NETNS"
+[ -e "$DIR2" ] && left="$left $DIR2"
+for ns in "$NETNS1" "$NETNS2"; do
+    [ -e "$ns" ] && left="$left network namespace $ns"
+    for h in /sys/fs/cgroup/*/; do
+        [ -e "$h$(basename "$ns")" ] && left="$left cgroup $h$(basename "$ns")"
+    done
+done
 if [ -n "$left" ]; then
     echo "test-k8s: left behind: $left" >&2
     status=1

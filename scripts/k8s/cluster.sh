@@ -24,6 +24,9 @@ SERVICE_CIDR=10.96.0.0/24
 cmd=${1:?start or stop}
 DIR=${2:?the cluster directory}
 NETNS="pgfsb-k8s-$(printf '%s' "$DIR" | sha256sum | cut -c1-8)"
+# the kubelet's cgroups under a root of this cluster's own (two clusters at once must not
+# see each other's pods as orphans), in every hierarchy
+CGROOT="$NETNS"
 NS=(nsenter "--net=/run/netns/$NETNS")
 
 log() { echo "cluster: $*" >&2; }
@@ -88,22 +91,26 @@ do_stop() {
         losetup -j "$img" -O NAME -n | while read -r dev; do losetup -d "$dev" || true; done
     done
     ip netns del "$NETNS" 2>/dev/null || true
-    # the kubelet's cgroups (cgroupfs driver): kubepods and its children, in every hierarchy
+    # the kubelet's cgroups (cgroupfs driver): its root and everything in it, in every
+    # hierarchy
     for h in /sys/fs/cgroup/*/; do
-        [ -d "$h/kubepods" ] || continue
-        find "$h/kubepods" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+        [ -d "$h/$CGROOT" ] || continue
+        find "$h/$CGROOT" -depth -type d -exec rmdir {} \; 2>/dev/null || true
     done
     rm -rf "$DIR"
     log "stopped; $DIR removed"
 }
 
-# the API server alone (also `api-start` after `api-stop`: a cluster whose API is away)
+# the API server alone (also `api-start` after `api-stop`: a cluster whose API is away).
+# It listens on every address of its network namespace: loopback, the node's, and a link
+# scripts/test-k8s.sh makes to another cluster's namespace (one controller, two clusters)
 start_apiserver() {
     local bin token
     bin=$(cat "$DIR/etc/bin")
     token=$(cut -d, -f1 "$DIR/pki/tokens.csv")
     start_daemon kube-apiserver "$bin/kube-apiserver" \
-        --etcd-servers http://127.0.0.1:2379 --bind-address 127.0.0.1 --secure-port 6443 \
+        --etcd-servers http://127.0.0.1:2379 --secure-port 6443 \
+        --bind-address 0.0.0.0 \
         --advertise-address "$NODE_IP" --cert-dir "$DIR/pki/apiserver" \
         --token-auth-file "$DIR/pki/tokens.csv" --authorization-mode AlwaysAllow \
         --service-account-key-file "$DIR/pki/sa.pub" \
@@ -209,10 +216,19 @@ EOF
         ctr --address "$DIR/containerd.sock" -n k8s.io images import --no-unpack=false "$a" >/dev/null
     done
 
+    for h in /sys/fs/cgroup/*/; do
+        mkdir -p "$h/$CGROOT"
+        if [ -f "$h/cpuset.cpus" ]; then  # a new cpuset has no CPUs and no memory nodes
+            cat "$h/cpuset.cpus" > "$h/$CGROOT/cpuset.cpus"
+            cat "$h/cpuset.mems" > "$h/$CGROOT/cpuset.mems"
+        fi
+    done
     cat > "$DIR/etc/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 cgroupDriver: cgroupfs
+cgroupRoot: "/$CGROOT"
+podLogsDir: "$DIR/pod-logs"
 failCgroupV1: false
 failSwapOn: false
 resolvConf: ""

@@ -37,6 +37,19 @@ rate = "75%"
 """
 
 
+def pod_run(*args: str) -> subprocess.CompletedProcess[str]:
+    """`pgfsbench pod-run` as a Job's manifest starts it (PGFSBENCH_IN_POD=1)."""
+    return subprocess.run(
+        [sys.executable, "-m", "pgfsbench", "pod-run", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        env={**os.environ, "PGFSBENCH_IN_POD": "1"},
+    )
+
+
 def test_the_pod_runs_its_tasks_runs_as_planned(base: Path) -> None:
     spec = base / "spec.toml"
     spec.write_text(SPEC)
@@ -53,25 +66,8 @@ def test_the_pod_runs_its_tasks_runs_as_planned(base: Path) -> None:
     task_file = base / "task.json"
     task_file.write_text(task.text())
     home = base / "home"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pgfsbench",
-            "pod-run",
-            "--home",
-            str(home),
-            "--task",
-            str(task_file),
-            "--bundle",
-            str(base / "bundle.tar.gz"),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-        env={**os.environ, "PGFSBENCH_IN_POD": "1"},
+    done = pod_run(
+        "--home", str(home), "--task", str(task_file), "--bundle", str(base / "bundle.tar.gz")
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     framed = bundle.unframe(done.stdout.splitlines())
@@ -95,23 +91,6 @@ def test_the_pod_runs_its_tasks_runs_as_planned(base: Path) -> None:
     # a task of another format is refused before anything runs, and says why
     newer = json.loads(task.text()) | {"format": "pgfsbench.task/3"}
     task_file.write_text(json.dumps(newer))
-    refused = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pgfsbench",
-            "pod-run",
-            "--home",
-            str(home),
-            "--task",
-            str(task_file),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-        env={**os.environ, "PGFSBENCH_IN_POD": "1"},
-    )
+    refused = pod_run("--home", str(home), "--task", str(task_file))
     assert refused.returncode == 2 and "pgfsbench.task/3" in refused.stderr
     assert "Traceback" not in refused.stderr

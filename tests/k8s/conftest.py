@@ -54,3 +54,16 @@ def cluster_sets(cluster_dir: Path) -> list[str]:
         "--set",
         f"kubernetes.image={IMAGE}",
     ]
+
+
+@pytest.fixture(scope="session")
+def second_cluster(cluster_dir: Path) -> tuple[Path, Path, LightkubeClient]:
+    """The second cluster of scripts/test-k8s.sh (its directory, the kubeconfig that
+    reaches it from the first cluster's network namespace, a client)."""
+    second = os.environ.get("PGFSBENCH_K8S_DIR2")
+    if not second:
+        pytest.skip("needs the second cluster of scripts/test-k8s.sh")
+    kubeconfig = cluster_dir / "kubeconfig-test2"
+    client = LightkubeClient(ClusterAddress(str(kubeconfig)))
+    support.ensure_classes(client)
+    return Path(second), kubeconfig, client

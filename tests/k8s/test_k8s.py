@@ -12,6 +12,8 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 from pgfsbench.kube.client import LightkubeClient
 from pgfsbench.spec.cluster import MANAGED_BY
 from tests.func.conftest import ROOT, pgfsbench, runs_of, start, wait_for
@@ -29,18 +31,38 @@ def ours(kube: LightkubeClient) -> list[str]:
     return found
 
 
-def start_long_run(
-    base: Path, cluster_dir: Path, kube: LightkubeClient, *extra: str
-) -> subprocess.Popen[str]:
-    """`pgfsbench run` of a 120 s run in the background, once its pod is Running."""
-    proc = start(
+def run_args(base: Path, cluster_dir: Path, spec: Path = SPEC) -> list[str]:
+    """`pgfsbench run SPEC` on the test cluster, its results (r.sqlite) and work directory
+    (work) in ``base``."""
+    return [
         "run",
-        str(SPEC),
+        str(spec),
         "-r",
         str(base / "r.sqlite"),
         "--workdir",
         str(base / "work"),
         *cluster_sets(cluster_dir),
+    ]
+
+
+def wait_running(kube: LightkubeClient, timeout: float) -> None:
+    """Until a pod of pgfsbench's is Running."""
+    wait_for(
+        lambda: any(
+            (p.get("status") or {}).get("phase") == "Running"
+            for p in kube.select("Pod", "default", {MANAGED_BY: "pgfsbench"})
+        ),
+        timeout,
+        "a pod of the campaign running",
+    )
+
+
+def start_long_run(
+    base: Path, cluster_dir: Path, kube: LightkubeClient, *extra: str
+) -> subprocess.Popen[str]:
+    """`pgfsbench run` of a 120 s run in the background, once its pod is Running."""
+    proc = start(
+        *run_args(base, cluster_dir),
         "--set",
         "defaults.repetitions=1",
         "--set",
@@ -48,14 +70,7 @@ def start_long_run(
         *extra,
     )
     try:
-        wait_for(
-            lambda: any(
-                (p.get("status") or {}).get("phase") == "Running"
-                for p in kube.select("Pod", "default", {MANAGED_BY: "pgfsbench"})
-            ),
-            120,
-            "a pod of the campaign running",
-        )
+        wait_running(kube, 120)
     except BaseException:
         proc.kill()
         proc.communicate(timeout=60)
@@ -75,13 +90,7 @@ def test_two_classes_three_repetitions_with_the_cluster_recorded(
     results = base / "r.sqlite"
     t0 = time.monotonic()
     proc = pgfsbench(
-        "run",
-        str(SPEC),
-        "-r",
-        str(results),
-        "--workdir",
-        str(base / "work"),
-        *cluster_sets(cluster_dir),
+        *run_args(base, cluster_dir),
         "--set",
         "defaults.repetitions=3",
         timeout=1200,
@@ -124,13 +133,7 @@ def test_an_unschedulable_pod_fails_its_run_and_the_matrix_goes_on(
 ) -> None:
     results = base / "r.sqlite"
     pgfsbench(
-        "run",
-        str(SPEC),
-        "-r",
-        str(results),
-        "--workdir",
-        str(base / "work"),
-        *cluster_sets(cluster_dir),
+        *run_args(base, cluster_dir),
         "--set",
         "defaults.repetitions=1",
         "--set",
@@ -179,13 +182,7 @@ def test_a_host_run_compares_with_a_cluster_run_of_the_same_cell(
     assert cut > 0
     pgfsbench("run", str(host_spec), "-r", str(results), "--workdir", str(base / "work-host"))
     pgfsbench(
-        "run",
-        str(SPEC),
-        "-r",
-        str(results),
-        "--workdir",
-        str(base / "work"),
-        *cluster_sets(cluster_dir),
+        *run_args(base, cluster_dir),
         "--set",
         "defaults.repetitions=2",
         "--only",
@@ -235,13 +232,7 @@ def test_the_api_server_away_for_20_s_leaves_no_run_running(
     fails with the cluster's words), the next runs, none is left `running`."""
     results = base / "r.sqlite"
     proc = start(
-        "run",
-        str(SPEC),
-        "-r",
-        str(results),
-        "--workdir",
-        str(base / "work"),
-        *cluster_sets(cluster_dir),
+        *run_args(base, cluster_dir),
         "--only",
         "ext4-local*",
         "--set",
@@ -250,14 +241,7 @@ def test_the_api_server_away_for_20_s_leaves_no_run_running(
         "defaults.duration=40s",
     )
     try:
-        wait_for(
-            lambda: any(
-                (p.get("status") or {}).get("phase") == "Running"
-                for p in kube.select("Pod", "default", {MANAGED_BY: "pgfsbench"})
-            ),
-            180,
-            "the first run's pod running",
-        )
+        wait_running(kube, 180)
         time.sleep(5)
         t0 = time.monotonic()
         cluster_sh("api-stop", str(cluster_dir))
@@ -304,13 +288,7 @@ def test_a_namespace_enforcing_restricted_runs_the_pvc_cells(
     try:
         t0 = time.monotonic()
         proc = pgfsbench(
-            "run",
-            str(SPEC),
-            "-r",
-            str(results),
-            "--workdir",
-            str(base / "work"),
-            *cluster_sets(cluster_dir),
+            *run_args(base, cluster_dir),
             "--namespace",
             ns,
             "--set",
@@ -323,13 +301,7 @@ def test_a_namespace_enforcing_restricted_runs_the_pvc_cells(
         assert [r["status"] for r in runs] == ["ok", "ok"], proc.stdout[-3000:]
         assert "run as user 999" in proc.stdout
         proc = pgfsbench(
-            "run",
-            str(SPEC),
-            "-r",
-            str(results),
-            "--workdir",
-            str(base / "work"),
-            *cluster_sets(cluster_dir),
+            *run_args(base, cluster_dir),
             "--namespace",
             ns,
             "--only",
@@ -388,13 +360,7 @@ def test_a_freshly_formatted_ext4_volume_is_waited_for_and_the_wait_recorded(
         kube.create(support.local_volume(cluster_dir, cls, path=mnt))
         results = base / "r.sqlite"
         pgfsbench(
-            "run",
-            str(SPEC),
-            "-r",
-            str(results),
-            "--workdir",
-            str(base / "work"),
-            *cluster_sets(cluster_dir),
+            *run_args(base, cluster_dir),
             "--only",
             "ext4-local*",
             "--set",
@@ -426,6 +392,7 @@ def test_a_freshly_formatted_ext4_volume_is_waited_for_and_the_wait_recorded(
         image.unlink()
 
 
+@pytest.mark.timeout(2700)
 def test_a_ten_minute_and_a_one_minute_cell_in_one_matrix_both_finish(
     base: Path, cluster_dir: Path, kube: LightkubeClient, volumes: int
 ) -> None:
@@ -443,13 +410,7 @@ def test_a_ten_minute_and_a_one_minute_cell_in_one_matrix_both_finish(
     results = base / "r.sqlite"
     t0 = time.monotonic()
     proc = pgfsbench(
-        "run",
-        str(spec),
-        "-r",
-        str(results),
-        "--workdir",
-        str(base / "work"),
-        *cluster_sets(cluster_dir),
+        *run_args(base, cluster_dir, spec=spec),
         "--only",
         "ext4-local*",
         "--set",
@@ -480,3 +441,70 @@ def test_plan_manifests_are_accepted_by_a_server_side_dry_run(
     for doc in docs:
         client.create(codecs.from_dict(doc), dry_run=True)
     assert ours(kube) == []
+
+
+def test_two_clusters_in_one_campaign_one_store_compared(
+    base: Path,
+    cluster_dir: Path,
+    kube: LightkubeClient,
+    volumes: int,
+    second_cluster: tuple[Path, Path, LightkubeClient],
+) -> None:
+    """Two clusters at once, each in its own network namespace: one campaign names both,
+    each storage runs in its cluster, their Jobs side by side, every run in one store,
+    and the summary compares the two clusters' cells."""
+    from tests.k8s import support
+
+    dir2, kubeconfig2, kube2 = second_cluster
+    support.add_volumes(kube2, dir2, 4)
+    spec = base / "two.toml"
+    text = SPEC.read_text()
+    text = text[: text.index("[storage.ext4-local]")] + text[text.index("[postgres.default]") :]
+    text = text.replace(
+        "[defaults]",
+        "[kubernetes.clusters.one]\n"
+        f'kubeconfig = "{cluster_dir / "kubeconfig"}"\ncontext = "test"\n\n'
+        "[kubernetes.clusters.two]\n"
+        f'kubeconfig = "{kubeconfig2}"\ncontext = "test2"\n\n[defaults]',
+    )
+    text += (
+        '\n[storage.ext4-one]\nfs = "pvc"\ncluster = "one"\nstorage_class = "ext4-local"\n'
+        'size = "1Gi"\n\n[storage.ext4-two]\nfs = "pvc"\ncluster = "two"\n'
+        'storage_class = "ext4-local"\nsize = "1Gi"\n'
+    )
+    spec.write_text(text)
+    results = base / "r.sqlite"
+    try:
+        t0 = time.monotonic()
+        proc = pgfsbench(
+            *run_args(base, cluster_dir, spec=spec),
+            "--set",
+            "defaults.repetitions=3",
+            timeout=1200,
+            check=False,
+        )
+        wall = time.monotonic() - t0
+        runs = runs_of(results)
+        print(f"6 runs, 3 in each of two clusters, in one campaign: {wall:.0f} s")
+        assert [r["status"] for r in runs] == ["ok"] * 6, proc.stdout[-3000:]
+        hosts = {r["storage"]: r["host"] for r in runs}
+        assert hosts == {"ext4-one": "k8s:test/test.2cpu", "ext4-two": "k8s:test2/test.2cpu"}
+        assert len({r["campaign_id"] for r in runs}) == 1
+        shown = json.loads(
+            pgfsbench(
+                "results", "show", str(runs[0]["run_id"]), "-r", str(results), "--json"
+            ).stdout
+        )
+        assert shown["environment"]["kubernetes"]["cluster"]["context"] in ("test", "test2")
+        summary = pgfsbench("results", "summary", "-r", str(results)).stdout
+        print(summary)
+        assert "ext4-one" in summary and "ext4-two" in summary
+        assert "no verdict is possible" not in summary
+    finally:
+        wait_for(lambda: ours(kube) == [], 120, "nothing left in the first cluster")
+        support.remove_volumes(kube2)
+    assert not [
+        o
+        for kind in ("Job", "Pod", "PersistentVolumeClaim", "ConfigMap")
+        for o in kube2.select(kind, "default", {MANAGED_BY: "pgfsbench"})
+    ]

@@ -523,7 +523,7 @@ def test_cleanup_deletes_what_a_killed_controller_left_by_label_only(
     # SIGKILL while the pod runs: no undo, no close (the journal stays as it was written)
     camp.sleep = killed
     with monkeypatch.context() as m:
-        m.setattr(Journal, "undo_since", lambda self, mark: [])
+        m.setattr(Journal, "undo_since", lambda self, mark, thread=None: [])
         m.setattr(Journal, "close", lambda self: None)
         with pytest.raises(Killed):
             camp.execute()
@@ -991,3 +991,119 @@ def test_a_listing_cut_by_the_transport_is_retried_and_becomes_a_kube_error() ->
     with pytest.raises(KubeError, match="cannot be reached"):
         client.events("default", "Job", "j")
     assert len(calls) == len(RETRY_PAUSES_S) + 1
+
+
+TWO_CLUSTERS = """
+name = "two-clusters"
+[kubernetes]
+kubeconfig = "{kubeconfig}"
+image = "registry.example/pgfsbench:1"
+pending_timeout = "5s"
+resources = {{ cpu = "2", memory = "4Gi" }}
+[kubernetes.clusters.east]
+context = "east"
+namespace = "bench-east"
+[kubernetes.clusters.west]
+context = "west"
+namespace = "bench-west"
+
+[defaults]
+scale = 1
+clients = 2
+duration = "5s"
+warmup = "1s"
+repetitions = 2
+
+[storage.pl1-east]
+fs = "pvc"
+cluster = "east"
+storage_class = "alicloud-disk-essd-pl1"
+size = "100Gi"
+
+[storage.pl1-west]
+fs = "pvc"
+cluster = "west"
+storage_class = "alicloud-disk-essd-pl1"
+size = "100Gi"
+
+[workload.tpcb]
+tool = "pgbench"
+builtin = "tpcb-like"
+"""
+
+
+def test_two_clusters_in_one_campaign_run_side_by_side_into_one_store(
+    tmp_path: Path, kubeconfig: Path
+) -> None:
+    """Each storage's runs go to its cluster (its context, its namespace), the clusters'
+    Jobs at the same time (one at a time in each), every run in the one store with its
+    cluster as its host, and the cells compared in one summary."""
+    import time as clock
+
+    spec = tmp_path / "two.toml"
+    spec.write_text(TWO_CLUSTERS.format(kubeconfig=kubeconfig))
+    alive = {"now": 0, "most": 0}
+    tps = {"east": iter([1000.0, 1010.0]), "west": iter([2000.0, 2020.0])}
+
+    def fake(name: str) -> FakeCluster:
+        def on_job(job: dict[str, Any]) -> PodScript:
+            alive["now"] += 1
+            alive["most"] = max(alive["most"], alive["now"])
+            assert job["metadata"]["namespace"] == f"bench-{name}"
+            return PodScript(
+                log=lambda task: pod_bundle(tmp_path, [next(tps[name])], task),
+                polls_before_done=5,
+            )
+
+        cluster = FakeCluster(on_job)
+        cluster.context = name
+        deleting = cluster.delete
+
+        def delete(kind: str, obj: str, namespace: str | None = None) -> bool:
+            if kind == "Job":
+                alive["now"] -= 1
+            return deleting(kind, obj, namespace)
+
+        cluster.delete = delete  # type: ignore[method-assign,assignment]
+        return cluster
+
+    clusters: dict[str, Any] = {"east": fake("east"), "west": fake("west")}
+    loaded = load_spec(spec)
+    plan = make_plan(loaded)
+    store = Store(str(tmp_path / "results.sqlite"))
+    camp = ClusterCampaign(
+        loaded,
+        plan,
+        store,
+        workdir=tmp_path / "work",
+        clients=clusters,
+        poll_s=0.01,
+        sleep=clock.sleep,
+    )
+    result = camp.execute()
+    runs = store.full_runs([result.campaign_id])
+    assert sorted((r.storage, r.status, r.tps) for r in runs) == [
+        ("pl1-east", "ok", 1000.0),
+        ("pl1-east", "ok", 1010.0),
+        ("pl1-west", "ok", 2000.0),
+        ("pl1-west", "ok", 2020.0),
+    ]
+    assert {r.host for r in runs if r.storage == "pl1-east"} == {"k8s:east/ecs.g7.xlarge"}
+    assert {r.host for r in runs if r.storage == "pl1-west"} == {"k8s:west/ecs.g7.xlarge"}
+    assert alive["most"] == 2  # a Job in each cluster at once, never two in one
+    for name, cluster in clusters.items():
+        made = {
+            m["metadata"]["namespace"]
+            for k in ("Job", "ConfigMap")
+            for m in cluster.objects.values()
+            if m["kind"] == k
+        }
+        assert made <= {f"bench-{name}"}
+        assert not cluster.of_kind("Job") and not cluster.of_kind("ConfigMap")
+    stored = store.campaign(result.campaign_id)
+    assert stored is not None
+    assert set(stored.environment["kubernetes_clusters"]) == {"east", "west"}
+    # a pvc storage that does not say which cluster is refused by plan, with the names
+    spec.write_text(spec.read_text().replace('cluster = "west"\n', ""))
+    with pytest.raises(UsageError, match=r"says which it runs in \(cluster = "):
+        make_plan(load_spec(spec))

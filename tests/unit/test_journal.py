@@ -44,6 +44,41 @@ def test_steps_are_written_before_and_undone_in_reverse(tmp_path: Path) -> None:
     assert not (tmp_path / "j.jsonl").exists()  # nothing left to undo: removed
 
 
+def test_a_threads_own_scope_undoes_only_what_it_recorded(tmp_path: Path) -> None:
+    """Two threads sharing a journal (a cluster's places, one thread each), their scopes
+    interleaved: each undoes its own steps when its block ends, never the other's."""
+    import threading
+
+    DONE.clear()
+    journal = Journal(tmp_path / "j.jsonl", Runner())
+    a_recorded, b_recorded, a_done = threading.Event(), threading.Event(), threading.Event()
+
+    def a() -> None:
+        with journal.scope(own_thread=True):
+            journal.record("a1", Undo("test_append", {"name": "a1"}))
+            a_recorded.set()
+            b_recorded.wait(10)  # b's step comes after a's mark
+            journal.record("a2", Undo("test_append", {"name": "a2"}))
+        a_done.set()
+
+    def b() -> None:
+        with journal.scope(own_thread=True):
+            a_recorded.wait(10)
+            journal.record("b1", Undo("test_append", {"name": "b1"}))
+            b_recorded.set()
+            a_done.wait(10)
+            assert DONE == ["a2", "a1"]  # a's end left b's step alone
+            journal.record("b2", Undo("test_append", {"name": "b2"}))
+
+    threads = [threading.Thread(target=a), threading.Thread(target=b)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert DONE == ["a2", "a1", "b2", "b1"]
+    journal.close()
+
+
 def test_a_failing_undo_does_not_stop_the_others_and_is_kept(tmp_path: Path) -> None:
     DONE.clear()
     journal = Journal(tmp_path / "j.jsonl", Runner())

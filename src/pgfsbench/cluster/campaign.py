@@ -12,15 +12,17 @@ created (kube/undo.py), so `pgfsbench cleanup` deletes what a killed controller 
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pgfsbench import __version__
-from pgfsbench.engine.campaign import CampaignLoop, CampaignResult, groups_of
+from pgfsbench.engine.campaign import CampaignLoop, CampaignResult, groups_of, new_run
 from pgfsbench.engine.events import Events
 from pgfsbench.engine.measure import campaign_max
 from pgfsbench.kube import bundle
@@ -95,10 +97,27 @@ def cluster_host(context: str, node_type: str | None = None) -> str:
     return f"k8s:{context}/{node_type}" if node_type else f"k8s:{context}"
 
 
+@dataclass
+class Place:
+    """One cluster a campaign runs in: its table as it sees it, its client, its facts."""
+
+    name: str | None  # [kubernetes.clusters] NAME (None: the spec's one cluster)
+    k8s: KubernetesConfig
+    address: ClusterAddress
+    client: KubeClient | None = None
+    facts: dict[str, object] = field(default_factory=dict)
+    host: str = ""
+    said_away: bool = False
+    parallel: int = 1  # its Jobs at once
+
+
 class ClusterCampaign(CampaignLoop):
     """The engine's campaign loop (engine/campaign.CampaignLoop: resume, "not supported
-    here", repetitions, the failure policy, undo) with a cluster as its place: each group
-    a Job (see the module)."""
+    here", repetitions, the failure policy, undo) with clusters as its places: each group
+    a Job (see the module). With several clusters ([kubernetes.clusters]) each group goes
+    to its storage's cluster, and the clusters' Jobs run side by side: a thread a Job at
+    a time (`parallel` of a cluster), taking turns (one lock, let go while a Job is
+    waited for), so that the store, the journal and the progress see one at a time."""
 
     def __init__(
         self,
@@ -108,6 +127,7 @@ class ClusterCampaign(CampaignLoop):
         *,
         workdir: Path,
         client: KubeClient | None = None,
+        clients: Mapping[str, KubeClient] | None = None,
         events: Events | None = None,
         runner: Runner | None = None,
         resume: int | None = None,
@@ -121,45 +141,172 @@ class ClusterCampaign(CampaignLoop):
         super().__init__(
             loaded, plan, store, workdir=workdir, events=events, runner=runner, resume=resume
         )
-        self.k8s = k8s
-        self.address = cluster_address(k8s)
-        self._client = client
+        self.places: dict[str | None, Place] = {}
+        if k8s.clusters:
+            for name in k8s.clusters:
+                theirs = k8s.for_cluster(name)
+                self.places[name] = Place(
+                    name,
+                    theirs,
+                    cluster_address(theirs),
+                    (clients or {}).get(name),
+                    parallel=k8s.clusters[name].parallel,
+                )
+        else:
+            self.places[None] = Place(None, k8s, cluster_address(k8s), client)
         self.poll_s = poll_s
         self.clock = clock
         self.sleep = sleep
-        self.facts: dict[str, object] = {}
-        self._said_away = False
         self.campaign_id = 0  # the store's, once the campaign is in it (_begin)
+        self._here = threading.local()  # the place the running thread works for
+        self._turn = threading.Lock()  # held by the thread whose turn it is (several places)
+        self._threaded = False
+        self._stopping = False
+
+    # ------------------------------------------------------------ the places
+
+    @property
+    def place(self) -> Place:
+        here: Place | None = getattr(self._here, "place", None)
+        return here or next(iter(self.places.values()))
+
+    @property
+    def k8s(self) -> KubernetesConfig:
+        return self.place.k8s
+
+    @property
+    def address(self) -> ClusterAddress:
+        return self.place.address
+
+    @property
+    def facts(self) -> dict[str, object]:
+        return self.place.facts
 
     @property
     def client(self) -> KubeClient:
-        if self._client is None:
-            check_kubeconfig(self.address)
-            self._client = cluster_undo.client_factory(self.address, self.k8s.namespace)
-        cluster_undo.use_client(self.address, self.k8s.namespace, self._client)
-        return self._client
+        place = self.place
+        if place.client is None:
+            check_kubeconfig(place.address)
+            place.client = cluster_undo.client_factory(place.address, place.k8s.namespace)
+        cluster_undo.use_client(place.address, place.k8s.namespace, place.client)
+        return place.client
+
+    def _place_of(self, group: Sequence[PlannedRun]) -> Place:
+        storage = group[0].cell.storage
+        name = storage.cluster if isinstance(storage, PvcStorage) else None
+        return self.places[name if name in self.places else next(iter(self.places))]
 
     # ------------------------------------------------------------ the place
 
     def _open(self) -> None:
         make_trusted_dir(self.workdir)
-        version = self.client.server_version()
-        self.facts = cluster_facts(version, self.client.context, self.k8s.namespace)
-        self.host = cluster_host(self.client.context)
+        for place in self.places.values():
+            self._here.place = place
+            version = self.client.server_version()
+            place.facts = cluster_facts(version, self.client.context, place.k8s.namespace)
+            if place.name is not None:
+                place.facts["name"] = place.name
+            place.host = cluster_host(self.client.context)
+        self._here.place = None
+        self.host = "+".join(p.host for p in self.places.values())
 
     def _environment(self) -> dict[str, Any]:
-        return {"kubernetes": self.facts}
+        first = next(iter(self.places.values()))
+        if len(self.places) == 1:
+            return {"kubernetes": first.facts}
+        return {
+            "kubernetes": first.facts,
+            "kubernetes_clusters": {str(p.name): p.facts for p in self.places.values()},
+        }
 
     def _journal_meta(self) -> dict[str, Any]:
-        return {"results": self.store.target, "cluster": str(self.address.path())}
+        paths = [str(p.address.path()) for p in self.places.values()]
+        return {"results": self.store.target, "cluster": paths[0], "clusters": paths}
 
     def _begin(self, journal: Journal, campaign_id: int) -> None:
         # recorded first, undone last: whatever of this campaign is still there goes
         self.campaign_id = campaign_id
-        journal.record(
-            f"Kubernetes objects of campaign {self.uuid}",
-            campaign_undo(self.address, self.k8s.namespace, self.uuid),
+        for place in self.places.values():
+            journal.record(
+                f"Kubernetes objects of campaign {self.uuid}"
+                + (f" in cluster {place.name}" if place.name else ""),
+                campaign_undo(place.address, place.k8s.namespace, self.uuid),
+            )
+
+    def _new_run(self, planned: PlannedRun, campaign_id: int) -> StoredRun:
+        return new_run(
+            planned, campaign_id, self.place.host, write_out=self.loaded.spec.defaults.write_out
         )
+
+    def _execute_groups(
+        self, journal: Journal, groups: list[list[PlannedRun]], result: CampaignResult
+    ) -> None:
+        """One cluster: the groups one after the other. Several: each cluster's groups in
+        order, the clusters side by side (see the class); an interrupt stops every one."""
+        if len(self.places) == 1:
+            self._here.place = next(iter(self.places.values()))
+            try:
+                super()._execute_groups(journal, groups, result)
+            finally:
+                self._here.place = None
+            return
+        queues: dict[str | None, collections.deque[list[PlannedRun]]] = {
+            name: collections.deque() for name in self.places
+        }
+        for group in groups:
+            queues[self._place_of(group).name].append(group)
+        failures: list[BaseException] = []
+
+        def work(place: Place) -> None:
+            self._here.place = place
+            try:
+                with self._turn:
+                    queue = queues[place.name]
+                    while queue and not self._stopping:
+                        self._execute_group(journal, queue.popleft(), result)
+            except BaseException as exc:  # said in the main thread, after every one ended
+                failures.append(exc)
+
+        threads = [
+            threading.Thread(target=work, args=(place,), name=f"cluster-{place.name}")
+            for place in self.places.values()
+            if queues[place.name]
+            for _ in range(place.parallel)
+        ]
+        self._threaded = True
+        try:
+            for t in threads:
+                t.start()
+            while any(t.is_alive() for t in threads):
+                for t in threads:
+                    t.join(0.2)
+        except (Interrupted, KeyboardInterrupt):
+            self._stopping = True  # each thread stops at its next wait, its Job deleted
+            for t in threads:
+                t.join()
+            raise
+        finally:
+            self._threaded = False
+        for exc in failures:
+            if not isinstance(exc, Interrupted):
+                raise exc
+        if failures:
+            raise failures[0]
+
+    def _pause(self, seconds: float) -> None:
+        """A wait while a Job runs: another cluster's thread takes its turn meanwhile."""
+        if self._stopping:
+            raise Interrupted("interrupted")
+        if not self._threaded:
+            self.sleep(seconds)
+            return
+        self._turn.release()
+        try:
+            self.sleep(seconds)
+        finally:
+            self._turn.acquire()
+        if self._stopping:
+            raise Interrupted("interrupted")
 
     def _run_group(
         self, journal: Journal, group: list[PlannedRun], result: CampaignResult, started: list[int]
@@ -167,7 +314,7 @@ class ClusterCampaign(CampaignLoop):
         for planned in group:
             self._start_run(planned, result, started)
         try:
-            with journal.scope():
+            with journal.scope(own_thread=True):
                 outcome = self._run_job(journal, group, started)
                 self._record(group, started, outcome, result, self.facts)
         except (Interrupted, KeyboardInterrupt):
@@ -202,7 +349,8 @@ class ClusterCampaign(CampaignLoop):
             run_ids[0],
             self._uuids(run_ids),
             rate_max=ref,
-            host=self.host,
+            host=self.place.host,
+            k8s=self.k8s,
         )
 
     def _uuids(self, run_ids: Sequence[int]) -> list[str]:
@@ -283,10 +431,10 @@ class ClusterCampaign(CampaignLoop):
                     return JobOutcome(
                         failure=f"the cluster did not answer for {API_OUTAGE_S:.0f} s: {exc}"
                     )
-                if not self._said_away:
+                if not self.place.said_away:
                     self.events.warning(f"the cluster does not answer ({exc}); asking again")
-                    self._said_away = True
-                self.sleep(max(self.poll_s, 1.0))
+                    self.place.said_away = True
+                self._pause(max(self.poll_s, 1.0))
                 continue
             unanswered_since = None
             state = pod_state(pod)
@@ -315,7 +463,7 @@ class ClusterCampaign(CampaignLoop):
                         ),
                         pod=pod,
                     )
-            self.sleep(self.poll_s)
+            self._pause(self.poll_s)
 
     def _pending_reason(self, names: RunObjects, pod: Manifest | None, state: PodState) -> str:
         ns = self.k8s.namespace
@@ -541,10 +689,12 @@ def group_manifests(
     *,
     rate_max: tuple[float, str] | None = None,
     host: str = "",
+    k8s: KubernetesConfig | None = None,
 ) -> tuple[RunObjects, list[Manifest]]:
     """A group's task (its ConfigMap), claims and Job, in the order they are created:
-    the runs as planned here (kube/task.py), each with its run row's uuid."""
-    k8s = loaded.spec.kubernetes
+    the runs as planned here (kube/task.py), each with its run row's uuid; ``k8s``: the
+    [kubernetes] table as the group's cluster sees it (its namespace)."""
+    k8s = k8s or loaded.spec.kubernetes
     cell = group[0].cell
     storage = cell.storage
     if k8s is None or not isinstance(storage, PvcStorage):
@@ -605,8 +755,15 @@ def planned_manifests(loaded: LoadedSpec, plan: Plan) -> str:
     campaign_uuid = str(uuid.uuid4())
     groups = groups_of(list(plan.runs), loaded.spec.defaults.load_per)
     first = groups[0]
-    _, docs = group_manifests(loaded, campaign_uuid, first, 1, [str(uuid.uuid4()) for _ in first])
-    ns = loaded.spec.kubernetes.namespace
+    storage = first[0].cell.storage
+    name = storage.cluster if isinstance(storage, PvcStorage) else None
+    k8s = loaded.spec.kubernetes.for_cluster(
+        name if name in loaded.spec.kubernetes.clusters else None
+    )
+    _, docs = group_manifests(
+        loaded, campaign_uuid, first, 1, [str(uuid.uuid4()) for _ in first], k8s=k8s
+    )
+    ns = k8s.namespace
     cells = list(dict.fromkeys(g[0].cell.id for g in groups))
     head = [
         f"# pgfsbench plan --manifests: the first of {len(groups)} Job(s) of this campaign "

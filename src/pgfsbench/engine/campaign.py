@@ -191,8 +191,7 @@ class CampaignLoop:
                     self.events.warning(f"{cell_id}: {why}; not run")
                 runs = [r for r in runs if r.cell.id not in unsupported]
             self.events.campaign_started(campaign_id, len(runs))
-            for group in self._groups(runs):
-                self._execute_group(journal, group, result)
+            self._execute_groups(journal, self._groups(runs), result)
             if self.loaded.spec.defaults.auto_repetitions:
                 self._adaptive(journal, result)
         except (Interrupted, KeyboardInterrupt):
@@ -268,8 +267,7 @@ class CampaignLoop:
         verdict, go into the campaign's notes (the summary's verdicts for this campaign)."""
 
         def run_round(more: list[PlannedRun]) -> None:
-            for group in self._groups(more):
-                self._execute_group(journal, group, result)
+            self._execute_groups(journal, self._groups(more), result)
 
         adaptive_rounds(
             self.store,
@@ -283,6 +281,14 @@ class CampaignLoop:
 
     def _groups(self, runs: list[PlannedRun]) -> list[list[PlannedRun]]:
         return groups_of(runs, self.loaded.spec.defaults.load_per)
+
+    def _execute_groups(
+        self, journal: Journal, groups: list[list[PlannedRun]], result: CampaignResult
+    ) -> None:
+        """The groups at their place, one after the other (a place of several clusters
+        runs theirs side by side)."""
+        for group in groups:
+            self._execute_group(journal, group, result)
 
     def _execute_group(
         self, journal: Journal, group: list[PlannedRun], result: CampaignResult

@@ -61,6 +61,9 @@ def pod_refusals(spec: Spec, cells: Sequence[Cell]) -> list[str]:
         storage = cell.storage
         if isinstance(storage, PvcStorage) and cell.storage_name not in seen:
             seen.add(cell.storage_name)
+            where = cluster_problem(storage, cell.storage_name, sorted(k8s.clusters))
+            if where:
+                problems.append(where)
             for volume in (storage, storage.wal):
                 why = check_pvc_modes(volume, cell.storage_name) if volume else None
                 if why:
@@ -136,3 +139,26 @@ def pod_warnings(spec: Spec, cells: Sequence[Cell]) -> list[str]:
             'enforcing "baseline" or "restricted" refuses the pod'
         )
     return out
+
+
+def cluster_problem(storage: PvcStorage, name: str, clusters: Sequence[str]) -> str | None:
+    """Why a pvc storage does not say where it runs (None: it does): with several
+    clusters each names one of them; with one, none."""
+    if not clusters:
+        if storage.cluster is not None:
+            return (
+                f'storage {name}: cluster = "{storage.cluster}" names a cluster, but the spec '
+                "has no [kubernetes.clusters] table"
+            )
+        return None
+    if storage.cluster is None:
+        return (
+            f"storage {name}: with several clusters ({', '.join(clusters)}) a pvc storage "
+            'says which it runs in (cluster = "NAME")'
+        )
+    if storage.cluster not in clusters:
+        return (
+            f'storage {name}: cluster = "{storage.cluster}" is not one of '
+            f"[kubernetes.clusters] ({', '.join(clusters)})"
+        )
+    return None

@@ -155,6 +155,28 @@ class PodResources(Model):
         return self
 
 
+class ClusterTarget(Model):
+    """`[kubernetes.clusters.NAME]`: one of several clusters of a campaign (a pvc storage
+    names it with `cluster = "NAME"`); what it leaves out is `[kubernetes]`'s."""
+
+    # its kubeconfig (default: [kubernetes] kubeconfig, then $KUBECONFIG, ~/.kube/config)
+    kubeconfig: str | None = None
+    # its kubeconfig context (default: [kubernetes] context, then the current one)
+    context: str | None = None
+    # the namespace its Jobs and claims are made in (default: [kubernetes] namespace)
+    namespace: str | None = None
+    # how many of its Jobs run at once (the clusters' Jobs run side by side; a cluster of
+    # one node takes one at a time, or its runs would share the node)
+    parallel: int = Field(default=1, ge=1, le=64)
+
+    @field_validator("namespace")
+    @classmethod
+    def _namespace(cls, v: str | None) -> str | None:
+        if v is not None and not _DNS_LABEL_RE.match(v):
+            raise ValueError(f"{v!r} is not a namespace name (lower case, digits, -)")
+        return v
+
+
 class KubernetesConfig(Model):
     """`[kubernetes]`: where `pvc` cells run, as Jobs."""
 
@@ -193,6 +215,34 @@ class KubernetesConfig(Model):
     # how long the Job and its claims are kept after the results came back: 0 deletes them
     # at once; more leaves them to the TTL controller (the claims go with their Job)
     keep_finished: Duration = 0.0
+    # several clusters in one campaign, by name: each pvc storage says which it runs in
+    # (`cluster = "NAME"`); their Jobs run side by side, into one store
+    clusters: dict[str, ClusterTarget] = {}
+
+    @field_validator("clusters")
+    @classmethod
+    def _cluster_names(cls, v: dict[str, ClusterTarget]) -> dict[str, ClusterTarget]:
+        for name in v:
+            if not _DNS_LABEL_RE.match(name):
+                raise ValueError(f"cluster name {name!r}: lower case letters, digits and -")
+        return v
+
+    def for_cluster(self, name: str | None) -> KubernetesConfig:
+        """This table as one named cluster sees it (its own kubeconfig, context,
+        namespace), or as it is (None: a spec of one cluster)."""
+        if name is None:
+            return self
+        target = self.clusters[name]
+        update = {
+            key: value
+            for key, value in (
+                ("kubeconfig", target.kubeconfig),
+                ("context", target.context),
+                ("namespace", target.namespace),
+            )
+            if value is not None
+        }
+        return self.model_copy(update={**update, "clusters": {}})
 
     @field_validator("namespace")
     @classmethod
@@ -275,6 +325,8 @@ class PvcStorage(PvcVolume, StorageCommon):
     fs: Literal["pvc"]
     # pg_wal on a claim of its own
     wal: PvcVolume | None = None
+    # the cluster it runs in, one of [kubernetes.clusters] (with several clusters)
+    cluster: str | None = None
 
     def data_capacity(self) -> int | None:
         return self.size_bytes()

@@ -17,7 +17,13 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from pgfsbench.spec.cluster import KubernetesConfig, PodResources, PvcVolume, Toleration
+from pgfsbench.spec.cluster import (
+    ClusterTarget,
+    KubernetesConfig,
+    PodResources,
+    PvcVolume,
+    Toleration,
+)
 from pgfsbench.spec.kinds import STORAGE_KINDS, WORKLOAD_TOOLS
 from pgfsbench.spec.models import (
     Defaults,
@@ -189,7 +195,12 @@ def render() -> str:
     for tool in WORKLOAD_TOOLS:
         out += model_table(tool.model, f'tool = "{tool.name}"', tool.summary)
     out.append("## Kubernetes\n")
-    cluster: tuple[type[BaseModel], ...] = (KubernetesConfig, PodResources, Toleration)
+    cluster: tuple[type[BaseModel], ...] = (
+        KubernetesConfig,
+        ClusterTarget,
+        PodResources,
+        Toleration,
+    )
     for model in cluster:
         out += model_table(model, model.__name__)
     return "\n".join(out) + "\n"

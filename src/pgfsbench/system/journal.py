@@ -27,6 +27,7 @@ import json
 import os
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -138,6 +139,7 @@ class Journal:
         self._steps: list[Step] = []
         self._undone: set[int] = set()
         self._seq = 0
+        self._threads: dict[int, int] = {}  # step -> the thread that recorded it
         self.failures: list[UndoFailure] = []
         me = os.getpid()
         header: dict[str, object] = {
@@ -195,6 +197,7 @@ class Journal:
             }
         )
         self._steps.append(step)
+        self._threads[step.seq] = threading.get_ident()
         return step
 
     def amend(self, step: Step, **args: object) -> Step:
@@ -215,18 +218,21 @@ class Journal:
     def mark(self) -> int:
         return self._seq
 
-    def undo_since(self, mark: int) -> list[UndoFailure]:
-        """Undo, newest first, every step recorded after ``mark`` that is not undone yet.
+    def undo_since(self, mark: int, thread: int | None = None) -> list[UndoFailure]:
+        """Undo, newest first, every step recorded after ``mark`` that is not undone yet
+        (with ``thread``: only those that thread recorded).
 
         SIGINT/SIGTERM are held back meanwhile: a second Ctrl-C must not leave a
         half-undone stack. They are delivered (and stop the campaign) once it is done."""
         with signals_held():
-            return self._undo_since(mark)
+            return self._undo_since(mark, thread)
 
-    def _undo_since(self, mark: int) -> list[UndoFailure]:
+    def _undo_since(self, mark: int, thread: int | None = None) -> list[UndoFailure]:
         failures: list[UndoFailure] = []
         for step in reversed(self._steps):
             if step.seq <= mark or step.seq in self._undone:
+                continue
+            if thread is not None and self._threads.get(step.seq) != thread:
                 continue
             error = run_undo(self.runner, step)
             if error is None:
@@ -238,13 +244,16 @@ class Journal:
         return failures
 
     @contextlib.contextmanager
-    def scope(self) -> Iterator[Journal]:
-        """Undo everything recorded inside the block when it exits, however it exits."""
+    def scope(self, own_thread: bool = False) -> Iterator[Journal]:
+        """Undo everything recorded inside the block when it exits, however it exits
+        (``own_thread``: only what this thread recorded, when threads share the journal,
+        each in a scope of its own: a cluster's places, one thread each)."""
         mark = self.mark()
+        thread = threading.get_ident() if own_thread else None
         try:
             yield self
         finally:
-            self.undo_since(mark)
+            self.undo_since(mark, thread)
 
     def pending(self) -> list[Step]:
         return [s for s in self._steps if s.seq not in self._undone]
