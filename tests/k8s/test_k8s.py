@@ -452,7 +452,7 @@ def test_two_clusters_in_one_campaign_one_store_compared(
 ) -> None:
     """Two clusters at once, each in its own network namespace: one campaign names both,
     each storage runs in its cluster, their Jobs side by side, every run in one store,
-    and the summary compares the two clusters' cells."""
+    and `compare` puts the two clusters' cells side by side."""
     from tests.k8s import support
 
     dir2, kubeconfig2, kube2 = second_cluster
@@ -497,9 +497,12 @@ def test_two_clusters_in_one_campaign_one_store_compared(
         )
         assert shown["environment"]["kubernetes"]["cluster"]["context"] in ("test", "test2")
         summary = pgfsbench("results", "summary", "-r", str(results)).stdout
-        print(summary)
         assert "ext4-one" in summary and "ext4-two" in summary
-        assert "no verdict is possible" not in summary
+        out = pgfsbench("compare", "ext4-one", "ext4-two", "-r", str(results), "--json").stdout
+        (pair,) = json.loads(out)
+        assert pair["baseline"]["n"] == 3 and pair["other"]["n"] == 3
+        assert set(pair["also_differ"]) == {"host"} and pair["verdict"]
+        print(f"cluster two against cluster one, same class: {pair['text']}")
     finally:
         wait_for(lambda: ours(kube) == [], 120, "nothing left in the first cluster")
         support.remove_volumes(kube2)

@@ -1037,7 +1037,8 @@ def test_two_clusters_in_one_campaign_run_side_by_side_into_one_store(
 ) -> None:
     """Each storage's runs go to its cluster (its context, its namespace), the clusters'
     Jobs at the same time (one at a time in each), every run in the one store with its
-    cluster as its host, and the cells compared in one summary."""
+    cluster as its host, and the two clusters' cells compared when named (the host said
+    as a difference besides the storage)."""
     import time as clock
 
     spec = tmp_path / "two.toml"
@@ -1103,6 +1104,32 @@ def test_two_clusters_in_one_campaign_run_side_by_side_into_one_store(
     stored = store.campaign(result.campaign_id)
     assert stored is not None
     assert set(stored.environment["kubernetes_clusters"]) == {"east", "west"}
+    # the two clusters' cells compared, from the one store
+    import subprocess
+    import sys
+
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pgfsbench",
+            "compare",
+            "pl1-east",
+            "pl1-west",
+            "-r",
+            store.target,
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    (pair,) = json.loads(out.stdout)
+    assert pair["baseline"]["host"] == "k8s:east/ecs.g7.xlarge"
+    assert pair["other"]["host"] == "k8s:west/ecs.g7.xlarge"
+    assert pair["also_differ"] == {"host": ["k8s:east/ecs.g7.xlarge", "k8s:west/ecs.g7.xlarge"]}
+    assert pair["ratio"] > 1.9
     # a pvc storage that does not say which cluster is refused by plan, with the names
     spec.write_text(spec.read_text().replace('cluster = "west"\n', ""))
     with pytest.raises(UsageError, match=r"says which it runs in \(cluster = "):

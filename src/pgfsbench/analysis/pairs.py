@@ -50,13 +50,16 @@ def pairs_by_name(cells: Sequence[CellSummary], a: str, b: str) -> list[Pair]:
     for x in left:
         same_except = set(DIMS) - _named_dims(x, a) - {d for y in right for d in _named_dims(y, b)}
         for y in right:
+            # two hosts (two clusters of a campaign, a fleet's machines) are never a group;
+            # named by the user, A on one and B on the other are compared, and said
+            elsewhere = y.group[:-1] == x.group[:-1] and y.host != x.host
             if (
                 y is x
-                or y.group != x.group
+                or (y.group != x.group and not elsewhere)
                 or ("@" in x.cell and x.cell.split("@")[1] != y.cell.split("@")[-1])
             ):
                 continue
-            if all(getattr(x, d) == getattr(y, d) for d in same_except):
+            if not elsewhere and all(getattr(x, d) == getattr(y, d) for d in same_except):
                 out.append(make_pair(x, y))
             else:
                 loose.append(
@@ -64,7 +67,8 @@ def pairs_by_name(cells: Sequence[CellSummary], a: str, b: str) -> list[Pair]:
                         make_pair(x, y),
                         also_differ=tuple(
                             d for d in sorted(same_except) if getattr(x, d) != getattr(y, d)
-                        ),
+                        )
+                        + (("host",) if elsewhere else ()),
                     )
                 )
     # what the user named, even when the two differ in more than that: compared, and said
