@@ -1134,3 +1134,53 @@ def test_two_clusters_in_one_campaign_run_side_by_side_into_one_store(
     spec.write_text(spec.read_text().replace('cluster = "west"\n', ""))
     with pytest.raises(UsageError, match=r"says which it runs in \(cluster = "):
         make_plan(load_spec(spec))
+
+
+def test_ctrl_c_with_two_clusters_stops_both_and_deletes_their_jobs(
+    tmp_path: Path, kubeconfig: Path
+) -> None:
+    """A Ctrl-C while each cluster runs a Job: both threads stop at their next wait,
+    their runs are aborted (none left `running`), their Jobs, claims and tasks deleted,
+    and the interrupt reaches the caller."""
+    import signal
+    import threading
+    import time as clock
+
+    spec = tmp_path / "two.toml"
+    spec.write_text(TWO_CLUSTERS.format(kubeconfig=kubeconfig))
+    main = threading.main_thread().ident
+    assert main is not None
+    started: list[str] = []
+
+    def fake(name: str) -> FakeCluster:
+        def on_job(job: dict[str, Any]) -> PodScript:
+            started.append(name)
+            if len(started) == 2:  # both clusters busy: Ctrl-C
+                threading.Timer(0.05, signal.pthread_kill, (main, signal.SIGINT)).start()
+            return PodScript(log=[], polls_before_done=10_000)
+
+        cluster = FakeCluster(on_job)
+        cluster.context = name
+        return cluster
+
+    clusters: dict[str, Any] = {"east": fake("east"), "west": fake("west")}
+    loaded = load_spec(spec)
+    store = Store(str(tmp_path / "results.sqlite"))
+    camp = ClusterCampaign(
+        loaded,
+        make_plan(loaded),
+        store,
+        workdir=tmp_path / "work",
+        clients=clusters,
+        poll_s=0.01,
+        sleep=clock.sleep,
+    )
+    with pytest.raises(KeyboardInterrupt):
+        camp.execute()
+    assert sorted(started) == ["east", "west"]
+    runs = store.list_runs(None)
+    assert "running" not in {r.status for r in runs}, [(r.storage, r.status, r.error) for r in runs]
+    assert sorted(r.status for r in runs) == ["aborted", "aborted"]
+    for cluster in clusters.values():
+        for kind in ("Job", "PersistentVolumeClaim", "ConfigMap"):
+            assert not cluster.of_kind(kind), kind

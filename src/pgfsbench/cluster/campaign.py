@@ -60,6 +60,7 @@ from pgfsbench.spec.cluster import CAMPAIGN_LABEL, KubernetesConfig, PvcStorage
 from pgfsbench.system.errors import Interrupted, PgfsbenchError, UsageError
 from pgfsbench.system.journal import Journal, Step
 from pgfsbench.system.runner import Runner
+from pgfsbench.system.signals import signals_held
 from pgfsbench.system.trust import make_trusted_dir
 
 # the label the Job controller puts on its pods (and batch.kubernetes.io/job-name since 1.27)
@@ -256,8 +257,9 @@ class ClusterCampaign(CampaignLoop):
         for group in groups:
             queues[self._place_of(group).name].append(group)
         failures: list[BaseException] = []
+        ended: list[threading.Event] = []
 
-        def work(place: Place) -> None:
+        def work(place: Place, done: threading.Event) -> None:
             self._here.place = place
             try:
                 with self._turn:
@@ -266,24 +268,31 @@ class ClusterCampaign(CampaignLoop):
                         self._execute_group(journal, queue.popleft(), result)
             except BaseException as exc:  # said in the main thread, after every one ended
                 failures.append(exc)
+            finally:
+                done.set()
 
-        threads = [
-            threading.Thread(target=work, args=(place,), name=f"cluster-{place.name}")
-            for place in self.places.values()
-            if queues[place.name]
-            for _ in range(place.parallel)
-        ]
+        threads = []
+        for place in self.places.values():
+            for _ in range(place.parallel if queues[place.name] else 0):
+                ended.append(threading.Event())
+                threads.append(
+                    threading.Thread(
+                        target=work, args=(place, ended[-1]), name=f"cluster-{place.name}"
+                    )
+                )
         self._threaded = True
         try:
             for t in threads:
                 t.start()
-            while any(t.is_alive() for t in threads):
-                for t in threads:
-                    t.join(0.2)
+            # an Event, not Thread.join: a join a Ctrl-C interrupted may say a thread ended
+            # that has not
+            while not all(e.is_set() for e in ended):
+                ended[[e.is_set() for e in ended].index(False)].wait(0.2)
         except (Interrupted, KeyboardInterrupt):
             self._stopping = True  # each thread stops at its next wait, its Job deleted
-            for t in threads:
-                t.join()
+            with signals_held():
+                for e in ended:
+                    e.wait()
             raise
         finally:
             self._threaded = False
