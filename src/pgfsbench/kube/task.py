@@ -6,16 +6,16 @@ its repetition number, its scale made a number by the controller (a scale relati
 memory is the pod's memory limit on both ends), and, for a rate given as a share of the
 maximum ("75%"), the maximum the campaign has measured so far (the median of the same
 cell's unthrottled runs: one experiment, as on a host). The spec's text comes along for
-the cells' configuration. Versions are checked at both ends before anything runs: the
-pod refuses a document format or a results schema it does not know (kube/pod.py), the
-controller a bundle whose runs are not the task's (by uuid).
+the cells' configuration. The pod refuses a document format or a results schema it does
+not know before anything runs (kube/pod.py); the controller reads the bundle with its own
+schema and takes back only the runs whose uuids it gave (cluster/campaign.paired).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
 from typing import Any
 
 # the document's format: a pod reads only this one (a newer controller names a newer one)
@@ -51,7 +51,6 @@ class Task:
     schema: str = ""  # the controller's results schema
     format: str = TASK_FORMAT
     host: str = ""  # the run's host as the controller stores it (k8s:CONTEXT)
-    notes: tuple[str, ...] = field(default=())
 
     @property
     def cell(self) -> str:
@@ -92,7 +91,6 @@ class Task:
                 version=str(data.get("version", "")),
                 schema=str(data.get("schema", "")),
                 host=str(data.get("host", "")),
-                notes=tuple(str(n) for n in data.get("notes", ())),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"the task is incomplete: {exc.__class__.__name__}: {exc}") from None
@@ -149,8 +147,3 @@ def rate_max(task: Task) -> dict[str, tuple[float, str]]:
         if r.max_tps is not None and r.max_tps > 0:
             out[r.cell] = (r.max_tps, r.max_from or "the campaign's unthrottled runs")
     return out
-
-
-def planned_runs(task: Task) -> Sequence[tuple[str, int, str]]:
-    """(cell, repetition, uuid) of each run, in the order the pod runs them."""
-    return [(r.cell, r.repetition, r.uuid) for r in task.runs]
