@@ -447,11 +447,14 @@ def test_a_fleet_captures_on_each_host_in_csvlog_and_keeps_it_there(
     tricky = "a, \"quoted\" ''x''\nsecond line"
     try:
         deadline = time.monotonic() + 120
-        while settings(sock).get("log_statement") != "all":
+        # the capture's start is taken once the settings are on, before its base backup
+        # (a statement logged between the two is before the capture: it was lost here once)
+        while not (capture_dir / "base").exists():
             assert time.monotonic() < deadline and proc.poll() is None, (
                 proc.stdout.read() if proc.stdout else ""
             )
             time.sleep(0.2)
+        assert settings(sock).get("log_statement") == "all"
         psql(sock, f"UPDATE pgbench_branches SET filler = '{CANARY}' WHERE bid = 1")
         psql(sock, f"SELECT '{tricky}'::text")
         sh(
