@@ -9,15 +9,17 @@ acceptance, at a size this VM runs in minutes):
    SECONDS with 4 clients;
 3. one campaign per capture, ext4 and btrfs on loop devices, each cell twice: the capture
    replayed as fast as possible (`mode = "fast"`) and native pgbench with the same script,
-   protocol and clients for as long as the replay took, both from a cold cache (each
-   server restarted and the page cache dropped before its measured phase); REPS
-   repetitions, interleaved.
+   protocol and clients for as long as the replay takes on that storage (measured by one
+   replay run each first: from a cold cache the first seconds are slower, and they weigh
+   the same on both sides), both from a cold cache (each server restarted and the page
+   cache dropped before its measured phase); REPS repetitions, interleaved.
    (The replay's copy does not carry the captured server's shared_preload_libraries;
    the native cells run without them too.)
 
 It prints and saves: per capture, the replay's throughput against native pgbench's on
-ext4 (ratio), the btrfs/ext4 ratio of each with its verdict, the fidelity (statements,
-errors, WAL against the capture's), and the replayer's own CPU per transaction.
+each storage, and the btrfs/ext4 ratio of each, with their 95% intervals and verdicts
+(pgfsbench's own comparison); the fidelity (statements, errors, WAL against the
+capture's), and the replayer's own CPU per transaction.
 
     .venv/bin/python bench/replay_fidelity.py [--seconds 20] [--scale 10] [--reps 3]
         [--save bench/results/replay-fidelity-DATE.json]
@@ -41,6 +43,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from pgfsbench.analysis.compare import compare  # noqa: E402
 from pgfsbench.postgres.binaries import find_binaries  # noqa: E402
 
 PG_USER = "postgres"
@@ -119,38 +122,95 @@ def capture(base: Path, sock: Path, name: str, pgbench_args: list[str], seconds:
     return out
 
 
+def _spec(
+    path: Path,
+    name: str,
+    cap: Path,
+    reps: int,
+    scale: int,
+    storages: tuple[str, ...],
+    native: tuple[str, str, dict[str, float]] | None,
+) -> None:
+    """The campaign's spec: the replay on each storage, and native pgbench (builtin,
+    protocol) as one workload a storage, each as long as the replay takes there."""
+    text = (
+        f'name = "{name}"\n[defaults]\nrepetitions = {reps}\nwarmup = "0s"\nscale = {scale}\n'
+        'clients = 4\nthreads = 2\nduration = "20s"\n'
+        + "".join(f'[storage.{fs}]\nfs = "{fs}"\ndevice = "loop:4G"\n' for fs in storages)
+        # both from a cold cache (server restarted, page cache dropped): native pgbench's
+        # load leaves its data in shared_buffers, the replay's copy starts without it
+        + f'[workload.replay]\ntool = "replay"\ncapture = "{cap}"\nmode = "fast"\n'
+        'cache = "cold"\n'
+    )
+    if native is not None:
+        builtin, protocol, seconds = native
+        for fs, secs in seconds.items():
+            text += (
+                f'[workload.native-{fs}]\nbuiltin = "{builtin}"\nprotocol = "{protocol}"\n'
+                f'cache = "cold"\nduration = "{max(1, round(secs))}s"\n'
+            )
+    path.write_text(text)
+
+
+def _replay_walls(
+    base: Path, name: str, cap: Path, scale: int, storages: tuple[str, ...]
+) -> dict[str, float]:
+    """How long the replay runs on each storage (one run each, not counted)."""
+    spec, results = base / f"{name}-walls.toml", base / f"{name}-walls.sqlite"
+    _spec(spec, f"{name}-walls", cap, 1, scale, storages, None)
+    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
+    walls: dict[str, float] = {}
+    for r in json.loads(pgfsbench("results", "list", "-r", str(results), "--json").stdout):
+        shown = json.loads(
+            pgfsbench("results", "show", str(r["run_id"]), "-r", str(results), "--json").stdout
+        )
+        walls[r["storage"]] = float(shown["metrics"]["tool"]["replay"]["wall_s"])
+    return walls
+
+
+def _ratio(base: list[float], other: list[float]) -> dict[str, Any]:
+    """other/base: pgfsbench's own comparison (Welch's t test on log throughput)."""
+    c = compare(base, other)
+    return {
+        "ratio": round(c.ratio, 3) if c.ratio is not None else None,
+        "ci95": (
+            [round(c.ci_low, 3), round(c.ci_high, 3)]
+            if c.ci_low is not None and c.ci_high is not None
+            else None
+        ),
+        "verdict": str(c.verdict),
+    }
+
+
 def campaign(
     base: Path,
     name: str,
     cap: Path,
     builtin: str,
     protocol: str,
-    seconds: float,
     scale: int,
     reps: int,
+    storages: tuple[str, ...] = ("ext4", "btrfs"),
 ) -> dict[str, Any]:
+    # native pgbench runs as long as the replay does on the same storage: from a cold
+    # cache the first seconds are slower, and they must weigh the same on both sides
+    walls = _replay_walls(base, name, cap, scale, storages)
     spec = base / f"{name}.toml"
-    spec.write_text(
-        f'name = "{name}"\n[defaults]\nrepetitions = {reps}\nwarmup = "0s"\nscale = {scale}\n'
-        f'clients = 4\nthreads = 2\nduration = "{seconds:.0f}s"\n'
-        '[storage.ext4]\nfs = "ext4"\ndevice = "loop:4G"\n'
-        '[storage.btrfs]\nfs = "btrfs"\ndevice = "loop:4G"\n'
-        # both from a cold cache (server restarted, page cache dropped): native pgbench's
-        # load leaves its data in shared_buffers, the replay's copy starts without it
-        f'[workload.replay]\ntool = "replay"\ncapture = "{cap}"\nmode = "fast"\ncache = "cold"\n'
-        f'[workload.native]\nbuiltin = "{builtin}"\nprotocol = "{protocol}"\ncache = "cold"\n'
-    )
+    _spec(spec, name, cap, reps, scale, storages, (builtin, protocol, walls))
     results = base / f"{name}.sqlite"
+    only = [
+        a for fs in storages for a in ("--only", f"{fs}/*/replay", "--only", f"{fs}/*/native-{fs}")
+    ]
     started = time.monotonic()
-    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
+    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"), *only)
     took = time.monotonic() - started
     runs = json.loads(pgfsbench("results", "list", "-r", str(results), "--json").stdout)
-    compared = json.loads(pgfsbench("compare", "-r", str(results), "--json").stdout)
     by: dict[str, list[float]] = {}
     fidelity: list[dict[str, Any]] = []
     for r in runs:
+        workload = "native" if r["workload"].startswith("native") else r["workload"]
         if r["status"] == "ok":
-            by.setdefault(f"{r['storage']}/{r['workload']}", []).append(float(r["throughput"]))
+            by.setdefault(f"{r['storage']}/{workload}", []).append(float(r["throughput"]))
         if r["workload"] == "replay":
             shown = json.loads(
                 pgfsbench("results", "show", str(r["run_id"]), "-r", str(results), "--json").stdout
@@ -161,25 +221,21 @@ def campaign(
                 | {"storage": r["storage"], "repetition": r["repetition"]}
             )
     mean = {k: statistics.fmean(v) for k, v in by.items()}
-    verdicts = {
-        f"{p['other']['cell']} vs {p['baseline']['cell']}": {
-            "ratio": p["ratio"],
-            "ci95": p["ci95"],
-            "p": p["p"],
-            "verdict": p["verdict"],
-        }
-        for p in compared
-    }
     return {
         "minutes": round(took / 60, 1),
+        "native_seconds": {fs: round(w, 1) for fs, w in walls.items()},
         "tps": by,
         "mean_tps": {k: round(v, 1) for k, v in mean.items()},
-        "replay_vs_native_ext4": round(mean["ext4/replay"] / mean["ext4/native"], 3),
-        "btrfs_over_ext4": {
-            "replay": round(mean["btrfs/replay"] / mean["ext4/replay"], 3),
-            "native": round(mean["btrfs/native"] / mean["ext4/native"], 3),
+        "replay_vs_native": {
+            fs: _ratio(by[f"{fs}/native"], by[f"{fs}/replay"])
+            for fs in storages
+            if f"{fs}/replay" in by and f"{fs}/native" in by
         },
-        "verdicts": verdicts,
+        "btrfs_over_ext4": {
+            w: _ratio(by[f"ext4/{w}"], by[f"btrfs/{w}"])
+            for w in ("replay", "native")
+            if f"btrfs/{w}" in by and f"ext4/{w}" in by
+        },
         "fidelity": fidelity,
     }
 
@@ -190,12 +246,24 @@ def main() -> None:
     parser.add_argument("--scale", type=int, default=10)
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--save", type=Path)
+    parser.add_argument(
+        "--only", choices=("simple-update-prepared", "tpcb-like"), help="one capture only"
+    )
+    parser.add_argument(
+        "--storages", default="ext4,btrfs", help="ext4 and/or btrfs (ratios need both)"
+    )
+    parser.add_argument(
+        "--keep", action="store_true", help="keep the working directory (its results files)"
+    )
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="pgfsb-replay-", dir="/var/tmp"))
     try:
         measure(base, args)
     finally:
-        shutil.rmtree(base, ignore_errors=True)
+        if args.keep:
+            print(f"kept {base}", flush=True)
+        else:
+            shutil.rmtree(base, ignore_errors=True)
 
 
 def measure(base: Path, args: argparse.Namespace) -> None:
@@ -256,19 +324,19 @@ def measure(base: Path, args: argparse.Namespace) -> None:
             "postgres",
             user=PG_USER,
         )
-        caps = {
+        wanted = {
             "simple-update-prepared": (
-                capture(
-                    base, sock, "cap-su", ["-M", "prepared", "-b", "simple-update"], args.seconds
-                ),
+                "cap-su",
+                ["-M", "prepared", "-b", "simple-update"],
                 "simple-update",
                 "prepared",
             ),
-            "tpcb-like": (
-                capture(base, sock, "cap-tpcb", ["-b", "tpcb-like"], args.seconds),
-                "tpcb-like",
-                "simple",
-            ),
+            "tpcb-like": ("cap-tpcb", ["-b", "tpcb-like"], "tpcb-like", "simple"),
+        }
+        caps = {
+            name: (capture(base, sock, d, a, args.seconds), builtin, protocol)
+            for name, (d, a, builtin, protocol) in wanted.items()
+            if args.only in (None, name)
         }
     finally:
         sh(str(bindir / "pg_ctl"), "-D", str(pgdata), "-m", "fast", "-w", "stop", user=PG_USER)
@@ -278,7 +346,14 @@ def measure(base: Path, args: argparse.Namespace) -> None:
             statements = sum(1 for _ in (cap / "statements.jsonl").open("rb"))
             # native pgbench for about as long as the replay takes (measured on the first run)
             result[name] = campaign(
-                base, name, cap, builtin, protocol, args.seconds * 0.7, args.scale, args.reps
+                base,
+                name,
+                cap,
+                builtin,
+                protocol,
+                args.scale,
+                args.reps,
+                tuple(args.storages.split(",")),
             )
             result[name]["capture_seconds"] = manifest["seconds"]
             result[name]["capture_log_lines"] = statements

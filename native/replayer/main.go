@@ -31,6 +31,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"sort"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -131,6 +132,41 @@ type local struct {
 	sumAll, sqAll            float64
 }
 
+// statement counts one statement of normalised statement q: its error's SQLSTATE ("":
+// none), else the rows it touched.
+func (l *local) statement(q int, code string, rows int64) {
+	qs := l.query(q)
+	qs.Calls++
+	l.statements++
+	if code == "" {
+		qs.Rows += rows
+		return
+	}
+	qs.Errors++
+	if qs.States == nil {
+		qs.States = map[string]int{}
+	}
+	qs.States[code]++
+}
+
+// transaction counts one transaction that took lat microseconds, here and in the
+// progress interval of st.
+func (l *local) transaction(st *stats, lat int64, failed bool) {
+	l.transactions++
+	if failed {
+		l.failedTx++
+		st.failedIv.Add(1)
+		return
+	}
+	st.n.Add(1)
+	st.sumUs.Add(lat)
+	st.sqUs2.Add(lat * lat)
+	ms := float64(lat) / 1000
+	l.okTx++
+	l.sumAll += ms
+	l.sqAll += ms * ms
+}
+
 func (l *local) query(q int) *QueryStats {
 	qs := l.queries[q]
 	if qs == nil {
@@ -179,7 +215,8 @@ func (s *stats) query(q int) *QueryStats {
 func main() {
 	// one P unless told otherwise: the sessions wait on the network almost all the time,
 	// and a second P spins and hands goroutines between threads (10-15% more CPU per
-	// statement on a 2-CPU host, taken from the server under test)
+	// statement on a 2-CPU host, taken from the server under test); a fast replay's loop
+	// has two (loopProcs)
 	if os.Getenv("GOMAXPROCS") == "" {
 		runtime.GOMAXPROCS(1)
 	}
@@ -383,9 +420,12 @@ func withLimit(ctx context.Context, o options) (context.Context, context.CancelF
 
 // startLog writes the transactions sent on the channel returned to pgbench's
 // per-transaction log at path ("" for none); the WaitGroup is done once the channel is
-// closed and the log written.
-func startLog(o options, path string) (chan txRecord, *sync.WaitGroup) {
-	records := make(chan txRecord, 4096)
+// closed and the log written. A session sends its transactions in batches (logBatch):
+// one send a transaction woke the writer on another P for each, a futex wake and a
+// poller wait a transaction. So the lines of a log are in time order within a session's
+// batch, not across sessions; the log's reader counts them by time.
+func startLog(o options, path string) (chan []txRecord, *sync.WaitGroup) {
+	records := make(chan []txRecord, 256)
 	var logDone sync.WaitGroup
 	logDone.Add(1)
 	go func() {
@@ -435,6 +475,7 @@ type part struct {
 	done     []chan struct{}
 	closed   []bool
 	mu       sync.Mutex   // closed
+	wake     wakeRef      // the loop's, told when a session ends (loop.go)
 	step     *inStep      // fast: the sessions kept in step (nil: not)
 	others   int64        // fast, one of -jobs: the other processes' lowest position at the start
 	ended    func(id int) // told when one of this part's sessions ends (nil: no one else waits)
@@ -455,6 +496,7 @@ func (p *part) end(id int) {
 	if id >= 0 && id < len(p.closed) && !p.closed[id] {
 		p.closed[id] = true
 		close(p.done[id])
+		p.wake.poke()
 	}
 }
 
@@ -473,7 +515,17 @@ func whole(sessions []Session) *part {
 // capture before another began ends before it begins in the replay too, whatever the
 // mode (a client's set-up, then its workers): without it, fast mode would run a TRUNCATE
 // from the set-up among the workers' INSERTs.
-func (p *part) replay(ctx context.Context, o options, base time.Time, st *stats, records chan<- txRecord, gate *commitGate) {
+func (p *part) replay(ctx context.Context, o options, base time.Time, st *stats, records chan<- []txRecord, gate *commitGate) {
+	if loopable(o, gate) {
+		loopProcs(os.Getenv("GOMAXPROCS"))
+		started, err := p.replayLoop(ctx, o, st, records)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "pgfsbench-replay: %v\n", err)
+		}
+		if started {
+			return
+		}
+	}
 	var wg sync.WaitGroup
 	for k := range p.sessions {
 		wg.Add(1)
@@ -542,6 +594,17 @@ func predecessors(sessions []Session) [][]int {
 }
 
 func connect(ctx context.Context, o options, s *Session) (*pgconn.PgConn, error) {
+	cfg, err := connConfig(o, s)
+	if err != nil {
+		return nil, err
+	}
+	cfg.DialFunc = dialRaw
+	return pgconn.ConnectConfig(ctx, cfg)
+}
+
+// connConfig is how a session connects: as the captured user to the captured database
+// (unless -user, -db), with the replay's lock_timeout.
+func connConfig(o options, s *Session) (*pgconn.Config, error) {
 	user, db := s.User, s.DB
 	if o.user != "" {
 		user = o.user
@@ -561,9 +624,7 @@ func connect(ctx context.Context, o options, s *Session) (*pgconn.PgConn, error)
 	}
 	cfg.RuntimeParams["lock_timeout"] = o.lockTimeout
 	cfg.ConnectTimeout = 30 * time.Second
-	cfg.DialFunc = dialRaw
-
-	return pgconn.ConnectConfig(ctx, cfg)
+	return cfg, nil
 }
 
 func sleepUntil(ctx context.Context, t time.Time) bool {
@@ -585,8 +646,10 @@ func at(base time.Time, us int64, speed float64) time.Time {
 	return base.Add(time.Duration(float64(us) / speed * float64(time.Microsecond)))
 }
 
-// execute sends one statement as the client did and says how many rows it touched.
-func execute(ctx context.Context, conn *pgconn.PgConn, prepared map[string]string, s *Stmt) (int64, error) {
+// execute sends one statement as the client did and says how many rows it touched. It
+// is given no context: the session's connection deadline ends it (replaySession).
+func execute(conn *pgconn.PgConn, prepared map[string]string, s *Stmt) (int64, error) {
+	ctx := context.Background()
 	params := make([][]byte, len(s.Params))
 	for i, p := range s.Params {
 		if p != nil {
@@ -643,9 +706,15 @@ func sqlstate(err error) string {
 	return "client"
 }
 
-func replaySession(ctx context.Context, o options, client int, s *Session, base time.Time, st *stats, records chan<- txRecord, gate *commitGate, step *inStep, k int) {
+func replaySession(ctx context.Context, o options, client int, s *Session, base time.Time, st *stats, records chan<- []txRecord, gate *commitGate, step *inStep, k int) {
 	l := &local{queries: map[int]*QueryStats{}}
 	defer st.merge(l)
+	batch := make([]txRecord, 0, logBatch)
+	defer func() {
+		if len(batch) > 0 {
+			records <- batch
+		}
+	}()
 	defer step.end(k)
 	unsent := func(from int) {
 		for _, tx := range s.Tx[from:] {
@@ -668,6 +737,11 @@ func replaySession(ctx context.Context, o options, client int, s *Session, base 
 		return
 	}
 	defer conn.Close(context.Background())
+	// pgconn watches a cancellable context with a goroutine of its own, made and ended
+	// for every call: the statements are sent without one, and the replay's end (its
+	// limit, a signal) reaches this session through its connection's deadline, set once
+	stopWatch := context.AfterFunc(ctx, func() { _ = conn.Conn().SetDeadline(time.Now()) })
+	defer stopWatch()
 	prepared := map[string]string{}
 	var prevEnd time.Time
 	var prev *Stmt
@@ -718,23 +792,16 @@ func replaySession(ctx context.Context, o options, client int, s *Session, base 
 			if gate != nil && stmt.turn >= 0 {
 				gate.wait(stmt.turn)
 			}
-			rows, err := execute(ctx, conn, prepared, stmt)
+			rows, err := execute(conn, prepared, stmt)
 			gate.over(stmt.turn)
 			prevEnd = time.Now()
 			prev = stmt
-			qs := l.query(stmt.Q)
-			qs.Calls++
-			l.statements++
+			code := ""
 			if err != nil {
-				qs.Errors++
-				if qs.States == nil {
-					qs.States = map[string]int{}
-				}
-				qs.States[sqlstate(err)]++
+				code = sqlstate(err)
 				failed = true
-			} else {
-				qs.Rows += rows
 			}
+			l.statement(stmt.Q, code, rows)
 			if err != nil && ctx.Err() != nil {
 				unsent(ti + 1)
 				return
@@ -750,27 +817,22 @@ func replaySession(ctx context.Context, o options, client int, s *Session, base 
 		if lag < 0 {
 			lag = 0
 		}
-		l.transactions++
-		if failed {
-			l.failedTx++
-			st.failedIv.Add(1)
-		} else {
-			st.n.Add(1)
-			st.sumUs.Add(lat)
-			st.sqUs2.Add(lat * lat)
-			ms := float64(lat) / 1000
-			l.okTx++
-			l.sumAll += ms
-			l.sqAll += ms * ms
-		}
+		l.transaction(st, lat, failed)
 		if lag > l.lagMax {
 			l.lagMax = lag
 		}
-		records <- txRecord{client: client, txno: ti, latency: lat, lag: lag, end: end, failed: failed}
+		batch = append(batch, txRecord{client: client, txno: ti, latency: lat, lag: lag, end: end, failed: failed})
+		if len(batch) == logBatch {
+			records <- batch
+			batch = make([]txRecord, 0, logBatch)
+		}
 	}
 }
 
-func writeLog(mode, path string, records <-chan txRecord) {
+// logBatch is how many transactions a session sends to the log's writer at once.
+const logBatch = 256
+
+func writeLog(mode, path string, records <-chan []txRecord) {
 	if path == "" {
 		for range records {
 		}
@@ -786,19 +848,36 @@ func writeLog(mode, path string, records <-chan txRecord) {
 	defer f.Close()
 	w := bufio.NewWriterSize(f, 1<<20)
 	defer w.Flush()
-	for r := range records {
-		lat := fmt.Sprint(r.latency)
-		if r.failed {
-			lat = "failed"
-		}
-		sec := r.end.Unix()
-		us := r.end.Nanosecond() / 1000
-		if mode == "timed" {
-			fmt.Fprintf(w, "%d %d %s 0 %d %d %d\n", r.client, r.txno, lat, sec, us, r.lag)
-		} else {
-			fmt.Fprintf(w, "%d %d %s 0 %d %d\n", r.client, r.txno, lat, sec, us)
+	line := make([]byte, 0, 128)
+	for batch := range records {
+		for _, r := range batch {
+			_, _ = w.Write(logLine(line[:0], mode, r))
 		}
 	}
+}
+
+// logLine is one line of pgbench's per-transaction log: client, transaction, latency
+// in microseconds (or "failed"), script 0, end in Unix seconds and microseconds, and in
+// timed mode the schedule lag.
+func logLine(b []byte, mode string, r txRecord) []byte {
+	b = strconv.AppendInt(b, int64(r.client), 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(r.txno), 10)
+	b = append(b, ' ')
+	if r.failed {
+		b = append(b, "failed"...)
+	} else {
+		b = strconv.AppendInt(b, r.latency, 10)
+	}
+	b = append(b, " 0 "...)
+	b = strconv.AppendInt(b, r.end.Unix(), 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, int64(r.end.Nanosecond()/1000), 10)
+	if mode == "timed" {
+		b = append(b, ' ')
+		b = strconv.AppendInt(b, r.lag, 10)
+	}
+	return append(b, '\n')
 }
 
 func progressLoop(start time.Time, every float64, st *stats, stop <-chan struct{}) {

@@ -152,3 +152,27 @@ func (s *inStep) figures() (int64, float64) {
 	defer s.mu.Unlock()
 	return s.waits, float64(s.waitedN) / 1e9
 }
+
+// ready places session k at a transaction that began at t in the capture and says
+// whether t is within the drift of every session's position: the loop's begin, which
+// never waits (a session held is looked at again when positions change).
+func (s *inStep) ready(k int, t int64) bool {
+	if s == nil {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.advance(k, t)
+	return s.near(t)
+}
+
+// waited counts a transaction the loop held in step for d.
+func (s *inStep) waited(d time.Duration) {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.waits++
+	s.waitedN += int64(d)
+}

@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -220,38 +221,10 @@ def test_capture_then_replay_as_captured_and_as_a_cell(base: Path, server: Path)
     logs.mkdir()
     shutil.chown(logs, PG_USER, PG_USER)
     try:
-        replayer = str(replayer_path())
-        with replay_file.open("rb") as fh:
-            done = subprocess.run(
-                [
-                    "runuser",
-                    "-u",
-                    PG_USER,
-                    "--",
-                    replayer,
-                    "-in",
-                    "-",
-                    "-host",
-                    str(sock),
-                    "-port",
-                    "5996",
-                    "-mode",
-                    "fast",
-                    "-progress",
-                    "0",
-                    "-jobs",
-                    "2",  # two processes, the sessions shared: the same end state
-                    "-log",
-                    str(logs / "txlog"),
-                ],
-                stdin=fh,
-                capture_output=True,
-                text=True,
-                timeout=300,
-                check=False,
-            )
-        assert done.returncode == 0, done.stderr
-        stats = json.loads(done.stdout)
+        # two processes, the sessions shared: the same end state
+        stats = _replay(
+            replay_file, sock, "-jobs", "2", "-log", str(logs / "txlog"), port=5996, timeout=300
+        )
         assert stats["unsent_statements"] == 0 and stats["failed_transactions"] == 1, stats
         assert stats["jobs"] == 2
         # one transaction log a process, as pgbench's threads: every transaction in one of them
@@ -497,3 +470,182 @@ def test_a_fleet_captures_on_each_host_in_csvlog_and_keeps_it_there(
             assert len(tx.statements[1].params) == 2
             assert all(p is not None for p in tx.statements[1].params)
     assert not prep.skipped, prep.skipped
+
+
+def _replay_file(path: Path, sessions: list[list[list[dict[str, object]]]]) -> None:
+    """A replay file by hand: sessions of transactions of statements (t in µs)."""
+    queries = 0
+    lines = []
+    for i, txs in enumerate(sessions):
+        for tx in txs:
+            for st in tx:
+                queries = max(queries, int(str(st["q"])) + 1)
+        lines.append(
+            json.dumps(
+                {
+                    "id": f"s{i}",
+                    "user": PG_USER,
+                    "db": "postgres",
+                    "connect": 0,
+                    "tx": [{"stmts": tx} for tx in txs],
+                }
+            )
+        )
+    path.write_text(json.dumps({"version": 1, "queries": queries}) + "\n" + "\n".join(lines) + "\n")
+    shutil.chown(path, PG_USER, PG_USER)
+
+
+def _replay(
+    path: Path, sock: Path, *args: str, port: int = PORT, timeout: float = 60
+) -> dict[str, Any]:
+    """pgfsbench-replay, fast, on the server at sock: its JSON summary."""
+    with path.open("rb") as fh:
+        done = subprocess.run(
+            [
+                "runuser",
+                "-u",
+                PG_USER,
+                "--",
+                str(replayer_path()),
+                "-in",
+                "-",
+                "-host",
+                str(sock),
+                "-port",
+                str(port),
+                "-mode",
+                "fast",
+                "-progress",
+                "0",
+                *args,
+            ],
+            stdin=fh,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+        )
+    assert done.returncode == 0, done.stderr
+    stats: dict[str, Any] = json.loads(done.stdout)
+    return stats
+
+
+def test_a_fast_replay_names_lock_timeouts_copy_and_stops_at_its_limit(
+    base: Path, server: Path
+) -> None:
+    """Fast mode's loop (one thread a process, every socket waited on at once): a row
+    another session holds ends its statements by lock_timeout, counted by SQLSTATE; a
+    COPY whose data was not captured fails and the session goes on; NULL and empty
+    parameters; a prepared name redefined; and -max-seconds ends a replay whose
+    statement waits, the rest counted unsent."""
+    sock = server
+    bindir = find_binaries().bindir
+    update = "UPDATE pgbench_branches SET bbalance = bbalance + $1 WHERE bid = $2"
+    held = [
+        [
+            {"sql": "BEGIN", "kind": "simple", "t": 10 * i, "dur": 1, "q": 0},
+            {
+                "sql": update,
+                "kind": "prepared",
+                "name": "u",
+                "params": ["1", "1"],
+                "t": 10 * i + 1,
+                "dur": 1,
+                "q": 1,
+            },
+            {"sql": "END", "kind": "simple", "t": 10 * i + 2, "dur": 1, "q": 2},
+        ]
+        for i in range(3)
+    ]
+    other = [
+        [
+            {
+                "sql": "SELECT $1::int IS NULL, $2::text = ''",
+                "kind": "unnamed",
+                "params": [None, ""],
+                "t": 5 * i,
+                "dur": 1,
+                "q": 3,
+            }
+        ]
+        for i in range(20)
+    ] + [
+        [{"sql": "COPY pgbench_history FROM STDIN", "kind": "simple", "t": 200, "dur": 1, "q": 4}],
+        # the name "u" again, for another statement: closed, parsed anew
+        [
+            {
+                "sql": "SELECT $1::int + 1",
+                "kind": "prepared",
+                "name": "u",
+                "params": ["41"],
+                "t": 210,
+                "dur": 1,
+                "q": 5,
+            }
+        ],
+        [
+            {
+                "sql": "SELECT $1::int + 1",
+                "kind": "prepared",
+                "name": "u",
+                "params": ["1"],
+                "t": 220,
+                "dur": 1,
+                "q": 5,
+            }
+        ],
+    ]
+    replay = base / "held.jsonl"
+    _replay_file(replay, [held, other])
+    holder = subprocess.Popen(
+        [
+            "runuser",
+            "-u",
+            PG_USER,
+            "--",
+            str(bindir / "psql"),
+            "-h",
+            str(sock),
+            "-p",
+            str(PORT),
+            "-d",
+            "postgres",
+            "-Atq",
+            "-c",
+            "BEGIN",
+            "-c",
+            "SELECT bid FROM pgbench_branches WHERE bid = 1 FOR UPDATE",
+            "-c",
+            "SELECT pg_sleep(60)",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        # the row held once the holder sleeps (its FOR UPDATE done)
+        deadline = time.monotonic() + 10
+        while (
+            psql(sock, "SELECT count(*) FROM pg_stat_activity WHERE query = 'SELECT pg_sleep(60)'")
+            != "1"
+        ):
+            assert time.monotonic() < deadline, "the holder never slept"
+            time.sleep(0.05)
+        stats = _replay(replay, sock, "-lock-timeout", "200ms", "-jobs", "1")
+        by_q = {q["q"]: q for q in stats["queries"]}
+        assert by_q[1]["calls"] == 3 and by_q[1]["sqlstates"] == {"55P03": 3}, by_q
+        assert by_q[3]["calls"] == 20 and by_q[3]["errors"] == 0 and by_q[3]["rows"] == 20, by_q
+        assert by_q[4]["errors"] == 1 and list(by_q[4]["sqlstates"]) == ["57014"], by_q
+        assert by_q[5]["calls"] == 2 and by_q[5]["errors"] == 0, by_q
+        assert stats["unsent_statements"] == 0 and stats["failed_transactions"] == 4, stats
+        assert stats["statements"] == 3 * 3 + 23, stats
+
+        # a statement waiting for the row when the limit comes: ended, the rest unsent
+        started = time.monotonic()
+        stats = _replay(replay, sock, "-lock-timeout", "30s", "-max-seconds", "1")
+        assert time.monotonic() - started < 10
+        by_q = {q["q"]: q for q in stats["queries"]}
+        assert by_q[1]["sqlstates"] == {"client": 1}, by_q
+        assert stats["unsent_statements"] == 3 + 3, stats  # its END, and the next two blocks
+    finally:
+        holder.kill()
+        holder.wait()
