@@ -71,8 +71,15 @@ def pgfsbench(*args: str, timeout: float = 7200) -> subprocess.CompletedProcess[
     return done
 
 
-def capture(base: Path, sock: Path, name: str, pgbench_args: list[str], seconds: int) -> Path:
+def pgbench_on(sock: Path, *args: str) -> str:
+    """pgbench on the bench's own server, as its user."""
     bindir = find_binaries().bindir
+    return sh(
+        str(bindir / "pgbench"), "-h", str(sock), "-p", str(PORT), *args, "postgres", user=PG_USER
+    )
+
+
+def capture(base: Path, sock: Path, name: str, pgbench_args: list[str], seconds: int) -> Path:
     out = base / name
     dsn = f"host={sock} port={PORT} user={PG_USER} dbname=postgres"
     proc = subprocess.Popen(
@@ -99,22 +106,7 @@ def capture(base: Path, sock: Path, name: str, pgbench_args: list[str], seconds:
     first = proc.stdout.readline()
     if "capturing" not in first:
         raise SystemExit(first + proc.stdout.read())
-    sh(
-        str(bindir / "pgbench"),
-        "-h",
-        str(sock),
-        "-p",
-        str(PORT),
-        "-c",
-        "4",
-        "-j",
-        "2",
-        "-T",
-        str(seconds),
-        *pgbench_args,
-        "postgres",
-        user=PG_USER,
-    )
+    pgbench_on(sock, "-c", "4", "-j", "2", "-T", str(seconds), *pgbench_args)
     rest = proc.stdout.read()
     if proc.wait() != 0:
         raise SystemExit(rest)
@@ -327,19 +319,7 @@ def measure(base: Path, args: argparse.Namespace) -> None:
             # each capture from freshly loaded tables, as native pgbench's cells start: a
             # capture after another would replay on the first one's dead tuples (free
             # space in the pages, HOT updates) against native pgbench's fresh full pages
-            sh(
-                str(bindir / "pgbench"),
-                "-h",
-                str(sock),
-                "-p",
-                str(PORT),
-                "-i",
-                "-s",
-                str(args.scale),
-                "-q",
-                "postgres",
-                user=PG_USER,
-            )
+            pgbench_on(sock, "-i", "-s", str(args.scale), "-q")
             caps[name] = (capture(base, sock, dirname, a, args.seconds), builtin, protocol)
     finally:
         sh(str(bindir / "pg_ctl"), "-D", str(pgdata), "-m", "fast", "-w", "stop", user=PG_USER)
