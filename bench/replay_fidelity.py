@@ -122,12 +122,14 @@ def _spec(
     scale: int,
     storages: tuple[str, ...],
     native: tuple[str, str, dict[str, float]] | None,
+    server_cpus: str | None = None,
 ) -> None:
     """The campaign's spec: the replay on each storage, and native pgbench (builtin,
     protocol) as one workload a storage, each as long as the replay takes there."""
     text = (
         f'name = "{name}"\n[defaults]\nrepetitions = {reps}\nwarmup = "0s"\nscale = {scale}\n'
         'clients = 4\nthreads = 2\nduration = "20s"\n'
+        + (f'server_cpus = "{server_cpus}"\n' if server_cpus else "")
         + "".join(f'[storage.{fs}]\nfs = "{fs}"\ndevice = "loop:4G"\n' for fs in storages)
         # both from a cold cache (server restarted, page cache dropped): native pgbench's
         # load leaves its data in shared_buffers, the replay's copy starts without it
@@ -145,11 +147,16 @@ def _spec(
 
 
 def _replay_walls(
-    base: Path, name: str, cap: Path, scale: int, storages: tuple[str, ...]
+    base: Path,
+    name: str,
+    cap: Path,
+    scale: int,
+    storages: tuple[str, ...],
+    server_cpus: str | None,
 ) -> dict[str, float]:
     """How long the replay runs on each storage (one run each, not counted)."""
     spec, results = base / f"{name}-walls.toml", base / f"{name}-walls.sqlite"
-    _spec(spec, f"{name}-walls", cap, 1, scale, storages, None)
+    _spec(spec, f"{name}-walls", cap, 1, scale, storages, None, server_cpus)
     pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
     walls: dict[str, float] = {}
     for r in json.loads(pgfsbench("results", "list", "-r", str(results), "--json").stdout):
@@ -183,12 +190,13 @@ def campaign(
     scale: int,
     reps: int,
     storages: tuple[str, ...] = ("ext4", "btrfs"),
+    server_cpus: str | None = None,
 ) -> dict[str, Any]:
     # native pgbench runs as long as the replay does on the same storage: from a cold
     # cache the first seconds are slower, and they must weigh the same on both sides
-    walls = _replay_walls(base, name, cap, scale, storages)
+    walls = _replay_walls(base, name, cap, scale, storages, server_cpus)
     spec = base / f"{name}.toml"
-    _spec(spec, name, cap, reps, scale, storages, (builtin, protocol, walls))
+    _spec(spec, name, cap, reps, scale, storages, (builtin, protocol, walls), server_cpus)
     results = base / f"{name}.sqlite"
     only = [
         a for fs in storages for a in ("--only", f"{fs}/*/replay", "--only", f"{fs}/*/native-{fs}")
@@ -247,6 +255,10 @@ def main() -> None:
     parser.add_argument(
         "--keep", action="store_true", help="keep the working directory (its results files)"
     )
+    parser.add_argument(
+        "--server-cpus",
+        help="the campaigns' server_cpus (e.g. 0): the clients' own CPU apart from the server's",
+    )
     args = parser.parse_args()
     base = Path(tempfile.mkdtemp(prefix="pgfsb-replay-", dir="/var/tmp"))
     try:
@@ -289,6 +301,7 @@ def measure(base: Path, args: argparse.Namespace) -> None:
         "scale": args.scale,
         "reps": args.reps,
         "host_cpus": len(__import__("os").sched_getaffinity(0)),
+        "server_cpus": args.server_cpus,
     }
     try:
         sh(
@@ -337,6 +350,7 @@ def measure(base: Path, args: argparse.Namespace) -> None:
                 args.scale,
                 args.reps,
                 tuple(args.storages.split(",")),
+                args.server_cpus,
             )
             result[name]["capture_seconds"] = manifest["seconds"]
             result[name]["capture_log_lines"] = statements

@@ -22,6 +22,7 @@ from pgfsbench.spec import Cell, Defaults, LoadedSpec, Spec, expand, workload_to
 from pgfsbench.spec.kinds import storage_kind
 from pgfsbench.spec.models import loop_bytes as created_bytes
 from pgfsbench.storage import needs_root
+from pgfsbench.system.cpus import format_cpu_list, split_cpus
 from pgfsbench.system.errors import CapabilityError, SpecError, UsageError, did_you_mean
 from pgfsbench.units import human_bytes, parse_duration, parse_size
 from pgfsbench.workloads import workload_for
@@ -371,6 +372,8 @@ def make_plan(
     warnings = list(dict.fromkeys(warnings))
     if workdir is not None:
         warnings += space_warnings(workdir, loop_bytes, needed)
+        if d.server_cpus is not None:
+            warnings.append(cpu_split_line(d.server_cpus))
     if any(described.values()):
         warnings.append(
             "device limits cap IOPS and bandwidth only: latency (an HDD's seek "
@@ -390,6 +393,18 @@ def make_plan(
         {k: v for k, v in described.items() if v},
         auto,
         est_max,
+    )
+
+
+def cpu_split_line(server_cpus: str) -> str:
+    """What server_cpus does on this host, or why it cannot (then the run refuses)."""
+    try:
+        split = split_cpus(server_cpus)
+    except ValueError as exc:
+        return f"{exc}: the run will refuse it"
+    return (
+        f"server_cpus: PostgreSQL and its pooler on CPU {format_cpu_list(split.server)}, "
+        f"pgfsbench and the clients it starts on CPU {format_cpu_list(split.clients)}"
     )
 
 

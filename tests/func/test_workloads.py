@@ -4,12 +4,14 @@ share of the maximum, pgbouncer in front of the server, huge pages."""
 from __future__ import annotations
 
 import json
+import os
 import signal
 import statistics
 from pathlib import Path
 
 import pytest
 
+from pgfsbench.system.cpus import format_cpu_list
 from tests.func.conftest import (
     leftovers,
     pgfsbench,
@@ -122,9 +124,14 @@ rate = ["max", "50%"]
 
 
 def test_pgbouncer_in_front_and_gone_after_sigkill_and_cleanup(base: Path) -> None:
+    """With server_cpus, the server side (PostgreSQL, pgbouncer) on its CPU and the
+    clients on the others."""
+    two = len(os.sched_getaffinity(0)) >= 2
     spec = write_spec(
         base / "s.toml",
-        TINY.format(duration="4s")
+        TINY.format(duration="4s").replace(
+            "[defaults]\n", '[defaults]\nserver_cpus = "0"\n' if two else "[defaults]\n"
+        )
         + """
 [postgres.pooled]
 pooler = { kind = "pgbouncer", pool_mode = "transaction", default_pool_size = 2 }
@@ -147,6 +154,15 @@ threads = 2
     waiting = [v for v in detail["series"]["pooler_clients_waiting"]["values"] if v is not None]
     assert max(waiting) >= 1  # 6 clients, 2 slots (a second the sampler missed is None)
     assert detail["metrics"]["pooler"]["avg_wait_ms"] > 0
+    if two:
+        others = format_cpu_list(os.sched_getaffinity(0) - {0})
+        assert detail["metrics"]["cpus"] == {
+            "server": "0",
+            "clients": others,
+            "postmaster_at_end": "0",
+            "pooler_at_end": "0",
+            "clients_at_end": others,
+        }
     long = write_spec(
         base / "long.toml",
         TINY.format(duration="120s")

@@ -46,6 +46,7 @@ from pgfsbench.results.store import Store
 from pgfsbench.spec import WORKLOAD_TOOLS, Defaults, LoadedSpec
 from pgfsbench.storage.devices import DevicePolicy
 from pgfsbench.storage.pvc import in_pod
+from pgfsbench.system.cpus import this_thread_on
 from pgfsbench.system.errors import Interrupted, PgfsbenchError, UsageError
 from pgfsbench.system.held import open_new_file, write_file
 from pgfsbench.system.journal import Journal
@@ -424,6 +425,7 @@ class Campaign(CampaignLoop):
             ready.by_bindir,
             WarmImports(),
         )
+        self.eng.cpu_split = ready.cpu_split
         if not in_pod():  # a container's cgroup is its own already
             self.eng.cpu_group = kernel.join_cpu_group(journal, f"pgfsbench-cpu-{os.getpid()}")
 
@@ -447,8 +449,11 @@ class Campaign(CampaignLoop):
         """Provision once, measure each run. After a failure the cell is not trusted:
         its remaining runs are recorded failed without running (resume runs them)."""
         eng = self.eng
+        split = eng.cpu_split
         try:
-            with eng.journal.scope():
+            # with server_cpus, all the cell starts (mkfs, the load's and the workload's
+            # clients, the samplers) on the clients' CPUs; the server is moved to its own
+            with this_thread_on(split.clients if split else None), eng.journal.scope():
                 self._run_cell(eng, group, result, started)
         finally:
             # the commands of the cell's last run, its teardown included (the scope's undo)

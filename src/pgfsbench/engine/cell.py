@@ -34,6 +34,7 @@ from pgfsbench.storage import driver_for, limits, sync_volumes, volume_info
 from pgfsbench.storage.base import ProvisionContext, ProvisionedStorage, Volume
 from pgfsbench.storage.devices import DISK_DAEMON, DeviceFactory, DevicePolicy, block_size
 from pgfsbench.system.actions import make_dir
+from pgfsbench.system.cpus import CpuSplit, pin_process
 from pgfsbench.system.errors import InstanceError
 from pgfsbench.system.held import Held, make_dirs
 from pgfsbench.system.journal import Journal
@@ -65,6 +66,8 @@ class Engine:
     imports: WarmImports | None = None
     # the cgroup holding pgfsbench and what it starts: the benchmark's own CPU (kernel.py)
     cpu_group: CpuGroup | None = None
+    # defaults.server_cpus: the server side's CPUs and the clients' (system/cpus.py)
+    cpu_split: CpuSplit | None = None
 
     def binaries_for(self, cell: Cell) -> Binaries:
         """The PostgreSQL a cell runs: its configuration's bindir, else the default."""
@@ -242,6 +245,7 @@ def _initdb(eng: Engine, st: CellState) -> None:
         sock,
         st.logdir / "postgresql.log",
         eng.os_user,
+        cpus=eng.cpu_split.server if eng.cpu_split else None,
     )
     templates = Templates(eng.workdir / TEMPLATES)
     source = None
@@ -337,6 +341,8 @@ def _pooler(eng: Engine, st: CellState) -> None:
         SUPERUSER,
         eng.os_user,
     )
+    if eng.cpu_split is not None:  # the pooler is the server side's (system/cpus.py)
+        pin_process(st.bouncer.child.pid, eng.cpu_split.server)
     st.storage_details["pooler"] = {
         "kind": pooler.kind,
         "version": st.bouncer.version,

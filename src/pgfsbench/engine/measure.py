@@ -41,6 +41,7 @@ from pgfsbench.storage import driver_for, sync_volumes
 from pgfsbench.storage.devices import disk_counters, disk_delta
 from pgfsbench.storage.pvc import in_pod
 from pgfsbench.storage.snapshots import Snapshotter
+from pgfsbench.system.cpus import cpu_record
 from pgfsbench.system.errors import PgfsbenchError, Stalled, WorkloadError
 from pgfsbench.units import human_bytes
 from pgfsbench.workloads import unobserved
@@ -496,6 +497,14 @@ def _metrics(
         metrics["filesystem_waits"] = ph.settled
     if st.huge_pages is not None:
         metrics["huge_pages"] = {**st.huge_pages, "at_end": kernel.huge_page_facts()}
+    if eng.cpu_split is not None:
+        metrics["cpus"] = cpu_record(
+            eng.cpu_split,
+            {
+                "postmaster": st.instance.pid if st.instance else None,
+                **({"pooler": st.bouncer.child.pid} if st.bouncer else {}),
+            },
+        )
     if st.memory_limit is not None:
         metrics["memory_limit"] = {
             **st.memory_limit,

@@ -30,6 +30,7 @@ from pgfsbench.spec.models import EmulatedDevice
 from pgfsbench.storage import driver_for, limits
 from pgfsbench.storage.devices import DevicePolicy, check_real_device, fuse_uring_unsupported
 from pgfsbench.system.access import first_unreachable
+from pgfsbench.system.cpus import CpuSplit, split_cpus
 from pgfsbench.system.errors import CapabilityError, NeedsRootError, UsageError
 from pgfsbench.system.held import Held
 from pgfsbench.system.runner import Runner
@@ -47,6 +48,8 @@ class Ready:
     by_bindir: dict[str, Binaries] = field(default_factory=dict)  # configurations' own
     # cells this machine cannot run (io_method = io_uring without liburing...): id -> why
     unsupported: dict[str, str] = field(default_factory=dict)
+    # defaults.server_cpus on this host: the server side's CPUs and the clients'
+    cpu_split: CpuSplit | None = None
 
 
 def check_postgres_versions(
@@ -184,6 +187,12 @@ def preflight(
         bouncer = pgbouncer.version(runner)  # not installed: refused here, not in a cell
         for cell in plan.cells:
             problems += pgbouncer.problems(cell, bouncer)
+    split: CpuSplit | None = None
+    if loaded.spec.defaults.server_cpus is not None:
+        try:
+            split = split_cpus(loaded.spec.defaults.server_cpus)
+        except ValueError as exc:
+            problems.append(str(exc))
     if problems:
         raise UsageError("; ".join(dict.fromkeys(problems)))
     if any(limits.configured(c.storage) for c in plan.cells):
@@ -204,4 +213,4 @@ def preflight(
             with contextlib.suppress(OSError):
                 workdir.rmdir()
         raise
-    return Ready(binaries, os_user, workdir, by_bindir, unsupported)
+    return Ready(binaries, os_user, workdir, by_bindir, unsupported, split)

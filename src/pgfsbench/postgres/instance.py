@@ -23,6 +23,7 @@ from pgfsbench.postgres.ipc import data_dir_identity, postmaster_orphans, releas
 from pgfsbench.postgres.template import Templates, template_key
 from pgfsbench.spec import InitdbOptions, Scalar
 from pgfsbench.system.bounds import own_directory_name
+from pgfsbench.system.cpus import pin_process
 from pgfsbench.system.errors import CommandError, InstanceError, PgfsbenchError, TimeoutExpired
 from pgfsbench.system.held import Held, Owner
 from pgfsbench.system.journal import Journal, Scope, Undo, undo_action
@@ -177,6 +178,9 @@ class Instance:
     os_user: str | None  # None: run as the current user
     port: int = PORT
     pid: int | None = None  # the postmaster, once started
+    # the CPUs the server runs on (defaults.server_cpus): the postmaster and the processes
+    # it has at its start are put there; all it forks later inherits them
+    cpus: frozenset[int] | None = None
 
     def conninfo(self, dbname: str = "postgres") -> str:
         return f"host={self.socket_dir} port={self.port} user={SUPERUSER} dbname={dbname}"
@@ -315,6 +319,9 @@ class Instance:
                 f"postmaster.pid names pid {pid}, which is not this data directory's server"
             )
         self.pid = pid
+        if self.cpus is not None:
+            for server_pid in [pid, *(p for p, _ in children_of(pid))]:
+                pin_process(server_pid, self.cpus)
         wait_until(
             self._accepts, timeout=timeout, interval=0.2, what="PostgreSQL to accept connections"
         )

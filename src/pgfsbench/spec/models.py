@@ -25,6 +25,7 @@ from pydantic import (
 )
 
 from pgfsbench.system.bounds import VM_SYSCTLS, vm_value_problem
+from pgfsbench.system.cpus import parse_cpu_list
 from pgfsbench.units import human_bytes, parse_duration, parse_size
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
@@ -1160,6 +1161,12 @@ class Defaults(Model):
     # a cgroup memory limit for PostgreSQL (its backends and the page cache they charge):
     # "exceeds_ram" reachable at a small size; scales relative to RAM use it as the RAM
     memory_limit: SizeText | None = None
+    # PostgreSQL (the postmaster and all it forks) and its pooler on these CPUs ("0", "0-3,8"),
+    # pgfsbench and the clients it starts (pgbench, sysbench, the replayer) on the others: a
+    # client's own CPU then takes nothing from the server, as with clients on another
+    # machine, and two clients that spend different CPU on a transaction measure the same
+    # server. None: every process may run on every CPU
+    server_cpus: str | None = None
     # CPU busy outside the benchmark (excluding idle and iowait) or steal above these, in
     # % of the whole machine, over the warm-up, the measured phase or (a run without
     # samplers) a second before it, makes the run carry a "busy host" warning
@@ -1172,6 +1179,13 @@ class Defaults(Model):
     def _positive(cls, v: float) -> float:
         if v < 1:
             raise ValueError("the measured phase lasts at least 1 s")
+        return v
+
+    @field_validator("server_cpus")
+    @classmethod
+    def _server_cpus(cls, v: str | None) -> str | None:
+        if v is not None:
+            parse_cpu_list(v)  # the host's CPUs are checked before the campaign (preflight)
         return v
 
     @field_validator("memory_limit")
