@@ -22,7 +22,12 @@ each storage, and the btrfs/ext4 ratio of each, with their 95% intervals and ver
 capture's), and the replayer's own CPU per transaction.
 
     .venv/bin/python bench/replay_fidelity.py [--seconds 20] [--scale 10] [--reps 3]
-        [--save bench/results/replay-fidelity-DATE.json]
+        [--server-cpus 0] [--save bench/results/replay-fidelity-DATE.json]
+
+--server-cpus puts each campaign's PostgreSQL on those CPUs and the clients (the replayer,
+pgbench) on the others (`server_cpus` in the spec): without it, on a small host, the
+client that costs less CPU a transaction leaves more to the server, and the comparison is
+of the clients as much as of the replay's fidelity.
 
 Root; minutes (about 12 at the defaults on a 2-vCPU VM). Nothing else should run.
 """

@@ -373,7 +373,12 @@ def make_plan(
     if workdir is not None:
         warnings += space_warnings(workdir, loop_bytes, needed)
         if d.server_cpus is not None:
-            warnings.append(cpu_split_line(d.server_cpus))
+            warnings.append(
+                cpu_split_line(d.server_cpus)
+                if spec.kubernetes is None
+                else f"server_cpus = {d.server_cpus!r}: in each pod, among the CPUs the pod "
+                "may use (checked there: a pod with too few fails before it makes anything)"
+            )
     if any(described.values()):
         warnings.append(
             "device limits cap IOPS and bandwidth only: latency (an HDD's seek "

@@ -115,3 +115,16 @@ def test_this_thread_only_and_put_back() -> None:
     assert record["postmaster_at_end"] == str(last) and record["gone_at_end"] is None
     with this_thread_on(None):
         assert os.sched_getaffinity(0) == before
+
+
+def test_plan_says_what_the_split_is_on_this_host_or_why_it_cannot_be() -> None:
+    from pgfsbench.plan import cpu_split_line
+
+    have = frozenset(os.sched_getaffinity(0))
+    every = cpu_split_line(format_cpu_list(have))
+    assert "leaves no CPU for the clients" in every and "the run will refuse it" in every
+    assert "is not among" in cpu_split_line(str(max(have) + 1))
+    if len(have) >= 2:
+        line = cpu_split_line(str(min(have)))
+        assert f"on CPU {min(have)}, pgfsbench and the clients" in line
+        assert line.endswith(f"on CPU {format_cpu_list(have - {min(have)})}")
