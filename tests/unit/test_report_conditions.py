@@ -136,6 +136,15 @@ def test_the_conditions_of_a_campaign_and_what_differs_by_configuration() -> Non
     )
     one = run_conditions(runs[0])
     assert one["kernel settings"] == "as the host had them"
+    assert common["CPUs"] == "every CPU shared by the server and the clients"
+    runs[0].metrics["cpus"] = {"server": "0", "clients": "1-3", "postmaster_at_end": "0"}
+    assert run_conditions(runs[0])["CPUs"] == (
+        "PostgreSQL and its pooler on CPU 0, pgfsbench and the clients on CPU 1-3 (server_cpus)"
+    )
+    for r in runs:  # a configuration is shown by its runs (the last one that ended well)
+        if r.cell == runs[0].cell:
+            r.metrics["cpus"] = {"server": "0", "clients": "1-3"}
+    assert "CPUs" in conditions(runs).differing
     # a run measured with the load still on its way to the disk says so
     runs[0].params["write_out"] = False
     assert run_conditions(runs[0])["duration"] == (

@@ -80,6 +80,7 @@ def run_conditions(run: StoredRun) -> dict[str, str]:
             out["PostgreSQL"] = str(env["postgresql"])
         if env.get("pgbench"):
             out["pgbench"] = str(env["pgbench"])
+    out["CPUs"] = _cpus(run)
     tool = w.get("tool", "pgbench")
     what = (
         w.get("builtin")
@@ -139,6 +140,17 @@ def run_conditions(run: StoredRun) -> dict[str, str]:
     ]
     out["kernel settings"] = ", ".join(ksets) or "as the host had them"
     return out
+
+
+def _cpus(run: StoredRun) -> str:
+    """Where the server and the clients ran (defaults.server_cpus): apart, or sharing."""
+    split = run.metrics.get("cpus")
+    if isinstance(split, Mapping) and split.get("server") and split.get("clients"):
+        return (
+            f"PostgreSQL and its pooler on CPU {split['server']}, pgfsbench and the clients "
+            f"on CPU {split['clients']} (server_cpus)"
+        )
+    return "every CPU shared by the server and the clients"
 
 
 def _load_mode(run: StoredRun) -> str:
