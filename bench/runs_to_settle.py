@@ -3,12 +3,16 @@
 noise a campaign measured: the log-scale sd pooled over its cells (as
 analysis/sequential.group_verdicts pools it), then the first n at which the mixture
 interval (analysis/sequential.interval) around the expected difference excludes 0 at the
-family-wise level of k comparisons, every cell and the baseline at n runs.
+family-wise level of k comparisons, every cell and the baseline at n runs. Beside it, the
+most a fixed design could do with the same noise: the first n at which a t-test at
+alpha/k (Bonferroni, the first step of Holm) on the expected data excludes 0, and the n
+at which it does so in 80% of campaigns (its power, from the noncentral t).
 
     .venv/bin/python bench/runs_to_settle.py RESULTS.json [...] --effect -0.12 --effect -0.09
 
-RESULTS.json: a bench result with "runs" ([{cell, throughput}...]); the cell's first path
-part names it (several files: their runs together). No root, no PostgreSQL.
+RESULTS.json: a bench result with "runs" ([{cell, throughput or tps}...]), at its top or
+in its parts; the cell's first path part names it (several files: their runs together).
+No root, no PostgreSQL.
 """
 
 from __future__ import annotations
@@ -19,8 +23,11 @@ import math
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+
+from scipy import stats
 
 from pgfsbench.analysis.sequential import ALPHA, interval
 
@@ -34,9 +41,10 @@ def main() -> None:
     args = parser.parse_args()
     by: dict[str, list[float]] = {}
     for path in args.results:
-        for r in json.loads(path.read_text())["runs"]:
-            if r.get("status", "ok") == "ok" and r.get("throughput"):
-                by.setdefault(r["cell"].split("/")[0], []).append(math.log(r["throughput"]))
+        for r in runs_in(json.loads(path.read_text())):
+            tps = r.get("throughput") or r.get("tps")
+            if r.get("status", "ok") == "ok" and tps:
+                by.setdefault(r["cell"].split("/")[0], []).append(math.log(tps))
     ss = sum((x - statistics.fmean(v)) ** 2 for v in by.values() if len(v) > 1 for x in v)
     dof = sum(len(v) - 1 for v in by.values() if len(v) > 1)
     s = math.sqrt(ss / dof)
@@ -55,6 +63,37 @@ def main() -> None:
                     f"{args.minutes_a_run:g} min a run"
                 )
                 break
+        print("   " + fixed_design(d, s, k, len(by), args.minutes_a_run))
+
+
+def runs_in(doc: dict[str, Any]) -> list[dict[str, Any]]:
+    """A result's "runs", and those of each part it holds ({"sequential": {"runs": ...}})."""
+    found = list(doc.get("runs", []))
+    for value in doc.values():
+        if isinstance(value, dict):
+            found += runs_in(value)
+    return found
+
+
+def fixed_design(d: float, s: float, k: int, cells: int, minutes: float) -> str:
+    """The fixed design's runs a cell: the t-test at alpha/k on the expected data, and
+    with 80% power (two-sided, pooled variance with cells * (n - 1) degrees of freedom)."""
+    expected = powered = None
+    for n in range(2, 1000):
+        dof = cells * (n - 1)
+        crit = float(stats.t.ppf(1 - ALPHA / k / 2, dof))
+        shift = abs(d) / (s * math.sqrt(2 / n))
+        if expected is None and shift > crit:
+            expected = n
+        if float(stats.nct.sf(crit, dof, shift)) >= 0.8:
+            powered = n
+            break
+    assert expected is not None and powered is not None
+    return (
+        f"a fixed design (t-test at {ALPHA}/{k}): excludes 0 on the expected data at {expected} "
+        f"runs a cell ({(k + 1) * expected * minutes:.0f} min), in 80% of campaigns at "
+        f"{powered} ({(k + 1) * powered * minutes:.0f} min)"
+    )
 
 
 if __name__ == "__main__":
