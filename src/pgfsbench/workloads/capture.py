@@ -9,7 +9,8 @@ error or Ctrl-C, and after a SIGKILL through `pgfsbench cleanup`. A setting that
 a restart (logging_collector off) is refused with its name, never changed.
 
 With it: a physical copy of the data at the capture's start (`pg_basebackup`, plain format,
-its WAL streamed), unless the user gives one; the server's own counters before and after
+its WAL streamed; each tablespace into tablespaces/OID of the capture), unless the user
+gives one; the server's own counters before and after
 (pg_stat_statements, pg_stat_wal, pg_stat_database, pg_stat_io from 16), the capture's own
 measurement of what the workload did; the server's settings. The log is read through the
 server (pg_read_file, as the server's user reads its own files): root never opens a path
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 MANIFEST_VERSION = 1
 LOG_FORMATS = ("jsonlog", "csvlog")
 BASE_DIR = "base"  # pg_basebackup's plain copy of the data at the capture's start
+TABLESPACES_DIR = "tablespaces"  # each tablespace's copy, by OID (pg_basebackup maps it there)
 READ_CHUNK = 1 << 20  # bytes a pg_read_file call returns
 
 # what the capture sets, each for a reason; a reload applies them all (none needs a restart)
@@ -291,9 +293,25 @@ def _logs_since(conn: psycopg.Connection[Any], first: str, since: float) -> list
     return names[names.index(first) :]
 
 
-def base_backup(runner: Runner, pg_basebackup: str, dsn: str, target: Path) -> float:
+def base_backup(
+    runner: Runner,
+    pg_basebackup: str,
+    dsn: str,
+    target: Path,
+    spaces: list[dict[str, Any]] | None = None,
+    spaces_dir: Path | None = None,
+) -> float:
     """A plain physical copy of the data with the WAL to make it consistent, into a new
-    directory of root's; returns the seconds it took."""
+    directory of root's; each tablespace of ``spaces`` into ``spaces_dir``/OID (its
+    location mapped there: never written where the server keeps it); returns the seconds
+    it took."""
+    mapping: list[str] = []
+    for space in spaces or []:
+        if spaces_dir is None:
+            raise ValueError("tablespaces need a directory for their copies")
+        old = _mapping_part(str(space["location"]))
+        new = _mapping_part(str(spaces_dir / str(space["oid"])))
+        mapping.append(f"--tablespace-mapping={old}={new}")
     started = time.monotonic()
     try:
         runner.run(
@@ -309,12 +327,44 @@ def base_backup(runner: Runner, pg_basebackup: str, dsn: str, target: Path) -> f
                 "-c",
                 "fast",
                 "--no-sync",
+                *mapping,
             ],
             timeout=24 * 3600,
         )
     except CommandError as exc:
         raise CapabilityError(f"pg_basebackup failed: {exc}") from None
     return time.monotonic() - started
+
+
+def _mapping_part(path: str) -> str:
+    """A path as --tablespace-mapping takes it: its '=' written '\\='."""
+    return path.replace("=", "\\=")
+
+
+def tablespaces(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
+    """The server's tablespaces kept outside its data directory (a location that is an
+    absolute path): their OID, name and location. An in-place tablespace (a directory in
+    pg_tblspc, PostgreSQL 15's allow_in_place_tablespaces) is in the data's copy itself."""
+    rows = conn.execute(
+        "SELECT oid::bigint, spcname, pg_tablespace_location(oid) FROM pg_tablespace "
+        "WHERE spcname NOT IN ('pg_default', 'pg_global') ORDER BY oid"
+    ).fetchall()
+    return [
+        {"oid": int(oid), "name": str(name), "location": str(loc)}
+        for oid, name, loc in rows
+        if loc and Path(str(loc)).is_absolute()
+    ]
+
+
+def copy_data(
+    conn: psycopg.Connection[Any], runner: Runner, pg_basebackup: str, dsn: str, out: Path
+) -> dict[str, Any]:
+    """The data's copy in ``out``/base, its tablespaces' in ``out``/tablespaces/OID; what
+    the manifest says of it."""
+    spaces = tablespaces(conn)
+    into = out / TABLESPACES_DIR if spaces else None
+    took = base_backup(runner, pg_basebackup, dsn, out / BASE_DIR, spaces, into)
+    return {"kind": "pg_basebackup", "seconds": round(took, 1), "tablespaces": spaces}
 
 
 def _check_output(seconds: float, out: Path) -> None:
@@ -417,8 +467,7 @@ def capture(
             if base is None:
                 if pg_basebackup is None:
                     raise CapabilityError("pg_basebackup not found (give --base DIR)")
-                took = base_backup(runner, pg_basebackup, dsn, out / BASE_DIR)
-                manifest["base"] = {"kind": "pg_basebackup", "seconds": round(took, 1)}
+                manifest["base"] = copy_data(conn, runner, pg_basebackup, dsn, out)
             else:
                 manifest["base"] = {"kind": "given", "path": str(base)}
             if ready is not None:
@@ -522,10 +571,7 @@ def capture_stats(
         }
         if pg_basebackup is None:
             raise CapabilityError("pg_basebackup not found")
-        manifest["base"] = {
-            "kind": "pg_basebackup",
-            "seconds": round(base_backup(runner, pg_basebackup, dsn, out / BASE_DIR), 1),
-        }
+        manifest["base"] = copy_data(conn, runner, pg_basebackup, dsn, out)
         manifest["stats_before"] = before = stats_snapshot(conn, facts["server_version_num"])
         if ready is not None:
             ready()

@@ -20,10 +20,12 @@ WAL bytes).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import shutil
+import stat
 import sys
 import time
 from dataclasses import dataclass
@@ -41,7 +43,12 @@ from pgfsbench.system.errors import CapabilityError, PgfsbenchError, Stalled
 from pgfsbench.system.held import Held, Owner, write_file
 from pgfsbench.system.journal import Journal
 from pgfsbench.system.runner import Runner
-from pgfsbench.system.trust import open_written_by_others, path_problem, read_trusted
+from pgfsbench.system.trust import (
+    UntrustedPath,
+    open_written_by_others,
+    path_problem,
+    read_trusted,
+)
 from pgfsbench.workloads.base import (
     WORKLOAD_ENV,
     LoadResult,
@@ -50,7 +57,7 @@ from pgfsbench.workloads.base import (
     Progress,
     WorkloadContext,
 )
-from pgfsbench.workloads.capture import BASE_DIR, MANIFEST_VERSION
+from pgfsbench.workloads.capture import BASE_DIR, MANIFEST_VERSION, TABLESPACES_DIR
 from pgfsbench.workloads.pgbench import parse_progress, progress_series
 from pgfsbench.workloads.replay_file import MANIFEST
 
@@ -151,6 +158,52 @@ def carried_settings(manifest: dict[str, Any]) -> dict[str, str]:
     }
 
 
+def restore_tablespaces(
+    directory: Path, source: Held, target: Held, owner: Owner | None
+) -> list[str]:
+    """The copy's pg_tblspc made anew in ``target``, each tablespace a directory in it
+    (on the filesystem under test, with the rest of the data): a link pg_basebackup made
+    (pg_tblspc/OID) is never followed, its tablespace copied from the capture's
+    tablespaces/OID; an in-place tablespace (a directory) copied as it is. The OIDs."""
+    if not source.exists("pg_tblspc"):
+        return []
+    done: list[str] = []
+    with source.descend("pg_tblspc") as links, target.make_dir("pg_tblspc") as into:
+        for name in links.names():
+            st = links.lstat(name)
+            if not name.isdigit():
+                raise CapabilityError(
+                    f"capture {directory}: pg_tblspc/{name} is not a tablespace's OID"
+                )
+            if stat.S_ISDIR(st.st_mode):  # in place
+                with links.descend(name) as copy, into.make_dir(name) as made:
+                    made.copy_from(copy, owner)
+                    made.hand_to(owner, st.st_mode)
+            elif stat.S_ISLNK(st.st_mode):
+                try:
+                    spaces = Held.open(directory / TABLESPACES_DIR)
+                except (FileNotFoundError, UntrustedPath):
+                    spaces = None
+                if spaces is None or not spaces.exists(name):
+                    if spaces is not None:
+                        spaces.close()
+                    raise CapabilityError(
+                        f"capture {directory}: tablespace {name} has no copy in "
+                        f"{TABLESPACES_DIR}/{name} (pgfsbench capture makes one with "
+                        "pg_basebackup; a data copy given with --base holds only links)"
+                    )
+                with spaces, spaces.descend(name) as copy, into.make_dir(name) as made:
+                    made.copy_from(copy, owner)
+                    made.hand_to(owner, copy.stat().st_mode)
+            else:
+                raise UntrustedPath(
+                    f"{directory / BASE_DIR / 'pg_tblspc' / name} is not a link or a directory"
+                )
+            done.append(name)
+        into.hand_to(owner, links.stat().st_mode)
+    return done
+
+
 def _conf_line(name: str, value: str) -> str:
     return f"{name} = '{value.replace(chr(39), chr(39) * 2)}'"
 
@@ -211,6 +264,14 @@ class Replay:
             or not (directory / BASE_DIR / "PG_VERSION").is_file()
         ):
             out.append(f"capture {directory}: no data copy in {BASE_DIR}/ (pg_basebackup's)")
+        links = directory / BASE_DIR / "pg_tblspc"
+        with contextlib.suppress(OSError):
+            for entry in os.scandir(links):
+                if entry.is_symlink() and not (directory / TABLESPACES_DIR / entry.name).is_dir():
+                    out.append(
+                        f"capture {directory}: tablespace {entry.name} has no copy in "
+                        f"{TABLESPACES_DIR}/ (a data copy given with --base holds only links)"
+                    )
         if not is_stats(manifest) and replayer_path() is None:
             out.append(f"{REPLAYER} is not built (scripts/bootstrap.sh builds it with Go)")
         return out
@@ -218,12 +279,13 @@ class Replay:
     def estimated_bytes(self, cell: Cell) -> int:
         cfg = workload_config(cell.workload, ReplayWorkload)
         total = 0
-        for root, _dirs, files in os.walk(Path(cfg.capture) / BASE_DIR):
-            for f in files:
-                try:
-                    total += os.lstat(os.path.join(root, f)).st_size
-                except OSError:
-                    continue
+        for part in (BASE_DIR, TABLESPACES_DIR):  # os.walk follows no link
+            for root, _dirs, files in os.walk(Path(cfg.capture) / part):
+                for f in files:
+                    try:
+                        total += os.lstat(os.path.join(root, f)).st_size
+                    except OSError:
+                        continue
         return total
 
     def version_argv(self, binaries: Binaries) -> list[str]:
@@ -267,10 +329,14 @@ class Replay:
         owner = Owner.of(os_user)
         pgdata = make_dir(journal, scratch / "restore", owner=None, mode=0o700)
         with Held.open(directory / BASE_DIR) as source, Held.open(pgdata) as target:
-            if source.exists("pg_tblspc") and any((directory / BASE_DIR / "pg_tblspc").iterdir()):
-                raise CapabilityError(f"capture {directory}: tablespaces are not restored yet")
-            target.copy_from(source, owner, skip=("postgresql.auto.conf", "postmaster.pid"))
+            skip = ("postgresql.auto.conf", "postmaster.pid", "pg_tblspc")
+            target.copy_from(source, owner, skip=skip)
+            spaces = restore_tablespaces(directory, source, target, owner)
             settings = carried_settings(manifest)
+            if spaces and major >= 15:
+                # pg_tblspc/OID a directory, not a link: recovery from the copy accepts it
+                # only with this (PostgreSQL 15's check of pg_tblspc at consistency)
+                settings["allow_in_place_tablespaces"] = "on"
             conf = (
                 "# the captured server's settings (pgfsbench capture)\n"
                 + "".join(_conf_line(k, v) + "\n" for k, v in sorted(settings.items()))
