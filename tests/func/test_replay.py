@@ -96,6 +96,34 @@ def server(base: Path) -> Iterator[Path]:
         sh(str(bindir / "pg_ctl"), "-D", str(pgdata), "-m", "immediate", "-w", "stop", user=PG_USER)
 
 
+def start_capture(
+    base: Path, sock: Path, seconds: int, out: Path, *extra: str
+) -> subprocess.Popen[str]:
+    """`pgfsbench capture` of the test's server, its output a pipe (its first line says
+    when the capture began)."""
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "pgfsbench",
+            "capture",
+            *extra,
+            "--dsn",
+            f"host={sock} port={PORT} user={PG_USER} dbname=postgres",
+            "--seconds",
+            str(seconds),
+            "-o",
+            str(out),
+            "--workdir",
+            str(base / "work"),
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
 def settings(sock: Path) -> dict[str, str]:
     names = ",".join(f"'{n}'" for n in SETTINGS)
     rows = psql(sock, f"SELECT name || '=' || setting FROM pg_settings WHERE name IN ({names})")
@@ -129,27 +157,7 @@ def test_capture_then_replay_as_captured_and_as_a_cell(base: Path, server: Path)
     sock = server
     before = settings(sock)
     capture_dir = base / "capture"
-    dsn = f"host={sock} port={PORT} user={PG_USER} dbname=postgres"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pgfsbench",
-            "capture",
-            "--dsn",
-            dsn,
-            "--seconds",
-            "8",
-            "-o",
-            str(capture_dir),
-            "--workdir",
-            str(base / "work"),
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = start_capture(base, sock, 8, capture_dir)
     assert proc.stdout is not None
     first = proc.stdout.readline()  # "capturing for 8 s": the data copy is made
     assert "capturing" in first, first + proc.stdout.read()
@@ -261,26 +269,7 @@ def test_capture_then_replay_as_captured_and_as_a_cell(base: Path, server: Path)
 def test_a_capture_killed_is_put_back_by_cleanup(base: Path, server: Path) -> None:
     sock = server
     before = settings(sock)
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pgfsbench",
-            "capture",
-            "--dsn",
-            f"host={sock} port={PORT} user={PG_USER} dbname=postgres",
-            "--seconds",
-            "60",
-            "-o",
-            str(base / "capture"),
-            "--workdir",
-            str(base / "work"),
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = start_capture(base, sock, 60, base / "capture")
     try:
         deadline = time.monotonic() + 60
         while settings(sock).get("log_statement") != "all":
@@ -302,27 +291,7 @@ def test_the_lighter_path_from_pg_stat_statements(base: Path, server: Path) -> N
     sock = server
     before = settings(sock)
     capture_dir = base / "stats-capture"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pgfsbench",
-            "capture",
-            "--from-stats",
-            "--dsn",
-            f"host={sock} port={PORT} user={PG_USER} dbname=postgres",
-            "--seconds",
-            "4",
-            "-o",
-            str(capture_dir),
-            "--workdir",
-            str(base / "work"),
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = start_capture(base, sock, 4, capture_dir, "--from-stats")
     assert proc.stdout is not None
     first = proc.stdout.readline()
     assert "pg_stat_statements" in first, first + proc.stdout.read()
@@ -394,26 +363,7 @@ def test_a_tablespace_is_captured_and_restored_on_the_storage_under_test(
     )
     script.chmod(0o644)
     capture_dir = base / "capture"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "pgfsbench",
-            "capture",
-            "--dsn",
-            f"host={sock} port={PORT} user={PG_USER} dbname=postgres",
-            "--seconds",
-            "4",
-            "-o",
-            str(capture_dir),
-            "--workdir",
-            str(base / "work"),
-        ],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
+    proc = start_capture(base, sock, 4, capture_dir)
     assert proc.stdout is not None
     first = proc.stdout.readline()
     assert "capturing" in first, first + proc.stdout.read()
