@@ -398,6 +398,10 @@ def test_a_tablespace_is_captured_and_restored_on_the_storage_under_test(
     fidelity = shown["metrics"]["tool"]["fidelity"]
     assert fidelity["statements_replayed"] == fidelity["statements_captured"] > 100, fidelity
     assert fidelity["errors_replayed"] == fidelity["errors_captured"] == 0, fidelity
+    assert fidelity["tablespaces"] == ["elsewhere"]
+    report = base / "report.html"
+    pgfsbench("report", "--results", str(results), "-o", str(report))
+    assert "The capture's tablespaces (elsewhere) were restored inside" in report.read_text()
     # the data template the cells are copied from: the tablespace a directory in it
     (template,) = (base / "work" / "initdb-templates").glob("*/pgdata/pg_tblspc/" + oid)
     assert template.is_dir() and not template.is_symlink()

@@ -587,6 +587,7 @@ def replay_rows(
                 "replayed": f.get("statements_replayed"),
                 "not_replayable": dict(f.get("not_replayable") or {}),
                 "in_copy": f.get("already_in_the_copy"),
+                "tablespaces": ", ".join(map(str, f.get("tablespaces") or [])),
                 "errors": f"{f.get('errors_replayed')} (capture: {f.get('errors_captured')})",
                 "wal": "-" if f.get("wal_pct") is None else f"{f['wal_pct']:+.1f}%",
                 "lag": f.get("schedule_lag_max_ms"),

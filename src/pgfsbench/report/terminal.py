@@ -515,6 +515,11 @@ def replay_rows(run: StoredRun) -> list[Row]:
         ]
         if f.get("already_in_the_copy"):
             parts.append(f"{f['already_in_the_copy']:,} already in the data copy")
+        if f.get("tablespaces"):
+            parts.append(
+                f"tablespaces {', '.join(map(str, f['tablespaces']))} inside the data directory "
+                "(on the storage under test)"
+            )
         for why, n in (f.get("not_replayable") or {}).items():
             parts.append(f"{n:,} not replayable: {why}")
         if f.get("schedule_lag_max_ms") is not None:

@@ -333,16 +333,19 @@ class Replay:
             target.copy_from(source, owner, skip=skip)
             spaces = restore_tablespaces(directory, source, target, owner)
             settings = carried_settings(manifest)
-            if spaces and major >= 15:
-                # pg_tblspc/OID a directory, not a link: recovery from the copy accepts it
-                # only with this (PostgreSQL 15's check of pg_tblspc at consistency)
-                settings["allow_in_place_tablespaces"] = "on"
             conf = (
                 "# the captured server's settings (pgfsbench capture)\n"
                 + "".join(_conf_line(k, v) + "\n" for k, v in sorted(settings.items()))
                 + "# the replay's literals stay out of the server's log (an artifact)\n"
                 + "".join(_conf_line(k, v) + "\n" for k, v in PRIVATE_LOG.items())
             )
+            if spaces and major >= 15:
+                conf += (
+                    "# the tablespaces are directories in pg_tblspc, not links: recovery from\n"
+                    "# the copy accepts them only with this (PostgreSQL 15's check)\n"
+                    + _conf_line("allow_in_place_tablespaces", "on")
+                    + "\n"
+                )
             target.write("postgresql.conf", conf, 0o600, owner)
             target.write("postgresql.auto.conf", "", 0o600, owner)
             # the server listens on a private socket only (0700, the cell's): trust there
@@ -669,6 +672,12 @@ def work_of(before: dict[str, Any], after: dict[str, Any]) -> dict[str, int]:
     return done
 
 
+def tablespace_names(manifest: dict[str, Any]) -> list[str]:
+    """The names of the capture's tablespaces (its manifest's, each cut to 63 characters)."""
+    spaces = (manifest.get("base") or {}).get("tablespaces") or []
+    return [str(s.get("name", ""))[:63] for s in spaces if isinstance(s, dict)][:100]
+
+
 def fidelity(
     directory: Path,
     replay_file: Path,
@@ -743,6 +752,8 @@ def fidelity(
         "statements_replayed": sent,
         "not_replayable": prepared.get("skipped", {}),
         "already_in_the_copy": int(prepared.get("written", {}).get("already_in_the_copy", 0)),
+        # restored inside the data directory: on the storage under test, not a device of its own
+        "tablespaces": tablespace_names(manifest),
         "errors_captured": errors_captured,
         "errors_replayed": errors_replayed,
         "wal_bytes_captured": wal_captured,
