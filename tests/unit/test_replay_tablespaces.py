@@ -85,3 +85,29 @@ def test_an_entry_that_is_no_oid_is_refused(capture: Path, name: str) -> None:
 def test_no_pg_tblspc_nothing_to_do(capture: Path) -> None:
     shutil.rmtree(capture / "base" / "pg_tblspc")
     assert restore(capture) == []
+
+
+def test_pg_basebackup_maps_each_tablespace_into_the_capture(tmp_path: Path) -> None:
+    """Each tablespace's location mapped to tablespaces/OID of the capture, an '=' in
+    either path escaped as pg_basebackup reads it."""
+    from pgfsbench.system.runner import Runner
+    from pgfsbench.workloads.capture import base_backup
+
+    argv_file = tmp_path / "argv"
+    fake = tmp_path / "pg_basebackup"
+    fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {argv_file}\n')
+    fake.chmod(0o755)
+    spaces = [
+        {"oid": 16400, "name": "a", "location": "/srv/fast=1"},
+        {"oid": 16401, "name": "b", "location": "/srv/slow"},
+    ]
+    out = tmp_path / "cap=ture"
+    base_backup(Runner(), str(fake), "host=/x", out / "base", spaces, out / "tablespaces")
+    argv = argv_file.read_text().splitlines()
+    mapped = [a for a in argv if a.startswith("--tablespace-mapping=")]
+    into = str(out).replace("=", "\\=")
+    assert mapped == [
+        f"--tablespace-mapping=/srv/fast\\=1={into}/tablespaces/16400",
+        f"--tablespace-mapping=/srv/slow={into}/tablespaces/16401",
+    ]
+    assert argv[argv.index("-D") + 1] == str(out / "base")
