@@ -8,9 +8,13 @@ covers the true difference at every look at once, with probability 1 - alpha, so
 campaign may stop whenever it likes (Ville's inequality).
 
 The model, per comparable group (a baseline b, cells c = 1..k): y = ln(throughput) of each
-undisturbed run; cell means with one pooled variance s² (nu = N - (k + 1) degrees of
-freedom). For cell c: d = mean(y_c) - mean(y_b), n_eff = 1 / (1/n_c + 1/n_b), t(delta) =
-(d - delta) / (s / sqrt(n_eff)). The e-value against H0: difference = delta is the Bayes
+undisturbed run. For cell c: d = mean(y_c) - mean(y_b), n_eff = 1 / (1/n_c + 1/n_b),
+t(delta) = (d - delta) / se with Welch's standard error se = sqrt(s_c²/n_c + s_b²/n_b),
+each side's own variance, and nu its Welch-Satterthwaite degrees of freedom. (A variance
+pooled over the group, as the linear model has it, is exact only when every cell is as
+noisy as the others; storage cells rarely are, and one noisy cell among steady ones was
+then called faster or slower in 17-46% of simulated matrices of identical cells:
+bench/sequential_verdicts.py.) The e-value against H0: difference = delta is the Bayes
 factor of the t test with a normal prior on the standardised effect (Gönen, Johnson, Lu
 and Westfall 2005; Lindon et al. 2022, "anytime-valid linear models"):
 
@@ -20,7 +24,8 @@ averaged over a few prior scales tau² (a mixture of e-values is an e-value: no 
 is guessed). The sequence is {delta : E(delta) < k / alpha} (Bonferroni over the group's k
 comparisons: valid whatever their dependence, at any stopping time), intersected over the
 looks so far. A comparison ends as **faster** (the interval above 0), **slower** (below),
-**equivalent within ±m** (inside ±ln(1 + m), m = max(2%, the measured noise)), or is
+**equivalent within ±m** (inside ±ln(1 + m), m = max(2%, the measured noise of the
+comparison's two sides)), or is
 **unsettled** when the campaign's budget ends first.
 """
 
@@ -134,14 +139,6 @@ def group_verdicts(
     logs_b = [math.log(v) for v in baseline if v > 0]
     logs = {c: [math.log(v) for v in vals if v > 0] for c, vals in cells.items()}
     level = alpha / max(1, len(logs))
-    # one variance pooled over the whole group: residuals about each cell's own mean
-    ss, dof = (_ss(logs_b), len(logs_b) - 1) if len(logs_b) >= 2 else (0.0, 0)
-    for y in logs.values():
-        if len(y) >= 2:
-            ss += _ss(y)
-            dof += len(y) - 1
-    s = math.sqrt(ss / dof) if dof >= 1 and ss > 0 else None
-    margin = max(min_margin, math.expm1(s)) if s is not None else min_margin
     out: dict[str, Sequential] = {}
     for cell, y in logs.items():
         prior = (before or {}).get(cell)
@@ -149,9 +146,11 @@ def group_verdicts(
         if prior is not None and prior.low is not None and prior.high is not None:
             lo, hi = math.log(prior.low), math.log(prior.high)
         d = _mean(y) - _mean(logs_b) if y and logs_b else 0.0
-        if s is not None and len(y) >= MIN_RUNS and len(logs_b) >= MIN_RUNS:
+        margin = noise_margin(logs_b, y, min_margin)
+        if len(y) >= MIN_RUNS and len(logs_b) >= MIN_RUNS:
             n_eff = 1.0 / (1.0 / len(y) + 1.0 / len(logs_b))
-            found = interval(d, s / math.sqrt(n_eff), dof, n_eff, level)
+            se, nu = welch(logs_b, y)
+            found = interval(d, se, nu, n_eff, level)
             if found is not None:
                 lo, hi = max(lo, found[0]), min(hi, found[1])
         finite = math.isfinite(lo) and math.isfinite(hi)
@@ -205,6 +204,25 @@ def next_round(
         if counts.get(baseline, 0) < most * share:
             plan[baseline] = share
     return plan
+
+
+def noise_margin(a: Sequence[float], b: Sequence[float], least: float) -> float:
+    """m of "equivalent within ±m": the comparison's measured noise (the run-to-run sd of
+    its two sides, pooled, as a ratio), never below ``least``."""
+    dof = max(0, len(a) - 1) + max(0, len(b) - 1)
+    ss = (_ss(a) if len(a) >= 2 else 0.0) + (_ss(b) if len(b) >= 2 else 0.0)
+    return max(least, math.expm1(math.sqrt(ss / dof))) if dof >= 1 else least
+
+
+def welch(a: Sequence[float], b: Sequence[float]) -> tuple[float, float]:
+    """The standard error of mean(b) - mean(a) from each side's own variance, and its
+    Welch-Satterthwaite degrees of freedom."""
+    va, vb = _ss(a) / (len(a) - 1) / len(a), _ss(b) / (len(b) - 1) / len(b)
+    se2 = va + vb
+    if se2 <= 0:
+        return 0.0, 0.0
+    nu = se2 * se2 / (va * va / (len(a) - 1) + vb * vb / (len(b) - 1))
+    return math.sqrt(se2), nu
 
 
 def _ss(x: Sequence[float]) -> float:

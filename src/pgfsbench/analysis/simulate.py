@@ -44,12 +44,21 @@ class World:
     drift_per_run: float = 0.0  # relative drift of every cell, per run made
     heavy_tail: bool = False  # Student's t (3 df) on the log scale instead of normal
     most: int = 8  # repetitions_max
+    # unequal noise: the baseline's own CV, and the first cell's (None: ``cv``)
+    cv_baseline: float | None = None
+    cv_first: float | None = None
+
+    def cv_of(self, cell: str, first: str) -> float:
+        if cell == BASELINE and self.cv_baseline is not None:
+            return self.cv_baseline
+        if cell == first and self.cv_first is not None:
+            return self.cv_first
+        return self.cv
 
 
 def simulate(world: World, rng: np.random.Generator) -> Outcome:
     names = [f"c{i}" for i in range(world.cells)]
     data: dict[str, list[float]] = {BASELINE: [], **{c: [] for c in names}}
-    sigma = math.sqrt(math.log1p(world.cv**2))
     made = 0
 
     def draw(cell: str) -> float:
@@ -59,6 +68,7 @@ def simulate(world: World, rng: np.random.Generator) -> Outcome:
         else:
             z = float(rng.standard_normal())
         true = 1000.0 * (1 + world.effect if cell == names[0] else 1.0)
+        sigma = math.sqrt(math.log1p(world.cv_of(cell, names[0]) ** 2))
         made += 1
         return true * (1 + world.drift_per_run * made) * math.exp(sigma * z)
 
