@@ -8,7 +8,9 @@
 - a true 10% difference at CV 2%: the share of matrices where it is found within
   repetitions_max;
 - unequal noise: a baseline at CV 10% among cells at 2%, one cell at 10% or 20% among
-  cells at 1% or 2% (each comparison's interval has its own two variances);
+  cells at 1% or 2%, cells at 10% beside a baseline at 2% (each comparison's interval has
+  its own two variances; the baseline's share of a round follows its spread against the
+  open cells'); power beside a noisy baseline;
 - runs a matrix takes, against fixed 3 and 5 repetitions (k + 1 cells x 3 or 5).
 
     .venv/bin/python bench/sequential_verdicts.py [--matrices 2000] [--save F.json]
@@ -38,7 +40,9 @@ def grid() -> list[World]:
     # unequal noise: a noisy baseline among steady cells, one noisy cell among steady ones
     worlds += [World(k, 0.02, cv_baseline=0.10) for k in (1, 3)]
     worlds += [World(4, 0.02, cv_first=0.10), World(8, 0.01, cv_first=0.10)]
-    worlds += [World(8, 0.01, cv_first=0.20), World(4, 0.02, effect=0.10, cv_baseline=0.05)]
+    worlds += [World(8, 0.01, cv_first=0.20), World(4, 0.10, cv_baseline=0.02)]
+    worlds += [World(4, 0.02, effect=0.10, cv_baseline=0.05)]
+    worlds += [World(3, 0.02, effect=0.10, cv_baseline=0.10, most=16)]
     return worlds
 
 
@@ -55,6 +59,7 @@ def main() -> None:
     rows = []
     print(
         f"{'k':>2} {'CV':>5} {'base':>5} {'first':>5} {'effect':>6} {'drift':>6} {'tail':>5} "
+        f"{'max':>3} "
         "| false verdicts [95% CI]"
         f"       | power  | runs/matrix (fixed 3: , fixed 5: )"
     )
@@ -66,7 +71,7 @@ def main() -> None:
         print(
             f"{world.cells:>2} {world.cv:>5.0%} {cv_text(world.cv_baseline):>5} "
             f"{cv_text(world.cv_first):>5} {world.effect:>6.0%} {world.drift_per_run:>6.3f} "
-            f"{'t3' if world.heavy_tail else 'norm':>5} | {s.false_rate:6.2%} "
+            f"{'t3' if world.heavy_tail else 'norm':>5} {world.most:>3} | {s.false_rate:6.2%} "
             f"[{s.false_ci[0]:.2%}, {s.false_ci[1]:.2%}] | {power:>6} | "
             f"{s.runs_per_matrix:5.1f} ({fixed3}, {fixed5})  {time.monotonic() - started:.0f} s",
             flush=True,

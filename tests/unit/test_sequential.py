@@ -150,3 +150,25 @@ def test_one_noisy_cell_among_steady_ones_is_not_called_different() -> None:
     assert noisy.false_rate <= 0.05, noisy
     base = run_many(World(3, 0.02, cv_baseline=0.10), 300, seed=22)
     assert base.false_rate <= 0.05, base
+
+
+def test_a_noisy_baseline_gets_more_of_a_round_a_steady_one_less_never_past_its_limit() -> None:
+    from pgfsbench.analysis.sequential import baseline_share, spreads
+
+    assert baseline_share(4) == 2  # Dunnett's √k
+    assert baseline_share(4, 0.10, [0.02, 0.02]) == 6  # the ratio kept at 3 at most
+    assert baseline_share(4, 0.03, [0.02, 0.02, 0.02]) == 3
+    assert baseline_share(4, 0.005, [0.02]) == 1  # never below one
+    assert baseline_share(4, 0.05, []) == 2  # no cell's spread known yet: √k
+    found = group_verdicts(
+        [1000.0, 1300.0, 800.0], {f"c{i}": [1000.0, 1010.0, 990.0] for i in range(4)}
+    )
+    counts = {BASELINE: 3, **dict.fromkeys(found, 3)}
+    data = {BASELINE: [1000.0, 1300.0, 800.0], **{c: [1000.0, 1010.0, 990.0] for c in found}}
+    spread = spreads(data)
+    assert spread[BASELINE] > 10 * spread["c0"]
+    assert next_round(found, counts, BASELINE, 8, spread)[BASELINE] == 6
+    # the baseline's limit (repetitions_max times √k) holds whatever its share
+    assert next_round(found, {**counts, BASELINE: 14}, BASELINE, 8, spread)[BASELINE] == 2
+    assert BASELINE not in next_round(found, {**counts, BASELINE: 16}, BASELINE, 8, spread)
+    assert spreads({"few": [1.0, 2.0]}) == {}  # fewer than MIN_RUNS runs: unknown

@@ -186,11 +186,15 @@ def next_round(
     counts: Mapping[str, int],
     baseline: str,
     most: int,
+    spread: Mapping[str, float] | None = None,
 ) -> dict[str, int]:
     """How many runs each cell gets in the next round (none: the campaign is settled or
     at its limits). A cell with fewer than MIN_RUNS runs always gets one; an unsettled one
     gets one until it has ``most``; the baseline gets about √k while k comparisons are
-    open (Dunnett's allocation), until it has ``most`` times that share."""
+    open (Dunnett's allocation), until it has ``most`` times that share. ``spread``: each
+    cell's run-to-run sd of log throughput so far; a baseline noisier than the open cells
+    gets more of the round, one steadier fewer (see ``baseline_share``), never past that
+    limit."""
     open_cells = [
         c
         for c, v in verdicts.items()
@@ -200,10 +204,26 @@ def next_round(
     missing = [c for c in verdicts if counts.get(c, 0) < MIN_RUNS and c not in plan]
     plan.update(dict.fromkeys(missing, 1))
     if plan:
-        share = baseline_share(len(plan))
-        if counts.get(baseline, 0) < most * share:
-            plan[baseline] = share
+        limit = most * baseline_share(len(plan))
+        spreads = [(spread or {}).get(c) for c in plan]
+        share = baseline_share(
+            len(plan),
+            (spread or {}).get(baseline),
+            [s for s in spreads if s is not None] if None not in spreads else [],
+        )
+        if counts.get(baseline, 0) < limit:
+            plan[baseline] = min(share, limit - counts.get(baseline, 0))
     return plan
+
+
+def spreads(data: Mapping[str, Sequence[float]]) -> dict[str, float]:
+    """Each cell's run-to-run sd of log throughput, where it has MIN_RUNS runs or more."""
+    out: dict[str, float] = {}
+    for cell, values in data.items():
+        logs = [math.log(v) for v in values if v > 0]
+        if len(logs) >= MIN_RUNS:
+            out[cell] = math.sqrt(_ss(logs) / (len(logs) - 1))
+    return out
 
 
 def noise_margin(a: Sequence[float], b: Sequence[float], least: float) -> float:
@@ -230,7 +250,22 @@ def _ss(x: Sequence[float]) -> float:
     return sum((v - m) ** 2 for v in x)
 
 
-def baseline_share(open_comparisons: int) -> int:
+SHARE_MOST = 3  # a noisy baseline's share of a round: at most this many times √k
+
+
+def baseline_share(
+    open_comparisons: int, base_sd: float | None = None, cell_sds: Sequence[float] = ()
+) -> int:
     """Runs of the baseline in a round: about √k for k comparisons still open (Dunnett's
-    optimal allocation n_0 / n = √k), at least one."""
-    return max(1, round(math.sqrt(max(1, open_comparisons))))
+    optimal allocation n_0 / n = √k), at least one. Given the sds (log scale) of the
+    baseline and of the open cells, √k times their ratio: the allocation that makes the
+    comparisons' variances (s_0²/n_0 + s_c²/n_c) least for the runs made, the baseline's
+    sd against the open cells' root mean square, the ratio kept within [1/3, 3]. The sds
+    are the runs' spread, never their means: the allocation says nothing of which cell
+    is faster."""
+    root = math.sqrt(max(1, open_comparisons))
+    if base_sd is not None and cell_sds and base_sd > 0:
+        rms = math.sqrt(sum(s * s for s in cell_sds) / len(cell_sds))
+        ratio = base_sd / rms if rms > 0 else SHARE_MOST
+        root *= min(SHARE_MOST, max(1 / SHARE_MOST, ratio))
+    return max(1, round(root))

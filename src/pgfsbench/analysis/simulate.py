@@ -19,6 +19,7 @@ from pgfsbench.analysis.sequential import (
     Settled,
     group_verdicts,
     next_round,
+    spreads,
 )
 
 
@@ -76,7 +77,9 @@ def simulate(world: World, rng: np.random.Generator) -> Outcome:
     rounds = 0
     while True:
         verdicts = group_verdicts(data[BASELINE], {c: data[c] for c in names}, before=before)
-        plan = next_round(verdicts, {c: len(v) for c, v in data.items()}, BASELINE, world.most)
+        plan = next_round(
+            verdicts, {c: len(v) for c, v in data.items()}, BASELINE, world.most, spreads(data)
+        )
         if not plan:
             break
         order = [c for c, n in plan.items() for _ in range(n)]

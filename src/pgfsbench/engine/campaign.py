@@ -733,7 +733,13 @@ def more_runs(
     signals alone, is made again), and no cell gets more than twice repetitions_max runs
     in all."""
     from pgfsbench.analysis.disturbance import is_disturbed
-    from pgfsbench.analysis.sequential import Settled, group_verdicts, next_round
+    from pgfsbench.analysis.sequential import (
+        Settled,
+        baseline_share,
+        group_verdicts,
+        next_round,
+        spreads,
+    )
     from pgfsbench.analysis.summary import summarise
 
     runs = [r for r in store.list_runs(result.campaign_id) if not r.superseded_by]
@@ -773,9 +779,11 @@ def more_runs(
         state.verdicts.update(verdicts)
         state.baselines.update({c.cell: base.cell for c in cands})
         counts = {cell: len(valid.get(cell, [])) for cell in [base.cell, *verdicts]}
-        for cell, n in next_round(verdicts, counts, base.cell, d.repetitions_max).items():
+        spread = spreads({cell: valid.get(cell, []) for cell in counts})
+        for cell, n in next_round(verdicts, counts, base.cell, d.repetitions_max, spread).items():
             made = len(rows.get(cell, []))
-            if made >= 2 * d.repetitions_max * (n if cell == base.cell else 1):
+            allowed = baseline_share(len(verdicts)) if cell == base.cell else 1
+            if made >= 2 * d.repetitions_max * allowed:
                 state.stopped[cell] = f"{made} runs made, too many of them disturbed"
                 continue
             wanted[cell] = n
