@@ -468,7 +468,8 @@ def test_a_busy_host_is_one_line_for_all_its_runs_and_leads_when_most_were() -> 
 
 def test_a_budget_cuts_the_last_round_to_the_runs_that_fit(monkeypatch: Any) -> None:
     """10 runs in 100 s, a budget of 135 s: of a round of 5, the 3 that fit at 10 s a run;
-    then no more rounds: the campaign ends within its budget."""
+    then no more rounds: the campaign ends within its budget, its verdicts from one last
+    look at every run (not the look before the cut round)."""
     import time as time_mod
     from types import SimpleNamespace
 
@@ -476,7 +477,13 @@ def test_a_budget_cuts_the_last_round_to_the_runs_that_fit(monkeypatch: Any) -> 
     from pgfsbench.spec.models import Defaults
 
     rounds: list[int] = []
-    monkeypatch.setattr(camp, "more_runs", lambda *a: list(range(5)))
+    looks: list[bool] = []
+
+    def more_runs(*a: Any, final: bool = False) -> list[int]:
+        looks.append(final)
+        return [] if final else list(range(5))
+
+    monkeypatch.setattr(camp, "more_runs", more_runs)
     monkeypatch.setattr(camp, "note_auto_repetitions", lambda *a: None)
     d = Defaults(repetitions="auto", budget="135s")
     result = SimpleNamespace(run_ids=list(range(10)), campaign_id=1)
@@ -491,3 +498,4 @@ def test_a_budget_cuts_the_last_round_to_the_runs_that_fit(monkeypatch: Any) -> 
         lambda more: rounds.append(len(more)),
     )
     assert rounds == [3]
+    assert looks == [False, True]  # the round's look, then the last one after it

@@ -707,6 +707,11 @@ def adaptive_rounds(
         run_round(more)
         if state.budget_spent:
             break
+    if state.budget_spent:
+        # one more look, at every run made (a confidence sequence may be read at any
+        # time): the verdicts the budget left are those of all the runs, not of the
+        # look before the last round
+        more_runs(store, plan, d, result, state, final=True)
     note_auto_repetitions(store, d, result.campaign_id, state)
 
 
@@ -725,13 +730,20 @@ class AutoState:
 
 
 def more_runs(
-    store: Store, plan: Plan, d: Defaults, result: CampaignResult, state: AutoState
+    store: Store,
+    plan: Plan,
+    d: Defaults,
+    result: CampaignResult,
+    state: AutoState,
+    *,
+    final: bool = False,
 ) -> list[PlannedRun]:
     """repetitions = "auto": the next round's runs (see Campaign._adaptive), in a random
     order drawn from the campaign's seed; none when every comparison is settled or at its
     limits. Only undisturbed ok runs are evidence (a disturbed run, judged by the host's
     signals alone, is made again), and no cell gets more than twice repetitions_max runs
-    in all."""
+    in all. ``final``: the budget is spent; the verdicts of all the runs, each cell that
+    wanted more said to have stopped for the budget, and no round."""
     from pgfsbench.analysis.disturbance import is_disturbed
     from pgfsbench.analysis.sequential import (
         Settled,
@@ -795,6 +807,12 @@ def more_runs(
                     if v.verdict is not Settled.UNSETTLED
                     else f"unsettled at the maximum of {d.repetitions_max} runs ({v.words()})",
                 )
+    if final:
+        for cell in wanted:
+            last = state.verdicts.get(cell)
+            said = f" ({last.words()})" if last is not None else ""
+            state.stopped.setdefault(cell, "the budget was spent" + said)
+        return []
     cells = {c.id: c for c in plan.cells}
     more: list[PlannedRun] = []
     for cell_id, n in wanted.items():
