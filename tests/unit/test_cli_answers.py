@@ -476,12 +476,15 @@ def test_a_budget_cuts_the_last_round_to_the_runs_that_fit(monkeypatch: Any) -> 
     from pgfsbench.engine import campaign as camp
     from pgfsbench.spec.models import Defaults
 
-    rounds: list[int] = []
+    rounds: list[list[int]] = []
     looks: list[bool] = []
 
-    def more_runs(*a: Any, final: bool = False) -> list[int]:
+    # a round of 5: the baseline's 4th and 5th runs, and three cells' 3rd, 3rd and 4th
+    reps = [4, 3, 5, 4, 3]
+
+    def more_runs(*a: Any, final: bool = False) -> list[Any]:
         looks.append(final)
-        return [] if final else list(range(5))
+        return [] if final else [SimpleNamespace(repetition=n) for n in reps]
 
     monkeypatch.setattr(camp, "more_runs", more_runs)
     monkeypatch.setattr(camp, "note_auto_repetitions", lambda *a: None)
@@ -495,7 +498,8 @@ def test_a_budget_cuts_the_last_round_to_the_runs_that_fit(monkeypatch: Any) -> 
         result,  # type: ignore[arg-type]
         time_mod.monotonic() - 100.0,
         events,
-        lambda more: rounds.append(len(more)),
+        lambda more: rounds.append([r.repetition for r in more]),
     )
-    assert rounds == [3]
+    # the 3 that fit: the cells with fewest runs first, in the round's order
+    assert rounds == [[4, 3, 3]]
     assert looks == [False, True]  # the round's look, then the last one after it

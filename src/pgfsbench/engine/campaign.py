@@ -684,8 +684,9 @@ def adaptive_rounds(
     """repetitions = "auto", wherever the runs go (this host, a cluster): rounds of
     `more_runs` given to ``run_round`` until none is needed or the budget (counted from
     ``started``, the campaign's start) is spent; then the notes. A round is cut to the runs
-    that fit in what is left of the budget at the pace of the runs so far: the campaign
-    ends within its budget (a verdict is anytime-valid, wherever its runs stop)."""
+    that fit in what is left of the budget at the pace of the runs so far, the cells with
+    the fewest runs first (`cut_round`): the campaign ends within its budget (a verdict is
+    anytime-valid, wherever its runs stop), its verdicts from a last look at every run."""
     state = AutoState(seed=secrets.randbits(32))
     while True:
         elapsed = time.monotonic() - started
@@ -700,7 +701,7 @@ def adaptive_rounds(
             fit = int((d.budget_s - elapsed) // per_run) if per_run > 0 else len(more)
             if fit < len(more):
                 state.budget_spent = True
-                more = more[: max(0, fit)]
+                more = cut_round(more, fit)
                 if not more:
                     break
         events.extend(len(more))
@@ -713,6 +714,14 @@ def adaptive_rounds(
         # look before the last round
         more_runs(store, plan, d, result, state, final=True)
     note_auto_repetitions(store, d, result.campaign_id, state)
+
+
+def cut_round(more: list[PlannedRun], fit: int) -> list[PlannedRun]:
+    """The ``fit`` runs of a round the budget leaves room for: those of the cells with the
+    fewest runs first (a cell below the runs a verdict needs is not left there while
+    another adds one more), in the round's own random order."""
+    chosen = {id(r) for r in sorted(more, key=lambda r: r.repetition)[: max(0, fit)]}
+    return [r for r in more if id(r) in chosen]
 
 
 @dataclass
