@@ -27,13 +27,13 @@ def capture() -> Iterator[Path]:
     copied), tablespaces/OID the copy."""
     with tempfile.TemporaryDirectory(dir="/var/tmp") as d:
         root = Path(d)
-        (root / "server-side" / "PG_15_x" / "5").mkdir(parents=True)
-        (root / "server-side" / "PG_15_x" / "5" / "secret").write_text("not the capture's")
+        (root / "server-side" / "PG_15_202209061" / "5").mkdir(parents=True)
+        (root / "server-side" / "PG_15_202209061" / "5" / "secret").write_text("not the capture's")
         capture = root / "capture"
         (capture / "base" / "pg_tblspc").mkdir(parents=True)
         (capture / "base" / "PG_VERSION").write_text("15\n")
         os.symlink(root / "server-side", capture / "base" / "pg_tblspc" / OID)
-        relation = capture / "tablespaces" / OID / "PG_15_x" / "5"
+        relation = capture / "tablespaces" / OID / "PG_15_202209061" / "5"
         relation.mkdir(parents=True)
         (relation / "16401").write_bytes(b"\x01" * 8192)
         (root / "target").mkdir()
@@ -49,16 +49,17 @@ def test_a_tablespace_becomes_a_directory_from_the_captures_copy(capture: Path) 
     assert restore(capture) == [OID]
     restored = capture.parent / "target" / "pg_tblspc" / OID
     assert restored.is_dir() and not restored.is_symlink()
-    assert (restored / "PG_15_x" / "5" / "16401").read_bytes() == b"\x01" * 8192
-    assert not (restored / "PG_15_x" / "5" / "secret").exists()  # the link was not followed
+    assert (restored / "PG_15_202209061" / "5" / "16401").read_bytes() == b"\x01" * 8192
+    assert not (restored / "PG_15_202209061" / "5" / "secret").exists()  # the link was not followed
 
 
 def test_an_in_place_tablespace_is_copied_as_it_is(capture: Path) -> None:
     (capture / "base" / "pg_tblspc" / OID).unlink()
-    (capture / "base" / "pg_tblspc" / OID / "PG_15_x").mkdir(parents=True)
-    (capture / "base" / "pg_tblspc" / OID / "PG_15_x" / "f").write_text("in place")
+    shutil.rmtree(capture / "tablespaces")
+    (capture / "base" / "pg_tblspc" / OID / "PG_15_202209061" / "5").mkdir(parents=True)
+    (capture / "base" / "pg_tblspc" / OID / "PG_15_202209061" / "5" / "1").write_text("in")
     assert restore(capture) == [OID]
-    assert (capture.parent / "target/pg_tblspc" / OID / "PG_15_x/f").read_text() == "in place"
+    assert (capture.parent / "target/pg_tblspc" / OID / "PG_15_202209061/5/1").read_text() == "in"
 
 
 def test_a_tablespace_without_its_copy_is_refused_by_name(capture: Path) -> None:
@@ -84,30 +85,30 @@ def test_an_entry_that_is_no_oid_is_refused(capture: Path, name: str) -> None:
 
 def test_no_pg_tblspc_nothing_to_do(capture: Path) -> None:
     shutil.rmtree(capture / "base" / "pg_tblspc")
+    shutil.rmtree(capture / "tablespaces")
     assert restore(capture) == []
 
 
-def test_pg_basebackup_maps_each_tablespace_into_the_capture(tmp_path: Path) -> None:
-    """Each tablespace's location mapped to tablespaces/OID of the capture, an '=' in
-    either path escaped as pg_basebackup reads it."""
-    from pgfsbench.system.runner import Runner
-    from pgfsbench.workloads.capture import base_backup
+def test_pg_basebackup_runs_without_a_password_in_its_argv() -> None:
+    """The copy's command line: tar format into its own directory, never prompting, each
+    file bounded; the password only in the passfile line (escaped as libpq reads it)."""
+    from pgfsbench.workloads.capture_copy import Source, basebackup_argv, passfile_line
 
-    argv_file = tmp_path / "argv"
-    fake = tmp_path / "pg_basebackup"
-    fake.write_text(f'#!/bin/sh\nprintf "%s\\n" "$@" > {argv_file}\n')
-    fake.chmod(0o755)
-    spaces = [
-        {"oid": 16400, "name": "a", "location": "/srv/fast=1"},
-        {"oid": 16401, "name": "b", "location": "/srv/slow"},
-    ]
-    out = tmp_path / "cap=ture"
-    base_backup(Runner(), str(fake), "host=/x", out / "base", spaces, out / "tablespaces")
-    argv = argv_file.read_text().splitlines()
-    mapped = [a for a in argv if a.startswith("--tablespace-mapping=")]
-    into = str(out).replace("=", "\\=")
-    assert mapped == [
-        f"--tablespace-mapping=/srv/fast\\=1={into}/tablespaces/16400",
-        f"--tablespace-mapping=/srv/slow={into}/tablespaces/16401",
-    ]
-    assert argv[argv.index("-D") + 1] == str(out / "base")
+    source = Source({"host": "/run/pg", "port": "5432", "user": "u", "dbname": "d"}, "s3:cr\\et")
+    argv = basebackup_argv("/usr/bin/pg_basebackup", source, 1 << 30)
+    assert argv[:3] == ["prlimit", f"--fsize={1 << 30}", "--"]
+    assert "-Ft" in argv and "-w" in argv and argv[argv.index("-D") + 1] == "backup"
+    assert not any("s3:cr" in a or "password" in a for a in argv)
+    assert passfile_line("s3:cr\\et") == "*:*:*:*:s3\\:cr\\\\et\n"
+
+
+def test_an_in_place_tablespace_with_a_planted_file_leaves_it_out(capture: Path) -> None:
+    (capture / "base" / "pg_tblspc" / OID).unlink()
+    shutil.rmtree(capture / "tablespaces")
+    version = capture / "base" / "pg_tblspc" / OID / "PG_15_202209061"
+    (version / "5").mkdir(parents=True)
+    (version / "5" / "16401").write_bytes(b"x")
+    (version / "evil.so").write_bytes(b"\x7fELF")
+    assert restore(capture) == [OID]
+    restored = capture.parent / "target" / "pg_tblspc" / OID / "PG_15_202209061"
+    assert (restored / "5" / "16401").exists() and not (restored / "evil.so").exists()

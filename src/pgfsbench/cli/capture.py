@@ -20,7 +20,9 @@ def capture_cmd(
         str,
         typer.Option(help="The server to capture (a libpq connection string, as a superuser)."),
     ],
-    seconds: Annotated[float, typer.Option(help="How long to capture.")],
+    seconds: Annotated[
+        str, typer.Option(help="How long to capture: seconds, or with a unit (90s, 5m, 1h).")
+    ],
     output: Annotated[
         Path, typer.Option("--output", "-o", help="The capture's directory (new; root's, 0700).")
     ],
@@ -72,35 +74,49 @@ def capture_cmd(
     changes are put back at the end, and by `cleanup` after a SIGKILL; one needing a
     restart is refused."""
     import os
-    import signal
-    import threading
 
     from pgfsbench.engine.preflight import check_workdir
     from pgfsbench.postgres.binaries import find_binaries
+    from pgfsbench.system.errors import UsageError
+    from pgfsbench.system.held import make_dirs
     from pgfsbench.system.hostlock import host_lock
     from pgfsbench.system.journal import Journal
     from pgfsbench.system.runner import Runner
+    from pgfsbench.system.signals import stop_on_signals
+    from pgfsbench.units import parse_duration
     from pgfsbench.workloads.capture import capture
 
+    try:
+        length = parse_duration(seconds)
+    except ValueError as exc:
+        raise UsageError(f"--seconds {seconds!r}: {exc}") from None
     if os.geteuid() != 0:
         raise NeedsRootError(
             "capture writes a root-owned directory and a root journal; run as root"
         )
     console = plain_console()
     check_workdir(workdir, None)
-    stop = threading.Event()
+    waiting = False
 
     def say(line: str) -> None:
         if not as_json:  # --json: the summary alone on standard output
             console.print(line, markup=False)
 
-    def wait(s: float) -> bool:
-        return not stop.wait(s)
+    # SIGINT, SIGTERM and SIGHUP alike: during the capture's wait they end it sooner (the
+    # capture is kept); anywhere else they stop the command, the server's settings put
+    # back on the way out
+    with stop_on_signals(quiet=lambda: waiting) as stop:
 
-    previous = signal.signal(signal.SIGINT, lambda *_: stop.set())
-    try:
+        def wait(s: float) -> bool:
+            nonlocal waiting
+            waiting = True
+            try:
+                return not stop.wait(s)
+            finally:
+                waiting = False
+
         with host_lock("pgfsbench capture", workdir):
-            workdir.mkdir(mode=0o700, parents=True, exist_ok=True)
+            make_dirs(workdir, 0o700)
             runner = Runner()
             journal = Journal.create(workdir, runner, meta={"what": "capture"})
             try:
@@ -111,17 +127,17 @@ def capture_cmd(
 
                         done = capture_stats(
                             dsn=dsn,
-                            seconds=seconds,
+                            seconds=length,
                             out=output,
                             runner=runner,
                             pg_basebackup=binaries.tool("pg_basebackup"),
-                            ready=lambda: say(f"reading pg_stat_statements for {seconds:g} s"),
-                            stop=stop.is_set,
+                            ready=lambda: say(f"reading pg_stat_statements for {length:g} s"),
+                            wait=wait,
                         )
                     else:
                         done = capture(
                             dsn=dsn,
-                            seconds=seconds,
+                            seconds=length,
                             out=output,
                             journal=journal,
                             runner=runner,
@@ -129,15 +145,14 @@ def capture_cmd(
                             base=base,
                             max_log_bytes=max_log << 20,
                             ready=lambda: say(
-                                f"capturing for {seconds:g} s (Ctrl-C ends it sooner)"
+                                f"capturing for {length:g} s (Ctrl-C ends it sooner)"
                             ),
                             wait=wait,
                             log_format=log_format,
+                            workdir=workdir,
                         )
             finally:
                 journal.close()
-    finally:
-        signal.signal(signal.SIGINT, previous)
     if as_json:
         import json
 

@@ -526,12 +526,13 @@ def run_spec(
     plan: Plan | None = None,
 ) -> tuple[Store, CampaignResult]:
     from pgfsbench.collect.host import host_name
-    from pgfsbench.engine.campaign import Campaign, signals_raise_interrupted
+    from pgfsbench.engine.campaign import Campaign
     from pgfsbench.engine.preflight import require_root
     from pgfsbench.plan import make_plan
     from pgfsbench.results.store import Store, check_writable
     from pgfsbench.storage.devices import DevicePolicy
     from pgfsbench.system.hostlock import host_lock
+    from pgfsbench.system.signals import stop_on_signals
     from pgfsbench.system.trust import check_workdir_trusted
 
     check_workdir_trusted(workdir)  # before anything is made, the store included
@@ -551,7 +552,7 @@ def run_spec(
     with (
         host_lock("pgfsbench run", workdir.resolve()),
         RichEvents(console, plan, progress_file) as rich_events,
-        signals_raise_interrupted(),
+        stop_on_signals(),
     ):
         store = Store(results)
         the_host = host or host_name()
@@ -598,11 +599,11 @@ def _run_in_cluster(
     """Every run a Job of the cluster of [kubernetes] (cluster/campaign.py): the same
     campaign loop as on a host, --resume included."""
     from pgfsbench.cluster.campaign import ClusterCampaign
-    from pgfsbench.engine.campaign import signals_raise_interrupted
     from pgfsbench.results.store import Store, check_writable
+    from pgfsbench.system.signals import stop_on_signals
 
     check_writable(results)
-    with RichEvents(console, plan, progress_file) as events, signals_raise_interrupted():
+    with RichEvents(console, plan, progress_file) as events, stop_on_signals():
         store = Store(results)
         campaign = ClusterCampaign(
             loaded, plan, store, workdir=workdir, events=events, resume=resume

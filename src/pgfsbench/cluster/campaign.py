@@ -60,7 +60,7 @@ from pgfsbench.spec.cluster import CAMPAIGN_LABEL, KubernetesConfig, PvcStorage
 from pgfsbench.system.errors import Interrupted, PgfsbenchError, UsageError
 from pgfsbench.system.journal import Journal, Step
 from pgfsbench.system.runner import Runner
-from pgfsbench.system.signals import signals_held
+from pgfsbench.system.signals import STOP, signals_held
 from pgfsbench.system.trust import make_trusted_dir
 
 # the label the Job controller puts on its pods (and batch.kubernetes.io/job-name since 1.27)
@@ -264,7 +264,7 @@ class ClusterCampaign(CampaignLoop):
             try:
                 with self._turn:
                     queue = queues[place.name]
-                    while queue and not self._stopping:
+                    while queue and not (self._stopping or STOP.is_set()):
                         self._execute_group(journal, queue.popleft(), result)
             except BaseException as exc:  # said in the main thread, after every one ended
                 failures.append(exc)
@@ -304,7 +304,7 @@ class ClusterCampaign(CampaignLoop):
 
     def _pause(self, seconds: float) -> None:
         """A wait while a Job runs: another cluster's thread takes its turn meanwhile."""
-        if self._stopping:
+        if self._stopping or STOP.is_set():
             raise Interrupted("interrupted")
         if not self._threaded:
             self.sleep(seconds)
@@ -314,7 +314,7 @@ class ClusterCampaign(CampaignLoop):
             self.sleep(seconds)
         finally:
             self._turn.acquire()
-        if self._stopping:
+        if self._stopping or STOP.is_set():
             raise Interrupted("interrupted")
 
     def _run_group(

@@ -83,28 +83,58 @@ def parse_fio(output: str) -> dict[str, float]:
     return result
 
 
+CEILING_DIR = "pgfsbench_ceiling"
+
+
 def measure(
-    runner: Runner, pg_test_fsync: str, directory: Path, seconds: int = 2
+    runner: Runner,
+    pg_test_fsync: str,
+    directory: Path,
+    seconds: int = 2,
+    os_user: str | None = None,
 ) -> dict[str, object]:
-    """Both measurements in ``directory`` (an empty filesystem of the storage under test)."""
+    """Both measurements in ``directory`` (an empty filesystem of the storage under test),
+    in a directory of their own made beneath it (held) and handed to ``os_user``, as whom
+    they run: the volume may be another user's (an existing filesystem), and root writes
+    nothing there by path."""
+    from pgfsbench.system.held import Held, Owner
+
     result: dict[str, object] = {}
-    test_file = directory / "pgfsbench_fsync.tmp"
-    try:
-        done = runner.run(
-            [pg_test_fsync, "-f", str(test_file), "-s", str(seconds)], timeout=300, check=False
-        )
-        result["pg_test_fsync"] = parse_pg_test_fsync(done.stdout)
-        result["pg_test_fsync_raw"] = done.stdout[-6000:]
-    finally:
-        test_file.unlink(missing_ok=True)
-    fio_dir = directory / "pgfsbench_fio"
-    fio_dir.mkdir(exist_ok=True)
+    with Held.open(directory) as volume:
+        volume.make_dir(CEILING_DIR, 0o700, Owner.of(os_user)).close()
+        try:
+            _measure_in(runner, pg_test_fsync, directory / CEILING_DIR, seconds, os_user, result)
+        finally:
+            volume.remove(CEILING_DIR)
+    return result
+
+
+def _measure_in(
+    runner: Runner,
+    pg_test_fsync: str,
+    place: Path,
+    seconds: int,
+    os_user: str | None,
+    result: dict[str, object],
+) -> None:
+    done = runner.run(
+        [pg_test_fsync, "-f", str(place / "fsync.tmp"), "-s", str(seconds)],
+        timeout=300,
+        check=False,
+        user=os_user,
+    )
+    result["pg_test_fsync"] = parse_pg_test_fsync(done.stdout)
+    result["pg_test_fsync_raw"] = done.stdout[-6000:]
+    fio_dir = place
     try:
         # two jobs, each its own file: use at most an eighth of the free space
         st = os.statvfs(fio_dir)
         size_mb = max(16, min(256, st.f_bavail * st.f_frsize // (8 << 20)))
         done = runner.run(
-            fio_argv(fio_dir, max(3, seconds * 3), f"{size_mb}M"), timeout=600, check=False
+            fio_argv(fio_dir, max(3, seconds * 3), f"{size_mb}M"),
+            timeout=600,
+            check=False,
+            user=os_user,
         )
         if done.returncode == 0:
             result["fio"] = parse_fio(done.stdout)
@@ -112,8 +142,3 @@ def measure(
             result["fio_error"] = (done.stderr or done.stdout).strip()[-500:]
     except (CommandError, ValueError, KeyError) as exc:
         result["fio_error"] = str(exc)
-    finally:
-        for f in fio_dir.iterdir():
-            f.unlink()
-        fio_dir.rmdir()
-    return result

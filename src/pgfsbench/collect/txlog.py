@@ -18,6 +18,7 @@ With --max-tries the last column is the number of retries.
 from __future__ import annotations
 
 import gzip
+import os
 import math
 import shutil
 from collections.abc import Iterator, Sequence
@@ -283,9 +284,15 @@ def _per_second(per: pl.DataFrame, sampling_rate: float) -> dict[str, list[float
 
 def compress_logs(paths: Sequence[Path], dest: Path) -> Path:
     """Concatenate the per-thread logs into one gzip artifact and remove them."""
-    with gzip.open(dest, "wb", compresslevel=3) as out:
+    from pgfsbench.system.held import Held, open_new_file
+
+    with (
+        os.fdopen(open_new_file(dest, 0o644), "wb") as raw,
+        gzip.GzipFile(fileobj=raw, mode="wb", compresslevel=3) as out,
+    ):
         for p in sorted(paths):
             with open_written_by_others(p) as src:  # pgbench's, as the postgres user
                 shutil.copyfileobj(src, out, 1 << 20)
-            p.unlink()
+            with Held.open(p.parent) as logs:  # the name removed, whatever it is now
+                logs.remove(p.name)
     return dest

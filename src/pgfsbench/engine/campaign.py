@@ -15,10 +15,9 @@ import os
 import random
 import secrets
 import shutil
-import signal
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,7 +50,7 @@ from pgfsbench.system.errors import Interrupted, PgfsbenchError, UsageError
 from pgfsbench.system.held import open_new_file, write_file
 from pgfsbench.system.journal import Journal
 from pgfsbench.system.runner import ChildRegistry, Runner
-from pgfsbench.system.signals import signals_held
+from pgfsbench.system.signals import signals_held, stop_on_signals
 from pgfsbench.system.trust import open_written_by_others
 
 if TYPE_CHECKING:
@@ -157,15 +156,18 @@ class CampaignLoop:
     def execute(self) -> CampaignResult:
         """Run the campaign (the caller holds what must be held: the host lock)."""
         self.started = time.monotonic()  # what the budget counts from
-        try:
-            self._open()
-        except BaseException:
-            self._end()
-            raise
-        try:
-            return self._execute()
-        finally:
-            self._end()
+        # one place turns SIGINT, SIGTERM and SIGHUP into the campaign's stop, whatever
+        # thread waits (system/signals.py)
+        with stop_on_signals():
+            try:
+                self._open()
+            except BaseException:
+                self._end()
+                raise
+            try:
+                return self._execute()
+            finally:
+                self._end()
 
     def _execute(self) -> CampaignResult:
         left = cleanup(self.workdir, self.runner)
@@ -923,19 +925,4 @@ def cell_params(cell: Any, *, write_out: bool = True) -> dict[str, object]:
     }
 
 
-@contextlib.contextmanager
-def signals_raise_interrupted() -> Iterator[None]:
-    """SIGTERM (and SIGHUP) become Interrupted, so every undo runs on the way out."""
-
-    def handler(signum: int, frame: object) -> None:
-        raise Interrupted(f"stopped by signal {signal.Signals(signum).name}; everything undone")
-
-    old = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
-__all__ = ["Campaign", "CampaignResult", "PgfsbenchError", "signals_raise_interrupted"]
+__all__ = ["Campaign", "CampaignResult", "PgfsbenchError"]

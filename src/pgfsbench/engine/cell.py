@@ -230,6 +230,7 @@ def _ceiling(eng: Engine, st: CellState) -> None:
         eng.binaries_for(st.cell).tool("pg_test_fsync"),
         st.storage.data.mountpoint,
         seconds=eng.loaded.spec.defaults.ceiling_seconds,
+        os_user=eng.os_user,
     )
     eng.store.put_ceiling(ident, st.cell.storage_name, figures)
     st.ceiling = {"identity": ident, "cached": False, **figures}

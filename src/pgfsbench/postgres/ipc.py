@@ -25,6 +25,7 @@ directory's device and inode, be owned by its owner, and have nothing attached.
 from __future__ import annotations
 
 import contextlib
+import stat
 import ctypes
 import os
 import struct
@@ -210,28 +211,64 @@ def release_shared_memory(pgdata: Path, identity: tuple[int, int, int] | None = 
     return done
 
 
-def _release_dsm(control_handle: int, uid: int) -> list[str]:
-    control_path = SHM_DIR / f"PostgreSQL.{control_handle}"
+DSM_CONTROL_MAX = 1 << 20  # a control segment's bytes read at most (it lists handles)
+
+
+def _segment_file(shm: int, name: str, uid: int) -> os.stat_result | None:
+    """A dynamic shared memory file of ``uid``'s in /dev/shm (held as ``shm``): a regular
+    file with one link, never through a link, else None (/dev/shm is everyone's: a FIFO,
+    a link or another user's file planted under a segment's name is not PostgreSQL's)."""
     try:
-        if control_path.stat().st_uid != uid:
-            return []
-        control = dsm_control(control_path.read_bytes())
+        st = os.stat(name, dir_fd=shm, follow_symlinks=False)
     except OSError:
-        return []  # another dynamic_shared_memory_type, or gone already
-    if control is None:
+        return None
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1 or st.st_uid != uid:
+        return None
+    return st
+
+
+def _read_control(shm: int, name: str, uid: int) -> bytes | None:
+    """The control segment's bytes: opened without following a link or blocking on a
+    FIFO, checked once open, bounded."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=shm)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != uid or st.st_nlink != 1:
+            return None
+        return os.read(fd, DSM_CONTROL_MAX)
+    finally:
+        os.close(fd)
+
+
+def _release_dsm(control_handle: int, uid: int) -> list[str]:
+    try:
+        shm = os.open(SHM_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
         return []
-    removed = []
-    for handle in control.handles:
-        path = SHM_DIR / f"PostgreSQL.{handle}"
-        with contextlib.suppress(OSError):
-            if path.stat().st_uid == uid:
-                size = path.stat().st_size
-                path.unlink()
-                removed.append(f"{path} ({size} bytes)")
-    with contextlib.suppress(OSError):
-        control_path.unlink()
-        removed.append(str(control_path))
-    return [f"removed dynamic shared memory {', '.join(removed)}"] if removed else []
+    try:
+        control_name = f"PostgreSQL.{control_handle}"
+        raw = _read_control(shm, control_name, uid)
+        control = dsm_control(raw) if raw is not None else None
+        if control is None:
+            return []  # another dynamic_shared_memory_type, gone already, or not its
+        removed = []
+        for handle in control.handles:
+            name = f"PostgreSQL.{handle}"
+            st = _segment_file(shm, name, uid)
+            if st is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(name, dir_fd=shm)
+                    removed.append(f"{SHM_DIR / name} ({st.st_size} bytes)")
+        if _segment_file(shm, control_name, uid) is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(control_name, dir_fd=shm)
+                removed.append(str(SHM_DIR / control_name))
+        return [f"removed dynamic shared memory {', '.join(removed)}"] if removed else []
+    finally:
+        os.close(shm)
 
 
 def postmaster_orphans(pgdata: Path, postmaster: int) -> list[int]:

@@ -1050,6 +1050,11 @@ class ReplayWorkload(WorkloadBase):
     # until it is within this of every other session's place; 0: no bound, each session as
     # fast as it goes alone)
     drift: Duration = 1.0
+    # the roles the statements run as: "replay" (a superuser's session as pgfsbench_replay,
+    # a non-superuser that owns what superusers owned; a captured server's code never runs
+    # as a superuser here), or "captured" (each session as its captured role: a capture you
+    # trust, whose superusers replay as superusers)
+    roles: Literal["replay", "captured"] = "replay"
 
     @model_validator(mode="after")
     def _no_warmup(self) -> ReplayWorkload:

@@ -26,12 +26,14 @@ The other way to act safely, as that user (``runuser``), is the runner's ``user=
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import pwd
 import secrets
 import shutil
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -93,6 +95,13 @@ class Held:
                 raise UntrustedPath(f"{path}: no directory on its way is root's alone")
             rest.insert(0, anchor.name)
             anchor = anchor.parent
+        if anchor.is_symlink():
+            # a link only trusted users could have made (path_problem followed it, as the
+            # kernel will): its target is opened, checked the same way
+            target = Path(os.path.realpath(anchor))
+            if path_problem(target) is not None:
+                raise UntrustedPath(f"{anchor} leads to {target}: {path_problem(target)}")
+            anchor = target
         try:
             fd = os.open(anchor, _DIR_FLAGS)
         except OSError as exc:
@@ -211,11 +220,13 @@ class Held:
         place: whatever stood there (a link included) is replaced, never written through."""
         _one_name(name)
         temp = f".{name}.{os.getpid()}.{secrets.token_hex(4)}"
-        self._create(temp, data, mode, owner)
         try:
+            self._create(temp, data, mode, owner)
             os.rename(temp, name, src_dir_fd=self.fd, dst_dir_fd=self.fd)
-        except OSError:
-            self.remove(temp)
+        except BaseException:
+            # a full disk, a failed chown, an interrupt: no temporary file stays behind
+            with contextlib.suppress(OSError):
+                os.unlink(temp, dir_fd=self.fd)
             raise
 
     def create(
@@ -241,6 +252,29 @@ class Held:
             os.fchmod(fd, mode & MODE_BITS)
             if owner is not None:
                 os.fchown(fd, owner.uid, owner.gid)
+        finally:
+            os.close(fd)
+
+    def create_from(
+        self,
+        name: str,
+        fill: Callable[[int], None],
+        mode: int = 0o600,
+        mtime: float | None = None,
+    ) -> None:
+        """A new file (FileExistsError if the name is taken), root's, its content written
+        by ``fill`` on its descriptor (what an archive holds, say); removed if that fails."""
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        fd = os.open(_one_name(name), flags, 0o600, dir_fd=self.fd)
+        try:
+            fill(fd)
+            os.fchmod(fd, mode & MODE_BITS)
+            if mtime is not None:
+                os.utime(fd, (mtime, mtime))
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(name, dir_fd=self.fd)
+            raise
         finally:
             os.close(fd)
 
@@ -331,19 +365,33 @@ class Held:
             os.unlink(name, dir_fd=self.fd)
 
     # ---- trees
-    def copy_from(self, source: Held, owner: Owner | None, skip: tuple[str, ...] = ()) -> None:
+    def copy_from(
+        self,
+        source: Held,
+        owner: Owner | None,
+        skip: tuple[str, ...] = (),
+        accept: Callable[[tuple[str, ...], bool], bool] | None = None,
+        _at: tuple[str, ...] = (),
+    ) -> list[str]:
         """Copy what is in ``source`` (names in ``skip`` left out) into this directory:
         directories and regular files only, each created here anew (``O_EXCL``), every
-        block written (no holes: a WAL segment initdb zero-filled stays allocated), modes
-        kept, handed to ``owner``. Anything else in the source (a link, a FIFO, a file with
-        another link) is refused."""
+        block of data written and every hole kept a hole (a WAL segment initdb zero-filled
+        stays allocated; a sparse file planted in the source is not filled in), modes kept,
+        handed to ``owner``. Anything else in the source (a link, a FIFO, a file with
+        another link) is refused. With ``accept``, a path (names from the copy's top) it
+        says no to is left out; the paths left out are returned."""
+        left: list[str] = []
         for name in source.names():
             if name in skip:
                 continue
             st = source.lstat(name)
-            if stat.S_ISDIR(st.st_mode):
+            is_dir = stat.S_ISDIR(st.st_mode)
+            if accept is not None and not accept((*_at, name), is_dir):
+                left.append("/".join((*_at, name)) + ("/" if is_dir else ""))
+                continue
+            if is_dir:
                 with source.descend(name) as below, self.make_dir(name, 0o700) as made:
-                    made.copy_from(below, owner)
+                    left += made.copy_from(below, owner, accept=accept, _at=(*_at, name))
                     os.utime(made.fd, ns=(st.st_atime_ns, st.st_mtime_ns))
                     made.hand_to(owner, st.st_mode)
             elif stat.S_ISREG(st.st_mode):
@@ -352,6 +400,7 @@ class Held:
                 raise UntrustedPath(
                     f"{source.path / name} is not a regular file or a directory; not copied"
                 )
+        return left
 
     def _copy_file(self, source: Held, name: str, owner: Owner | None) -> None:
         src = source.open_existing(name, os.O_RDONLY, owner)
@@ -360,8 +409,7 @@ class Held:
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
             dst = os.open(name, flags, 0o600, dir_fd=self.fd)
             try:
-                while chunk := os.read(src, _CHUNK):
-                    _write_all(dst, chunk)
+                _copy_data(src, dst, st.st_size)
                 os.utime(dst, ns=(st.st_atime_ns, st.st_mtime_ns))
                 os.fchmod(dst, st.st_mode & MODE_BITS)
                 if owner is not None:
@@ -370,6 +418,31 @@ class Held:
                 os.close(dst)
         finally:
             os.close(src)
+
+
+def _copy_data(src: int, dst: int, size: int) -> None:
+    """The data of ``src`` into ``dst`` at the same offsets, holes kept (SEEK_DATA and
+    SEEK_HOLE: every block the source has allocated is written, none it has not)."""
+    pos = 0
+    while pos < size:
+        try:
+            start = os.lseek(src, pos, os.SEEK_DATA)
+        except OSError as exc:
+            if exc.errno == errno.ENXIO:  # only a hole from here to the end
+                break
+            raise
+        end = os.lseek(src, start, os.SEEK_HOLE)
+        os.lseek(src, start, os.SEEK_SET)
+        os.lseek(dst, start, os.SEEK_SET)
+        left = end - start
+        while left > 0:
+            chunk = os.read(src, min(_CHUNK, left))
+            if not chunk:
+                break
+            _write_all(dst, chunk)
+            left -= len(chunk)
+        pos = end
+    os.ftruncate(dst, size)
 
 
 def _write_all(fd: int, data: bytes) -> None:

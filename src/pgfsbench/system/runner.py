@@ -69,10 +69,27 @@ def child_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def command_line(argv: Sequence[str], user: str | None = None) -> str:
+def command_line(argv: Sequence[str], user: str | int | None = None) -> str:
     """A command as a transcript (a run's commands.sh) shows it, run as ``user``."""
     line = shlex.join(argv)
+    if isinstance(user, int):
+        return f"setpriv --reuid={user} --regid={user} --clear-groups -- {line}"
     return f"runuser -u {user} -- {line}" if user else line
+
+
+def identity(user: str | int | None) -> tuple[int | None, int | None, list[int] | None]:
+    """Popen's arguments that make a child ``user`` whole: its uid, its primary group and
+    its own supplementary groups (Popen's ``user=`` alone keeps root's group and groups).
+    An int is a uid with no account (an unprivileged uid of pgfsbench's own): its gid is
+    the same number, and it has no other group."""
+    if user is None:
+        return None, None, None
+    if isinstance(user, int):
+        return user, user, []
+    import pwd
+
+    entry = pwd.getpwnam(user)
+    return entry.pw_uid, entry.pw_gid, os.getgrouplist(user, entry.pw_gid)
 
 
 @dataclass
@@ -86,7 +103,7 @@ class Runner:
     # load writing into a mount that must be unmounted): see `ChildRegistry`.
     registry: ChildRegistry | None = None
 
-    def _note(self, argv: Sequence[str], user: str | None) -> None:
+    def _note(self, argv: Sequence[str], user: str | int | None) -> None:
         line = command_line(argv, user)
         self.transcript.append(line)
         if self.on_command:
@@ -98,13 +115,14 @@ class Runner:
         *,
         timeout: float,
         check: bool = True,
-        user: str | None = None,
+        user: str | int | None = None,
         cwd: Path | str | None = None,
         env: Mapping[str, str] | None = None,
         input_text: str | None = None,
     ) -> Completed:
         """Run a command to completion; raise CommandError on failure when ``check``."""
         self._note(argv, user)
+        uid, gid, groups = identity(user)
         started = time.monotonic()
         proc: subprocess.Popen[str] | None = None
         entry: Path | None = None
@@ -120,8 +138,10 @@ class Runner:
                         stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
                         text=True,
                         errors="replace",
-                        user=user,
-                        cwd=str(cwd) if cwd is not None else ("/" if user else None),
+                        user=uid,
+                        group=gid,
+                        extra_groups=groups,
+                        cwd=str(cwd) if cwd is not None else ("/" if user is not None else None),
                         env=child_env(env),
                         start_new_session=True,
                     )
@@ -172,7 +192,7 @@ class Runner:
         argv: Sequence[str],
         *,
         stdout_path: Path,
-        user: str | None = None,
+        user: str | int | None = None,
         cwd: Path | str | None = None,
         env: Mapping[str, str] | None = None,
         merge_stderr: bool = False,
@@ -181,6 +201,7 @@ class Runner:
         """Start a long child in its own process group; stdout to a file, stderr streamed
         line by line (with ``merge_stderr``, both streamed, and the file left empty)."""
         self._note(argv, user)
+        uid, gid, groups = identity(user)
         # through its held directory: it may be the server user's (pgbouncer's)
         out = os.fdopen(open_new_file(stdout_path, 0o644), "w")
         proc: subprocess.Popen[str] | None = None
@@ -196,8 +217,10 @@ class Runner:
                     text=True,
                     errors="replace",
                     bufsize=1,
-                    user=user,
-                    cwd=str(cwd) if cwd is not None else ("/" if user else None),
+                    user=uid,
+                    group=gid,
+                    extra_groups=groups,
+                    cwd=str(cwd) if cwd is not None else ("/" if user is not None else None),
                     env=child_env(env),
                     start_new_session=True,
                 )

@@ -7,11 +7,51 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import FrameType
 from typing import Any
 
+from pgfsbench.system.errors import Interrupted
+
 HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# set when a stop signal arrived: every thread that waits (a cluster's, a capture's) checks
+# it, so a stop never depends on which thread the kernel or Python woke
+STOP = threading.Event()
+
+
+@contextlib.contextmanager
+def stop_on_signals(quiet: Callable[[], bool] | None = None) -> Iterator[threading.Event]:
+    """The one place a signal becomes the stop of what runs (a campaign, a capture):
+    SIGINT, SIGTERM and SIGHUP set ``STOP``, which every waiting thread checks, and raise
+    in the main thread (KeyboardInterrupt for SIGINT, as Python does; Interrupted for the
+    others) unless ``quiet()`` says the main thread is in a wait that ends on ``STOP`` by
+    itself. SIGINT is handled even where the shell started pgfsbench with it ignored (a
+    background job): a `kill -INT` is a deliberate stop. A SIGHUP ignored (nohup) stays
+    ignored. Outside the main thread, nothing is installed."""
+    if threading.current_thread() is not threading.main_thread():
+        yield STOP
+        return
+    STOP.clear()
+
+    def handler(signum: int, frame: FrameType | None) -> None:
+        STOP.set()
+        if quiet is not None and quiet():
+            return
+        if signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        raise Interrupted(f"stopped by signal {signal.Signals(signum).name}; everything undone")
+
+    old: dict[signal.Signals, Any] = {}
+    for sig in HELD_SIGNALS:
+        current = signal.getsignal(sig)
+        if current is None or (sig == signal.SIGHUP and current == signal.SIG_IGN):
+            continue
+        old[sig] = signal.signal(sig, handler)
+    try:
+        yield STOP
+    finally:
+        for sig, previous in old.items():
+            signal.signal(sig, previous)
 
 
 @contextlib.contextmanager
@@ -43,4 +83,4 @@ def signals_held() -> Iterator[None]:
             signal.raise_signal(signum)
 
 
-__all__ = ["HELD_SIGNALS", "signals_held"]
+__all__ = ["HELD_SIGNALS", "STOP", "signals_held", "stop_on_signals"]

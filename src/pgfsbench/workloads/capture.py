@@ -8,9 +8,9 @@ changed (what postgresql.auto.conf held for each), and always put back: at the e
 error or Ctrl-C, and after a SIGKILL through `pgfsbench cleanup`. A setting that would need
 a restart (logging_collector off) is refused with its name, never changed.
 
-With it: a physical copy of the data at the capture's start (`pg_basebackup`, plain format,
-its WAL streamed; each tablespace into tablespaces/OID of the capture), unless the user
-gives one; the server's own counters before and after
+With it: a physical copy of the data at the capture's start (`pg_basebackup` as a uid of its
+own, tar format, unpacked by pgfsbench: workloads/capture_copy.py), unless the user gives
+one; the server's own counters before and after
 (pg_stat_statements, pg_stat_wal, pg_stat_database, pg_stat_io from 16), the capture's own
 measurement of what the workload did; the server's settings. The log is read through the
 server (pg_read_file, as the server's user reads its own files): root never opens a path
@@ -18,6 +18,13 @@ in a directory the server's user can write.
 
 The output is one directory, root's and 0700, each file 0600: the log holds the workload's
 literals (its parameters, its error details), which never leave it (see replay.py).
+
+The server is another principal's: what it answers is data, checked before it is kept.
+Every catalog name is qualified (``pg_catalog.``) and the connection's search_path is
+pg_catalog's alone, so that a superuser's ``public.pg_settings`` answers nothing; its
+settings are kept only as the allowlist of postgres/carried.py says. Its password reaches
+no child's argv or environment and no journal: pg_basebackup reads it from a passfile of
+its own uid's; `cleanup` connects with libpq's own sources (PGPASSWORD, ~/.pgpass).
 """
 
 from __future__ import annotations
@@ -30,11 +37,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pgfsbench.postgres.carried import carried
 from pgfsbench.postgres.statements import normalise
-from pgfsbench.system.errors import CapabilityError, CommandError, UsageError
-from pgfsbench.system.held import write_file
-from pgfsbench.system.journal import Journal, Scope, Undo, undo_action
+from pgfsbench.system.errors import CapabilityError, UsageError
+from pgfsbench.system.held import new_dir, open_new_file, write_file
+from pgfsbench.system.journal import Journal, Scope, Undo, leftover_journals, undo_action
 from pgfsbench.system.runner import Runner
+from pgfsbench.workloads.capture_copy import BASE_DIR, TABLESPACES_DIR, copy_data
 from pgfsbench.workloads.replay_file import (
     MANIFEST,
     log_file_name,
@@ -44,11 +53,14 @@ from pgfsbench.workloads.replay_file import (
 if TYPE_CHECKING:
     import psycopg
 
-MANIFEST_VERSION = 1
+# 2: the copy unpacked by pgfsbench (tar, as an unprivileged uid), settings allowlisted
+MANIFEST_VERSION = 2
 LOG_FORMATS = ("jsonlog", "csvlog")
-BASE_DIR = "base"  # pg_basebackup's plain copy of the data at the capture's start
-TABLESPACES_DIR = "tablespaces"  # each tablespace's copy, by OID (pg_basebackup maps it there)
 READ_CHUNK = 1 << 20  # bytes a pg_read_file call returns
+# the connection's own: catalog names resolve in pg_catalog, never in a schema the server's
+# superuser filled
+SAFE_OPTIONS = "-c search_path=pg_catalog,pg_temp"
+__all__ = ["BASE_DIR", "TABLESPACES_DIR", "capture", "capture_stats"]
 
 # what the capture sets, each for a reason; a reload applies them all (none needs a restart)
 CAPTURE_SETTINGS: dict[str, str] = {
@@ -108,13 +120,40 @@ class CaptureResult:
     manifest: dict[str, Any] = field(default_factory=dict)
 
 
-def _connect(dsn: str) -> psycopg.Connection[Any]:
-    import psycopg
+def shown_dsn(dsn: str) -> str:
+    """A connection string as it may be printed or journaled: without its password."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
     try:
-        return psycopg.connect(dsn, connect_timeout=10, autocommit=True)
+        params = conninfo_to_dict(dsn)
+    except Exception:
+        return "(a connection string that does not parse)"
+    params.pop("password", None)
+    params.pop("sslpassword", None)
+    return make_conninfo(**{k: str(v) for k, v in params.items()})
+
+
+def _connect(dsn: str) -> psycopg.Connection[Any]:
+    """A connection to the server (libpq's own password sources: the DSN, PGPASSWORD,
+    ~/.pgpass), its search_path pg_catalog's alone (SAFE_OPTIONS, after the DSN's own)."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        options = str(conninfo_to_dict(dsn).get("options") or "")
+        return psycopg.connect(
+            dsn,
+            connect_timeout=10,
+            autocommit=True,
+            options=f"{options} {SAFE_OPTIONS}".strip(),
+            application_name="pgfsbench capture",
+        )
     except psycopg.Error as exc:
-        raise UsageError(f"--dsn: cannot connect ({' '.join(str(exc).split())})") from None
+        reason = " ".join(str(exc).split())
+        password = conninfo_to_dict(dsn).get("password") if "password" in dsn else None
+        if password:
+            reason = reason.replace(str(password), "***")
+        raise UsageError(f"--dsn {shown_dsn(dsn)}: cannot connect ({reason})") from None
 
 
 def _one(conn: psycopg.Connection[Any], sql: str, *args: object) -> Any:
@@ -122,18 +161,40 @@ def _one(conn: psycopg.Connection[Any], sql: str, *args: object) -> Any:
     return None if row is None else row[0]
 
 
+def _text(value: object, what: str, limit: int = 1024) -> str:
+    """A text the server answered, kept only when it is one line of sane length."""
+    text = str(value)
+    if len(text) > limit or any(c in text for c in "\n\r\0"):
+        raise CapabilityError(f"the server answered a {what} that is not one line: refused")
+    return text
+
+
 def preflight(
     conn: psycopg.Connection[Any], need_log: bool = True, log_format: str | None = None
 ) -> dict[str, Any]:
-    """What the server is and whether it can be captured; refused with the reason."""
-    version = int(_one(conn, "SELECT current_setting('server_version_num')"))
+    """What the server is and whether it can be captured; refused with the reason. Its
+    answers are checked as the data they are (a number is a number, a name one line)."""
+    conn.execute("SELECT pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', false)")
+    try:
+        version = int(_one(conn, "SELECT pg_catalog.current_setting('server_version_num')"))
+    except (TypeError, ValueError):
+        raise CapabilityError("the server's version is not a number: refused") from None
+    if not 90000 <= version < 1000000:
+        raise CapabilityError(f"server_version_num {version}: not a PostgreSQL version")
     fmt = log_format_for(version, log_format) if need_log else None
-    if not _one(conn, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"):
+    identifier = str(_one(conn, "SELECT system_identifier FROM pg_catalog.pg_control_system()"))
+    if not identifier.isdigit():
+        raise CapabilityError("the server's system identifier is not a number: refused")
+    if not _one(
+        conn, "SELECT rolsuper FROM pg_catalog.pg_roles WHERE rolname = pg_catalog.current_user()"
+    ):
         raise UsageError(
             "--dsn: capture needs a superuser (it changes logging settings with ALTER "
             "SYSTEM and reads the server's log through pg_read_file)"
         )
-    collector = _one(conn, "SELECT setting FROM pg_settings WHERE name = 'logging_collector'")
+    collector = _one(
+        conn, "SELECT setting FROM pg_catalog.pg_settings WHERE name = 'logging_collector'"
+    )
     if need_log and collector != "on":
         raise CapabilityError(
             f"logging_collector is off: {fmt} needs it, and turning it on needs a restart "
@@ -143,7 +204,7 @@ def preflight(
     pending = [
         r[0]
         for r in conn.execute(
-            "SELECT name FROM pg_settings WHERE pending_restart AND name = ANY(%s)",
+            "SELECT name FROM pg_catalog.pg_settings WHERE pending_restart AND name = ANY(%s)",
             ([*capture_settings(version), "log_destination"],),
         )
     ]
@@ -155,16 +216,20 @@ def preflight(
     return {
         "server_version_num": version,
         "log_format": fmt,
-        "server_version": _one(conn, "SHOW server_version"),
-        "data_directory": _one(conn, "SHOW data_directory"),
-        "system_identifier": str(_one(conn, "SELECT system_identifier FROM pg_control_system()")),
+        "server_version": _text(_one(conn, "SHOW server_version"), "version", 64),
+        "data_directory": _text(_one(conn, "SHOW data_directory"), "data directory"),
+        "system_identifier": identifier,
+        "standard_conforming_strings": _one(conn, "SHOW standard_conforming_strings") != "off",
+        "bootstrap_superuser": _text(
+            _one(conn, "SELECT rolname FROM pg_catalog.pg_roles WHERE oid = 10"), "role", 63
+        ),
     }
 
 
 def auto_conf(conn: psycopg.Connection[Any], names: list[str]) -> list[AutoConf]:
     """What postgresql.auto.conf holds for each setting now (pg_file_settings)."""
     rows = conn.execute(
-        "SELECT name, setting FROM pg_file_settings "
+        "SELECT name, setting FROM pg_catalog.pg_file_settings "
         "WHERE sourcefile LIKE '%%postgresql.auto.conf' AND name = ANY(%s) AND applied",
         (names,),
     ).fetchall()
@@ -185,7 +250,7 @@ def put_back(conn: psycopg.Connection[Any], before: list[AutoConf]) -> None:
                     sql.Identifier(s.name), sql.Literal(s.value)
                 )
             )
-    conn.execute("SELECT pg_reload_conf()")
+    conn.execute("SELECT pg_catalog.pg_reload_conf()")
 
 
 def _settings_bound(args: dict[str, object], scope: Scope) -> str | None:
@@ -195,6 +260,8 @@ def _settings_bound(args: dict[str, object], scope: Scope) -> str | None:
         return f"settings {sorted(names - allowed)} are not the capture's"
     if not isinstance(args.get("dsn"), str):
         return "no dsn"
+    if "password" in str(args["dsn"]):
+        return "a journaled connection string holds a password"
     return None
 
 
@@ -205,42 +272,84 @@ def _restore_server_settings(runner: Runner, args: dict[str, object]) -> None:
     before = [
         AutoConf(str(s["name"]), None if s["value"] is None else str(s["value"])) for s in settings
     ]
-    with _connect(str(args["dsn"])) as conn:
+    # the journal keeps no password: libpq's own sources give it (PGPASSWORD, ~/.pgpass)
+    try:
+        conn = _connect(str(args["dsn"]))
+    except UsageError as exc:
+        raise CapabilityError(
+            f"{exc}; the journal keeps no password: give it as libpq takes it "
+            "(PGPASSWORD=... pgfsbench cleanup, or a line in ~/.pgpass)"
+        ) from None
+    with conn:
+        if (want := args.get("system_identifier")) is not None and str(want) != str(
+            _one(conn, "SELECT system_identifier FROM pg_catalog.pg_control_system()")
+        ):
+            raise CapabilityError(
+                f"{args['dsn']} is not the server the capture changed (system identifier "
+                f"{want}): its settings were not touched"
+            )
         put_back(conn, before)
+
+
+def pending_capture(workdir: Path, system_identifier: str) -> str | None:
+    """A journal an earlier capture of this server left with its settings not put back
+    (killed): its name, else None."""
+    for journal in leftover_journals(workdir):
+        for step in journal.steps:
+            if step.undo.kind == "restore_server_settings" and str(
+                step.undo.args.get("system_identifier")
+            ) == str(system_identifier):
+                return journal.path.name
+    return None
 
 
 def stats_snapshot(conn: psycopg.Connection[Any], version: int) -> dict[str, Any]:
     """The server's counters of what work was done: WAL, databases, I/O (16+), and
     pg_stat_statements where it is installed (normalised statements only: no literals)."""
-    out: dict[str, Any] = {"t": time.time(), "lsn": str(_one(conn, "SELECT pg_current_wal_lsn()"))}
+    out: dict[str, Any] = {
+        "t": time.time(),
+        "lsn": _text(_one(conn, "SELECT pg_catalog.pg_current_wal_lsn()"), "LSN", 32),
+    }
 
-    def rows(query: str) -> list[dict[str, Any]]:
+    def rows(query: Any) -> list[dict[str, Any]]:
         cur = conn.execute(query)
         names = [d.name for d in cur.description or []]
         return [dict(zip(names, r, strict=True)) for r in cur.fetchall()]
 
-    out["wal"] = rows("SELECT wal_records, wal_fpi, wal_bytes::bigint, wal_sync FROM pg_stat_wal")
+    out["wal"] = rows(
+        "SELECT wal_records, wal_fpi, wal_bytes::bigint, wal_sync FROM pg_catalog.pg_stat_wal"
+    )
     out["database"] = rows(
         "SELECT datname, xact_commit, xact_rollback, blks_read, blks_hit, tup_inserted, "
-        "tup_updated, tup_deleted, deadlocks, temp_bytes FROM pg_stat_database "
+        "tup_updated, tup_deleted, deadlocks, temp_bytes FROM pg_catalog.pg_stat_database "
         "WHERE datname IS NOT NULL"
     )
     if version >= 160000:
         out["io"] = rows(
             "SELECT backend_type, object, context, reads, writes, extends, fsyncs "
-            "FROM pg_stat_io WHERE reads IS NOT NULL"
+            "FROM pg_catalog.pg_stat_io WHERE reads IS NOT NULL"
         )
-    has_pss = _one(conn, "SELECT count(*) FROM pg_extension WHERE extname = 'pg_stat_statements'")
-    if has_pss:
+    schema = _one(
+        conn,
+        "SELECT n.nspname FROM pg_catalog.pg_extension e "
+        "JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace "
+        "WHERE e.extname = 'pg_stat_statements'",
+    )
+    if schema:
         try:
+            from psycopg import sql
+
             found = rows(
-                "SELECT queryid::text, dbid::bigint, calls, rows, shared_blks_dirtied, "
-                "shared_blks_written, wal_records, wal_fpi, wal_bytes::bigint, "
-                "total_exec_time, query FROM pg_stat_statements WHERE queryid IS NOT NULL"
+                sql.SQL(
+                    "SELECT queryid::text, dbid::bigint, calls, rows, shared_blks_dirtied, "
+                    "shared_blks_written, wal_records, wal_fpi, wal_bytes::bigint, "
+                    "total_exec_time, query FROM {}.pg_stat_statements "
+                    "WHERE queryid IS NOT NULL"
+                ).format(sql.Identifier(_text(schema, "schema", 63)))
             )
             # a utility statement's text keeps its literals there: normalised here
             for r in found:
-                r["query"] = normalise(str(r.get("query") or ""))
+                r["query"] = normalise(str(r.get("query") or ""))[:2000]
             out["statements"] = found
         except Exception as exc:
             out["statements_unavailable"] = " ".join(str(exc).split())[:200]
@@ -248,11 +357,12 @@ def stats_snapshot(conn: psycopg.Connection[Any], version: int) -> dict[str, Any
 
 
 def _log_file(conn: psycopg.Connection[Any], fmt: str) -> str | None:
-    return _one(conn, "SELECT pg_current_logfile(%s)", fmt)  # type: ignore[no-any-return]
+    found = _one(conn, "SELECT pg_catalog.pg_current_logfile(%s)", fmt)
+    return None if found is None else _text(found, "log file name")
 
 
 def _file_size(conn: psycopg.Connection[Any], path: str) -> int:
-    return int(_one(conn, "SELECT size FROM pg_stat_file(%s, true)", path) or 0)
+    return int(_one(conn, "SELECT size FROM pg_catalog.pg_stat_file(%s, true)", path) or 0)
 
 
 def read_log(
@@ -265,7 +375,11 @@ def read_log(
         pos = offset
         while written < limit:
             chunk = _one(
-                conn, "SELECT pg_read_binary_file(%s, %s, %s, true)", path, pos, READ_CHUNK
+                conn,
+                "SELECT pg_catalog.pg_read_binary_file(%s, %s, %s, true)",
+                path,
+                pos,
+                READ_CHUNK,
             )
             if not chunk:
                 break
@@ -283,62 +397,18 @@ def _logs_since(conn: psycopg.Connection[Any], first: str, since: float) -> list
     capture makes more than one), oldest first."""
     directory = Path(first).parent
     rows = conn.execute(
-        "SELECT name, extract(epoch from modification) FROM pg_ls_logdir() "
+        "SELECT name, extract(epoch from modification) FROM pg_catalog.pg_ls_logdir() "
         "WHERE name LIKE %s ORDER BY modification, name",
         ("%" + Path(first).suffix,),
     ).fetchall()
-    names = [str(directory / str(n)) for n, m in rows if float(m) >= since - 1]
+    names = [
+        str(directory / _text(n, "log file name", 255))
+        for n, m in rows
+        if float(m) >= since - 1 and "/" not in str(n)
+    ]
     if first not in names:
         names.insert(0, first)
     return names[names.index(first) :]
-
-
-def base_backup(
-    runner: Runner,
-    pg_basebackup: str,
-    dsn: str,
-    target: Path,
-    spaces: list[dict[str, Any]] | None = None,
-    spaces_dir: Path | None = None,
-) -> float:
-    """A plain physical copy of the data with the WAL to make it consistent, into a new
-    directory of root's; each tablespace of ``spaces`` into ``spaces_dir``/OID (its
-    location mapped there: never written where the server keeps it); returns the seconds
-    it took."""
-    mapping: list[str] = []
-    for space in spaces or []:
-        if spaces_dir is None:
-            raise ValueError("tablespaces need a directory for their copies")
-        old = _mapping_part(str(space["location"]))
-        new = _mapping_part(str(spaces_dir / str(space["oid"])))
-        mapping.append(f"--tablespace-mapping={old}={new}")
-    started = time.monotonic()
-    try:
-        runner.run(
-            [
-                pg_basebackup,
-                "-d",
-                dsn,
-                "-D",
-                str(target),
-                "-Fp",
-                "-X",
-                "stream",
-                "-c",
-                "fast",
-                "--no-sync",
-                *mapping,
-            ],
-            timeout=24 * 3600,
-        )
-    except CommandError as exc:
-        raise CapabilityError(f"pg_basebackup failed: {exc}") from None
-    return time.monotonic() - started
-
-
-def _mapping_part(path: str) -> str:
-    """A path as --tablespace-mapping takes it: its '=' written '\\='."""
-    return path.replace("=", "\\=")
 
 
 def tablespaces(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
@@ -346,25 +416,19 @@ def tablespaces(conn: psycopg.Connection[Any]) -> list[dict[str, Any]]:
     absolute path): their OID, name and location. An in-place tablespace (a directory in
     pg_tblspc, PostgreSQL 15's allow_in_place_tablespaces) is in the data's copy itself."""
     rows = conn.execute(
-        "SELECT oid::bigint, spcname, pg_tablespace_location(oid) FROM pg_tablespace "
+        "SELECT oid::bigint, spcname, pg_catalog.pg_tablespace_location(oid) "
+        "FROM pg_catalog.pg_tablespace "
         "WHERE spcname NOT IN ('pg_default', 'pg_global') ORDER BY oid"
     ).fetchall()
     return [
-        {"oid": int(oid), "name": str(name), "location": str(loc)}
+        {
+            "oid": int(oid),
+            "name": _text(name, "tablespace name", 63),
+            "location": _text(loc, "tablespace location"),
+        }
         for oid, name, loc in rows
         if loc and Path(str(loc)).is_absolute()
     ]
-
-
-def copy_data(
-    conn: psycopg.Connection[Any], runner: Runner, pg_basebackup: str, dsn: str, out: Path
-) -> dict[str, Any]:
-    """The data's copy in ``out``/base, its tablespaces' in ``out``/tablespaces/OID; what
-    the manifest says of it."""
-    spaces = tablespaces(conn)
-    into = out / TABLESPACES_DIR if spaces else None
-    took = base_backup(runner, pg_basebackup, dsn, out / BASE_DIR, spaces, into)
-    return {"kind": "pg_basebackup", "seconds": round(took, 1), "tablespaces": spaces}
 
 
 def _check_output(seconds: float, out: Path) -> None:
@@ -380,16 +444,18 @@ def _check_output(seconds: float, out: Path) -> None:
         raise UsageError(f"-o {out}: {why}")
 
 
-def server_settings(conn: psycopg.Connection[Any]) -> dict[str, str]:
-    """The settings the server was given (its configuration files, its command line):
-    what a copy of its data is to run with."""
-    return {
-        str(n): str(v)
+def server_settings(conn: psycopg.Connection[Any]) -> tuple[dict[str, str], dict[str, str]]:
+    """The settings the server was given (its configuration files, its command line) that
+    a copy of its data runs with (postgres/carried.py's allowlist, values of their type),
+    and those left out with why."""
+    given = {
+        str(n): v
         for n, v in conn.execute(
-            "SELECT name, setting FROM pg_settings WHERE source NOT IN "
+            "SELECT name, setting FROM pg_catalog.pg_settings WHERE source NOT IN "
             "('default', 'override', 'client', 'session') AND context <> 'internal'"
         )
     }
+    return carried(given)
 
 
 def capture(
@@ -405,33 +471,48 @@ def capture(
     ready: Callable[[], None] | None = None,
     wait: Callable[[float], bool] | None = None,
     log_format: str | None = None,
+    workdir: Path | None = None,
 ) -> CaptureResult:
     """Capture ``seconds`` of the server's workload into ``out`` (a new directory).
     ``ready`` is called once statements are logged (the base copy made); ``wait`` waits
-    the capture's time and says False when it was cut short (Ctrl-C)."""
+    the capture's time and says False when it was cut short (a stop signal). Refused
+    while ``workdir`` holds a killed capture's journal for the same server."""
     _check_output(seconds, out)
     conn = _connect(dsn)
     with conn:
         facts = preflight(conn, log_format=log_format)
         fmt = str(facts["log_format"])
+        if workdir is not None and (
+            left := pending_capture(workdir, str(facts["system_identifier"]))
+        ):
+            raise CapabilityError(
+                f"an earlier capture of this server was killed before it put its settings "
+                f"back ({workdir}/{left}): run `pgfsbench cleanup --workdir {workdir}` "
+                "first (PGPASSWORD or ~/.pgpass give it the password)"
+            )
         # the capture's own session is not the workload (its statements are left out)
         own = _one(
             conn,
-            "SELECT to_hex(trunc(extract(epoch FROM backend_start))::bigint) || '.' || "
-            "to_hex(pid) FROM pg_stat_activity WHERE pid = pg_backend_pid()",
+            "SELECT pg_catalog.to_hex(pg_catalog.trunc(pg_catalog.date_part('epoch', "
+            "backend_start))::bigint) || '.' || pg_catalog.to_hex(pid) "
+            "FROM pg_catalog.pg_stat_activity WHERE pid = pg_catalog.pg_backend_pid()",
         )
-        destination = str(_one(conn, "SHOW log_destination"))
+        destination = _text(_one(conn, "SHOW log_destination"), "log_destination", 200)
         wanted = capture_settings(int(facts["server_version_num"]))
         parts = [p.strip() for p in destination.split(",") if p.strip()]
         wanted["log_destination"] = ",".join([*parts, fmt] if fmt not in parts else parts)
         before = auto_conf(conn, list(wanted))
+        if (why := _left_by_a_capture(before, wanted)) is not None:
+            raise CapabilityError(why)
         settings_before = {
-            str(n): str(v)
+            str(n): _text(v, "setting", 200)
             for n, v in conn.execute(
-                "SELECT name, setting FROM pg_settings WHERE name = ANY(%s)", (list(wanted),)
+                "SELECT name, setting FROM pg_catalog.pg_settings WHERE name = ANY(%s)",
+                (list(wanted),),
             )
         }
-        out.mkdir(mode=0o700, parents=False)
+        new_dir(out, 0o700)
+        kept, left_out = server_settings(conn)
         manifest: dict[str, Any] = {
             "version": MANIFEST_VERSION,
             "format": fmt,
@@ -439,15 +520,21 @@ def capture(
             "settings_changed": wanted,
             "settings_before": settings_before,
             "own_sessions": [own],
+            "server_settings": kept,
+            "server_settings_left_out": left_out,
         }
-        manifest["server_settings"] = server_settings(conn)
         from psycopg import sql
 
+        # the journal names the server without its password; cleanup gets it from libpq
         step = journal.record(
-            f"capture settings of the server at {dsn}",
+            f"capture settings of the server at {shown_dsn(dsn)}",
             Undo(
                 "restore_server_settings",
-                {"dsn": dsn, "settings": [{"name": s.name, "value": s.value} for s in before]},
+                {
+                    "dsn": shown_dsn(dsn),
+                    "system_identifier": str(facts["system_identifier"]),
+                    "settings": [{"name": s.name, "value": s.value} for s in before],
+                },
             ),
         )
         try:
@@ -457,7 +544,7 @@ def capture(
                         sql.Identifier(name), sql.Literal(value)
                     )
                 )
-            conn.execute("SELECT pg_reload_conf()")
+            conn.execute("SELECT pg_catalog.pg_reload_conf()")
             first = _await_log(conn, fmt)
             offset = _file_size(conn, first)
             # a statement logged from here on is in the capture
@@ -467,7 +554,7 @@ def capture(
             if base is None:
                 if pg_basebackup is None:
                     raise CapabilityError("pg_basebackup not found (give --base DIR)")
-                manifest["base"] = copy_data(conn, runner, pg_basebackup, dsn, out)
+                manifest["base"] = copy_data(conn, runner, pg_basebackup, out, tablespaces(conn))
             else:
                 manifest["base"] = {"kind": "given", "path": str(base)}
             if ready is not None:
@@ -482,7 +569,7 @@ def capture(
         # the log of the capture, through the server
         files = _logs_since(conn, first, t0)
         log_file = out / log_file_name(fmt)
-        fd = os.open(log_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        fd = open_new_file(log_file, 0o600)
         try:
             size = read_log(
                 conn, [(f, offset if f == first else 0) for f in files], fd, max_log_bytes
@@ -506,6 +593,26 @@ def capture(
     )
 
 
+# the settings whose values, all at once in postgresql.auto.conf, can only be a capture's
+_CAPTURE_SIGNATURE = ("log_statement", "log_duration", "log_parameter_max_length")
+
+
+def _left_by_a_capture(before: list[AutoConf], wanted: dict[str, str]) -> str | None:
+    """Why the settings found cannot be taken as the server's own: postgresql.auto.conf
+    already holds a capture's values (one killed, whose journal is gone), and putting them
+    "back" would leave the server logging every statement with its parameters."""
+    found = {s.name: s.value for s in before}
+    if all(found.get(n) == wanted[n] for n in _CAPTURE_SIGNATURE):
+        return (
+            "postgresql.auto.conf already holds a capture's settings ("
+            + ", ".join(f"{n} = {wanted[n]}" for n in _CAPTURE_SIGNATURE)
+            + "): an earlier capture was killed and its journal is gone. Put the server's "
+            "own values back (ALTER SYSTEM RESET ...; SELECT pg_reload_conf()) and capture "
+            "again"
+        )
+    return None
+
+
 def _sleep(seconds: float) -> bool:
     time.sleep(seconds)
     return True
@@ -516,7 +623,7 @@ def _await_log(conn: psycopg.Connection[Any], fmt: str, timeout: float = 10.0) -
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         path = _log_file(conn, fmt)
-        on = _one(conn, "SELECT setting FROM pg_settings WHERE name = 'log_statement'")
+        on = _one(conn, "SELECT setting FROM pg_catalog.pg_settings WHERE name = 'log_statement'")
         if path and on == "all":
             return path
         time.sleep(0.1)
@@ -534,7 +641,7 @@ def capture_stats(
     runner: Runner,
     pg_basebackup: str | None,
     ready: Callable[[], None] | None = None,
-    stop: Callable[[], bool] | None = None,
+    wait: Callable[[float], bool] | None = None,
 ) -> CaptureResult:
     """The lighter capture: no setting changed, no statement logged. pg_stat_statements
     before and after, the busiest client sessions counted each second, the tables'
@@ -557,38 +664,44 @@ def capture_stats(
                 "it in shared_preload_libraries): the lighter capture reads only it"
             )
         dbid = int(
-            _one(conn, "SELECT oid::bigint FROM pg_database WHERE datname = current_database()")
+            _one(
+                conn,
+                "SELECT oid::bigint FROM pg_catalog.pg_database "
+                "WHERE datname = pg_catalog.current_database()",
+            )
         )
-        out.mkdir(mode=0o700, parents=False)
+        new_dir(out, 0o700)
         t0 = time.time()
         manifest: dict[str, Any] = {
             "version": MANIFEST_VERSION,
             "format": "pg_stat_statements",
             "server": facts,
-            "dbname": _one(conn, "SELECT current_database()"),
+            "dbname": _text(_one(conn, "SELECT pg_catalog.current_database()"), "name", 63),
             "start": {"time": t0},
-            "server_settings": server_settings(conn),
+            "server_settings": server_settings(conn)[0],
         }
         if pg_basebackup is None:
             raise CapabilityError("pg_basebackup not found")
-        manifest["base"] = copy_data(conn, runner, pg_basebackup, dsn, out)
+        manifest["base"] = copy_data(conn, runner, pg_basebackup, out, tablespaces(conn))
         manifest["stats_before"] = before = stats_snapshot(conn, facts["server_version_num"])
         if ready is not None:
             ready()
         busiest, counts = 0, []
         end = time.monotonic() + seconds
-        while time.monotonic() < end and not (stop and stop()):
+        going = True
+        while time.monotonic() < end and going:
             n = int(
                 _one(
                     conn,
-                    "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend' "
-                    "AND pid <> pg_backend_pid() AND datname = current_database() "
+                    "SELECT pg_catalog.count(*) FROM pg_catalog.pg_stat_activity "
+                    "WHERE backend_type = 'client backend' AND pid <> pg_catalog.pg_backend_pid() "
+                    "AND datname = pg_catalog.current_database() "
                     "AND state <> 'idle'",
                 )
             )
             busiest = max(busiest, n)
             counts.append(n)
-            time.sleep(min(1.0, max(0.0, end - time.monotonic())))
+            going = (wait or _sleep)(min(1.0, max(0.0, end - time.monotonic())))
         after = stats_snapshot(conn, facts["server_version_num"])
         manifest["stats_after"] = after
         t1 = time.time()

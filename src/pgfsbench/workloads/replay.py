@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from pgfsbench.postgres.binaries import Binaries
+from pgfsbench.postgres.carried import conf_line, forced_block
+from pgfsbench.postgres.datadir import in_data_directory
 from pgfsbench.postgres.instance import CONF_NAME, Instance
 from pgfsbench.postgres.template import Templates
 from pgfsbench.spec import Cell, Defaults
@@ -57,64 +59,13 @@ from pgfsbench.workloads.base import (
     Progress,
     WorkloadContext,
 )
-from pgfsbench.workloads.capture import BASE_DIR, MANIFEST_VERSION, TABLESPACES_DIR
+from pgfsbench.workloads.capture import MANIFEST_VERSION
+from pgfsbench.workloads.capture_copy import BASE_DIR, TABLESPACES_DIR
 from pgfsbench.workloads.pgbench import parse_progress, progress_series
-from pgfsbench.workloads.replay_file import MANIFEST
+from pgfsbench.workloads.replay_file import MANIFEST, with_roles
+from pgfsbench.workloads.replay_safety import Hardened, harden_cluster, harden_database
 
 REPLAYER = "pgfsbench-replay"
-# the captured server's settings that are its own, not its host's or its logging's: never
-# carried into the copy (paths, addresses, the log's own settings, replication)
-_NOT_CARRIED = (
-    "data_directory",
-    "config_file",
-    "hba_file",
-    "ident_file",
-    "external_pid_file",
-    "listen_addresses",
-    "port",
-    "unix_socket_directories",
-    "unix_socket_group",
-    "unix_socket_permissions",
-    "ssl",
-    "ssl_cert_file",
-    "ssl_key_file",
-    "ssl_ca_file",
-    "ssl_crl_file",
-    "logging_collector",
-    "log_directory",
-    "log_filename",
-    "log_destination",
-    "log_statement",
-    "log_duration",
-    "log_connections",
-    "log_disconnections",
-    "log_min_duration_statement",
-    "log_parameter_max_length",
-    "log_line_prefix",
-    "lc_messages",
-    "compute_query_id",
-    "archive_mode",
-    "archive_command",
-    "primary_conninfo",
-    "restore_command",
-    "shared_preload_libraries",
-    "cluster_name",
-    "stats_temp_directory",
-    "dynamic_shared_memory_type",
-    "krb_server_keyfile",
-)
-# a replayed statement's text and values never reach the cell's server log: LOG (its
-# checkpoints, lock waits) and FATAL are kept, an ERROR (which may quote a value) is not;
-# the replayer counts each error by its SQLSTATE
-PRIVATE_LOG = {
-    "log_min_messages": "log",
-    "log_min_error_statement": "panic",
-    "log_error_verbosity": "terse",
-    "log_statement": "none",
-    "log_min_duration_statement": "-1",
-    "log_parameter_max_length": "0",
-    "log_parameter_max_length_on_error": "0",
-}
 FIDELITY_WAL_PCT = 5.0  # a replay's WAL beyond this of the capture's is marked
 TOP_STATEMENTS = 20  # normalised statements a run keeps with their calls
 
@@ -142,19 +93,34 @@ def read_manifest(directory: Path) -> dict[str, Any]:
     except (OSError, ValueError, PgfsbenchError) as exc:
         raise CapabilityError(f"capture {directory}: no manifest of root's ({exc})") from None
     if not isinstance(manifest, dict) or manifest.get("version") != MANIFEST_VERSION:
+        version = manifest.get("version") if isinstance(manifest, dict) else None
+        why = (
+            " (made by an earlier pgfsbench, whose copy pg_basebackup wrote as root: capture again)"
+            if version == 1
+            else ""
+        )
         raise CapabilityError(
-            f"capture {directory}: manifest version {manifest.get('version')!r}, this "
-            f"pgfsbench reads {MANIFEST_VERSION}"
+            f"capture {directory}: manifest version {version!r}, this pgfsbench reads "
+            f"{MANIFEST_VERSION}{why}"
         )
     return manifest
 
 
-def carried_settings(manifest: dict[str, Any]) -> dict[str, str]:
-    """The captured server's settings the copy runs with (its performance settings)."""
+def carried_settings(manifest: dict[str, Any], binaries: Binaries | None = None) -> dict[str, str]:
+    """The captured server's settings the copy runs with: postgres/carried.py's allowlist
+    again (the manifest is root's, but was filled from another server), and, given the
+    binaries, only settings they know with a value they take."""
+    from pgfsbench.postgres.binaries import known_settings, value_problem
+    from pgfsbench.postgres.carried import carried
+
+    kept, _ = carried(dict(manifest.get("server_settings") or {}))
+    if binaries is None:
+        return kept
+    known = {k.lower(): v for k, v in known_settings(binaries).items()}
     return {
         k: v
-        for k, v in (manifest.get("server_settings") or {}).items()
-        if k not in _NOT_CARRIED and not k.startswith(("ssl", "log_", "archive", "pg_stat_"))
+        for k, v in kept.items()
+        if (spec := known.get(k.lower())) is not None and value_problem(k, v, spec) is None
     }
 
 
@@ -162,57 +128,87 @@ def restore_tablespaces(
     directory: Path, source: Held, target: Held, owner: Owner | None
 ) -> list[str]:
     """The copy's pg_tblspc made anew in ``target``, each tablespace a directory in it
-    (on the filesystem under test, with the rest of the data): a link pg_basebackup made
-    (pg_tblspc/OID) is never followed, its tablespace copied from the capture's
-    tablespaces/OID; an in-place tablespace (a directory) copied as it is. The OIDs."""
-    if not source.exists("pg_tblspc"):
-        return []
+    (on the filesystem under test, with the rest of the data): each tablespace the capture
+    copied (tablespaces/OID) and each in-place one (a directory in the copy's pg_tblspc),
+    only as PostgreSQL lays a tablespace out. A link in the copy's pg_tblspc (a capture
+    given with --base) is never followed: its tablespace must have a copy. The OIDs."""
+    from pgfsbench.postgres.datadir import in_tablespace, is_oid
+
+    def accept(parts: tuple[str, ...], is_dir: bool) -> bool:
+        return in_tablespace(parts, is_dir)
+
     done: list[str] = []
-    with source.descend("pg_tblspc") as links, target.make_dir("pg_tblspc") as into:
-        for name in links.names():
-            st = links.lstat(name)
-            if not name.isdigit():
+    try:
+        spaces = Held.open(directory / TABLESPACES_DIR)
+    except (FileNotFoundError, UntrustedPath):
+        spaces = None
+    try:
+        copies = spaces.names() if spaces is not None else []
+        inplace: list[str] = []
+        links: list[str] = []
+        if source.exists("pg_tblspc"):
+            with source.descend("pg_tblspc") as entries:
+                for name in entries.names():
+                    if not is_oid(name):
+                        raise CapabilityError(
+                            f"capture {directory}: pg_tblspc/{name} is not a tablespace's OID"
+                        )
+                    mode = entries.lstat(name).st_mode
+                    if stat.S_ISDIR(mode):
+                        inplace.append(name)
+                    elif stat.S_ISLNK(mode):
+                        links.append(name)
+                    else:
+                        raise UntrustedPath(
+                            f"{directory / BASE_DIR / 'pg_tblspc' / name} is not a link or a "
+                            "directory"
+                        )
+        for name in links:
+            if name not in copies:
                 raise CapabilityError(
-                    f"capture {directory}: pg_tblspc/{name} is not a tablespace's OID"
+                    f"capture {directory}: tablespace {name} has no copy in "
+                    f"{TABLESPACES_DIR}/{name} (pgfsbench capture makes one; a data copy "
+                    "given with --base holds only links)"
                 )
-            if stat.S_ISDIR(st.st_mode):  # in place
-                with links.descend(name) as copy, into.make_dir(name) as made:
-                    made.copy_from(copy, owner)
-                    made.hand_to(owner, st.st_mode)
-            elif stat.S_ISLNK(st.st_mode):
-                try:
-                    spaces = Held.open(directory / TABLESPACES_DIR)
-                except (FileNotFoundError, UntrustedPath):
-                    spaces = None
-                if spaces is None or not spaces.exists(name):
-                    if spaces is not None:
-                        spaces.close()
+        if both := sorted(set(copies) & set(inplace)):
+            raise CapabilityError(
+                f"capture {directory}: tablespace {both[0]} is both in place and copied"
+            )
+        if not (copies or inplace):
+            return []
+        with target.make_dir("pg_tblspc") as into:
+            for name in copies:
+                if not is_oid(name):
                     raise CapabilityError(
-                        f"capture {directory}: tablespace {name} has no copy in "
-                        f"{TABLESPACES_DIR}/{name} (pgfsbench capture makes one with "
-                        "pg_basebackup; a data copy given with --base holds only links)"
+                        f"capture {directory}: {TABLESPACES_DIR}/{name} is not a tablespace's OID"
                     )
-                with spaces, spaces.descend(name) as copy, into.make_dir(name) as made:
-                    made.copy_from(copy, owner)
-                    made.hand_to(owner, copy.stat().st_mode)
-            else:
-                raise UntrustedPath(
-                    f"{directory / BASE_DIR / 'pg_tblspc' / name} is not a link or a directory"
-                )
-            done.append(name)
-        into.hand_to(owner, links.stat().st_mode)
-    return done
+                assert spaces is not None
+                with spaces.descend(name) as copy, into.make_dir(name) as made:
+                    made.copy_from(copy, owner, accept=accept)
+                    made.hand_to(owner, 0o700)
+                done.append(name)
+            for name in inplace:
+                with (
+                    source.descend("pg_tblspc", name) as copy,
+                    into.make_dir(name) as made,
+                ):
+                    made.copy_from(copy, owner, accept=accept)
+                    made.hand_to(owner, 0o700)
+                done.append(name)
+            into.hand_to(owner, 0o700)
+    finally:
+        if spaces is not None:
+            spaces.close()
+    return sorted(done)
 
 
-def _conf_line(name: str, value: str) -> str:
-    return f"{name} = '{value.replace(chr(39), chr(39) * 2)}'"
-
-
-def template_key(directory: Path, binaries: Binaries, os_user: str | None) -> str:
+def template_key(
+    directory: Path, binaries: Binaries, os_user: str | None, roles: str = "replay"
+) -> str:
     """The data template's key: the capture (its manifest) restored by these binaries for
     this user; its replay file and summary are named after it in the capture."""
     digest = hashlib.sha256(read_trusted(directory / MANIFEST))
-    digest.update(f"{binaries.bindir}\0{os_user}".encode())
+    digest.update(f"{binaries.bindir}\0{os_user}\0{roles}".encode())
     return f"replay-{digest.hexdigest()[:20]}"
 
 
@@ -322,30 +318,32 @@ class Replay:
                 f"capture {directory} is of PostgreSQL {major}; this cell's binaries are "
                 f"{binaries.major} (a physical copy needs the same major)"
             )
-        key = template_key(directory, binaries, os_user)
+        key = template_key(directory, binaries, os_user, cfg.roles)
         replay_file = directory / f"{key}.jsonl"
         if templates.find(key) is not None and (is_stats(manifest) or replay_file.is_file()):
             return key
         owner = Owner.of(os_user)
         pgdata = make_dir(journal, scratch / "restore", owner=None, mode=0o700)
         with Held.open(directory / BASE_DIR) as source, Held.open(pgdata) as target:
-            skip = ("postgresql.auto.conf", "postmaster.pid", "pg_tblspc")
-            target.copy_from(source, owner, skip=skip)
+            # only what PostgreSQL makes in a data directory (capture took in no more;
+            # checked again: the copy is another server's)
+            skip = ("postgresql.auto.conf", "postmaster.pid", "pg_tblspc", "postgresql.conf")
+            target.copy_from(source, owner, skip=skip, accept=in_data_directory)
             spaces = restore_tablespaces(directory, source, target, owner)
-            settings = carried_settings(manifest)
+            settings = carried_settings(manifest, binaries)
             conf = (
-                "# the captured server's settings (pgfsbench capture)\n"
-                + "".join(_conf_line(k, v) + "\n" for k, v in sorted(settings.items()))
-                + "# the replay's literals stay out of the server's log (an artifact)\n"
-                + "".join(_conf_line(k, v) + "\n" for k, v in PRIVATE_LOG.items())
+                "# the captured server's storage and performance settings (pgfsbench capture;\n"
+                "# postgres/carried.py's allowlist)\n"
+                + "".join(conf_line(k, v) + "\n" for k, v in sorted(settings.items()))
             )
             if spaces and major >= 15:
                 conf += (
                     "# the tablespaces are directories in pg_tblspc, not links: recovery from\n"
                     "# the copy accepts them only with this (PostgreSQL 15's check)\n"
-                    + _conf_line("allow_in_place_tablespaces", "on")
+                    + conf_line("allow_in_place_tablespaces", "on")
                     + "\n"
                 )
+            conf += forced_block(major)
             target.write("postgresql.conf", conf, 0o600, owner)
             target.write("postgresql.auto.conf", "", 0o600, owner)
             # the server listens on a private socket only (0700, the cell's): trust there
@@ -356,11 +354,28 @@ class Replay:
         instance.start(journal, runner, timeout=600)
         prep = None
         committed: set[int] = set()
+        bootstrap = str((manifest.get("server") or {}).get("bootstrap_superuser") or "postgres")
         try:
-            with instance.connect() as conn:
-                if not is_stats(manifest):  # the lighter path has no statement log
-                    prep = read_capture(directory)
+            prep = None if is_stats(manifest) else read_capture(directory)
+            users = sorted({s.user for s in prep.sessions}) if prep is not None else []
+            with _connect_as(instance, bootstrap, "postgres") as conn:
+                hardened = harden_cluster(conn, users, binaries.major)
+                databases = [
+                    str(r[0])
+                    for r in conn.execute(
+                        "SELECT datname FROM pg_catalog.pg_database WHERE datallowconn "
+                        "ORDER BY datname LIMIT 200"
+                    )
+                ]
+                if prep is not None:
                     committed = _committed_in_copy(conn, transaction_ids(prep))
+            libdir = _pkglibdir(runner, binaries)
+            for db in databases:
+                with _connect_as(instance, bootstrap, db) as conn:
+                    harden_database(conn, hardened, libdir)
+            if cfg.roles == "captured":
+                hardened.role_map = {u: u for u in hardened.role_map}
+            with _connect_as(instance, bootstrap, "postgres") as conn:
                 conn.execute("CHECKPOINT")
         finally:
             instance.stop(runner)
@@ -369,7 +384,12 @@ class Replay:
             target.remove(CONF_NAME)
             target.remove("postgresql.conf")
             target.write("postgresql.conf", conf, 0o600, owner)
+        _write_safety(directory, key, hardened)
         if prep is not None:
+            if cfg.roles != "captured":
+                prep = with_roles(prep, hardened.role_map, hardened.locked_names())
+            else:
+                prep = with_roles(prep, {}, hardened.locked_names())
             _write_replay_files(directory, key, prep, committed)
         templates.save(key, pgdata, None, f"(restored from the capture {directory})\n")
         shutil.rmtree(pgdata, ignore_errors=True)
@@ -383,7 +403,8 @@ class Replay:
         manifest = read_manifest(directory)
         if is_stats(manifest):
             return self._scripts(ctx, cell, phase, directory, manifest, cfg)
-        replay_file = directory / f"{template_key(directory, ctx.binaries, ctx.os_user)}.jsonl"
+        key = template_key(directory, ctx.binaries, ctx.os_user, cfg.roles)
+        replay_file = directory / f"{key}.jsonl"
         if not replay_file.is_file():
             raise CapabilityError(f"capture {directory}: not prepared ({replay_file.name})")
         found = replayer_path()
@@ -569,6 +590,40 @@ class Replay:
         return m
 
 
+def _connect_as(instance: Instance, user: str, dbname: str) -> Any:
+    """A connection to the restore server as ``user`` (its private socket, trust)."""
+    import psycopg
+    from psycopg.conninfo import make_conninfo
+
+    return psycopg.connect(
+        make_conninfo(
+            host=str(instance.socket_dir), port=str(instance.port), user=user, dbname=dbname
+        ),
+        autocommit=True,
+        connect_timeout=10,
+        options="-c statement_timeout=600000 -c search_path=pg_catalog,pg_temp",
+        application_name="pgfsbench",
+    )
+
+
+def _pkglibdir(runner: Runner, binaries: Binaries) -> Path:
+    """These binaries' library directory (where an extension's `$libdir/NAME` is)."""
+    from pgfsbench.system.errors import CommandError
+
+    try:
+        done = runner.run([binaries.tool("pg_config"), "--pkglibdir"], timeout=30)
+        return Path(done.stdout.strip())
+    except CommandError:
+        return binaries.bindir.parent / "lib"
+
+
+def _write_safety(directory: Path, key: str, hardened: Hardened) -> None:
+    """What making the copy safe changed, beside the replay file (the capture's own)."""
+    write_file(
+        directory / f"{key}.safety.json", json.dumps(hardened.as_dict(), indent=1) + "\n", 0o600
+    )
+
+
 def _committed_in_copy(conn: Any, xids: list[int]) -> set[int]:
     """The captured transaction ids the data copy holds as committed. A captured xid at
     or above the copy's next xid began after the copy's end: not in it (its epoch is the
@@ -593,9 +648,7 @@ def _write_replay_files(directory: Path, key: str, prep: Any, committed: set[int
     from pgfsbench.workloads.replay_file import queries_summary, write_replay
 
     replay_file = directory / f"{key}.jsonl"
-    if replay_file.exists():
-        replay_file.unlink()
-    counts = write_replay(prep, replay_file, committed)
+    counts = write_replay(prep, replay_file, committed)  # made anew (open_new_file)
     summary = {"written": counts, "skipped": prep.skipped, "queries": queries_summary(prep)}
     write_file(directory / f"{key}.json", json.dumps(summary, indent=1) + "\n", 0o600)
 

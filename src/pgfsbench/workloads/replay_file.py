@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from pgfsbench.postgres.statements import normalise
+from pgfsbench.workloads.replay_safety import reaches_os
 
 REPLAY_VERSION = 1  # native/replayer's FormatVersion
 MANIFEST = "manifest.json"  # a capture's manifest (pgfsbench capture)
@@ -241,6 +242,9 @@ def read_capture_log(lines: Iterable[dict[str, Any]], leave_out: Iterable[str] =
             if _END.match(sql):
                 s.skipping = False
             continue
+        if why := reaches_os(sql):
+            skip(f"reaches the server's OS: {why}")
+            continue
         if _COPY_IN.match(sql):
             skip("COPY FROM STDIN (its data is not in the log)")
             continue
@@ -282,8 +286,10 @@ def write_replay(prep: Prepared, path: Path, skip_xids: set[int] | None = None) 
     their work is in the copy. Returns what was written and left out."""
     import os
 
+    from pgfsbench.system.held import open_new_file
+
     written = dropped = 0
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    fd = open_new_file(path, 0o600)
     with os.fdopen(fd, "w") as fh:
         fh.write(json.dumps({"version": REPLAY_VERSION, "queries": len(prep.queries)}) + "\n")
         for s in prep.sessions:
@@ -319,6 +325,32 @@ def write_replay(prep: Prepared, path: Path, skip_xids: set[int] | None = None) 
             }
             fh.write(json.dumps(line) + "\n")
     return {"statements": written, "already_in_the_copy": dropped}
+
+
+def with_roles(prep: Prepared, role_map: dict[str, str], locked: frozenset[str]) -> Prepared:
+    """The sessions as the copy replays them: each under its role in ``role_map`` (a
+    superuser's under the replay's own), without the statements that call a function
+    locked in the copy (counted by reason)."""
+    import dataclasses
+
+    skipped = dict(prep.skipped)
+    sessions = []
+    for s in prep.sessions:
+        txs = []
+        for tx in s.transactions:
+            kept = []
+            for st in tx.statements:
+                why = reaches_os(st.sql, locked) if locked else None
+                if why:
+                    key = f"reaches the server's OS: {why}"
+                    skipped[key] = skipped.get(key, 0) + 1
+                    prep.calls[st.q] -= 1
+                    continue
+                kept.append(st)
+            if kept:
+                txs.append(dataclasses.replace(tx, statements=kept))
+        sessions.append(dataclasses.replace(s, user=role_map.get(s.user, s.user), transactions=txs))
+    return dataclasses.replace(prep, sessions=sessions, skipped=skipped)
 
 
 def transaction_ids(prep: Prepared) -> list[int]:
