@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -53,26 +54,31 @@ def test_a_clear_difference_is_faster_with_its_interval() -> None:
     assert c.ci_low is not None and c.ci_high is not None and c.ratio is not None
     assert c.ci_low < c.ratio < c.ci_high
     assert c.ci_low > 1 and c.p_value is not None and c.p_value < 0.05
-    assert "faster" in c.words() and c.mann_whitney_p is None  # 3 vs 3: no Mann-Whitney
+    assert "faster" in c.words() and "95% family-wise" in c.words()
 
 
-def test_noise_larger_than_the_difference_is_no_significant_difference() -> None:
+def test_noise_larger_than_the_difference_is_undecided_never_equivalent() -> None:
+    """'≈' only when the interval lies within the margin: a wide one is undecided."""
     c = compare([1000, 1300, 800], [1050, 1250, 900])
-    assert c.verdict is Verdict.SAME and "no significant difference (n=3 vs 3" in c.words()
+    assert c.verdict is Verdict.UNDECIDED and "too noisy to tell" in c.words()
 
 
-def test_a_tiny_but_significant_difference_is_below_the_threshold() -> None:
-    c = compare([1000.0, 1000.5, 999.5], [1010.0, 1010.5, 1009.5])  # 1%, very stable
-    assert c.p_value is not None and c.p_value < 0.05
-    assert c.verdict is Verdict.SAME and "within the noise (2.0%)" in c.reason
+def test_a_tight_interval_within_the_margin_is_equivalent() -> None:
+    base = [1000.0, 1000.5, 999.5, 1000.2, 999.8]
+    c = compare(base, [1005.0, 1005.5, 1004.5, 1005.2, 1004.8])  # +0.5%, very stable
+    assert c.verdict is Verdict.BETTER  # significant, and said so (no CV threshold)
+    same = compare(base, [1000.1, 1000.6, 999.6, 1000.0, 999.9])
+    assert same.verdict is Verdict.EQUIVALENT and "equivalent within ±2.0%" in same.words()
+    wider = compare(base, [1000.1, 1000.6, 999.6, 1000.0, 999.9], margin=0.0001)
+    assert wider.verdict is Verdict.UNDECIDED
 
 
 def test_one_repetition_refuses_a_verdict_and_says_why() -> None:
     c = compare([1000], [1300])
     assert c.verdict is Verdict.NONE and c.ratio == pytest.approx(1.3)
-    assert "at least 3 repetitions per side" in c.words()
+    assert "at least 3 runs a side" in c.words()
     two = compare([1000, 1010], [1300, 1310])
-    assert two.verdict is Verdict.NONE and two.ci_low is not None
+    assert two.verdict is Verdict.NONE and two.ci_low is None
 
 
 def test_latency_lower_is_better() -> None:
@@ -80,9 +86,19 @@ def test_latency_lower_is_better() -> None:
     assert c.verdict is Verdict.BETTER and "lower" in c.words()
 
 
-def test_mann_whitney_only_from_five_per_side() -> None:
-    c = compare([100, 101, 99, 100, 102], [110, 111, 109, 112, 110])
-    assert c.mann_whitney_p is not None and c.mann_whitney_p < 0.05
+def test_runs_of_two_shapes_are_compared_stratum_by_stratum() -> None:
+    """A checkpoint in some windows: the sides are compared where they share a stratum; a
+    verdict only when every stratum agrees; otherwise none, with the shape said."""
+    base = [1000, 1010, 990, 700, 710, 705]
+    other = [1100, 1110, 1090, 770, 780, 775]
+    labels = (["0", "0", "0", "1+", "1+", "1+"], ["0", "0", "0", "1+", "1+", "1+"])
+    c = compare(base, other, strata=labels)
+    assert c.verdict is Verdict.BETTER and "in every stratum" in c.reason
+    assert {k for k, _ in c.strata} == {"0", "1+"}
+    apart = compare(base, [1100, 1110, 1090, 600, 610, 605], strata=labels)
+    assert apart.verdict is Verdict.NONE and "not of one shape" in apart.reason
+    one = compare(base[:3], other[:3], strata=(labels[0][:3], labels[1][:3]))
+    assert one.verdict is Verdict.BETTER and one.estimand == "in windows without a checkpoint"
 
 
 def test_hosts_combine_as_a_geometric_mean() -> None:
@@ -125,11 +141,12 @@ def test_align_puts_every_series_on_the_measured_seconds() -> None:
 
 
 def test_auto_repetitions_stop_when_the_interval_is_tight_or_at_the_maximum() -> None:
-    from pgfsbench.engine.campaign import auto_stop_reason
+    from pgfsbench.analysis.auto import auto_stop_reason
+    from pgfsbench.engine.campaign import run_facts
 
-    def rows(*tps: float, failed: int = 0) -> list[StoredRun]:
+    def rows(*tps: float, failed: int = 0) -> list[Any]:
         ok = [StoredRun(status="ok", throughput=t) for t in tps]
-        return ok + [StoredRun(status="failed")] * failed
+        return run_facts(ok + [StoredRun(status="failed")] * failed)
 
     assert auto_stop_reason(rows(1000, 1001, 999), 8, 2.0) is not None
     assert "CI ±" in (auto_stop_reason(rows(1000, 1001, 999), 8, 2.0) or "")
@@ -145,7 +162,8 @@ def test_auto_repetitions_stop_when_the_interval_is_tight_or_at_the_maximum() ->
 def test_auto_repetitions_run_a_disturbed_cell_again() -> None:
     """A disturbed run is no evidence about the storage: its cell is run again rather than
     stopped on an interval it made tight (or wide)."""
-    from pgfsbench.engine.campaign import auto_stop_reason
+    from pgfsbench.analysis.auto import auto_stop_reason
+    from pgfsbench.engine.campaign import run_facts
 
     mark = {
         "disturbance": {
@@ -155,8 +173,10 @@ def test_auto_repetitions_run_a_disturbed_cell_again() -> None:
     }
     clean = [StoredRun(status="ok", throughput=t) for t in (1000, 1001)]
     disturbed = StoredRun(status="ok", throughput=999, metrics=mark)
-    assert auto_stop_reason([*clean, StoredRun(status="ok", throughput=999)], 8, 2.0, 3)
-    assert auto_stop_reason([*clean, disturbed], 8, 2.0, 3) is None  # two clean runs: one more
+    ok = StoredRun(status="ok", throughput=999)
+    assert auto_stop_reason(run_facts([*clean, ok]), 8, 2.0, 3)
+    # two clean runs: one more
+    assert auto_stop_reason(run_facts([*clean, disturbed]), 8, 2.0, 3) is None
 
 
 def test_t_quantile_and_p_agree_with_scipy_stats() -> None:

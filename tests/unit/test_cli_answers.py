@@ -476,18 +476,25 @@ def test_a_budget_cuts_the_last_round_to_the_runs_that_fit(monkeypatch: Any) -> 
     from pgfsbench.engine import campaign as camp
     from pgfsbench.spec.models import Defaults
 
-    rounds: list[list[int]] = []
+    rounds: list[list[str]] = []
     looks: list[bool] = []
 
-    # a round of 5: the baseline's 4th and 5th runs, and three cells' 3rd, 3rd and 4th
-    reps = [4, 3, 5, 4, 3]
+    # a round of 5: the baseline's and three cells' next runs; the valid runs each has made
+    # (a failed or disturbed run made its repetition number, no evidence)
+    cells = ["base", "a", "b", "base", "c"]
+    valid = {"base": 3, "a": 2, "b": 4, "c": 1}
 
     def more_runs(*a: Any, final: bool = False) -> list[Any]:
         looks.append(final)
-        return [] if final else [SimpleNamespace(repetition=n) for n in reps]
+        return (
+            []
+            if final
+            else [SimpleNamespace(cell=SimpleNamespace(id=c), repetition=9) for c in cells]
+        )
 
     monkeypatch.setattr(camp, "more_runs", more_runs)
     monkeypatch.setattr(camp, "note_auto_repetitions", lambda *a: None)
+    monkeypatch.setattr(camp, "_valid_counts", lambda *a: valid)
     d = Defaults(repetitions="auto", budget="135s")
     result = SimpleNamespace(run_ids=list(range(10)), campaign_id=1)
     events = SimpleNamespace(extend=lambda n: None)
@@ -498,8 +505,9 @@ def test_a_budget_cuts_the_last_round_to_the_runs_that_fit(monkeypatch: Any) -> 
         result,  # type: ignore[arg-type]
         time_mod.monotonic() - 100.0,
         events,
-        lambda more: rounds.append([r.repetition for r in more]),
+        lambda more: rounds.append([r.cell.id for r in more]),
     )
-    # the 3 that fit: the cells with fewest runs first, in the round's order
-    assert rounds == [[4, 3, 3]]
+    # the 3 that fit: the cells with the fewest valid runs first (c: 1, a: 2, then the
+    # baseline's first of two at 3), in the round's order; b (4 valid) waits
+    assert rounds == [["base", "a", "c"]]
     assert looks == [False, True]  # the round's look, then the last one after it

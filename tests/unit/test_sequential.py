@@ -12,7 +12,6 @@ import pytest
 from pgfsbench.analysis.compare import Verdict
 from pgfsbench.analysis.sequential import (
     BASELINE,
-    MIN_RUNS,
     Settled,
     e_value,
     group_verdicts,
@@ -50,16 +49,16 @@ def test_verdicts_faster_slower_equivalent_and_unsettled() -> None:
     def runs(centre: float, n: int, cv: float = 0.01) -> list[float]:
         return list(centre * np.exp(rng.normal(0, cv, n)))
 
-    # (each comparison's own two variances, Welch: 20 runs a side put a twin at CV 1% inside
+    # (each comparison's own two variances, Welch: 24 runs a side put a twin at CV 1% inside
     # ±2% at this level)
     found = group_verdicts(
-        runs(1000, 20),
-        {"fast": runs(1200, 12), "slow": runs(800, 12), "twin": runs(1000, 20), "few": [990.0]},
+        runs(1000, 24),
+        {"fast": runs(1200, 12), "slow": runs(800, 12), "twin": runs(1000, 24), "few": [990.0]},
     )
     assert found["fast"].verdict is Settled.FASTER and found["slow"].verdict is Settled.SLOWER
     assert found["twin"].verdict is Settled.EQUIVALENT
     assert found["few"].verdict is Settled.UNSETTLED and found["few"].low is None
-    assert found["fast"].alpha == pytest.approx(0.05 / 4)  # Bonferroni over the group
+    assert found["fast"].alpha == pytest.approx(0.04 / 4)  # Bonferroni over the group
     assert "equivalent within ±2.0%" in found["twin"].words()
 
 
@@ -78,22 +77,59 @@ def test_a_round_runs_the_open_cells_and_the_baseline_about_root_k_times() -> No
     assert settled["fast"].verdict is Settled.FASTER
     assert next_round(settled, {BASELINE: 12, "fast": 12}, BASELINE, 20) == {}
     assert next_round({}, {BASELINE: 0}, BASELINE, 8) == {}
-    assert MIN_RUNS == 3
 
 
+def test_disjoint_looks_say_the_model_fails_never_a_point() -> None:
+    """On 0206292 two looks whose intervals did not meet became a zero-width point ("faster
+    +0.1% [+0.1%, +0.1%]"), fed back to every later look. Now: unsettled, said, for good."""
+    first = group_verdicts([1000.0] * 2 + [1001.0] * 4, {"c": [1300.0, 1301.0, 1299.0] * 2})
+    assert first["c"].verdict is Settled.FASTER
+    second = group_verdicts(
+        [1000.0] * 2 + [1001.0] * 4, {"c": [700.0, 701.0, 699.0] * 2}, before=first
+    )
+    v = second["c"]
+    assert v.failed and v.verdict is Settled.UNSETTLED and v.low is None and v.high is None
+    assert "do not follow the model" in v.words()
+    third = group_verdicts([1000.0] * 6, {"c": [1000.0] * 6}, before=second)
+    assert third["c"].failed and third["c"].verdict is Settled.UNSETTLED
+
+
+def test_a_mixture_is_followed_stratum_by_stratum() -> None:
+    """Windows with and without a checkpoint: each stratum its own sequence; settled when
+    every stratum is, and 'mixed' when they settle apart."""
+    base = [1000.0, 1001.0, 999.0, 1000.5] * 2 + [700.0, 701.0, 699.0] * 2
+    labels_b = ["0"] * 8 + ["1+"] * 6
+    cell = [1200.0, 1201.0, 1199.0, 1200.5] * 2 + [840.0, 841.0, 839.0] * 2
+    found = group_verdicts(base, {"c": cell}, strata={BASELINE: labels_b, "c": labels_b})
+    assert found["c"].verdict is Settled.FASTER and len(found["c"].strata) == 2
+    apart = [1200.0, 1201.0, 1199.0, 1200.5] * 2 + [500.0, 501.0, 499.0] * 2
+    found = group_verdicts(base, {"c": apart}, strata={BASELINE: labels_b, "c": labels_b})
+    assert found["c"].verdict is Settled.MIXED and "mixed" in found["c"].words()
+
+
+# the simulated families below: bounds near what bench/sequential_verdicts.py measured at
+# this HEAD (docs/validation/index.md), so that a regression fails here
 def test_identical_cells_give_few_false_verdicts_however_the_campaign_stops() -> None:
-    """The campaign's own stopping and verdict code, 400 matrices of 4 identical cells and
-    a baseline at CV 2%: at most 5% with a false "faster" or "slower" (the old auto rule
-    gave 5.8% at 2 cells)."""
-    s = run_many(World(4, 0.02), 400, seed=11)
-    assert s.false_rate <= 0.05, s
-    heavy = run_many(World(4, 0.05, heavy_tail=True), 300, seed=12)
-    assert heavy.false_rate <= 0.05, heavy
+    s = run_many(World("normal", 4, cv=0.02), 300, seed=11)
+    assert s.false_rate <= 0.03, s.as_dict()
+    heavy = run_many(World("heavy", 4, cv=0.05, heavy_tail=True), 200, seed=12)
+    assert heavy.false_rate <= 0.03, heavy.as_dict()
+
+
+def test_mixtures_with_their_cause_recorded_give_no_false_verdicts() -> None:
+    """The worlds that broke 0206292 (27-30% false with a bimodal baseline), both paths."""
+    world = World("base bimodal", 3, mix_p=0.2, mix_drop=(0.2, 0.3), mix_who="baseline")
+    for path in ("auto", "fixed 3", "fixed 5"):
+        s = run_many(world, 200, seed=14, path=path)
+        assert s.false_rate <= 0.02, s.as_dict()
+    one = World("one side bimodal", 1, mix_p=0.3, mix_drop=(0.2, 0.4), mix_who="first")
+    assert run_many(one, 300, seed=15, path="fixed 5").false_rate <= 0.02
 
 
 def test_a_true_ten_percent_difference_is_found_within_repetitions_max() -> None:
-    s = run_many(World(4, 0.02, effect=0.10), 200, seed=13)
-    assert s.power is not None and s.power >= 0.9, s
+    s = run_many(World("10%", 4, cv=0.02, effect=0.10, most=16), 150, seed=13)
+    assert s.power is not None and s.power >= 0.95, s.as_dict()
+    assert s.coverage is not None and s.coverage >= 0.97, s.as_dict()
 
 
 def test_the_summary_gives_the_campaigns_settled_verdict() -> None:
@@ -108,7 +144,7 @@ def test_the_summary_gives_the_campaigns_settled_verdict() -> None:
         "n_base": 9,
     }
     c = sequential_comparison(stored, None)
-    assert c.verdict is Verdict.SAME and "equivalent within ±2.1%" in c.reason
+    assert c.verdict is Verdict.EQUIVALENT and "equivalent within ±2.1%" in c.reason
     assert "anytime-valid" in c.reason and c.ci_low == 0.985
 
 
@@ -143,16 +179,21 @@ def test_a_campaigns_settled_verdicts_stand_in_its_summary() -> None:
 
 def test_one_noisy_cell_among_steady_ones_is_not_called_different() -> None:
     """Cells rarely share one noise: a cell at CV 10% among steady ones at 1% (or a noisy
-    baseline) is no more often called faster or slower than 5% of matrices. With one
-    variance pooled over the group this was 43% at k = 8 (its interval borrowed the steady
-    cells' small variance)."""
-    noisy = run_many(World(8, 0.01, cv_first=0.10), 300, seed=21)
-    assert noisy.false_rate <= 0.05, noisy
-    base = run_many(World(3, 0.02, cv_baseline=0.10), 300, seed=22)
-    assert base.false_rate <= 0.05, base
+    baseline) is rarely called faster or slower. With one variance pooled over the group
+    this was 43% at k = 8 (its interval borrowed the steady cells' small variance)."""
+    noisy = run_many(World("noisy", 8, cv=0.01, cv_first=0.10), 200, seed=21)
+    assert noisy.false_rate <= 0.03, noisy.as_dict()
+    base = run_many(World("noisy base", 3, cv=0.02, cv_baseline=0.10), 200, seed=22)
+    assert base.false_rate <= 0.03, base.as_dict()
+    # fixed 3 vs 3, cells 5x noisier than the baseline: Hsu's df (8% with Welch's)
+    fixed = run_many(World("unequal", 4, cv=0.10, cv_baseline=0.02), 400, seed=23, path="fixed 3")
+    assert fixed.false_rate <= 0.03, fixed.as_dict()
 
 
-def test_a_noisy_baseline_gets_more_of_a_round_a_steady_one_less_never_past_its_limit() -> None:
+def test_a_noisy_baseline_gets_more_of_a_round_a_steady_one_less_and_its_cap_follows() -> None:
+    """The baseline's share follows its spread against the open cells', and so does its
+    cap (repetitions_max times its share): on 0206292 the cap ignored its noise, and a
+    noisy ext4 stopped at 8 runs whatever the budget."""
     from pgfsbench.analysis.sequential import baseline_share, spreads
 
     assert baseline_share(4) == 2  # Dunnett's √k
@@ -168,7 +209,26 @@ def test_a_noisy_baseline_gets_more_of_a_round_a_steady_one_less_never_past_its_
     spread = spreads(data)
     assert spread[BASELINE] > 10 * spread["c0"]
     assert next_round(found, counts, BASELINE, 8, spread)[BASELINE] == 6
-    # the baseline's limit (repetitions_max times √k) holds whatever its share
-    assert next_round(found, {**counts, BASELINE: 14}, BASELINE, 8, spread)[BASELINE] == 2
-    assert BASELINE not in next_round(found, {**counts, BASELINE: 16}, BASELINE, 8, spread)
+    # past 16 (8 x √k, the old cap) a noisy baseline still runs: its cap is 8 x 6
+    assert next_round(found, {**counts, BASELINE: 16}, BASELINE, 8, spread)[BASELINE] == 6
+    assert next_round(found, {**counts, BASELINE: 44}, BASELINE, 8, spread)[BASELINE] == 4
+    assert BASELINE not in next_round(found, {**counts, BASELINE: 48}, BASELINE, 8, spread)
     assert spreads({"few": [1.0, 2.0]}) == {}  # fewer than MIN_RUNS runs: unknown
+
+
+def test_a_cell_on_two_hosts_is_one_cell_to_the_policy() -> None:
+    """On 0206292 runs were keyed by cell in one place and by (cell, host) in another: a
+    cluster cell on two node types sat in two groups that overwrote each other."""
+    from pgfsbench.engine.campaign import comparable_groups
+    from tests.unit.test_best import runs
+
+    ext4 = runs("ext4", [2500, 2510, 2490])
+    xfs = runs("xfs", [3000, 3010, 2990])
+    import dataclasses
+
+    xfs = [
+        dataclasses.replace(r, host=h)
+        for r, h in zip(xfs, ["k8s:a", "k8s:b", "k8s:a"], strict=True)
+    ]
+    groups = comparable_groups(ext4 + xfs)
+    assert len(groups) == 1 and groups[0].cells == ("xfs/pg/k/rw",)

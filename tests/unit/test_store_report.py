@@ -92,10 +92,10 @@ def test_summary_median_and_spread(tmp_path: Path) -> None:
     assert zfs.vs_baseline.verdict.value == "no verdict"  # 2 repetitions only
     text = render(summary_table(cells, width=160))
     assert "│ext4 " in text and "100 ±25.1% !" in text and "baseline" in text
-    assert "+55.4% ?" in text and "zfs (FUSE)" in text  # 2 vs 3 repetitions: no verdict
+    assert "+55.4% –" in text and "zfs (FUSE)" in text  # 2 vs 3 repetitions: no verdict
     narrow = render(summary_table(cells, width=80), width=80)
     assert max(len(line) for line in narrow.splitlines()) <= 80
-    assert "│ext4 " in narrow and "+55.4% ?" in narrow  # short names fit: no legend needed
+    assert "│ext4 " in narrow and "+55.4% –" in narrow  # short names fit: no legend needed
     assert "data + pg_wal" not in narrow  # the optional columns went first
 
 

@@ -112,7 +112,7 @@ class AcrossHosts:
 
 def across_hosts(pairs: Sequence[Pair]) -> list[AcrossHosts]:
     """Pairs made within each host, grouped by what they compare, then combined."""
-    from pgfsbench.analysis.compare import MIN_EFFECT, combine_blocks
+    from pgfsbench.analysis.compare import MARGIN, combine_blocks
 
     groups: dict[tuple[str, str, str, str], list[Pair]] = {}
     for p in pairs:
@@ -143,12 +143,16 @@ def across_hosts(pairs: Sequence[Pair]) -> list[AcrossHosts]:
             hi_v: float | None = None
         else:
             lo_v, hi_v = lo, hi
-            if lo > 1 + MIN_EFFECT:
+            if lo > 1:
                 verdict = f"faster across hosts taken together (n={len(ratios)} hosts)"
-            elif hi < 1 - MIN_EFFECT:
+            elif hi < 1:
                 verdict = f"slower across hosts taken together (n={len(ratios)} hosts)"
+            elif lo > 1 - MARGIN and hi < 1 + MARGIN:
+                verdict = (
+                    f"equivalent within ±{MARGIN * 100:g}% across hosts (n={len(ratios)} hosts)"
+                )
             else:
-                verdict = f"no significant difference across hosts (n={len(ratios)} hosts)"
+                verdict = f"undecided across hosts: too noisy to tell (n={len(ratios)} hosts)"
         out.append(AcrossHosts(base, other, workload, per, ratio, lo_v, hi_v, verdict))
     return out
 

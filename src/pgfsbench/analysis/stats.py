@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -74,6 +74,30 @@ def t_two_sided_p(t: float, df: float) -> float:
     from scipy import special
 
     return float(2 * special.stdtr(df, -abs(t)))
+
+
+@dataclass(frozen=True)
+class Welch:
+    """mean(b) - mean(a), its standard error from each side's own variance, and the
+    Welch-Satterthwaite degrees of freedom (0 when there is no spread at all)."""
+
+    d: float
+    se: float
+    df: float
+
+
+def welch(a: Sequence[float], b: Sequence[float]) -> Welch:
+    """Welch's difference of two samples (each of 2 values or more): the one place
+    pgfsbench computes it (compare's fixed-sample test, the confidence sequences)."""
+    na, nb = len(a), len(b)
+    ma, mb = statistics.fmean(a), statistics.fmean(b)
+    va = sum((x - ma) ** 2 for x in a) / (na - 1) / na
+    vb = sum((x - mb) ** 2 for x in b) / (nb - 1) / nb
+    se2 = va + vb
+    if se2 <= 0:
+        return Welch(mb - ma, 0.0, 0.0)
+    df = se2 * se2 / (va * va / (na - 1) + vb * vb / (nb - 1))
+    return Welch(mb - ma, math.sqrt(se2), df)
 
 
 def t_interval_log(vals: list[float], level: float = 0.95) -> tuple[float, float]:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pgfsbench.advisor.safety import unsafe_of_params
-from pgfsbench.analysis.compare import Comparison, Verdict, compare, family_wise
+from pgfsbench.analysis.compare import MARGIN, Comparison, Verdict, compare, family_wise
 from pgfsbench.analysis.cost import RunCost, run_cost
 from pgfsbench.analysis.disturbance import disturbance_of
 from pgfsbench.analysis.histogram import PooledLatency, pooled_latency
@@ -94,6 +94,13 @@ class CellSummary:
     disturbed: tuple[tuple[int, tuple[str, ...]], ...] = ()
     # what would make its repetitions agree, for the reasons found (empty: stable)
     remedies: tuple[str, ...] = ()
+    # each of `values`' runs' stratum: checkpoints in its window (None: not recorded)
+    strata: tuple[str | None, ...] = ()
+    # the practical margin of "equivalent" its spec stated (equivalence_margin)
+    margin: float = MARGIN
+    # what its runs measure: "steady state over 1 checkpoint cycle (300 s each)", "a 60 s
+    # window" (the workload's estimand)
+    estimand: str = ""
 
     @property
     def usd_per_1000_tps(self) -> float | None:
@@ -174,6 +181,28 @@ def stalls_of(run: StoredRun) -> tuple[StallEpisode, ...]:
     if not run.series:
         return ()
     return tuple(find_stalls(align(run)))
+
+
+def stratum_of(run: StoredRun) -> str | None:
+    """A run's stratum: how many checkpoints fell in its measured window, as the run
+    recorded it (None: not recorded, an older run, or no server log)."""
+    window = run.metrics.get("window")
+    if isinstance(window, dict) and isinstance(window.get("stratum"), str):
+        return str(window["stratum"])
+    return None
+
+
+def margin_of(run: StoredRun) -> float:
+    value = run.params.get("equivalence_margin") if isinstance(run.params, dict) else None
+    return float(value) if isinstance(value, int | float) and 0 < value <= 0.5 else MARGIN
+
+
+def estimand_of(run: StoredRun) -> str:
+    """What a run measured, in words: its workload's window."""
+    window = run.metrics.get("window")
+    if isinstance(window, dict) and isinstance(window.get("estimand"), str):
+        return str(window["estimand"])
+    return f"a {float(run.duration_s or 0):g} s window" if run.duration_s else ""
 
 
 def _in_measured_window(run: StoredRun) -> int:
@@ -348,6 +377,9 @@ def _cell(
         host=host,
         campaign_id=first.campaign_id,
         values=tuple(float(v) for v in thr if v is not None),
+        strata=tuple(stratum_of(r) for r in ok if r.figure is not None),
+        margin=margin_of(first),
+        estimand=estimand_of(first),
         p99_values=tuple(float(v) for v in p99 if v is not None),
         load_values=tuple(float(r.load_seconds) for r in ok if r.load_seconds is not None),
         reference=_reference(first) or bool(unsafe),
@@ -428,17 +460,26 @@ def with_baselines(
         base = cells[base_i]
         others = [i for i in members if i != base_i]
         tps: dict[int, Comparison | None] = {
-            i: compare(base.values, cells[i].values) for i in others
+            i: compare(
+                base.values,
+                cells[i].values,
+                margin=base.margin,
+                strata=(base.strata, cells[i].strata),
+            )
+            for i in others
         }
         p99: dict[int, Comparison | None] = {
-            i: compare(base.p99_values, cells[i].p99_values, higher_is_better=False)
+            i: compare(
+                base.p99_values, cells[i].p99_values, higher_is_better=False, margin=base.margin
+            )
             if base.p99_values and cells[i].p99_values
             else None
             for i in others
         }
-        # the candidates' comparisons are one family each (throughput, p99): Holm's
-        # correction keeps the chance of any false verdict in the group at 5%; references
-        # and unsafe cells are measured against the baseline but take no verdict
+        # the candidates' comparisons are one family each (throughput, p99), judged at the
+        # family's level (Bonferroni: the chance of any false verdict in the group within
+        # 5%); references and unsafe cells are measured against the baseline but take no
+        # verdict
         family = [i for i in others if not cells[i].reference]
         for figure in (tps, p99):
             adjusted = family_wise([figure[i] for i in family])
@@ -457,8 +498,9 @@ def with_baselines(
 _SETTLED_VERDICT = {
     "faster": Verdict.BETTER,
     "slower": Verdict.WORSE,
-    "equivalent": Verdict.SAME,
-    "unsettled": Verdict.NONE,
+    "equivalent": Verdict.EQUIVALENT,
+    "mixed": Verdict.NONE,
+    "unsettled": Verdict.UNDECIDED,
 }
 
 
@@ -471,14 +513,21 @@ def sequential_comparison(stored: Mapping[str, object], fixed: Comparison | None
         value = stored.get(key)
         return float(value) if isinstance(value, int | float) else None
 
-    margin = num("margin") or 0.02
-    verdict = _SETTLED_VERDICT.get(str(stored.get("verdict")), Verdict.NONE)
+    margin = num("margin") or MARGIN
+    said = str(stored.get("verdict"))
+    verdict = _SETTLED_VERDICT.get(said, Verdict.NONE)
     word = {
         Verdict.BETTER: "faster",
         Verdict.WORSE: "slower",
-        Verdict.SAME: f"equivalent within ±{margin * 100:.1f}%",
-        Verdict.NONE: "unsettled at the campaign's end",
+        Verdict.EQUIVALENT: f"equivalent within ±{margin * 100:.1f}%",
+        Verdict.UNDECIDED: "unsettled at the campaign's end: too noisy to tell",
+        Verdict.NONE: "settled apart in its strata (faster in some, slower in others)",
     }[verdict]
+    if stored.get("failed"):
+        word = "unsettled: its looks disagreed beyond chance (the runs do not follow the model)"
+    strata = stored.get("strata")
+    if isinstance(strata, dict) and strata:
+        word += " (" + "; ".join(f"{v} with {k} checkpoint(s)" for k, v in strata.items()) + ")"
     n_base, n_other = int(num("n_base") or 0), int(num("n") or 0)
     reason = f"{word} (anytime-valid confidence sequence, n={n_base} vs {n_other})"
     return Comparison(
@@ -488,12 +537,12 @@ def sequential_comparison(stored: Mapping[str, object], fixed: Comparison | None
         num("low"),
         num("high"),
         None,
-        None,
         margin,
         verdict,
         reason,
         True,
         method="sequence",
+        estimand=str(stored.get("estimand") or ""),
     )
 
 
@@ -581,11 +630,17 @@ def leaders(members: Sequence[CellSummary], figure: str = "tps") -> Leaders | No
 
     best = (max if higher else min)(candidates, key=mean)
     others = [c for c in candidates if c is not best]
-    tests = [compare(values_of(c), values_of(best), higher_is_better=higher) for c in others]
+    tests = [
+        compare(values_of(c), values_of(best), higher_is_better=higher, margin=best.margin)
+        for c in others
+    ]
     tied = tuple(c for c, t in zip(others, tests, strict=True) if t.verdict is not Verdict.BETTER)
     # the same tests the other way round (each cell against the best), corrected together
     against = family_wise(
-        [compare(values_of(best), values_of(c), higher_is_better=higher) for c in others]
+        [
+            compare(values_of(best), values_of(c), higher_is_better=higher, margin=best.margin)
+            for c in others
+        ]
     )
     behind = tuple(
         (c, t)
@@ -620,12 +675,11 @@ def highlights(cells: Sequence[CellSummary]) -> Highlights:
         # settled by the campaign's confidence sequences: each with its own words
         settled = [c for c in candidates if c.vs_baseline and c.vs_baseline.method == "sequence"]
         tested = [c for c in candidates if c not in settled]
-        better = [
-            c
-            for c in tested
-            if c.vs_baseline and c.vs_baseline.verdict in (Verdict.BETTER, Verdict.WORSE)
+        better = [c for c in tested if c.vs_baseline and c.vs_baseline.verdict.decided]
+        same = [c for c in tested if c.vs_baseline and c.vs_baseline.verdict is Verdict.EQUIVALENT]
+        undecided = [
+            c for c in tested if c.vs_baseline and c.vs_baseline.verdict is Verdict.UNDECIDED
         ]
-        same = [c for c in tested if c.vs_baseline and c.vs_baseline.verdict is Verdict.SAME]
         none = [c for c in tested if c.vs_baseline and c.vs_baseline.verdict is Verdict.NONE]
         base = next((c for c in candidates if c.baseline is None), candidates[0])
         assert best.tps is not None
@@ -641,7 +695,7 @@ def highlights(cells: Sequence[CellSummary]) -> Highlights:
             top = sorted([lead.best, *lead.tied], key=lambda c: -(c.tps.mean if c.tps else 0))
             h.lines.append(
                 head
-                + "no significant difference among "
+                + "no cell is ahead of the others by the data: "
                 + ", ".join(
                     f"{c.label} ({c.tps.mean:,.0f} {unit})" for c in top if c.tps is not None
                 )
@@ -671,17 +725,26 @@ def highlights(cells: Sequence[CellSummary]) -> Highlights:
             h.lines.append(f"  {c.label} vs {c.baseline}: {c.vs_baseline.words()}")
         if same:
             h.lines.append(
-                f"  no significant difference from {base.label}: "
+                f"  equivalent to {base.label}: "
                 + ", ".join(
-                    f"{c.label} ({c.vs_baseline.change_pct:+.1f}%)"
+                    f"{c.label} ({c.vs_baseline.change_pct:+.1f}% "
+                    f"{c.vs_baseline.interval_words()}, within ±{c.vs_baseline.margin * 100:.1f}%)"
                     for c in same
                     if c.vs_baseline and c.vs_baseline.change_pct is not None
                 )
             )
-        if none:
+        if undecided:
             h.lines.append(
-                "  no verdict (too few repetitions): " + ", ".join(c.label for c in none)
+                f"  undecided against {base.label}, too noisy to tell: "
+                + ", ".join(
+                    f"{c.label} ({c.vs_baseline.change_pct:+.1f}% {c.vs_baseline.interval_words()})"
+                    for c in undecided
+                    if c.vs_baseline and c.vs_baseline.change_pct is not None
+                )
             )
+        for c in none:
+            assert c.vs_baseline is not None
+            h.lines.append(f"  {c.label}: {c.vs_baseline.reason}")
         for ref in (c for c in measured if c.unsafe and c.tps is not None):
             assert ref.tps is not None
             h.lines.append(

@@ -62,8 +62,10 @@ def pair_json(p: Pair) -> dict[str, object]:
         "group": p.base.group_label,
         "ratio": cmp.ratio,
         "ci95": [cmp.ci_low, cmp.ci_high],
+        "ci_level": cmp.level,
+        "margin": cmp.margin,
+        "estimand": cmp.estimand,
         "p": cmp.p_value,
-        "mann_whitney_p": cmp.mann_whitney_p,
         "verdict": str(cmp.verdict),
         "text": cmp.words(),
         "p99": None

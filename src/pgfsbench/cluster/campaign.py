@@ -235,8 +235,13 @@ class ClusterCampaign(CampaignLoop):
             )
 
     def _new_run(self, planned: PlannedRun, campaign_id: int) -> StoredRun:
+        d = self.loaded.spec.defaults
         return new_run(
-            planned, campaign_id, self.place.host, write_out=self.loaded.spec.defaults.write_out
+            planned,
+            campaign_id,
+            self.place.host,
+            write_out=d.write_out,
+            margin=d.equivalence_margin,
         )
 
     def _execute_groups(

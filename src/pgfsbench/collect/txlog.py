@@ -18,8 +18,8 @@ With --max-tries the last column is the number of retries.
 from __future__ import annotations
 
 import gzip
-import os
 import math
+import os
 import shutil
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field

@@ -10,7 +10,7 @@ Whatever a run could not undo (a filesystem frozen under it) is tried again at t
 from __future__ import annotations
 
 import contextlib
-import math
+import dataclasses
 import os
 import random
 import secrets
@@ -54,7 +54,7 @@ from pgfsbench.system.signals import signals_held, stop_on_signals
 from pgfsbench.system.trust import open_written_by_others
 
 if TYPE_CHECKING:
-    from pgfsbench.analysis.sequential import Sequential
+    from pgfsbench.analysis.auto import AutoSettings, AutoState, Comparable, RunFact
     from pgfsbench.analysis.summary import CellSummary
 
 # file names in a run's artifacts directory -> the kind they are stored as
@@ -147,8 +147,13 @@ class CampaignLoop:
         """After everything was undone and the campaign closed (also after a refusal)."""
 
     def _new_run(self, planned: PlannedRun, campaign_id: int) -> StoredRun:
+        d = self.loaded.spec.defaults
         return new_run(
-            planned, campaign_id, self.host, write_out=self.loaded.spec.defaults.write_out
+            planned,
+            campaign_id,
+            self.host,
+            write_out=d.write_out,
+            margin=d.equivalence_margin,
         )
 
     # ------------------------------------------------------------ the whole matrix
@@ -441,6 +446,7 @@ class Campaign(CampaignLoop):
             self.host,
             write_out=self.loaded.spec.defaults.write_out,
             pg_version=self.eng.binaries_for(planned.cell).version,
+            margin=self.loaded.spec.defaults.equivalence_margin,
         )
 
     # ------------------------------------------------------------ one group of runs
@@ -648,6 +654,7 @@ def new_run(
     *,
     write_out: bool,
     pg_version: str | None = None,
+    margin: float | None = None,
 ) -> StoredRun:
     """The row a run starts as: its cell, repetition and configuration, its uuid (the
     planner's, when the run was planned elsewhere, else a new one)."""
@@ -667,7 +674,7 @@ def new_run(
         threads=w.threads,
         duration_s=w.duration_s,
         warmup_s=w.warmup_s,
-        params=cell_params(cell, write_out=write_out),
+        params=cell_params(cell, write_out=write_out, margin=margin),
         pg_version=pg_version,
         host=host,
         uuid=planned.uuid or str(uuid.uuid4()),
@@ -687,8 +694,11 @@ def adaptive_rounds(
     `more_runs` given to ``run_round`` until none is needed or the budget (counted from
     ``started``, the campaign's start) is spent; then the notes. A round is cut to the runs
     that fit in what is left of the budget at the pace of the runs so far, the cells with
-    the fewest runs first (`cut_round`): the campaign ends within its budget (a verdict is
-    anytime-valid, wherever its runs stop), its verdicts from a last look at every run."""
+    the fewest valid runs first (analysis/auto.cut_round): the campaign ends within its
+    budget (a verdict is anytime-valid, wherever its runs stop), its verdicts from a last
+    look at every run. The policy itself is analysis/auto.py."""
+    from pgfsbench.analysis.auto import AutoState, budget_fit, cut_round
+
     state = AutoState(seed=secrets.randbits(32))
     while True:
         elapsed = time.monotonic() - started
@@ -698,14 +708,13 @@ def adaptive_rounds(
         more = more_runs(store, plan, d, result, state)
         if not more:
             break
-        if math.isfinite(d.budget_s) and result.run_ids:
-            per_run = elapsed / len(result.run_ids)
-            fit = int((d.budget_s - elapsed) // per_run) if per_run > 0 else len(more)
-            if fit < len(more):
-                state.budget_spent = True
-                more = cut_round(more, fit)
-                if not more:
-                    break
+        fit = budget_fit(elapsed, d.budget_s, len(result.run_ids), len(more))
+        if fit < len(more):
+            state.budget_spent = True
+            valid = _valid_counts(store, result.campaign_id)
+            more = cut_round(more, fit, valid, lambda r: r.cell.id)
+            if not more:
+                break
         events.extend(len(more))
         run_round(more)
         if state.budget_spent:
@@ -718,26 +727,70 @@ def adaptive_rounds(
     note_auto_repetitions(store, d, result.campaign_id, state)
 
 
-def cut_round(more: list[PlannedRun], fit: int) -> list[PlannedRun]:
-    """The ``fit`` runs of a round the budget leaves room for: those of the cells with the
-    fewest runs first (a cell below the runs a verdict needs is not left there while
-    another adds one more), in the round's own random order."""
-    chosen = {id(r) for r in sorted(more, key=lambda r: r.repetition)[: max(0, fit)]}
-    return [r for r in more if id(r) in chosen]
+def auto_settings(d: Defaults, plan: Plan | None = None) -> AutoSettings:
+    """The policy's settings from the spec's defaults (the strata a design can give:
+    one with whole checkpoint cycles, two with shorter windows)."""
+    from pgfsbench.analysis.auto import AutoSettings
+    from pgfsbench.analysis.sequential import STRATA_WITH_CYCLES, STRATA_WITHOUT_CYCLES
+
+    cycles = plan is not None and plan.cells and all(c.workload.cycles for c in plan.cells)
+    return AutoSettings(
+        least=d.repetitions_min,
+        most=d.repetitions_max,
+        ci_target_pct=d.ci_target_pct,
+        margin=d.equivalence_margin,
+        designed_strata=STRATA_WITH_CYCLES if cycles else STRATA_WITHOUT_CYCLES,
+    )
 
 
-@dataclass
-class AutoState:
-    """What `repetitions = "auto"` carries from one round to the next."""
+def run_facts(runs: Sequence[StoredRun]) -> list[RunFact]:
+    """What the policy knows of stored runs: each by its cell id alone (its host said
+    elsewhere), valid when ok and undisturbed, with its stratum."""
+    from pgfsbench.analysis.auto import RunFact
+    from pgfsbench.analysis.disturbance import is_disturbed
+    from pgfsbench.analysis.summary import stratum_of
 
-    seed: int  # the rounds' random order
-    rounds: int = 0
-    stopped: dict[str, str] = field(default_factory=dict)  # cell -> why it needs no more
-    # per comparable group: its cells' verdicts at the last look (intersected at the next)
-    before: dict[str, dict[str, Sequential]] = field(default_factory=dict)
-    verdicts: dict[str, Sequential] = field(default_factory=dict)  # cell -> the last
-    baselines: dict[str, str] = field(default_factory=dict)  # cell -> its baseline
-    budget_spent: bool = False
+    return [
+        RunFact(
+            r.cell,
+            r.repetition,
+            r.ok,
+            float(r.throughput) if r.throughput else None,
+            is_disturbed(r),
+            stratum_of(r),
+        )
+        for r in sorted(runs, key=lambda r: r.run_id)
+        if not r.superseded_by
+    ]
+
+
+def _valid_counts(store: Store, campaign_id: int) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for f in run_facts(store.list_runs(campaign_id)):
+        if f.valid:
+            counts[f.cell] = counts.get(f.cell, 0) + 1
+    return counts
+
+
+def comparable_groups(runs: Sequence[StoredRun]) -> list[Comparable]:
+    """The campaign's comparable groups by cell id (a cell on several hosts of one cluster
+    is one cell, in one group), each with its baseline and candidates."""
+    from pgfsbench.analysis.auto import Comparable
+    from pgfsbench.analysis.summary import summarise
+
+    one_host = [dataclasses.replace(r, host=None) for r in runs if not r.superseded_by]
+    by_group: dict[str, list[CellSummary]] = {}
+    for c in summarise(one_host):
+        by_group.setdefault(repr(c.group), []).append(c)
+    out: list[Comparable] = []
+    for key, members in by_group.items():
+        base = next((c for c in members if c.baseline is None and not c.reference), None)
+        cands = tuple(c.cell for c in members if not c.reference and c is not base)
+        if base is None or not cands:
+            out.append(Comparable(key, None, tuple(c.cell for c in members)))
+        else:
+            out.append(Comparable(key, base.cell, cands))
+    return out
 
 
 def more_runs(
@@ -749,151 +802,44 @@ def more_runs(
     *,
     final: bool = False,
 ) -> list[PlannedRun]:
-    """repetitions = "auto": the next round's runs (see Campaign._adaptive), in a random
-    order drawn from the campaign's seed; none when every comparison is settled or at its
-    limits. Only undisturbed ok runs are evidence (a disturbed run, judged by the host's
-    signals alone, is made again), and no cell gets more than twice repetitions_max runs
-    in all. ``final``: the budget is spent; the verdicts of all the runs, each cell that
-    wanted more said to have stopped for the budget, and no round."""
-    from pgfsbench.analysis.disturbance import is_disturbed
-    from pgfsbench.analysis.sequential import (
-        Settled,
-        baseline_share,
-        group_verdicts,
-        next_round,
-        spreads,
-    )
-    from pgfsbench.analysis.summary import summarise
+    """repetitions = "auto": the next round's runs as the policy asks (analysis/auto.py),
+    in a random order drawn from the campaign's seed; none when every comparison is
+    settled or at its limits."""
+    from pgfsbench.analysis.auto import plan_round
 
     runs = [r for r in store.list_runs(result.campaign_id) if not r.superseded_by]
-    rows: dict[str, list[StoredRun]] = {}
-    for r in sorted(runs, key=lambda r: r.run_id):
-        rows.setdefault(r.cell, []).append(r)
-    valid = {
-        cell: [float(r.throughput) for r in rs if r.ok and r.throughput and not is_disturbed(r)]
-        for cell, rs in rows.items()
-    }
-    wanted: dict[str, int] = {}
-    by_group: dict[str, list[CellSummary]] = {}
-    for c in summarise(runs):
-        by_group.setdefault(repr(c.group), []).append(c)
-    for key, members in by_group.items():
-        base = next((c for c in members if c.baseline is None and not c.reference), None)
-        cands = [c for c in members if not c.reference and c is not base]
-        if base is None or not cands:
-            # compared with nothing: its own interval (ci_target_pct) decides
-            for c in members:
-                if c.cell in state.stopped:
-                    continue
-                why = auto_stop_reason(
-                    rows.get(c.cell, []), d.repetitions_max, d.ci_target_pct, d.repetitions_min
-                )
-                if why is None:
-                    wanted[c.cell] = 1
-                else:
-                    state.stopped[c.cell] = why
-            continue
-        verdicts = group_verdicts(
-            valid.get(base.cell, []),
-            {c.cell: valid.get(c.cell, []) for c in cands},
-            before=state.before.get(key),
-        )
-        state.before[key] = verdicts
-        state.verdicts.update(verdicts)
-        state.baselines.update({c.cell: base.cell for c in cands})
-        counts = {cell: len(valid.get(cell, [])) for cell in [base.cell, *verdicts]}
-        spread = spreads({cell: valid.get(cell, []) for cell in counts})
-        for cell, n in next_round(verdicts, counts, base.cell, d.repetitions_max, spread).items():
-            made = len(rows.get(cell, []))
-            allowed = baseline_share(len(verdicts)) if cell == base.cell else 1
-            if made >= 2 * d.repetitions_max * allowed:
-                state.stopped[cell] = f"{made} runs made, too many of them disturbed"
-                continue
-            wanted[cell] = n
-        for cell, v in verdicts.items():
-            if cell not in wanted:
-                state.stopped.setdefault(
-                    cell,
-                    v.words()
-                    if v.verdict is not Settled.UNSETTLED
-                    else f"unsettled at the maximum of {d.repetitions_max} runs ({v.words()})",
-                )
-    if final:
-        for cell in wanted:
-            last = state.verdicts.get(cell)
-            said = f" ({last.words()})" if last is not None else ""
-            state.stopped.setdefault(cell, "the budget was spent" + said)
-        return []
+    wanted = plan_round(
+        run_facts(runs), comparable_groups(runs), auto_settings(d, plan), state, final=final
+    )
     cells = {c.id: c for c in plan.cells}
     more: list[PlannedRun] = []
+    last: dict[str, int] = {}
+    for r in runs:
+        last[r.cell] = max(last.get(r.cell, 0), r.repetition)
     for cell_id, n in wanted.items():
         if cell_id not in cells:
             continue
-        rep = max((r.repetition for r in rows.get(cell_id, [])), default=0)
         for i in range(n):
             more.append(
                 PlannedRun(
-                    len(plan.runs) + len(result.run_ids) + len(more), cells[cell_id], rep + 1 + i
+                    len(plan.runs) + len(result.run_ids) + len(more),
+                    cells[cell_id],
+                    last.get(cell_id, 0) + 1 + i,
                 )
             )
     random.Random(state.seed + state.rounds).shuffle(more)  # noqa: S311 (an order, no secret)
-    state.rounds += 1
     return more
 
 
 def note_auto_repetitions(store: Store, d: Defaults, campaign_id: int, state: AutoState) -> None:
-    """The campaign's notes: how `auto` stopped each cell and each verdict, which the
-    summary, compare and the reports give for this campaign."""
+    """The campaign's notes: how `auto` stopped each cell and each verdict."""
+    from pgfsbench.analysis.auto import notes
+
     store.note_campaign(
         campaign_id,
         "auto_repetitions",
-        {
-            "rule": "anytime-valid",
-            "min": d.repetitions_min,
-            "max": d.repetitions_max,
-            "ci_target_pct": d.ci_target_pct,
-            "budget_s": d.budget_s if d.budget is not None else None,
-            "budget_spent": state.budget_spent,
-            "seed": state.seed,
-            "rounds": state.rounds,
-            "stopped": state.stopped,
-            "verdicts": {
-                cell: {
-                    "baseline": state.baselines.get(cell),
-                    "verdict": str(v.verdict),
-                    "ratio": v.ratio,
-                    "low": v.low,
-                    "high": v.high,
-                    "margin": v.margin,
-                    "alpha": v.alpha,
-                    "n": v.n,
-                    "n_base": v.n_base,
-                }
-                for cell, v in state.verdicts.items()
-            },
-        },
+        notes(auto_settings(d), state, d.budget_s if d.budget is not None else None),
     )
-
-
-def auto_stop_reason(
-    rows: Sequence[StoredRun], most: int, target_pct: float, least: int = 2
-) -> str | None:
-    """Why a cell needs no more runs (None: it needs one more). Only undisturbed ok runs
-    count, and at least ``least`` of them (repetitions_min): a disturbed run is run again."""
-    from pgfsbench.analysis.disturbance import is_disturbed
-    from pgfsbench.analysis.stats import estimate  # numpy/scipy: imported during the first run
-
-    # a disturbed run is no evidence about the storage: the cell runs again instead
-    ok = [r.throughput for r in rows if r.ok and r.throughput is not None and not is_disturbed(r)]
-
-    est = estimate(ok)
-    half = est.ci_half_pct if est is not None else None
-    if half is not None and half <= target_pct and len(ok) >= least:
-        return f"95% CI ±{half:.1f}% <= {target_pct:g}% after {len(ok)} ok runs"
-    if len(rows) >= most:
-        what = f"95% CI ±{half:.1f}%" if half is not None else f"{len(ok)} ok run(s)"
-        return f"reached the maximum of {most} runs ({what})"
-    return None
 
 
 def _tail(path: Path, lines: int) -> list[str]:
@@ -908,9 +854,12 @@ def _tail(path: Path, lines: int) -> list[str]:
     return [ln for ln in text.splitlines() if ln.strip()][-lines:]
 
 
-def cell_params(cell: Any, *, write_out: bool = True) -> dict[str, object]:
-    """The cell's whole configuration, as stored with each run (JSON), and whether the load
-    was written out before the warm-up (`write_out`)."""
+def cell_params(
+    cell: Any, *, write_out: bool = True, margin: float | None = None
+) -> dict[str, object]:
+    """The cell's whole configuration, as stored with each run (JSON), whether the load
+    was written out before the warm-up (`write_out`), and the practical margin of
+    "equivalent" the spec stated (equivalence_margin)."""
     workload = {k: v for k, v in vars(cell.workload).items() if k != "config"}
     if cell.workload.config is not None:
         workload["config"] = cell.workload.config.model_dump()
@@ -922,6 +871,7 @@ def cell_params(cell: Any, *, write_out: bool = True) -> dict[str, object]:
         "scale": cell.scale,
         "scale_basis": cell.scale_basis,
         "write_out": write_out,
+        **({"equivalence_margin": margin} if margin is not None else {}),
     }
 
 

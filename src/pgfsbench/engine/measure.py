@@ -221,6 +221,8 @@ class _Phases:
     idle: IdleWait | None = None  # the devices under test before the warm-up
     # the filesystem's own waits before it (btrfs subvolume sync, zpool wait)
     settled: dict[str, object] = dataclasses.field(default_factory=dict)
+    # whole cycles: when the CHECKPOINT that starts them started (epoch seconds)
+    cycle_start: float | None = None
 
 
 def devices_under_test(st: CellState) -> list[str]:
@@ -359,10 +361,37 @@ class _Watch:
 
 
 def _warm_up(eng: Engine, st: CellState, ph: _Phases, watch: _Watch) -> None:
-    """Run the workload for the warm-up (not counted); judge the host's load from it."""
+    """Run the workload for the warm-up (not counted); judge the host's load from it. With
+    whole cycles, its last cycle starts with a CHECKPOINT: the timed checkpoint that
+    follows, one checkpoint_timeout after that one's start, starts the measured window."""
     d = eng.loaded.spec.defaults
     warm_from = time.time()
-    if ph.warmup_s > 0:
+    w = ph.cell.workload
+    if w.cycles and w.cycle_s and ph.warmup_s > 0:
+        assert st.instance is not None
+        dog = Watchdog(d.stall_timeout)
+        before = ph.warmup_s - w.cycle_s
+        if before >= 1:
+            eng.phase(f"warm-up {before:g} s")
+            ph.warm = st.workload.run(watch.ctx, ph.cell, dog.unmeasured(before))
+            if ph.warm.stalled:
+                raise Stalled(f"during the warm-up: {ph.warm.stalled}")
+        eng.phase("a CHECKPOINT to start the checkpoint cycles")
+        started = time.time()
+        st.instance.checkpoint()
+        ph.cycle_start = started
+        left = started + w.cycle_s - time.time()
+        if left >= 1:
+            eng.phase(f"warm-up: the rest of the first cycle, {left:.0f} s")
+            ph.warm = st.workload.run(watch.ctx, ph.cell, dog.unmeasured(left))
+            if ph.warm.stalled:
+                raise Stalled(f"during the warm-up: {ph.warm.stalled}")
+        else:
+            ph.warnings.append(
+                f"the CHECKPOINT that starts the cycles took {time.time() - started:.0f} s, "
+                f"more than a cycle ({w.cycle_s:g} s): the window is not phase-locked"
+            )
+    elif ph.warmup_s > 0:
         eng.phase(f"warm-up {ph.warmup_s:g} s")
         dog = Watchdog(d.stall_timeout)
         ph.warm = st.workload.run(watch.ctx, ph.cell, dog.unmeasured(ph.warmup_s))
@@ -401,7 +430,7 @@ def _measured(eng: Engine, st: CellState, ph: _Phases, watch: _Watch) -> None:
         )
     ph.cell = capped_log(ph.cell, expected, d.txlog_max_lines_per_s)
     eng.phase(
-        f"measuring {w.duration_s:g} s"
+        f"measuring {w.duration_s:g} s ({w.estimand()})"
         + (" without pgbench's transaction log (txlog = auto)" if ph.left_out else "")
     )
     measured_from = observation.mark_measured_start()
@@ -480,6 +509,11 @@ def _metrics(
     if ph.cpu:
         metrics["cpu"] = ph.cpu
     metrics["cache"] = ph.cache or {"state": "warm"}
+    window = _window(ph, m, observed)
+    metrics["window"] = window
+    marked = window.get("marked")
+    if marked:
+        ph.warnings.append(f"whole cycles: {marked}")
     metrics["episodes"] = {
         "stall_fraction": d.stall_fraction,
         "slowdown_fraction": d.slowdown_fraction,
@@ -515,6 +549,34 @@ def _metrics(
             "(cgroup): RAM was emulated; shared_buffers is outside the limit"
         )
     return checked_metrics(metrics)
+
+
+def _window(ph: _Phases, m: Measurement, observed: ObservationResult) -> dict[str, Any]:
+    """What the measured window held (collect/window.py): its checkpoints, its stratum,
+    its cycles' throughput; the counters' timed and requested checkpoints beside the
+    log's."""
+    from pgfsbench.collect.window import window_facts
+
+    w = ph.cell.workload
+    tps = m.series.get("tps")
+    facts = window_facts(
+        cycles=w.cycles,
+        cycle_s=w.cycle_s,
+        duration_s=w.duration_s,
+        estimand=w.estimand(),
+        checkpoints=observed.checkpoints,
+        tps=list(tps[1]) if tps else [],
+    )
+    counters = observed.metrics.get("counters")
+    if isinstance(counters, dict):
+        facts["counters"] = {
+            k: counters.get(k) for k in ("checkpoints_timed", "checkpoints_req") if k in counters
+        }
+    if ph.cycle_start is not None and observed.measured_start is not None:
+        facts["window_start_after_checkpoint_s"] = round(
+            observed.measured_start - ph.cycle_start, 3
+        )
+    return facts
 
 
 def _record(

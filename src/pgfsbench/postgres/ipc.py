@@ -25,9 +25,9 @@ directory's device and inode, be owned by its owner, and have nothing attached.
 from __future__ import annotations
 
 import contextlib
-import stat
 import ctypes
 import os
+import stat
 import struct
 from dataclasses import dataclass
 from pathlib import Path

@@ -119,9 +119,12 @@ def cell_json(c: CellSummary) -> JsonObject:
             return None
         return {
             "ratio": x.ratio,
-            "ci95": [x.ci_low, x.ci_high],
+            "ci": [x.ci_low, x.ci_high],
+            "ci_level": x.level,
+            "family": x.family,
+            "margin": x.margin,
+            "estimand": x.estimand,
             "p": x.p_value,
-            "mann_whitney_p": x.mann_whitney_p,
             "verdict": str(x.verdict),
             "text": x.words(),
         }

@@ -44,6 +44,20 @@ class Workload:
     sampling_rate: float = 1.0
     rate_fraction: float | None = None  # a share of the cell's own maximum ("75%")
     config: WorkloadBase | None = None  # the tool's spec model (its own fields)
+    # the measured phase as whole checkpoint cycles (0: a window of duration_s), and the
+    # cycle's length: the cell's checkpoint_timeout
+    cycles: int = 0
+    cycle_s: float | None = None
+
+    def estimand(self) -> str:
+        """What a run of this workload measures, in words every output uses."""
+        if self.cycles and self.cycle_s:
+            n = self.cycles
+            return (
+                f"steady state over {n} checkpoint cycle{'s' if n != 1 else ''} "
+                f"({self.cycle_s:g} s each)"
+            )
+        return f"a {self.duration_s:g} s window"
 
 
 W = TypeVar("W", bound=WorkloadBase)
@@ -196,6 +210,9 @@ def expand(spec: Spec, resolve_scale: ScaleResolver | None = None) -> list[Cell]
                 scale if isinstance(scale, int) else 1,
                 scale_spec=None if isinstance(scale, int) else str(scale),
             )
+            cell = dataclasses.replace(
+                cell, workload=with_window(cell.workload, w, d, spec.postgres[p])
+            )
             if cell.scale_spec is not None:
                 if resolve_scale is None:
                     raise ValueError(f"scale {cell.scale_spec!r} needs the machine's memory")
@@ -221,6 +238,50 @@ def expand(spec: Spec, resolve_scale: ScaleResolver | None = None) -> list[Cell]
         )
         for c in kept
     ]
+
+
+DEFAULT_CHECKPOINT_TIMEOUT_S = 300.0  # PostgreSQL's own
+
+
+def checkpoint_timeout_s(postgres: PostgresConfig) -> float:
+    """The cell's checkpoint_timeout in seconds (PostgreSQL's default unless set)."""
+    from pgfsbench.units import parse_duration
+
+    for name, value in postgres.settings.items():
+        if name.lower() == "checkpoint_timeout":
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                return float(value)  # a bare number is seconds, as PostgreSQL reads it
+            try:
+                return parse_duration(str(value))
+            except ValueError:
+                break  # PostgreSQL will say what is wrong with it when the server starts
+    return DEFAULT_CHECKPOINT_TIMEOUT_S
+
+
+def with_window(
+    workload: Workload, w: WorkloadBase, d: Defaults, postgres: PostgresConfig
+) -> Workload:
+    """The measured phase as the spec asks: N whole checkpoint cycles (then the duration is
+    N x checkpoint_timeout and the warm-up at least one cycle), or a window of duration.
+    Unset, a transaction workload (pgbench, sysbench) whose duration is not given measures
+    one whole cycle: each run then holds the same checkpoints, where a shorter window holds
+    the checkpoint's writes in some runs and not others (a mixture no verdict survives)."""
+    if not workload_tool(w.tool).paced:
+        return workload
+    cycles = w.cycles if w.cycles is not None else d.cycles
+    if cycles is None:
+        duration_given = w.duration is not None or "duration" in d.model_fields_set
+        cycles = 0 if duration_given else 1
+    if not cycles:
+        return workload
+    cycle = checkpoint_timeout_s(postgres)
+    return dataclasses.replace(
+        workload,
+        cycles=cycles,
+        cycle_s=cycle,
+        duration_s=cycles * cycle,
+        warmup_s=max(workload.warmup_s, cycle),
+    )
 
 
 def _paced(w: WorkloadBase) -> bool:

@@ -874,6 +874,20 @@ def _rate(v: object) -> object:
 Rate = Annotated[float | str, BeforeValidator(_rate)]
 
 
+def _share(value: object) -> float:
+    """A share: 0.02, or "2%"; between 0 (excluded) and 0.5."""
+    if isinstance(value, str):
+        text = value.strip()
+        number = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    elif isinstance(value, int | float) and not isinstance(value, bool):
+        number = float(value)
+    else:
+        raise ValueError(f'{value!r}: a share, such as 0.02 or "2%"')
+    if not 0 < number <= 0.5:
+        raise ValueError(f"{value!r}: between 0 and 50%")
+    return number
+
+
 def _one_or_many(v: object) -> object:
     """A sweep value may be written as one value or a list of values."""
     if isinstance(v, list):
@@ -908,6 +922,8 @@ class WorkloadBase(Model):
     scale: Annotated[Scale | list[Scale] | None, BeforeValidator(_one_or_many)] = None
     # the measured phase of a run; default: [defaults] duration
     duration: Duration | None = None
+    # the measured phase as whole checkpoint cycles (see [defaults] cycles); default: its
+    cycles: Annotated[int, Field(ge=0, le=1000)] | None = None
     # run, not counted, before the measured phase; default: [defaults] warmup
     warmup: Duration | None = None
     # a fixed pace (transactions a second, or "75%" of the cell's measured maximum) instead of as
@@ -1077,9 +1093,16 @@ class Defaults(Model):
     ] = None
     # the tools' threads
     threads: Annotated[int, Field(ge=1, le=10_000)] = 2
-    # each run's measured phase
+    # each run's measured phase, when given as a time: a window of that length (the seed's
+    # "right after the load" with write_out = false); unless cycles says otherwise
     duration: Duration = 60.0
-    # each run's warm-up, not counted (0: none)
+    # each run's measured phase as N whole checkpoint cycles of the cell's
+    # checkpoint_timeout: a CHECKPOINT starts the first cycle (its end the warm-up's), timed
+    # checkpoints follow, the window ends on a cycle boundary, so every run holds the same
+    # checkpoints (its steady state). 0: a window of `duration`. Unset: 1 for pgbench and
+    # sysbench workloads whose duration is not given, else 0 (docs/guide/answers.md)
+    cycles: Annotated[int, Field(ge=0, le=1000)] | None = None
+    # each run's warm-up, not counted (0: none); with cycles, at least one cycle long
     warmup: Duration = 10.0
     # a number, or "auto": repeat until each cell's comparison with its group's baseline is
     # settled by an anytime-valid confidence sequence (faster, slower, or equivalent), from
@@ -1092,6 +1115,10 @@ class Defaults(Model):
     # a cell compared with nothing (alone in its group) stops when its own 95% interval is
     # within this share of its mean
     ci_target_pct: float = Field(2.0, gt=0, le=100)
+    # "equivalent" means within this of the baseline ("2%", or 0.02): a comparison whose
+    # interval lies inside it is equivalent; one that straddles 0 and reaches past it is
+    # undecided (too noisy to tell)
+    equivalence_margin: Annotated[float, BeforeValidator(_share)] = 0.02
     # repetitions = "auto": no new round starts once the campaign has run this long
     budget: Duration | None = None
     # pgbench -i's data generation: on the client, or on the server (-I ...G)

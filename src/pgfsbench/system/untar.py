@@ -14,6 +14,7 @@ caller.
 
 from __future__ import annotations
 
+import functools
 import os
 import tarfile
 from collections.abc import Callable
@@ -117,6 +118,10 @@ def _write_member(fh: IO[bytes], fd: int, size: int) -> None:
     os.ftruncate(fd, size)
 
 
+def _fill(fh: IO[bytes], size: int, fd: int) -> None:
+    _write_member(fh, fd, size)
+
+
 def unpack(
     archive_fd: int,
     target: Held,
@@ -162,11 +167,10 @@ def unpack(
                 fh = archive.extractfile(member)
                 assert fh is not None
                 parent = dirs.get(parts[:-1], out)
-                size = member.size
                 try:
                     parent.create_from(
                         parts[-1],
-                        lambda fd: _write_member(fh, fd, size),
+                        functools.partial(_fill, fh, member.size),
                         FILE_MODE,
                         float(member.mtime),
                     )
