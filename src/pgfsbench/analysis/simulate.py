@@ -86,8 +86,7 @@ class World:
         a, b = self.mix_drop
         if b <= a:
             return math.log1p(-a)
-        f = lambda x: -((1 - x) * math.log1p(-x)) - x  # an antiderivative of ln(1 - x)
-        return (f(b) - f(a)) / (b - a)
+        return (_antiderivative(b) - _antiderivative(a)) / (b - a)
 
     def shift(self, cell: str, stratum: str) -> float:
         """A cell's true mean log in a stratum ("0", "1+") or overall ("all")."""
@@ -100,6 +99,11 @@ class World:
         if stratum == "0":
             return base - centre
         return base
+
+
+def _antiderivative(x: float) -> float:
+    """An antiderivative of ln(1 - x)."""
+    return -((1 - x) * math.log1p(-x)) - x
 
 
 def _antiderivative(x: float) -> float:
