@@ -106,11 +106,6 @@ def _antiderivative(x: float) -> float:
     return -((1 - x) * math.log1p(-x)) - x
 
 
-def _antiderivative(x: float) -> float:
-    """An antiderivative of ln(1 - x)."""
-    return -((1 - x) * math.log1p(-x)) - x
-
-
 @dataclass
 class _Draw:
     world: World
