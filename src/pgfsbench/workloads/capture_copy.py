@@ -39,14 +39,20 @@ COPY_FLOOR_S = 600.0
 # grows with what the server writes meanwhile), and never less than this
 FILE_BOUND_FACTOR = 3
 FILE_BOUND_FLOOR = 4 << 30
-_CONNINFO_DROPPED = {
-    "password",
-    "passfile",
-    "service",
-    "servicefile",
-    "sslpassword",
-    "options",
-    "replication",
+# what the copy's connection takes from the capture's (a libpq as old as 13 knows these);
+# never a password, a passfile or a service file (root's), nor pgfsbench's own options
+_CONNINFO_KEPT = {
+    "sslmode",
+    "sslrootcert",
+    "sslcrl",
+    "sslcert",
+    "sslkey",
+    "gssencmode",
+    "krbsrvname",
+    "channel_binding",
+    "requirepeer",
+    "ssl_min_protocol_version",
+    "ssl_max_protocol_version",
 }
 
 
@@ -67,9 +73,7 @@ def source_of(conn: psycopg.Connection[Any]) -> Source:
     """The connection as made (the host it reached, its port, user and database), without
     pgfsbench's own options; the password libpq used (from the DSN, PGPASSWORD or a
     passfile), kept apart."""
-    params = {
-        k: str(v) for k, v in conn.info.get_parameters().items() if k not in _CONNINFO_DROPPED
-    }
+    params = {k: str(v) for k, v in conn.info.get_parameters().items() if k in _CONNINFO_KEPT}
     params.update(
         host=str(conn.info.host),
         port=str(conn.info.port),
@@ -139,31 +143,23 @@ def copy_data(
     bound, timeout = copy_bounds(data_bytes)
     uid = free_uid()
     owner = Owner(uid, uid)
+    if (why := _untraversable(out)) is not None:
+        raise CapabilityError(
+            f"-o {out}: {why}; pg_basebackup runs as an unprivileged uid of its own and must "
+            "reach its directory there (PostgreSQL's tools return to their working directory "
+            "by its path): capture into a directory under one every user can traverse "
+            "(/var/tmp, /srv...), or give a copy with --base"
+        )
     started = time.monotonic()
     with Held.open(out) as capture:
-        capture.hand_to(None, 0o700)
-        with capture.make_dir(WORK_DIR, 0o700, owner) as work:
-            try:
-                work.create(".pgpass", passfile_line(source.password or ""), 0o600, owner)
-                with work.make_dir("backup", 0o700, owner):
-                    pass
-                try:
-                    runner.run(
-                        basebackup_argv(pg_basebackup, source, bound),
-                        timeout=timeout,
-                        user=uid,
-                        cwd=out / WORK_DIR,
-                        env={"PGPASSFILE": ".pgpass", "HOME": "/nonexistent"},
-                    )
-                except CommandError as exc:
-                    raise CapabilityError(f"pg_basebackup failed: {exc}") from None
-                took = time.monotonic() - started
-                if left := processes_of(uid):
-                    raise CapabilityError(f"pg_basebackup left processes running: {left}")
-                with work.descend("backup") as backup:
-                    made = _take_in(backup, capture, owner, bound * 4, spaces)
-            finally:
-                work.hand_to(Owner(0, 0), 0o700)  # root's again: nothing of the uid's stays
+        # the uid's own group may traverse the capture (0710) while it copies; nobody else
+        capture.hand_to(Owner(0, uid), 0o710)
+        try:
+            made, took = _copy_as(
+                capture, out, owner, runner, pg_basebackup, source, bound, timeout, spaces, started
+            )
+        finally:
+            capture.hand_to(Owner(0, 0), 0o700)
         capture.remove(WORK_DIR)
     return {
         "kind": "pg_basebackup",
@@ -174,6 +170,60 @@ def copy_data(
         "left_out": made["left_out"],
         "unprivileged_uid": uid,
     }
+
+
+def _untraversable(out: Path) -> str | None:
+    """Why a uid of no account's could not reach ``out``'s parent by its path (a
+    directory on the way without others' search permission), or None."""
+    import stat as _stat
+
+    current = Path(os.path.realpath(out)).parent
+    for directory in [current, *current.parents]:
+        try:
+            mode = directory.stat().st_mode
+        except OSError as exc:
+            return f"{directory}: {exc.strerror}"
+        if not mode & _stat.S_IXOTH:
+            return f"{directory} (mode {_stat.filemode(mode)}) cannot be traversed by other users"
+    return None
+
+
+def _copy_as(
+    capture: Held,
+    out: Path,
+    owner: Owner,
+    runner: Runner,
+    pg_basebackup: str,
+    source: Source,
+    bound: int,
+    timeout: float,
+    spaces: list[dict[str, Any]],
+    started: float,
+) -> tuple[dict[str, Any], float]:
+    """pg_basebackup as ``owner`` in WORK_DIR, then its archives taken in."""
+    uid = owner.uid
+    with capture.make_dir(WORK_DIR, 0o700, owner) as work:
+        try:
+            work.create(".pgpass", passfile_line(source.password or ""), 0o600, owner)
+            work.make_dir("backup", 0o700, owner).close()
+            try:
+                runner.run(
+                    basebackup_argv(pg_basebackup, source, bound),
+                    timeout=timeout,
+                    user=uid,
+                    cwd=out / WORK_DIR,
+                    env={"PGPASSFILE": str(out.absolute() / WORK_DIR / ".pgpass")},
+                )
+            except CommandError as exc:
+                raise CapabilityError(f"pg_basebackup failed: {exc}") from None
+            took = time.monotonic() - started
+            if left := processes_of(uid):
+                raise CapabilityError(f"pg_basebackup left processes running: {left}")
+            with work.descend("backup") as backup:
+                made = _take_in(backup, capture, owner, bound * 4, spaces)
+        finally:
+            work.hand_to(Owner(0, 0), 0o700)  # root's again: nothing of the uid's stays
+    return made, took
 
 
 _TABLESPACE_TAR = re.compile(r"^([1-9][0-9]{0,9})\.tar$")
@@ -212,7 +262,6 @@ def _take_in(
         finally:
             os.close(fd)
         add(part)
-        linked = {p.split("/")[1] for p in part.links}
         if "pg_wal.tar" in names:
             fd = archive("pg_wal.tar")
             try:
@@ -233,7 +282,7 @@ def _take_in(
         if m is None:
             raise CapabilityError(f"pg_basebackup wrote {name!r}: not an archive of a tablespace")
         oid = m.group(1)
-        if oid not in linked or oid not in known:
+        if oid not in known:
             raise CapabilityError(
                 f"the server sent tablespace {oid}, which its catalog does not list with a "
                 "location outside its data directory: refused"

@@ -63,7 +63,13 @@ from pgfsbench.workloads.capture import MANIFEST_VERSION
 from pgfsbench.workloads.capture_copy import BASE_DIR, TABLESPACES_DIR
 from pgfsbench.workloads.pgbench import parse_progress, progress_series
 from pgfsbench.workloads.replay_file import MANIFEST, with_roles
-from pgfsbench.workloads.replay_safety import Hardened, harden_cluster, harden_database
+from pgfsbench.workloads.replay_safety import (
+    REPLAY_ROLE,
+    Hardened,
+    harden_cluster,
+    harden_database,
+    reaches_os,
+)
 
 REPLAYER = "pgfsbench-replay"
 FIDELITY_WAL_PCT = 5.0  # a replay's WAL beyond this of the capture's is marked
@@ -174,9 +180,7 @@ def restore_tablespaces(
             raise CapabilityError(
                 f"capture {directory}: tablespace {both[0]} is both in place and copied"
             )
-        if not (copies or inplace):
-            return []
-        with target.make_dir("pg_tblspc") as into:
+        with target.make_dir("pg_tblspc") as into:  # PostgreSQL needs it, empty or not
             for name in copies:
                 if not is_oid(name):
                     raise CapabilityError(
@@ -327,7 +331,16 @@ class Replay:
         with Held.open(directory / BASE_DIR) as source, Held.open(pgdata) as target:
             # only what PostgreSQL makes in a data directory (capture took in no more;
             # checked again: the copy is another server's)
-            skip = ("postgresql.auto.conf", "postmaster.pid", "pg_tblspc", "postgresql.conf")
+            # tablespace_map would make recovery link pg_tblspc/OID to where the captured
+            # server kept each tablespace (on this host: anywhere): the tablespaces are
+            # directories in pg_tblspc instead (restore_tablespaces)
+            skip = (
+                "postgresql.auto.conf",
+                "postmaster.pid",
+                "pg_tblspc",
+                "postgresql.conf",
+                "tablespace_map",
+            )
             target.copy_from(source, owner, skip=skip, accept=in_data_directory)
             spaces = restore_tablespaces(directory, source, target, owner)
             settings = carried_settings(manifest, binaries)
@@ -537,9 +550,22 @@ class Replay:
 
         stats = json.loads(read_trusted(directory / STATS_FILE))
         scripts = []
+        owner = Owner.of(ctx.os_user)
+        refused: dict[str, int] = {}
+        # the scripts hold the column statistics' bounds (the captured data's): in a
+        # directory of their own, the benchmark user's alone, each 0600
+        with Held.open(ctx.workdir) as scratch, scratch.make_dir("stats-scripts", 0o700, owner):
+            pass
         for i, s in enumerate(stats.get("scripts") or []):
-            path = ctx.workdir / f"stats-{i:03d}.sql"
-            write_file(path, str(s["text"]), 0o644)
+            text = str(s.get("text") or "")
+            # the captured server wrote these texts: one statement each, none that reaches
+            # the OS, run as the replay's own role (never a superuser)
+            why = reaches_os(text) or (None if _one_statement(text) else "more than one statement")
+            if why is not None:
+                refused[why] = refused.get(why, 0) + 1
+                continue
+            path = ctx.workdir / "stats-scripts" / f"{i:03d}.sql"
+            write_file(path, text, 0o600, owner)
             scripts.append(f"{path}@{int(s['weight'])}")
         if not scripts:
             raise CapabilityError(
@@ -566,7 +592,7 @@ class Replay:
         server = Endpoint(
             ctx.server.host,
             ctx.server.port,
-            ctx.server.user,
+            ctx.server.user if cfg.roles == "captured" else REPLAY_ROLE,
             str(manifest.get("dbname") or "postgres"),
         )
         run_ctx = dataclasses.replace(ctx, endpoint=server, server=server)
@@ -585,9 +611,18 @@ class Replay:
                 / max(1, int(stats.get("calls_total") or 0)),
                 1,
             ),
-            "not_replayable": stats.get("skipped") or {},
+            "not_replayable": {**(stats.get("skipped") or {}), **refused},
         }
         return m
+
+
+def _one_statement(text: str) -> bool:
+    """A pgbench script of one SQL statement (its meta-commands aside): no ';' but its last."""
+    from pgfsbench.postgres.statements import tokens
+
+    sql = "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("\\"))
+    semis = [t for t in tokens(sql) if t.kind == "other" and t.text == ";"]
+    return len(semis) <= 1 and (not semis or sql.rstrip().endswith(";"))
 
 
 def _connect_as(instance: Instance, user: str, dbname: str) -> Any:

@@ -145,10 +145,14 @@ def harden_cluster(conn: Any, users: Iterable[str], major: int) -> Hardened:
             done.memberships_revoked += 1
     left = _rows(
         conn,
-        "SELECT m.rolname FROM pg_catalog.pg_roles m WHERE NOT m.rolsuper AND ("
-        " pg_catalog.pg_has_role(m.oid, 'pg_execute_server_program', 'USAGE') OR"
-        " pg_catalog.pg_has_role(m.oid, 'pg_write_server_files', 'USAGE') OR"
-        " pg_catalog.pg_has_role(m.oid, 'pg_read_server_files', 'USAGE'))",
+        "SELECT m.rolname FROM pg_catalog.pg_roles m WHERE NOT m.rolsuper "
+        "AND m.rolname <> ALL(%s) AND ("
+        " pg_catalog.pg_has_role(m.oid, 'pg_execute_server_program', 'MEMBER') OR"
+        " pg_catalog.pg_has_role(m.oid, 'pg_write_server_files', 'MEMBER') OR"
+        " pg_catalog.pg_has_role(m.oid, 'pg_read_server_files', 'MEMBER') OR"
+        " EXISTS (SELECT 1 FROM pg_catalog.pg_roles s WHERE s.rolsuper"
+        "  AND pg_catalog.pg_has_role(m.oid, s.oid, 'MEMBER')))",
+        list(OS_ROLES),
     )
     if left:
         raise CapabilityError(
