@@ -16,13 +16,16 @@ PG_USER = "postgres"
 
 
 def as_postgres(*argv: str, timeout: float = 300) -> str:
-    return subprocess.run(
+    done = subprocess.run(
         ["runuser", "-u", PG_USER, "--", *argv],
-        check=True,
+        check=False,
         capture_output=True,
         text=True,
         timeout=timeout,
-    ).stdout
+    )
+    if done.returncode != 0:
+        raise AssertionError(f"{argv[0]} exited {done.returncode}: {done.stderr}")
+    return done.stdout
 
 
 @dataclass(frozen=True)

@@ -81,3 +81,21 @@ def test_a_new_results_file_is_its_owners_alone(tmp_path: Path) -> None:
 
     Store(str(tmp_path / "r.sqlite")).close()
     assert stat.S_IMODE((tmp_path / "r.sqlite").stat().st_mode) == 0o600
+
+
+def test_a_connection_string_is_kept_without_its_password() -> None:
+    from pgfsbench.system.secrets import shown_argv, shown_conninfo
+
+    argv = [
+        "pgfsbench",
+        "capture",
+        "--dsn",
+        "host=/run/pg port=5432 user=alice password='S3:c\\'r et' dbname=x",
+        "--dsn=password=plain host=h",
+        "--results",
+        "postgresql://u:pw@h/db",
+    ]
+    kept = " ".join(shown_argv(argv))
+    assert "S3" not in kept and "plain" not in kept and "pw@" not in kept
+    assert "password=***" in kept and "host=/run/pg" in kept and "dbname=x" in kept
+    assert shown_conninfo("sslpassword = k3y host=x") == "sslpassword = *** host=x"

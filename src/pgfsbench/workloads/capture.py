@@ -29,6 +29,7 @@ its own uid's; `cleanup` connects with libpq's own sources (PGPASSWORD, ~/.pgpas
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -39,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from pgfsbench.postgres.carried import carried
 from pgfsbench.postgres.statements import normalise
-from pgfsbench.system.errors import CapabilityError, UsageError
+from pgfsbench.system.errors import CapabilityError, PgfsbenchError, UsageError
 from pgfsbench.system.held import new_dir, open_new_file, write_file
 from pgfsbench.system.journal import Journal, Scope, Undo, leftover_journals, undo_action
 from pgfsbench.system.runner import Runner
@@ -458,6 +459,15 @@ def server_settings(conn: psycopg.Connection[Any]) -> tuple[dict[str, str], dict
     return carried(given)
 
 
+def _removed_on_failure(out: Path) -> None:
+    """A capture that failed leaves no half directory (it may hold part of the data)."""
+    from pgfsbench.system.held import Held
+
+    with contextlib.suppress(OSError, PgfsbenchError), Held.open(out.parent) as parent:
+        if parent.exists(out.name):
+            parent.remove(out.name)
+
+
 def capture(
     *,
     dsn: str,
@@ -476,8 +486,44 @@ def capture(
     """Capture ``seconds`` of the server's workload into ``out`` (a new directory).
     ``ready`` is called once statements are logged (the base copy made); ``wait`` waits
     the capture's time and says False when it was cut short (a stop signal). Refused
-    while ``workdir`` holds a killed capture's journal for the same server."""
+    while ``workdir`` holds a killed capture's journal for the same server. A capture
+    that fails leaves no directory."""
     _check_output(seconds, out)
+    try:
+        return _capture(
+            dsn=dsn,
+            seconds=seconds,
+            out=out,
+            journal=journal,
+            runner=runner,
+            pg_basebackup=pg_basebackup,
+            base=base,
+            max_log_bytes=max_log_bytes,
+            ready=ready,
+            wait=wait,
+            log_format=log_format,
+            workdir=workdir,
+        )
+    except BaseException:
+        _removed_on_failure(out)
+        raise
+
+
+def _capture(
+    *,
+    dsn: str,
+    seconds: float,
+    out: Path,
+    journal: Journal,
+    runner: Runner,
+    pg_basebackup: str | None,
+    base: Path | None,
+    max_log_bytes: int,
+    ready: Callable[[], None] | None,
+    wait: Callable[[float], bool] | None,
+    log_format: str | None,
+    workdir: Path | None,
+) -> CaptureResult:
     conn = _connect(dsn)
     with conn:
         facts = preflight(conn, log_format=log_format)
@@ -646,7 +692,25 @@ def capture_stats(
     """The lighter capture: no setting changed, no statement logged. pg_stat_statements
     before and after, the busiest client sessions counted each second, the tables'
     column statistics, and pgbench scripts made from them (workloads/synthesis.py); with
-    the data copy. An approximation of the workload, said so wherever it is used."""
+    the data copy. An approximation of the workload, said so wherever it is used. A
+    capture that fails leaves no directory."""
+    _check_output(seconds, out)
+    try:
+        return _capture_stats(dsn, seconds, out, runner, pg_basebackup, ready, wait)
+    except BaseException:
+        _removed_on_failure(out)
+        raise
+
+
+def _capture_stats(
+    dsn: str,
+    seconds: float,
+    out: Path,
+    runner: Runner,
+    pg_basebackup: str | None,
+    ready: Callable[[], None] | None,
+    wait: Callable[[float], bool] | None,
+) -> CaptureResult:
     from pgfsbench.workloads.synthesis import (
         COLUMN_STATS_SQL,
         columns_of,
@@ -654,7 +718,6 @@ def capture_stats(
         scripts_from_stats,
     )
 
-    _check_output(seconds, out)
     with _connect(dsn) as conn:
         facts = preflight(conn, need_log=False)
         before = stats_snapshot(conn, facts["server_version_num"])
