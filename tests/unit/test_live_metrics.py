@@ -3,6 +3,7 @@ over HTTP and parsed with prometheus-client's own parser."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import urllib.request
 from types import SimpleNamespace
@@ -184,5 +185,46 @@ def test_silent_connections_hold_no_thread_each_and_the_endpoint_still_answers()
                 time.sleep(0.2)
     finally:
         for s in idle:
+            s.close()
+        live.close()
+
+
+def test_clients_that_trickle_a_byte_a_second_hold_no_worker_past_its_deadline() -> None:
+    """Eight clients each sending one byte a second (every read within its 2 s): on
+    0206292 they held the workers for as long as they kept trickling. Each connection has a
+    deadline: a scrape is answered within it."""
+    import socket
+    import threading
+    import time
+
+    from pgfsbench.engine import live as live_module
+
+    live = LiveMetrics(QuietEvents(), 0, host="h", spec="s", total=1, episodes=lambda _: [])
+    port = live.start()
+    stop = threading.Event()
+    slow = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(8)]
+
+    def trickle(s: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            s.sendall(b"GET /metrics HTTP/1.1\r\n")
+            while not stop.wait(1.0):
+                s.sendall(b"X")
+
+    threads = [threading.Thread(target=trickle, args=(s,), daemon=True) for s in slow]
+    for t in threads:
+        t.start()
+    try:
+        time.sleep(0.5)
+        started = time.monotonic()
+        while True:
+            try:
+                assert scrape(port)
+                break
+            except OSError:
+                assert time.monotonic() - started < live_module.CONNECTION_DEADLINE_S * 3
+                time.sleep(0.2)
+    finally:
+        stop.set()
+        for s in slow:
             s.close()
         live.close()

@@ -25,6 +25,7 @@ import re
 import socket
 import statistics
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -324,7 +325,10 @@ class LiveMetrics(Collector):
 # (or 200 of them) holds one of these workers for this long at most, never a thread each.
 MAX_CLIENTS = 4  # requests served at once
 MAX_WAITING = 4  # connections accepted beyond those, waiting for a worker; more are closed
-REQUEST_TIMEOUT_S = 2.0  # to send a request and take the answer
+REQUEST_TIMEOUT_S = 2.0  # each read or write of a request
+# a whole connection, however it trickles (a byte every second keeps every read within
+# REQUEST_TIMEOUT_S: eight such clients held the workers for good)
+CONNECTION_DEADLINE_S = 5.0
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -343,25 +347,45 @@ class BoundedServer(WSGIServer):
         self.address_family = family
         self._pool = ThreadPoolExecutor(MAX_CLIENTS, thread_name_prefix="pgfsbench-metrics")
         self._slots = threading.BoundedSemaphore(MAX_CLIENTS + MAX_WAITING)
+        self._lock = threading.Lock()
+        self._deadlines: dict[Any, float] = {}
+        self._closing = threading.Event()
         super().__init__(address, _QuietHandler)
+        # one thread for every connection's deadline (not one each): past it, its socket
+        # is shut down, so that a read that trickles ends
+        threading.Thread(target=self._reap, name="pgfsbench-metrics-deadlines", daemon=True).start()
+
+    def _reap(self) -> None:
+        while not self._closing.wait(0.25):
+            now = time.monotonic()
+            with self._lock:
+                late = [r for r, t in self._deadlines.items() if t <= now]
+            for request in late:
+                with contextlib.suppress(OSError):
+                    request.shutdown(socket.SHUT_RDWR)
 
     def process_request(self, request: Any, client_address: Any) -> None:
         if not self._slots.acquire(blocking=False):
             self.shutdown_request(request)  # too many at once: closed, not queued
             return
         request.settimeout(REQUEST_TIMEOUT_S)
+        with self._lock:
+            self._deadlines[request] = time.monotonic() + CONNECTION_DEADLINE_S
 
         def serve() -> None:
             try:  # a client's broken or timed-out request ends only itself
                 with contextlib.suppress(Exception):
                     self.finish_request(request, client_address)
             finally:
+                with self._lock:
+                    self._deadlines.pop(request, None)
                 self.shutdown_request(request)
                 self._slots.release()
 
         self._pool.submit(serve)
 
     def server_close(self) -> None:
+        self._closing.set()
         super().server_close()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
