@@ -1136,15 +1136,22 @@ def test_two_clusters_in_one_campaign_run_side_by_side_into_one_store(
         make_plan(load_spec(spec))
 
 
+@pytest.mark.parametrize("ignored", [False, True])
 def test_ctrl_c_with_two_clusters_stops_both_and_deletes_their_jobs(
-    tmp_path: Path, kubeconfig: Path
+    tmp_path: Path, kubeconfig: Path, ignored: bool
 ) -> None:
     """A Ctrl-C while each cluster runs a Job: both threads stop at their next wait,
     their runs are aborted (none left `running`), their Jobs, claims and tasks deleted,
-    and the interrupt reaches the caller."""
+    and the interrupt reaches the caller. Deterministic: one place (system/signals) turns
+    the signal into the stop every thread checks, whatever thread the kernel or Python
+    woke; also when the shell started pgfsbench with SIGINT ignored (a background job:
+    `ignored`), where on 0206292 the SIGINT was lost and the Jobs ran on."""
     import signal
     import threading
     import time as clock
+
+    if ignored:
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
 
     spec = tmp_path / "two.toml"
     spec.write_text(TWO_CLUSTERS.format(kubeconfig=kubeconfig))
@@ -1175,8 +1182,12 @@ def test_ctrl_c_with_two_clusters_stops_both_and_deletes_their_jobs(
         poll_s=0.01,
         sleep=clock.sleep,
     )
-    with pytest.raises(KeyboardInterrupt):
-        camp.execute()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            camp.execute()
+    finally:
+        if ignored:
+            signal.signal(signal.SIGINT, previous)
     assert sorted(started) == ["east", "west"]
     runs = store.list_runs(None)
     assert "running" not in {r.status for r in runs}, [(r.storage, r.status, r.error) for r in runs]
@@ -1184,3 +1195,45 @@ def test_ctrl_c_with_two_clusters_stops_both_and_deletes_their_jobs(
     for cluster in clusters.values():
         for kind in ("Job", "PersistentVolumeClaim", "ConfigMap"):
             assert not cluster.of_kind(kind), kind
+
+
+def test_the_files_and_programs_a_kubeconfig_names_are_trusted_as_it_is(tmp_path: Path) -> None:
+    """A key, a CA or a token file another user can replace, or an exec command they can
+    write, is refused: the kubeconfig alone was checked on 0206292."""
+    from pgfsbench.kube.client import read_kubeconfig
+    from pgfsbench.system.trust import UntrustedPath
+
+    key, ca, tool = tmp_path / "key.pem", tmp_path / "ca.pem", tmp_path / "get-token"
+    for f in (key, ca, tool):
+        f.write_text("x")
+        f.chmod(0o600)
+    tool.chmod(0o755)
+    config = tmp_path / "config"
+
+    def write(user: dict[str, Any], cluster: dict[str, Any] | None = None) -> None:
+        config.write_text(
+            yaml.safe_dump(
+                {
+                    "clusters": [{"name": "c", "cluster": cluster or {"server": "https://x"}}],
+                    "users": [{"name": "u", "user": user}],
+                }
+            )
+        )
+        config.chmod(0o600)
+
+    write(
+        {"client-key": "key.pem", "exec": {"command": str(tool)}},
+        {"certificate-authority": str(ca)},
+    )
+    assert read_kubeconfig(config)["users"][0]["user"]["client-key"] == "key.pem"
+    for f in (key, ca, tool):
+        f.chmod(0o666)
+        with pytest.raises(UntrustedPath, match=f.name):
+            read_kubeconfig(config)
+        f.chmod(0o600 if f is not tool else 0o755)
+    os.chown(tool, 65534, 65534)  # nobody's program, run as root: refused
+    with pytest.raises(UntrustedPath, match="exec command"):
+        read_kubeconfig(config)
+    write({"exec": {"command": "no-such-plugin-here"}})
+    with pytest.raises(UntrustedPath, match="not on PATH"):
+        read_kubeconfig(config)

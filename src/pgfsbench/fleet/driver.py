@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import re
 import sys
 import uuid
 from collections.abc import Callable
@@ -25,9 +26,11 @@ from pgfsbench.system.errors import CapabilityError, UsageError
 from pgfsbench.system.held import make_dirs, write_file
 from pgfsbench.system.secrets import shown
 from pgfsbench.system.trust import (
+    UntrustedPath,
     check_workdir_trusted,
     file_problem,
     make_trusted_dir,
+    path_problem,
     read_trusted,
 )
 
@@ -218,7 +221,9 @@ def run_fleet(
     resume: dict[str, int] | None = None,
 ) -> FleetState:
     """Run the playbook over the inventory (or ``limit``), ``serial`` hosts at a time.
-    ``resume``: host -> campaign to resume there."""
+    ``resume``: host -> campaign to resume there. The inventory is checked first
+    (``inventory_problem``)."""
+    check_inventory(Path(state.inventory))
     runner = require_ansible()
     base = Path(state.directory)
     # the hosts' results are fetched there and imported: nobody else may plant one
@@ -265,6 +270,55 @@ def run_fleet(
     state.save()
     on_change(state)
     return state
+
+
+# what an inventory may not say: it would take away the check of every host's key
+_NO_HOST_KEYS = re.compile(
+    r"StrictHostKeyChecking\s*=?\s*(no|off)\b|UserKnownHostsFile\s*=?\s*/dev/null"
+    r"|ansible_host_key_checking\s*[:=]\s*['\"]?(false|no|off|0)\b"
+    r"|host_key_checking\s*=\s*(false|no|off|0)\b",
+    re.IGNORECASE,
+)
+INVENTORY_MAX = 4 << 20  # bytes of an inventory (or a vars file) read to check it
+
+
+def inventory_problem(inventory: Path) -> str | None:
+    """Why an inventory cannot be used (None: it can). Ansible runs what it says as root
+    (a local connection, an executable inventory is a script, vars name programs), so the
+    inventory and the group_vars/ and host_vars/ beside it are trusted as a kubeconfig is:
+    written by root (or whoever runs pgfsbench) alone, every directory on their way too.
+    And none may turn the check of the hosts' keys off: `--accept-new-host-keys` is the
+    way to meet new hosts."""
+    path = inventory.absolute()
+    files = [path]
+    for vars_dir in ("group_vars", "host_vars"):
+        beside = path.parent / vars_dir
+        if beside.is_dir() and not beside.is_symlink():
+            files += sorted(p for p in beside.rglob("*") if not p.is_dir())
+    for f in files:
+        why = path_problem(f.parent)
+        if why is not None:
+            return f"{f}: {why}"
+        try:
+            why = file_problem(os.lstat(f), f)
+        except OSError as exc:
+            why = f"{f}: {exc.strerror}"
+        if why is not None:
+            return f"{why}: an inventory runs commands as root; give one only root can write"
+        text = read_trusted(f)[:INVENTORY_MAX].decode(errors="replace")
+        if (m := _NO_HOST_KEYS.search(text)) is not None:
+            return (
+                f"{f} turns the check of the hosts' keys off ({m.group(0)}): pgfsbench checks "
+                "every host's key; --accept-new-host-keys accepts a key never seen"
+            )
+    return None
+
+
+def check_inventory(inventory: Path) -> None:
+    """UntrustedPath when ``inventory_problem`` says why."""
+    why = inventory_problem(inventory)
+    if why is not None:
+        raise UntrustedPath(why)
 
 
 def ansible_env(accept_new_host_keys: bool = False) -> dict[str, str]:
@@ -382,7 +436,9 @@ def capture_fleet(
     on_change: Callable[[dict[str, CaptureHost]], None],
 ) -> dict[str, CaptureHost]:
     """`pgfsbench capture` on every host of the inventory (or ``limit``), all at once
-    (each captures its own server); each host's counts kept in DIRECTORY."""
+    (each captures its own server); each host's counts kept in DIRECTORY. The inventory is
+    checked first (``inventory_problem``)."""
+    check_inventory(inventory)
     runner = require_ansible()
     make_trusted_dir(directory)
     make_dirs(directory / "ansible-capture", 0o700)

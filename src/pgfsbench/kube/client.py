@@ -119,7 +119,58 @@ def read_kubeconfig(path: Path) -> dict[str, Any]:
     data = yaml.safe_load(read_trusted(path))
     if not isinstance(data, dict):
         raise CapabilityError(f"kubeconfig {path}: not a kubeconfig (a YAML mapping)")
+    why = referenced_problem(data, path.parent)
+    if why is not None:
+        raise UntrustedPath(f"kubeconfig {path}: {why}")
     return data
+
+
+# the files a kubeconfig names: its user's credentials, its clusters' authorities, and the
+# programs it runs (an exec plugin's command; an auth provider's cmd-path)
+_USER_FILES = ("client-certificate", "client-key", "tokenFile")
+_CLUSTER_FILES = ("certificate-authority",)
+
+
+def referenced_problem(data: dict[str, Any], base: Path) -> str | None:
+    """Why a file or program a kubeconfig names cannot be trusted (None: each can): each
+    must be root's alone, as the kubeconfig is (a key or a CA another user can replace
+    lets them in the middle; a command is run as root). A bare command is looked up on
+    PATH, as kubectl does."""
+    import shutil
+
+    named: list[tuple[str, str]] = []
+    for entry in data.get("users") or []:
+        user = entry.get("user") if isinstance(entry, dict) else None
+        if not isinstance(user, dict):
+            continue
+        named += [(k, str(user[k])) for k in _USER_FILES if user.get(k)]
+        exe = user.get("exec")
+        if isinstance(exe, dict) and exe.get("command"):
+            command = str(exe["command"])
+            found = command if "/" in command else shutil.which(command)
+            if found is None:
+                return f"its exec command {command!r} is not on PATH"
+            named.append(("exec command", found))
+        provider = user.get("auth-provider")
+        config = provider.get("config") if isinstance(provider, dict) else None
+        if isinstance(config, dict) and config.get("cmd-path"):
+            named.append(("auth-provider cmd-path", str(config["cmd-path"])))
+    for entry in data.get("clusters") or []:
+        cluster = entry.get("cluster") if isinstance(entry, dict) else None
+        if isinstance(cluster, dict):
+            named += [(k, str(cluster[k])) for k in _CLUSTER_FILES if cluster.get(k)]
+    for what, name in named:
+        target = Path(name).expanduser()
+        target = target if target.is_absolute() else base / target
+        why = path_problem(target.parent)
+        if why is None:
+            try:
+                why = file_problem(os.stat(target), target)  # a link of root's is followed
+            except OSError as exc:
+                why = f"{target}: {exc.strerror}"
+        if why is not None:
+            return f"its {what}: {why}"
+    return None
 
 
 class KubeClient(Protocol):
