@@ -165,7 +165,7 @@ def referenced_problem(data: dict[str, Any], base: Path) -> str | None:
         why = path_problem(target.parent)
         if why is None:
             try:
-                why = file_problem(os.stat(target), target)  # a link of root's is followed
+                why = file_problem(target.stat(), target)  # a link of root's is followed
             except OSError as exc:
                 why = f"{target}: {exc.strerror}"
         if why is not None:
