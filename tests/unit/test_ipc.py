@@ -5,6 +5,9 @@ tests/func/test_faults.py."""
 from __future__ import annotations
 
 import struct
+from pathlib import Path
+
+import pytest
 
 from pgfsbench.postgres.ipc import (
     DSM_CONTROL_MAGIC,
@@ -88,3 +91,35 @@ def test_what_is_not_a_control_segment_is_left_alone() -> None:
     assert dsm_control(struct.pack("=III", DSM_CONTROL_MAGIC, 65, 64) + good[12:]) is None
     assert dsm_control(good[:-1]) is None  # items of no known size
     assert dsm_control(control_segment([(10, 2)], 64, 32)) is None
+
+
+def test_a_fifo_or_a_link_planted_as_a_segment_hangs_nothing_and_is_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """/dev/shm is everyone's: a FIFO planted under the control segment's name hung every
+    teardown and `cleanup` on 0206292 (it was read by path, blocking). Now nothing is
+    opened through a link or blocks on a FIFO; what is not the server user's regular file
+    is left where it is; the real segments are removed."""
+    import os
+    import threading
+
+    from pgfsbench.postgres import ipc
+
+    monkeypatch.setattr(ipc, "SHM_DIR", tmp_path)
+    uid = os.geteuid()
+    os.mkfifo(tmp_path / "PostgreSQL.7")
+    done: list[list[str]] = []
+    worker = threading.Thread(target=lambda: done.append(ipc._release_dsm(7, uid)), daemon=True)
+    worker.start()
+    worker.join(5)
+    assert not worker.is_alive() and done == [[]]
+    assert (tmp_path / "PostgreSQL.7").exists()
+    # a real control segment listing a segment, and a planted link among its handles
+    (tmp_path / "PostgreSQL.8").write_bytes(control_segment([(10, 2), (11, 2)], 64, 40))
+    (tmp_path / "PostgreSQL.10").write_bytes(b"\0" * 4096)
+    victim = tmp_path / "victim"
+    victim.write_text("root's")
+    (tmp_path / "PostgreSQL.11").symlink_to(victim)
+    (said,) = ipc._release_dsm(8, uid)
+    assert "PostgreSQL.10" in said and "PostgreSQL.8" in said and "PostgreSQL.11" not in said
+    assert not (tmp_path / "PostgreSQL.10").exists() and victim.read_text() == "root's"

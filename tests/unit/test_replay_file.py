@@ -219,3 +219,30 @@ def test_the_work_done_between_two_snapshots_by_database_and_statement() -> None
     assert done["blocks dirtied"] == 53
     # a side without pg_stat_statements: blocks dirtied is not claimed
     assert "blocks dirtied" not in work_of({"database": []}, {"database": []})
+
+
+def test_a_read_only_transaction_open_at_the_start_is_told_by_its_vxid() -> None:
+    """A session inside a transaction that had not written when the capture began has no
+    transaction id: on 0206292 its statements up to COMMIT became autocommit statements
+    (the transaction split). Its virtual transaction id tells: the statements of the first
+    one, ended before any BEGIN, are left out; a session whose first transaction begins in
+    the capture, or an autocommit one, is replayed whole."""
+    rows = [
+        line("ro", 1, "statement: SELECT 1", vxid="3/40"),
+        line("ro", 2, "statement: SELECT 2", vxid="3/40"),
+        line("ro", 3, "statement: COMMIT", vxid="3/40"),
+        line("ro", 4, "statement: SELECT 3", vxid="3/41"),
+        line("auto", 5, "statement: SELECT 4", vxid="4/7"),
+        line("auto", 6, "statement: SELECT 5", vxid="4/8"),
+        line("tx", 7, "statement: BEGIN", vxid="5/2"),
+        line("tx", 8, "statement: SELECT 6", vxid="5/2"),
+        line("tx", 9, "statement: COMMIT", vxid="5/2"),
+    ]
+    prep = read_capture_log(rows)
+    assert prep.skipped == {"in a transaction open when the capture began": 3}
+    by_id = {s.id: s for s in prep.sessions}
+    assert [[st.sql for st in t.statements] for t in by_id["ro"].transactions] == [["SELECT 3"]]
+    assert len(by_id["auto"].transactions) == 2
+    assert [[st.sql for st in t.statements] for t in by_id["tx"].transactions] == [
+        ["BEGIN", "SELECT 6", "COMMIT"]
+    ]

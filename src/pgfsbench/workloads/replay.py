@@ -493,20 +493,28 @@ class Replay:
         write_file(ctx.artifacts / "replay.stderr", child.stderr)
         errors = tuple(ln for ln in child.stderr.splitlines() if ln.startswith("pgfsbench-replay:"))
         stats: dict[str, Any] = {}
+        unread = None
         # the replayer's file, in a directory its user writes: read never by a link, and
         # bounded (hostile input, as every file another user writes)
         try:
             with open_written_by_others(stats_path) as fh:
                 raw = fh.read(64 << 20)
             stats = json.loads(raw)
-            if not isinstance(stats, dict):
-                stats = {}
+            if not isinstance(stats, dict) or "transactions" not in stats:
+                raise ValueError("not the replayer's statistics")
             write_file(ctx.artifacts / "replay-stats.json", raw, 0o644)
-        except (OSError, ValueError):
+        except (OSError, ValueError) as exc:
             stats = {}
+            # without them there is no throughput: a failed run, never an ok one at 0 tps
+            unread = f"{REPLAYER}'s statistics ({stats_path.name}) could not be read: {exc}"
         from pgfsbench.collect.txlog import compress_logs, parse_txlog
 
-        m = Measurement(unit="tps", returncode=rc, errors=errors, series=progress_series(points))
+        m = Measurement(
+            unit="tps",
+            returncode=rc,
+            errors=(*errors, unread) if unread else errors,
+            series=progress_series(points),
+        )
         tx = int(stats.get("transactions") or 0)
         seconds = float(stats.get("wall_s") or wall)
         m.transactions = tx

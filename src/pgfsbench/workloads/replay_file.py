@@ -132,6 +132,7 @@ _CSV_FIELDS = {
     1: "user",
     2: "dbname",
     5: "session_id",
+    9: "vxid",
     10: "txid",
     11: "error_severity",
     12: "state_code",
@@ -165,6 +166,62 @@ def log_rows(path: Path, fmt: str) -> Iterator[dict[str, Any]]:
     return _csv_rows(path) if fmt == "csvlog" else _lines(path)
 
 
+OPEN_AT_START = "_open_at_start"  # a line of a transaction begun before the capture
+
+
+def _statement_of(message: str) -> str | None:
+    if message.startswith("statement: "):
+        return message[len("statement: ") :]
+    if m := _EXECUTE.match(message):
+        return m.group(2)
+    return None
+
+
+def _marked_open_at_start(lines: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    """The lines, those of a transaction that was open when the capture began marked
+    (OPEN_AT_START). A session first seen without its connection line holds its first
+    virtual transaction's lines back until that transaction shows which it is: one that
+    ends (COMMIT, ROLLBACK...) before it begins was open before the capture, written or
+    not (a read-only one has no transaction id: only its vxid tells); one that begins,
+    or is followed by another, was not."""
+    held: dict[str, tuple[str, list[dict[str, Any]]]] = {}
+    seen: set[str] = set()
+    for row in lines:
+        sid = str(row.get("session_id") or "")
+        vxid = str(row.get("vxid") or "")
+        if sid and sid not in seen:
+            seen.add(sid)
+            message = str(row.get("message") or "")
+            connected = message.startswith("connection ")
+            sql = _statement_of(message)
+            begins = sql is not None and bool(_BEGIN.match(sql)) and not _END.match(sql)
+            if not connected and not begins and vxid and not vxid.endswith("/0"):
+                held[sid] = (vxid, [row])
+                continue
+        if sid in held:
+            first, rows = held[sid]
+            if vxid != first:
+                del held[sid]
+                yield from rows
+                yield row
+                continue
+            sql = _statement_of(str(row.get("message") or ""))
+            if sql is not None and _BEGIN.match(sql) and not _END.match(sql):
+                del held[sid]
+                yield from rows
+                yield row
+                continue
+            rows.append(row)
+            if sql is not None and _END.match(sql) and not _ROLLBACK_TO.match(sql):
+                del held[sid]
+                for r in rows:
+                    yield {**r, OPEN_AT_START: True}
+            continue
+        yield row
+    for _, rows in held.values():
+        yield from rows
+
+
 def read_capture_log(lines: Iterable[dict[str, Any]], leave_out: Iterable[str] = ()) -> Prepared:
     """The sessions and their transactions from jsonlog lines (one capture); the
     sessions ``leave_out`` names (the capture's own) are not the workload."""
@@ -192,11 +249,15 @@ def read_capture_log(lines: Iterable[dict[str, Any]], leave_out: Iterable[str] =
             s.transactions.append(s.open_tx)
         s.open_tx = None
 
-    for row in lines:
+    for row in _marked_open_at_start(lines):
         sid = str(row.get("session_id") or "")
         if not sid or sid in own or row.get("backend_type") not in (None, "client backend"):
             continue
         message = str(row.get("message") or "")
+        if row.get(OPEN_AT_START):
+            if _statement_of(message) is not None:
+                skip("in a transaction open when the capture began")
+            continue
         t = _when(str(row.get("timestamp")))
         start = t if start is None else min(start, t)
         s = sessions.get(sid)
