@@ -176,3 +176,22 @@ def test_gzip_of_the_bound_is_what_unpack_counts() -> None:
     stream = bundle._Counted(gzip.GzipFile(fileobj=io.BytesIO(data)), 1 << 19)
     with pytest.raises(ValueError, match="more than"):
         stream.read()
+
+
+def test_a_pod_says_its_bundle_is_too_large_before_packing_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On 0206292 the bound was checked only when the controller read the bundle, after
+    the pod's whole run and log: now the pod refuses to pack it, naming the largest files."""
+    from pgfsbench.kube import bundle
+
+    monkeypatch.setattr(bundle, "MAX_UNPACKED_BYTES", 1 << 20)
+    results = tmp_path / "results.db"
+    results.write_bytes(b"x" * 100)
+    artifacts = tmp_path / "artifacts"
+    (artifacts / "run-1").mkdir(parents=True)
+    (artifacts / "run-1" / "txlog.gz").write_bytes(b"y" * (2 << 20))
+    with pytest.raises(bundle.TooLarge, match="run-1/txlog.gz"):
+        bundle.pack(results, artifacts)
+    (artifacts / "run-1" / "txlog.gz").write_bytes(b"y" * 1000)
+    assert bundle.pack(results, artifacts)

@@ -511,3 +511,43 @@ def test_a_budget_cuts_the_last_round_to_the_runs_that_fit(monkeypatch: Any) -> 
     # baseline's first of two at 3), in the round's order; b (4 valid) waits
     assert rounds == [["base", "a", "c"]]
     assert looks == [False, True]  # the round's look, then the last one after it
+
+
+def test_a_resumed_auto_campaign_keeps_its_seed_and_its_first_parts_notes(
+    tmp_path: Any, monkeypatch: Any
+) -> None:
+    """On 0206292 a resumed campaign drew a new seed and wrote its notes over the first
+    part's."""
+    import time as time_mod
+    from types import SimpleNamespace
+
+    from pgfsbench.engine import campaign as camp
+    from pgfsbench.results.records import StoredCampaign
+    from pgfsbench.results.store import Store
+    from pgfsbench.spec.models import Defaults
+
+    store = Store(str(tmp_path / "r.sqlite"))
+    cid = store.start_campaign(StoredCampaign(name="c", uuid="u-1"))
+    store.note_campaign(cid, "auto_repetitions", {"seed": 1234, "rounds": 3, "stopped": {"a": "x"}})
+    seeds: list[int] = []
+
+    def more_runs(store: Any, plan: Any, d: Any, result: Any, state: Any, **k: Any) -> list[Any]:
+        seeds.append(state.seed)
+        return []
+
+    monkeypatch.setattr(camp, "more_runs", more_runs)
+    d = Defaults(repetitions="auto")
+    result = SimpleNamespace(run_ids=[], campaign_id=cid)
+    camp.adaptive_rounds(
+        store,
+        None,  # type: ignore[arg-type]
+        d,
+        result,  # type: ignore[arg-type]
+        time_mod.monotonic(),
+        SimpleNamespace(extend=lambda n: None),  # type: ignore[arg-type]
+        lambda more: None,
+    )
+    assert seeds == [1234]
+    notes = store.campaign(cid).notes["auto_repetitions"]  # type: ignore[union-attr]
+    assert notes["seed"] == 1234
+    assert notes["earlier_parts"][0]["stopped"] == {"a": "x"}

@@ -767,7 +767,10 @@ def test_a_task_is_versioned_json_and_another_format_or_schema_is_refused() -> N
     again = Task.parse(task.text())
     assert again == task and again.repetitions == 2 and again.cell == "a/b/c/d"
     assert json.loads(task.text())["format"] == TASK_FORMAT
-    assert version_problem(task, "0.2.0", "0003") is None  # another version, same schema
+    assert version_problem(task, "0.1.0", "0003") is None
+    # another version, even with the same schema, is refused: it may derive another cell
+    other = version_problem(task, "0.2.0", "0003")
+    assert other is not None and "0.2.0" in other and "0.1.0" in other
     why = version_problem(task, "0.2.0", "0004")
     assert why is not None and "0.2.0" in why and "0.1.0" in why and "0004" in why
     newer = json.loads(task.text()) | {"format": "pgfsbench.task/3"}
@@ -1237,3 +1240,34 @@ def test_the_files_and_programs_a_kubeconfig_names_are_trusted_as_it_is(tmp_path
     write({"exec": {"command": "no-such-plugin-here"}})
     with pytest.raises(UntrustedPath, match="not on PATH"):
         read_kubeconfig(config)
+
+
+def test_options_a_cluster_campaign_cannot_use_are_refused_not_ignored(
+    tmp_path: Path, kubeconfig: Path
+) -> None:
+    """--metrics-port, --host-name, --destroy-data-on and --force were ignored silently
+    with [kubernetes] on 0206292; and plan said the pods' root filesystem was read-only
+    while the manifest makes it writable."""
+    from pgfsbench.cli.run import run_spec
+    from pgfsbench.kube.manifests import pod_security_contexts
+    from pgfsbench.kube.rules import pod_warnings
+    from pgfsbench.report.inert import plain_console
+
+    loaded = load_spec(write_spec(tmp_path, kubeconfig))
+    work = tmp_path / "work"
+    work.mkdir(mode=0o700)
+    with pytest.raises(UsageError, match="--host-name, --force: not with"):
+        run_spec(
+            loaded,
+            str(tmp_path / "r.sqlite"),
+            work,
+            [],
+            True,
+            plain_console(),
+            host="elsewhere",
+        )
+    k8s = loaded.spec.kubernetes
+    assert k8s is not None
+    _, container = pod_security_contexts(k8s)
+    said = " ".join(pod_warnings(loaded.spec, []))
+    assert container["readOnlyRootFilesystem"] is False and "read-only" not in said

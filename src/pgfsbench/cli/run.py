@@ -536,6 +536,23 @@ def run_spec(
     from pgfsbench.system.trust import check_workdir_trusted
 
     check_workdir_trusted(workdir)  # before anything is made, the store included
+    # what only a host's campaign takes is refused with [kubernetes], never ignored
+    ignored = [
+        name
+        for name, given in (
+            ("--metrics-port", metrics_port is not None),
+            ("--host-name", host is not None),
+            ("--destroy-data-on", bool(destroy_data_on)),
+            ("--force", force),
+        )
+        if given
+    ]
+    if loaded.spec.kubernetes is not None and ignored:
+        raise UsageError(
+            f"{', '.join(ignored)}: not with [kubernetes] (the runs are the cluster's "
+            "pods: their host is their node, their storage a claim; give them in a host's "
+            "campaign)"
+        )
     # a plan made elsewhere (a cluster's controller, for its pod) is run as it is
     plan = plan or make_plan(loaded, workdir, only or [])
     print_plan(console, plan)

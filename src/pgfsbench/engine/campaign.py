@@ -222,6 +222,11 @@ class CampaignLoop:
 
     def _campaign_id(self) -> int:
         if self.resume is not None:
+            # the same campaign goes on: its uuid (a cluster's objects are labelled with
+            # it) and, below, its `auto` seed and notes are the first part's
+            camp = self.store.campaign(self.resume)
+            if camp is not None and camp.uuid:
+                self.uuid = camp.uuid
             self.store.reopen_campaign(self.resume)
             return self.resume
         return self.store.start_campaign(
@@ -699,7 +704,11 @@ def adaptive_rounds(
     look at every run. The policy itself is analysis/auto.py."""
     from pgfsbench.analysis.auto import AutoState, budget_fit, cut_round
 
-    state = AutoState(seed=secrets.randbits(32))
+    # a resumed campaign goes on with its seed (the rounds' order), never a new one
+    camp = store.campaign(result.campaign_id) if store is not None else None
+    earlier = (camp.notes if camp is not None else {}).get("auto_repetitions")
+    seed = earlier.get("seed") if isinstance(earlier, dict) else None
+    state = AutoState(seed=int(seed) if isinstance(seed, int) else secrets.randbits(32))
     while True:
         elapsed = time.monotonic() - started
         if elapsed >= d.budget_s:
@@ -835,11 +844,15 @@ def note_auto_repetitions(store: Store, d: Defaults, campaign_id: int, state: Au
     """The campaign's notes: how `auto` stopped each cell and each verdict."""
     from pgfsbench.analysis.auto import notes
 
-    store.note_campaign(
-        campaign_id,
-        "auto_repetitions",
-        notes(auto_settings(d), state, d.budget_s if d.budget is not None else None),
-    )
+    camp = store.campaign(campaign_id)
+    earlier = (camp.notes if camp is not None else {}).get("auto_repetitions")
+    now = notes(auto_settings(d), state, d.budget_s if d.budget is not None else None)
+    if isinstance(earlier, dict):
+        # a resumed campaign: the first part's notes are kept beside the last look's
+        parts = list(earlier.get("earlier_parts") or [])
+        parts.append({k: v for k, v in earlier.items() if k != "earlier_parts"})
+        now["earlier_parts"] = parts
+    store.note_campaign(campaign_id, "auto_repetitions", now)
 
 
 def _tail(path: Path, lines: int) -> list[str]:

@@ -57,15 +57,41 @@ class Framed:
     problem: str = ""
 
 
+class TooLarge(ValueError):
+    """A bundle past the bounds the controller takes: said by the pod that packs it, with
+    its largest files, before anything is printed."""
+
+
 def pack(results: Path, artifacts: Path | None) -> bytes:
-    """The results file and the artifacts directory as a tar.gz (paths relative)."""
+    """The results file and the artifacts directory as a tar.gz (paths relative), within
+    the bounds the controller takes (TooLarge, naming the largest files, before the
+    bundle is kept or printed: the controller would refuse it after the pod's whole log)."""
+    files = [(results, RESULTS_NAME)]
+    if artifacts is not None and artifacts.is_dir():
+        files += [
+            (p, f"{ARTIFACTS_DIR}/{p.relative_to(artifacts)}")
+            for p in sorted(artifacts.rglob("*"))
+            if p.is_file() and not p.is_symlink()
+        ]
+    sizes = [(p.stat().st_size, name) for p, name in files]
+    largest = ", ".join(f"{n} ({b >> 20} MiB)" for b, n in sorted(sizes, reverse=True)[:3])
+    if len(files) > MAX_MEMBERS:
+        raise TooLarge(f"{len(files)} files, more than the {MAX_MEMBERS} a bundle may hold")
+    if any(b > MAX_MEMBER_BYTES for b, _ in sizes) or sum(b for b, _ in sizes) > MAX_UNPACKED_BYTES:
+        raise TooLarge(
+            f"the results and artifacts are {sum(b for b, _ in sizes) >> 20} MiB, more than a "
+            f"bundle may hold ({MAX_UNPACKED_BYTES >> 20} MiB, {MAX_MEMBER_BYTES >> 20} MiB a "
+            f"file); the largest: {largest}"
+        )
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz", compresslevel=6) as tar:
-        tar.add(results, arcname=RESULTS_NAME, recursive=False)
-        if artifacts is not None and artifacts.is_dir():
-            for path in sorted(artifacts.rglob("*")):
-                if path.is_file() and not path.is_symlink():
-                    tar.add(path, arcname=f"{ARTIFACTS_DIR}/{path.relative_to(artifacts)}")
+        for path, name in files:
+            tar.add(path, arcname=name, recursive=False)
+            if buf.tell() > MAX_BUNDLE_BYTES:
+                raise TooLarge(
+                    f"the bundle passes {MAX_BUNDLE_BYTES >> 20} MiB compressed at {name}; the "
+                    f"largest files: {largest}"
+                )
     return buf.getvalue()
 
 

@@ -72,12 +72,6 @@ def run_task(
     if problem is not None:
         print(f"pgfsbench pod: refused: {problem}", file=sys.stderr)
         return 2
-    if task.version and task.version != __version__:
-        print(
-            f"pgfsbench pod: the image's pgfsbench {__version__}, the controller's "
-            f"{task.version} (the same results schema {HEAD_REVISION})",
-            file=sys.stderr,
-        )
     make_dirs(home)
     if os.geteuid() == 0:  # open to the postgres user on its way to the work directory
         with Held.open(home) as held:
@@ -93,7 +87,12 @@ def run_task(
     if not results.is_file():
         print("pgfsbench pod: no results were written", file=sys.stderr)
         return status or 1
-    data = bundle.pack(results, pod_artifacts(home))
+    try:
+        data = bundle.pack(results, pod_artifacts(home))
+    except bundle.TooLarge as exc:
+        # said here, before anything is kept or printed (the controller would refuse it)
+        print(f"pgfsbench pod: the bundle cannot go back: {exc}", file=sys.stderr)
+        return status or 1
     # first on the claim, which outlives this pod until the controller has the bundle
     try:
         write_file(bundle_path, data, 0o600)
@@ -109,9 +108,16 @@ def emit_saved(
 ) -> int:
     """A second pod on the claim: the bundle the first left there, framed again."""
     try:
-        data = path.read_bytes()
+        with path.open("rb") as fh:
+            data = fh.read(bundle.MAX_BUNDLE_BYTES + 1)
     except OSError as exc:
         print(f"pgfsbench pod: no bundle on the claim: {exc}", file=sys.stderr)
+        return 1
+    if len(data) > bundle.MAX_BUNDLE_BYTES:
+        print(
+            f"pgfsbench pod: the bundle on the claim is over {bundle.MAX_BUNDLE_BYTES >> 20} MiB",
+            file=sys.stderr,
+        )
         return 1
     for line in bundle.frame(data):
         emit(line)

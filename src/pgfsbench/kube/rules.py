@@ -119,9 +119,10 @@ def pod_warnings(spec: Spec, cells: Sequence[Cell]) -> list[str]:
         )
     else:
         out.append(
-            f"the pods run as user {k8s.run_as_user} (not root; read-only root filesystem, "
-            "no capabilities, no privilege escalation, seccomp RuntimeDefault): what a "
-            'namespace enforcing the "restricted" Pod Security Standard admits'
+            f"the pods run as user {k8s.run_as_user} (not root, no capabilities, no "
+            "privilege escalation, seccomp RuntimeDefault; their root filesystem writable: "
+            "the work directory is the image's own, the user's alone): what a namespace "
+            'enforcing the "restricted" Pod Security Standard admits'
         )
     unsafe = sorted(
         {

@@ -123,13 +123,21 @@ def _run(data: Any) -> TaskRun:
 
 
 def version_problem(task: Task, version: str, schema: str) -> str | None:
-    """Why this pod's pgfsbench must not run the task (None: it may): another results
-    schema than the controller's. Another version with the same schema runs, said."""
+    """Why this pod's pgfsbench must not run the task (None: it may): another version or
+    another results schema than the controller's. The pod derives its cell from the spec's
+    text again, and another version may derive another cell than the one the controller's
+    store keeps: a run would be stored under a configuration it did not run."""
     if task.schema and task.schema != schema:
         return (
             f"the image's pgfsbench {version} writes results schema {schema}, the "
             f"controller's pgfsbench {task.version or '?'} reads {task.schema}: build the "
             "image from the controller's version (scripts/k8s/)"
+        )
+    if task.version and task.version != version:
+        return (
+            f"the image's pgfsbench is {version}, the controller's {task.version}: a pod "
+            "derives its cell from the spec again, and another version may derive another; "
+            "build the image from the controller's version (scripts/k8s/)"
         )
     return None
 
