@@ -191,7 +191,7 @@ def test_a_pod_says_its_bundle_is_too_large_before_packing_it(
     artifacts = tmp_path / "artifacts"
     (artifacts / "run-1").mkdir(parents=True)
     (artifacts / "run-1" / "txlog.gz").write_bytes(b"y" * (2 << 20))
-    with pytest.raises(bundle.TooLarge, match="run-1/txlog.gz"):
+    with pytest.raises(bundle.TooLarge, match=r"run-1/txlog\.gz"):
         bundle.pack(results, artifacts)
     (artifacts / "run-1" / "txlog.gz").write_bytes(b"y" * 1000)
     assert bundle.pack(results, artifacts)

@@ -544,7 +544,7 @@ def test_a_resumed_auto_campaign_keeps_its_seed_and_its_first_parts_notes(
         d,
         result,  # type: ignore[arg-type]
         time_mod.monotonic(),
-        SimpleNamespace(extend=lambda n: None),  # type: ignore[arg-type]
+        SimpleNamespace(extend=lambda n: None),
         lambda more: None,
     )
     assert seeds == [1234]
