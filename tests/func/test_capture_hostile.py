@@ -408,3 +408,36 @@ def test_settings_a_capture_left_are_never_taken_as_the_servers(
         for name in ("log_statement", "log_duration", "log_parameter_max_length"):
             server.psql(f"ALTER SYSTEM RESET {name}")
         server.psql("SELECT pg_reload_conf()")
+
+
+def test_a_system_view_redefined_on_the_captured_server_is_refused(
+    place: Path, server: Server
+) -> None:
+    """A superuser may redefine pg_catalog's own views: pgfsbench's queries of its counters
+    (as superuser, in every cell) would run what the captured server put there. The copy
+    is refused, naming what changed, before anything of pgfsbench's runs in it."""
+    server.psql(
+        "CREATE OR REPLACE VIEW pg_catalog.pg_stat_wal AS "
+        "SELECT * FROM pg_catalog.pg_stat_get_wal()"
+    )
+    out = place / "cap-view"
+    proc = capture(place, server, 1, out)
+    said = proc.communicate(timeout=120)[0]
+    assert proc.returncode == 0, said
+    spec = place / "view.toml"
+    spec.write_text(
+        '[defaults]\nrepetitions = 1\nwarmup = "0s"\n[storage.tmp]\nfs = "tmpfs"\nsize = "1G"\n'
+        f'[workload.mine]\ntool = "replay"\ncapture = "{out}"\nmode = "fast"\n'
+    )
+    results = place / "view.sqlite"
+    done = pgfsbench(
+        "run",
+        str(spec),
+        "--results",
+        str(results),
+        "--workdir",
+        str(place / "work"),
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "view pg_stat_wal redefined" in done.stdout + done.stderr, done.stdout

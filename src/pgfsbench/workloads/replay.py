@@ -66,8 +66,10 @@ from pgfsbench.workloads.replay_file import MANIFEST, with_roles
 from pgfsbench.workloads.replay_safety import (
     REPLAY_ROLE,
     Hardened,
+    catalog_changes,
     harden_cluster,
     harden_database,
+    initdb_next_xid,
     reaches_os,
 )
 
@@ -371,7 +373,16 @@ class Replay:
         try:
             prep = None if is_stats(manifest) else read_capture(directory)
             users = sorted({s.user for s in prep.sessions}) if prep is not None else []
+            boundary = initdb_next_xid(runner, binaries, os_user, scratch)
             with _connect_as(instance, bootstrap, "postgres") as conn:
+                changed = catalog_changes(conn, boundary)
+                if changed:
+                    raise CapabilityError(
+                        f"capture {directory}: the captured server's system catalog was "
+                        f"changed ({'; '.join(changed[:5])}): pgfsbench's own queries would "
+                        "run that code as a superuser on this host; a copy of it is not "
+                        "started for a replay"
+                    )
                 hardened = harden_cluster(conn, users, binaries.major)
                 databases = [
                     str(r[0])
@@ -385,7 +396,7 @@ class Replay:
             libdir = _pkglibdir(runner, binaries)
             for db in databases:
                 with _connect_as(instance, bootstrap, db) as conn:
-                    harden_database(conn, hardened, libdir)
+                    harden_database(conn, hardened, libdir, boundary)
             if cfg.roles == "captured":
                 hardened.role_map = {u: u for u in hardened.role_map}
             with _connect_as(instance, bootstrap, "postgres") as conn:

@@ -105,6 +105,90 @@ class Hardened:
         )
 
 
+# a row of the system catalog written after initdb (its xmin at or past initdb's next
+# transaction id: 724 for PostgreSQL 15, 752 for 18) was written by the captured server's
+# users; the boundary is read from a fresh initdb of the same binaries (initdb_next_xid)
+_CATALOG_CHANGES = """
+SELECT 'view ' || r.ev_class::pg_catalog.regclass::text || ' redefined'
+  FROM pg_catalog.pg_rewrite r
+ WHERE r.ev_class < 16384 AND r.xmin::text::bigint >= %(boundary)s
+UNION ALL
+SELECT 'function ' || p.oid::pg_catalog.regprocedure::text || ' replaced'
+  FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+ WHERE p.oid < 16384 AND p.xmin::text::bigint >= %(boundary)s
+   AND (l.lanname NOT IN ('internal', 'c', 'sql') OR p.prosecdef OR p.proconfig IS NOT NULL)
+UNION ALL
+SELECT 'type ' || t.oid::pg_catalog.regtype::text || ' changed'
+  FROM pg_catalog.pg_type t
+ WHERE t.oid < 16384 AND t.xmin::text::bigint >= %(boundary)s
+UNION ALL
+SELECT 'operator ' || o.oid::pg_catalog.regoperator::text || ' changed'
+  FROM pg_catalog.pg_operator o
+ WHERE o.oid < 16384 AND o.xmin::text::bigint >= %(boundary)s
+UNION ALL
+SELECT 'cast ' || c.oid::text || ' changed'
+  FROM pg_catalog.pg_cast c
+ WHERE c.oid < 16384 AND c.xmin::text::bigint >= %(boundary)s
+UNION ALL
+SELECT 'function ' || p.oid::pg_catalog.regprocedure::text || ' added to pg_catalog'
+  FROM pg_catalog.pg_proc p
+ WHERE p.oid >= 16384 AND p.pronamespace = 11
+   AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d WHERE d.objid = p.oid
+                   AND d.classid = 1255 AND d.deptype = 'e')
+UNION ALL
+SELECT 'relation ' || c.oid::pg_catalog.regclass::text || ' added to pg_catalog'
+  FROM pg_catalog.pg_class c
+ WHERE c.oid >= 16384 AND c.relnamespace = 11 AND c.relkind NOT IN ('t', 'i')
+   AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_depend d WHERE d.objid = c.oid
+                   AND d.classid = 1259 AND d.deptype = 'e')
+LIMIT 20
+"""
+
+
+def initdb_next_xid(runner: Any, binaries: Any, os_user: str | None, scratch: Path) -> int:
+    """The transaction id a cluster starts at once initdb is done (pg_controldata of a fresh
+    initdb of these binaries in ``scratch``): every row of a catalog older than it is
+    initdb's own. Made once per binaries."""
+    import re as _re
+    import shutil
+
+    key = str(binaries.bindir)
+    if key in _NEXT_XID:
+        return _NEXT_XID[key]
+    from pgfsbench.system.held import Held, Owner
+
+    with Held.open(scratch) as held:
+        held.make_dir("initdb-xid", 0o700, Owner.of(os_user)).close()
+    target = scratch / "initdb-xid" / "pgdata"
+    try:
+        runner.run(
+            [binaries.tool("initdb"), "-D", str(target), "-U", "postgres", "--no-sync"],
+            timeout=600,
+            user=os_user,
+        )
+        out = runner.run([binaries.tool("pg_controldata"), str(target)], timeout=60).stdout
+    finally:
+        shutil.rmtree(scratch / "initdb-xid", ignore_errors=True)
+    m = _re.search(r"NextXID:\s+(?:\d+:)?(\d+)", out)
+    if m is None:
+        raise CapabilityError("pg_controldata did not say initdb's next transaction id")
+    _NEXT_XID[key] = int(m.group(1))
+    return _NEXT_XID[key]
+
+
+_NEXT_XID: dict[str, int] = {}
+
+
+def catalog_changes(conn: Any, boundary: int) -> list[str]:
+    """What the captured server's superuser changed in the system catalog itself: a view
+    of pg_catalog redefined, a built-in function replaced by one in another language or
+    made SECURITY DEFINER, a built-in type, operator or cast changed, a function or relation
+    added to pg_catalog (an extension's excepted). Every query of pgfsbench's own (its
+    counters, its checks, as superuser) would run such code: a copy holding it is refused.
+    Read from the catalog's base tables only, before anything else runs in the copy."""
+    return [str(r[0]) for r in conn.execute(_CATALOG_CHANGES, {"boundary": boundary}).fetchall()]
+
+
 def _rows(conn: Any, sql: str, *args: object) -> list[tuple[Any, ...]]:
     return list(conn.execute(sql, args or None).fetchall())
 
@@ -167,10 +251,17 @@ def harden_cluster(conn: Any, users: Iterable[str], major: int) -> Hardened:
     return done
 
 
-def harden_database(conn: Any, done: Hardened, pkglibdir: Path) -> None:
+def harden_database(conn: Any, done: Hardened, pkglibdir: Path, boundary: int) -> None:
     """One database's steps (event triggers, ownership, functions), on a connection of
     the bootstrap superuser's to it."""
     conn.execute("SET search_path = pg_catalog, pg_temp")
+    changed = catalog_changes(conn, boundary)
+    if changed:
+        raise CapabilityError(
+            f"the captured server's system catalog was changed ({'; '.join(changed[:5])}): "
+            "pgfsbench's own queries would run that code as a superuser on this host; a copy "
+            "of it is not started for a replay"
+        )
     for (name,) in _rows(
         conn, "SELECT evtname FROM pg_catalog.pg_event_trigger WHERE evtenabled <> 'D'"
     ):
