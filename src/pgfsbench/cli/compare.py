@@ -135,12 +135,26 @@ def compare_cmd(
     price_file: PriceFileOpt = None,
     without_disturbed: WithoutDisturbedOpt = False,
     as_csv: CsvOpt = False,
+    across_campaigns: Annotated[
+        bool,
+        typer.Option(
+            "--across-campaigns",
+            help="Every campaign of the store (or those --campaign names) that holds the "
+            "same pairs of cells: each campaign's ratio, whether they agree (Cochran's Q, "
+            "tau) and what they say together (random effects, 95%).",
+        ),
+    ] = False,
 ) -> None:
-    """Is B faster than A? Ratio of means with its 95% CI (Welch's t test on log
-    throughput) and a verdict, only between comparable cells (same workload, clients,
-    scale). Without A and B, every cell against its group's baseline."""
+    """Is B faster than A? Ratio of geometric means with its interval (Welch's t on log
+    throughput, Hsu's degrees of freedom, 95% family-wise) and a verdict, only between
+    comparable cells (same workload, clients, scale). Without A and B, every cell against
+    its group's baseline. With --across-campaigns, whether campaigns of the same cells
+    agree."""
     targets = results or [os.environ.get(RESULTS_ENV) or DEFAULT_RESULTS]
     camps = campaign or []
+    if across_campaigns:
+        _across_campaigns(targets, camps, a, b, as_json, without_disturbed)
+        return
     if by is not None:
         if by != "host":
             raise UsageError("--by takes host")
@@ -172,6 +186,53 @@ def compare_cmd(
         print_csv([flat(pair_json(p)) for p in pairs])
         return
     _print_pairs(pairs)
+
+
+def _across_campaigns(
+    targets: list[str],
+    camps: list[int],
+    a: str | None,
+    b: str | None,
+    as_json: bool,
+    without_disturbed: bool,
+) -> None:
+    """Campaigns of the same cells side by side (analysis/agreement.py)."""
+    from pgfsbench.analysis.agreement import agreements
+    from pgfsbench.analysis.disturbance import disturbance_of
+    from pgfsbench.analysis.summary import summarise
+
+    if len(targets) != 1:
+        raise UsageError("--across-campaigns reads one store")
+    store = open_store(targets[0])
+    chosen = [c for c in store.campaigns() if not camps or c.id in camps]
+    found = {}
+    for camp in chosen:
+        runs = store.list_runs(camp.id)
+        if without_disturbed:
+            runs = [r for r in runs if not (r.ok and disturbance_of(r).disturbed)]
+        found[camp.id] = (str(camp.started_at or ""), str(camp.host or ""), summarise(runs))
+    rows = agreements(found)
+    if a is not None:
+        rows = [r for r in rows if fnmatch_any(r.baseline, a) or fnmatch_any(r.other, a)]
+    if b is not None:
+        rows = [r for r in rows if fnmatch_any(r.baseline, b) or fnmatch_any(r.other, b)]
+    if as_json:
+        print(json.dumps([r.as_dict() for r in rows], indent=1, default=str))
+        return
+    console = plain_console()
+    if not rows:
+        console.print("no pair of cells is in more than one campaign of this store", markup=False)
+        return
+    for r in rows:
+        console.print(f"{r.group}: {r.words()}", markup=False, highlight=False)
+
+
+def fnmatch_any(label: str, pattern: str) -> bool:
+    import fnmatch
+
+    return fnmatch.fnmatchcase(label, pattern) or any(
+        fnmatch.fnmatchcase(part, pattern) for part in label.split("/")
+    )
 
 
 def _pairs_across(

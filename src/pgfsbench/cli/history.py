@@ -41,8 +41,11 @@ def history_cmd(
 ) -> None:
     """Change points over time in each series of comparable runs (same host, cell, workload,
     scale and clients) in throughput, p99 latency and load time, and at each one what
-    changed in the recorded environment."""
+    changed in the recorded environment; and, for each pair of cells several campaigns
+    compared, whether those campaigns agree (Cochran's Q, tau, random effects)."""
+    from pgfsbench.analysis.agreement import agreements
     from pgfsbench.analysis.history import history
+    from pgfsbench.analysis.summary import summarise
     from pgfsbench.report.terminal import history_lines
 
     patterns = cell or []
@@ -53,12 +56,30 @@ def history_cmd(
         cell=(lambda c: any(fnmatch.fnmatchcase(c, p) for p in patterns)) if patterns else None,
         since=parse_since(since),
     )
+    campaigns = {
+        c.id: (
+            str(c.started_at or ""),
+            str(c.host or ""),
+            summarise(
+                r
+                for r in store.list_runs(c.id)
+                if (host is None or r.host == host)
+                and (not patterns or any(fnmatch.fnmatchcase(r.cell, p) for p in patterns))
+            ),
+        )
+        for c in store.campaigns()
+    }
+    agreed = agreements(campaigns)
     if as_json:
         print(json.dumps([h.as_dict() for h in found], indent=1, default=str))
         return
     console = plain_console()
-    if not found:
+    if not found and not agreed:
         console.print("no ok runs match")
         return
     for line in history_lines(found):
         console.print(line)
+    if agreed:
+        console.print("Campaigns of the same cells", style="bold")
+        for a in agreed:
+            console.print(f"  {a.group}: {a.words()}", markup=False, highlight=False)

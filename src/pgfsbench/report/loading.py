@@ -8,6 +8,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from pgfsbench.analysis.agreement import Agreement
 from pgfsbench.analysis.compare import Comparison
 from pgfsbench.analysis.cost import INSTANCE_NOTE
 from pgfsbench.analysis.disturbance import disturbance_of
@@ -36,6 +37,21 @@ class Analysed:
     cells: list[CellSummary]
     highlights: Highlights
     history: list[SeriesHistory]
+    # the same pairs of cells in the store's other campaigns: do they agree?
+    agreements: list[Agreement] = dataclasses.field(default_factory=list)
+
+    def conditions(self) -> str:
+        """What the verdicts are conditional on: the campaigns' hosts and days."""
+        parts = [
+            f"campaign {c.id} on {c.host or 'this host'}, {str(c.started_at or '')[:10]}"
+            for c in self.campaigns
+        ]
+        return (
+            "These verdicts hold for "
+            + "; ".join(parts)
+            + ": the noise of that host on that day (another day may differ; "
+            "`pgfsbench compare --across-campaigns` weighs campaigns of the same cells)"
+        )
 
 
 def analyse(
@@ -86,7 +102,43 @@ def analyse(
         h.lines[1:1] = [f"  {line}" for line in left_out]
     h.lines += [e.words() for e in observer_effects(runs)]
     h.warnings = reading_warnings(runs)
-    return Analysed(meta, runs, cells, h, store_history(store, runs))
+    agreed = store_agreements(store, meta, cells, host, without_disturbed) if len(ids) == 1 else []
+    found = Analysed(meta, runs, cells, h, store_history(store, runs), agreed)
+    if any(c.vs_baseline is not None for c in cells) and meta:
+        h.lines.append(found.conditions())
+        h.lines += [f"  {a.words()}" for a in agreed]
+    return found
+
+
+MOST_CAMPAIGNS = 20  # earlier campaigns of the same cells weighed against this one
+
+
+def store_agreements(
+    store: Store,
+    these: list[StoredCampaign],
+    cells: list[CellSummary],
+    host: str | None = None,
+    without_disturbed: bool = False,
+) -> list[Agreement]:
+    """The store's campaigns that hold the same pairs of cells as ``cells`` (the latest
+    MOST_CAMPAIGNS), with these: whether they agree (analysis/agreement.py)."""
+    from pgfsbench.analysis.agreement import agreements
+
+    wanted = {c.cell for c in cells}
+    found: dict[int, tuple[str, str, list[CellSummary]]] = {
+        c.id: (str(c.started_at or ""), str(c.host or ""), cells) for c in these if c.id
+    }
+    others = [c for c in store.campaigns() if c.id not in found][-MOST_CAMPAIGNS:]
+    for camp in others:
+        runs = [r for r in store.list_runs(camp.id) if host is None or r.host == host]
+        if without_disturbed:
+            runs = [r for r in runs if not (r.ok and disturbance_of(r).disturbed)]
+        if not wanted & {r.cell for r in runs}:
+            continue
+        found[camp.id] = (str(camp.started_at or ""), str(camp.host or ""), summarise(runs))
+    if len(found) < 2:
+        return []
+    return agreements(found)
 
 
 def store_history(store: Store, runs: list[StoredRun]) -> list[SeriesHistory]:

@@ -150,7 +150,6 @@ def initdb_next_xid(runner: Any, binaries: Any, os_user: str | None, scratch: Pa
     initdb of these binaries in ``scratch``): every row of a catalog older than it is
     initdb's own. Made once per binaries."""
     import re as _re
-    import shutil
 
     key = str(binaries.bindir)
     if key in _NEXT_XID:
@@ -168,7 +167,8 @@ def initdb_next_xid(runner: Any, binaries: Any, os_user: str | None, scratch: Pa
         )
         out = runner.run([binaries.tool("pg_controldata"), str(target)], timeout=60).stdout
     finally:
-        shutil.rmtree(scratch / "initdb-xid", ignore_errors=True)
+        with Held.open(scratch) as held:  # the server user's directory: by descriptor
+            held.remove("initdb-xid")
     m = _re.search(r"NextXID:\s+(?:\d+:)?(\d+)", out)
     if m is None:
         raise CapabilityError("pg_controldata did not say initdb's next transaction id")
