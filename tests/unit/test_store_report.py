@@ -91,7 +91,7 @@ def test_summary_median_and_spread(tmp_path: Path) -> None:
     assert zfs.baseline == ext4.label and zfs.vs_baseline is not None
     assert zfs.vs_baseline.verdict.value == "no verdict"  # 2 repetitions only
     text = render(summary_table(cells, width=160))
-    assert "│ext4 " in text and "100 ±25.1% !" in text and "baseline" in text
+    assert "│ext4 " in text and "100 [78–128] !" in text and "baseline" in text
     assert "+55.4% –" in text and "zfs (FUSE)" in text  # 2 vs 3 repetitions: no verdict
     narrow = render(summary_table(cells, width=80), width=80)
     assert max(len(line) for line in narrow.splitlines()) <= 80
@@ -149,7 +149,7 @@ def test_html_report_marks_fuse_and_lists_cells(tmp_path: Path) -> None:
     a = analyse(store, [cid])
     html = render_report(a.campaigns, a.runs, a.cells, a.highlights, inline_js=False)
     assert "zfs-fuse" in html and 'id="fuse-warning"' in html
-    assert 'data-cell="ext4/d/d/w"' in html and "100 ±" in html and "90–110" in html
+    assert 'data-cell="ext4/d/d/w"' in html and "100 [78–128]" in html and "90–110" in html
     assert "disk full" in html and "too few repetitions" in html
 
 

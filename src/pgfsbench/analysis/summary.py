@@ -768,13 +768,26 @@ def highlights(cells: Sequence[CellSummary]) -> Highlights:
     for c in cells:
         if c.unstable:
             h.lines.append(f"{c.label} is unstable: {'; '.join(c.unstable)}")
-            h.lines.append(f"  to steady it: {'; or '.join(c.remedies)}")
+    # each remedy once, naming the cells it is for
+    remedies: dict[str, list[str]] = {}
     for c in cells:
-        for rep, why in c.disturbed:
-            h.lines.append(
-                f"{c.label} #{rep} disturbed: {'; '.join(why)}; its figure may be the "
-                "neighbours' as much as the storage's (--without-disturbed leaves it out)"
-            )
+        for remedy in c.remedies:
+            remedies.setdefault(remedy, []).append(c.label)
+    for remedy, labels in remedies.items():
+        h.lines.append(
+            f"  to steady {', '.join(labels)}: {remedy} (docs/guide/answers.md: unstable cells)"
+        )
+    # the disturbed runs in one line: the causes are each run's (results show RUN)
+    disturbed = [
+        f"{c.label} #{', #'.join(str(rep) for rep, _ in c.disturbed)}" for c in cells if c.disturbed
+    ]
+    if disturbed:
+        h.lines.append(
+            "other work on the host disturbed "
+            + "; ".join(disturbed)
+            + ": those figures may be the neighbours' as much as the storage's (`results "
+            "show RUN` names what ran; --without-disturbed leaves them out)"
+        )
     for c in cells:
         for rs in c.stalls:
             h.lines += episode_lines(f"{c.label} #{rs.repetition}", rs, c.unit)

@@ -27,11 +27,11 @@ from pgfsbench.cli.results import (
     read_prices,
 )
 from pgfsbench.report.inert import plain_console
+from pgfsbench.report.terminal import fmt_geometric
 from pgfsbench.system.errors import UsageError
 
 if TYPE_CHECKING:
     from pgfsbench.analysis.pairs import Pair
-    from pgfsbench.analysis.stats import Estimate
     from pgfsbench.analysis.summary import CellSummary
     from pgfsbench.spec.profiles import Price
 
@@ -319,16 +319,6 @@ def _pairs_within(
 def _mark(cell: CellSummary) -> str:
     """' [2 disturbed]' when other work on the host disturbed some of its runs."""
     return f" [{len(cell.disturbed)} disturbed]" if cell.disturbed else ""
-
-
-def fmt_geometric(s: Estimate | None) -> str:
-    """'2,703 [2,650, 2,757]': the geometric mean with its t interval on logs (what the
-    ratio beside it is made of); the value alone when there is one."""
-    if s is None or s.gmean is None:
-        return "-"
-    if s.gci_low is None or s.gci_high is None:
-        return f"{s.gmean:,.0f}"
-    return f"{s.gmean:,.0f} [{s.gci_low:,.0f}, {s.gci_high:,.0f}]"
 
 
 def _print_pairs(pairs: list[Pair]) -> None:

@@ -286,6 +286,8 @@ def read_prices(path: Path | None) -> dict[str, Price] | None:
 def print_summary(console: Console, a: Analysed, title: str) -> None:
     from pgfsbench.report.terminal import failure_lines, highlight_lines, summary_table
 
+    if a.headline:  # the first thing said: no verdict, and why
+        console.print(a.headline, style="bold yellow", markup=False, highlight=False)
     console.print(
         summary_table(a.cells, title=title, width=console.width, plain=not console.is_terminal)
     )
@@ -391,12 +393,16 @@ def report_cmd(
     if fmt == "md":
         from pgfsbench.report.markdown import render_markdown
 
-        text = render_markdown(a.campaigns, a.cells, a.highlights, a.highlights.warnings, a.runs)
+        text = render_markdown(
+            a.campaigns, a.cells, a.highlights, a.highlights.warnings, a.runs, a.headline
+        )
         write_file(output, text, 0o644)
     else:
         from pgfsbench.report.html import render_report
 
-        text = render_report(a.campaigns, a.runs, a.cells, a.highlights, history=a.history)
+        text = render_report(
+            a.campaigns, a.runs, a.cells, a.highlights, history=a.history, headline=a.headline
+        )
         write_file(output, text, 0o644)
     plain_console().print(f"report: {output.resolve()}")
 

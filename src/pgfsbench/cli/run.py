@@ -806,7 +806,9 @@ def demo_cmd(
     from pgfsbench.report.html import render_report
 
     a = analyse(store, [result.campaign_id])
-    text = render_report(a.campaigns, a.runs, a.cells, a.highlights, history=a.history)
+    text = render_report(
+        a.campaigns, a.runs, a.cells, a.highlights, history=a.history, headline=a.headline
+    )
     write_file(report, text, 0o644)
     console.print(f"HTML report: {report.resolve()}")
     console.print("Next:", markup=False)

@@ -31,6 +31,7 @@ from pgfsbench.report.terminal import (
     P99_LEGEND,
     cell_name,
     cost_lines,
+    fmt_geometric,
     fmt_p99,
     fmt_range,
     fmt_space,
@@ -221,8 +222,24 @@ def bar_kind(c: CellSummary, p99: bool = False) -> str:
     return {
         "better": "better",
         "worse": "worse",
-        "no significant difference": "same",
+        "equivalent": "same",
+        "undecided": "undecided",
     }.get(str(comparison.verdict), "none")
+
+
+def bar_words(c: CellSummary) -> str:
+    """What a bar says of its verdict: '-71.0% slower', 'undecided', 'no verdict (why)'."""
+    if c.baseline is None:
+        return "baseline"
+    v = c.vs_baseline
+    if v is None:
+        return "no verdict"
+    if v.verdict.decided or str(v.verdict) == "equivalent":
+        return f"{(v.change_pct or 0):+.1f}% {v.verdict_words()}"
+    if str(v.verdict) == "undecided":
+        return f"{(v.change_pct or 0):+.1f}%: undecided, too noisy to tell"
+    why = v.reason.removeprefix("no verdict: ").split(";")[0].split(" (")[0]
+    return f"no verdict ({why})"
 
 
 def _bar_group(cells: Sequence[CellSummary]) -> dict[str, object]:
@@ -231,6 +248,7 @@ def _bar_group(cells: Sequence[CellSummary]) -> dict[str, object]:
     def bars(attr: str, scale: float = 1.0) -> dict[str, object]:
         names, mean, lo, hi, med = [], [], [], [], []
         kinds: list[str] = []  # each bar's verdict against its baseline (bar_kind)
+        words: list[str] = []  # and in words (bar_words)
         runs: list[list[float | None]] = []  # the repetitions' own values, drawn when few
         refs = []  # references: a line across the chart (a ceiling), not a bar
         for c in cells:
@@ -248,10 +266,17 @@ def _bar_group(cells: Sequence[CellSummary]) -> dict[str, object]:
                 continue
             names.append(c.label + (" (FUSE)" if c.fuse else ""))
             kinds.append(bar_kind(c) if attr == "tps" else "")
+            words.append(bar_words(c) if attr == "tps" else "")
             values = c.values if attr == "tps" else ()
             runs.append([_num(v / scale) for v in values] if 0 < len(values) <= FEW_RUNS else [])
-            mean.append(_num(e.mean / scale))
             med.append(_num(e.median / scale))
+            if attr == "tps" and e.gmean is not None:
+                # the geometric mean and its interval: what the verdicts compare
+                mean.append(_num(e.gmean / scale))
+                lo.append(None if e.gci_low is None else _num((e.gmean - e.gci_low) / scale))
+                hi.append(None if e.gci_high is None else _num((e.gci_high - e.gmean) / scale))
+                continue
+            mean.append(_num(e.mean / scale))
             # no interval for a single run: no error bar
             lo.append(None if e.ci_low is None else _num((e.mean - e.ci_low) / scale))
             hi.append(None if e.ci_high is None else _num((e.ci_high - e.mean) / scale))
@@ -262,8 +287,9 @@ def _bar_group(cells: Sequence[CellSummary]) -> dict[str, object]:
             "hi": hi,
             "median": med,
             "refs": refs,
-            "stat": "mean",
+            "stat": "geometric mean" if attr == "tps" else "mean",
             "kinds": kinds,
+            "words": words,
             "runs": runs,
         }
 
@@ -448,7 +474,7 @@ def table_rows(cells: Sequence[CellSummary]) -> list[dict[str, object]]:
                 "fs": fs_text(c),
                 "reference": c.reference,
                 "fuse": c.fuse,
-                "tps": fmt_spread(c.tps),
+                "tps": fmt_geometric(c.tps),
                 "range": fmt_range(c.tps),
                 "vs": fmt_vs(c),
                 "verdict": str(c.vs_baseline.verdict) if c.vs_baseline else "",
@@ -608,6 +634,7 @@ def render_report(
     *,
     history: Sequence[SeriesHistory] = (),
     inline_js: bool = True,
+    headline: str | None = None,
 ) -> str:
     labels = {(c.cell, c.host): c.label for c in cells}
     stalls = {s.run_id: s.episodes for c in cells for s in c.stalls}
@@ -653,6 +680,7 @@ def render_report(
         p99_legend=P99_LEGEND,
         cost_lines=cost_lines(cells),
         replays=replay_rows(runs, labels),
+        headline=headline,
     )
 
 

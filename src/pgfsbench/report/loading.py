@@ -39,6 +39,9 @@ class Analysed:
     history: list[SeriesHistory]
     # the same pairs of cells in the store's other campaigns: do they agree?
     agreements: list[Agreement] = dataclasses.field(default_factory=list)
+    # why these campaigns give no verdict at all (a busy host, too few runs): the first
+    # thing every output says (None: some verdict was possible)
+    headline: str | None = None
 
     def conditions(self) -> str:
         """What the verdicts are conditional on: the campaigns' hosts and days."""
@@ -93,6 +96,7 @@ def analyse(
     why = unknown_baseline(cells, baseline)
     if why is not None:  # a typo must not turn every row into its own baseline
         raise UsageError(why)
+    cells, headline = no_verdict_headline(runs, cells)
     h = highlights(cells)
     if left_out:
         h.lines.insert(
@@ -103,11 +107,42 @@ def analyse(
     h.lines += [e.words() for e in observer_effects(runs)]
     h.warnings = reading_warnings(runs)
     agreed = store_agreements(store, meta, cells, host, without_disturbed) if len(ids) == 1 else []
-    found = Analysed(meta, runs, cells, h, store_history(store, runs), agreed)
+    found = Analysed(meta, runs, cells, h, store_history(store, runs), agreed, headline)
     if any(c.vs_baseline is not None for c in cells) and meta:
         h.lines.append(found.conditions())
         h.lines += [f"  {a.words()}" for a in agreed]
     return found
+
+
+def no_verdict_headline(
+    runs: list[StoredRun], cells: list[CellSummary]
+) -> tuple[list[CellSummary], str | None]:
+    """Why no verdict can be given, first of all: a host too busy for one (most runs began
+    on a busy host: every verdict is withdrawn, each saying why), or no comparison with 3
+    runs a side. The cells as they stand, and the sentence (None: verdicts stand)."""
+    from pgfsbench.analysis.compare import Verdict
+    from pgfsbench.analysis.warnings import busy_host_line
+
+    compared = [c for c in cells if c.vs_baseline is not None and not c.reference]
+    if not compared:
+        return cells, None
+    busy = busy_host_line(runs)
+    if busy is not None and busy.startswith("this host was too busy"):
+        why = "no verdict: this host was too busy (other work took its CPU during most runs)"
+        out = [
+            dataclasses.replace(
+                c,
+                vs_baseline=dataclasses.replace(c.vs_baseline, verdict=Verdict.NONE, reason=why)
+                if c.vs_baseline is not None and c.vs_baseline.method == "welch"
+                else c.vs_baseline,
+            )
+            for c in cells
+        ]
+        return out, "No verdict: " + busy
+    if all(c.vs_baseline is not None and c.vs_baseline.verdict is Verdict.NONE for c in compared):
+        reasons = sorted({c.vs_baseline.reason for c in compared if c.vs_baseline is not None})
+        return cells, "No verdict in this campaign: " + "; ".join(reasons[:3])
+    return cells, None
 
 
 MOST_CAMPAIGNS = 20  # earlier campaigns of the same cells weighed against this one

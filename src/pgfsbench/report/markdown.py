@@ -13,6 +13,7 @@ from pgfsbench.report.terminal import (
     P99_LEGEND,
     cell_name,
     cost_lines,
+    fmt_geometric,
     fmt_p99,
     fmt_range,
     fmt_space,
@@ -59,9 +60,12 @@ def render_markdown(
     highlights: Highlights,
     warnings: Sequence[str],
     runs: Sequence[StoredRun] = (),
+    headline: str | None = None,
 ) -> str:
     names = ", ".join(f"{M(c.name)} (campaign {c.id})" for c in campaigns)
     lines = [f"# pgfsbench: {names or 'results'}", "", f"pgfsbench {__version__}", ""]
+    if headline:  # the first thing said: no verdict, and why
+        lines += [f"**{M(headline)}**", ""]
     hosts = sorted({c.host for c in campaigns if c.host})
     if hosts:
         lines += [
@@ -85,10 +89,12 @@ def render_markdown(
         )
     lines += _summary_lines(cells)
     lines += [
-        "▲ better, ▼ worse, ≈ no significant difference, ? too few repetitions: "
-        "against each group's baseline (the first configuration that is not a "
-        "reference), Welch's t test on log throughput, 95% confidence; ref: a "
-        "reference (a ceiling, no verdict).",
+        'Throughput: the geometric mean of the runs with its 95% interval, what "vs '
+        'baseline" compares. ▲ faster, ▼ slower, ≈ equivalent (the interval within the '
+        "margin), ? undecided (too noisy to tell), – no verdict (too few runs, a busy host, "
+        "runs of two shapes): against each group's baseline (the first configuration that "
+        "is not a reference), Welch's t on log throughput with Hsu's degrees of freedom, "
+        "95% family-wise; ref: a reference (a ceiling, no verdict).",
         "",
     ]
     lines += conditions_lines(runs, cells)
@@ -133,7 +139,7 @@ def _summary_lines(cells: Sequence[CellSummary]) -> list[str]:
                     [
                         cell_name(c),
                         fs_text(c),
-                        fmt_spread(c.tps) + (" (unstable)" if c.is_unstable else ""),
+                        fmt_geometric(c.tps) + (" (unstable)" if c.is_unstable else ""),
                         fmt_vs(c),
                         fmt_range(c.tps),
                         fmt_p99(c),

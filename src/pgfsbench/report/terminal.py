@@ -38,6 +38,21 @@ def fmt_spread(s: Estimate | None, digits: int = 0, unit: str = "") -> str:
     return f"{main} ±{half:.1f}%"
 
 
+def fmt_geometric(s: Estimate | None, digits: int = 0) -> str:
+    """'2,703 ±1.8%': the geometric mean and the half-width of its 95% interval (t on log
+    values), or '2,703 [1,100–6,500]' when that interval is not symmetric about it (wide),
+    or the value alone (one run): the mean the ratio beside it ("vs base") is made of."""
+    if s is None or s.gmean is None:
+        return fmt_spread(s, digits)
+    main = f"{s.gmean:,.{digits}f}"
+    if s.gci_low is None or s.gci_high is None:
+        return main
+    below, above = s.gmean - s.gci_low, s.gci_high - s.gmean
+    if min(below, above) < 0.8 * max(below, above):
+        return f"{main} [{s.gci_low:,.{digits}f}–{s.gci_high:,.{digits}f}]"
+    return f"{main} ±{(s.gci_high - s.gci_low) / 2 / s.gmean * 100:.1f}%"
+
+
 def fmt_p99(c: CellSummary) -> str:
     """The cell's p99: of all its transactions (its runs' histograms merged), else '~' and
     the median of its runs' p99 (no histogram kept)."""
@@ -166,10 +181,12 @@ def summary_table(
     parts += [Text(line, style="dim") for line in cost_lines(cells)]
     parts.append(
         Text(
-            "▲ better  ▼ worse  ≈ no significant difference  ? too few repetitions "
-            "(against each group's baseline, 95% confidence); ! unstable; dN N runs disturbed "
-            "by other work on the host; ref a "
-            "reference (a ceiling, never the baseline); " + P99_LEGEND,
+            'gmean: the geometric mean of the runs, with its 95% interval: what "vs base" '
+            "compares; ▲ faster  ▼ slower  ≈ equivalent (the interval within the margin)  "
+            "? undecided (too noisy to tell)  – no verdict (too few runs, a busy host, runs "
+            "of two shapes), against each group's baseline, 95% family-wise; ! unstable; dN "
+            "N runs disturbed by other work on the host; ref a reference (a ceiling, never "
+            "the baseline); " + P99_LEGEND,
             style="dim",
         )
     )
@@ -192,7 +209,7 @@ def _summary_layout(
     cols = [("#", "right")] if numbered else [("cell", "left")]
     if "fs" in optional:
         cols += [("fs", "left")]
-    cols += [(f"{unit} ±CI", "right"), ("vs base", "right")]
+    cols += [(f"{unit} gmean ±CI", "right"), ("vs base", "right")]
     if "min–max" in optional:
         cols += [("min–max", "right")]
     cols += [("p99 ms", "right")]
@@ -224,7 +241,7 @@ def _summary_layout(
                 table.add_row(label, *[""] * (len(cols) - 1))
         for c in members:
             n = cells.index(c) + 1
-            tps = Text(fmt_spread(c.tps), style="bold" if (c.group, c.cell) in best_tps else "")
+            tps = Text(fmt_geometric(c.tps), style="bold" if (c.group, c.cell) in best_tps else "")
             if c.is_unstable:
                 tps.append(" !", style="yellow")
             p99 = Text(fmt_p99(c), style="bold" if (c.group, c.cell) in best_p99 else "")
