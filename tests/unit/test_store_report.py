@@ -150,7 +150,7 @@ def test_html_report_marks_fuse_and_lists_cells(tmp_path: Path) -> None:
     html = render_report(a.campaigns, a.runs, a.cells, a.highlights, inline_js=False)
     assert "zfs-fuse" in html and 'id="fuse-warning"' in html
     assert 'data-cell="ext4/d/d/w"' in html and "100 [78–128]" in html and "90–110" in html
-    assert "disk full" in html and "too few repetitions" in html
+    assert "disk full" in html and "a verdict needs at least 3 runs a side" in html
 
 
 def test_export_csv_and_parquet(tmp_path: Path) -> None:
