@@ -63,7 +63,7 @@ def test_quick_example_records_five_ok_runs(base: Path) -> None:
             "error",
         } <= set(r)
     # the summary table in the shape of the seeds ends the output
-    assert "tps ±CI" in proc.stdout and "What stands out" in proc.stdout
+    assert "tps gmean ±CI" in proc.stdout and "What stands out" in proc.stdout
     assert "tmpfs" in proc.stdout and "baseline" in proc.stdout
     detail = show(results, runs[1]["run_id"])
     assert "noatime" in detail["storage_details"]["data"]["mount_options"]

@@ -324,7 +324,7 @@ def _mark(cell: CellSummary) -> str:
 def _print_pairs(pairs: list[Pair]) -> None:
     console = plain_console()
     table = Table(
-        title="B against A (95% confidence; geometric means, as the ratio is)",
+        title="B against A (95% family-wise; geometric means, as the ratio is)",
         title_justify="left",
     )
     for col in ("A", "B", "A tps [95% CI]", "B tps [95% CI]", "B/A [95% CI]", "verdict", "p99"):
