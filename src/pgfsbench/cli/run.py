@@ -250,6 +250,22 @@ def print_plan(console: Console, plan: Plan) -> None:
         for cell in plan.cells:
             table.add_row(cell.id, *figures(cell))
         console.print(table)
+    # what each run measures (its estimand), once per kind
+    windows: dict[str, list[str]] = {}
+    for cell in plan.cells:
+        wl = cell.workload
+        if wl.tool == "replay":
+            continue
+        said = wl.estimand()
+        if wl.cycles:
+            said += (
+                f": the warm-up's last {wl.cycle_s:g} s start with a CHECKPOINT, the window "
+                "with the timed checkpoint that follows"
+            )
+        windows.setdefault(said, []).append(cell.storage_name)
+    for said, names in windows.items():
+        who = "" if len(windows) == 1 else f" ({', '.join(dict.fromkeys(names))})"
+        console.print(f"each run measures {said}{who}", markup=False, highlight=False)
     upto = f" to {human_seconds(plan.estimated_seconds_max)}" if plan.estimated_seconds_max else ""
     loops = max(plan.loop_bytes_per_cell.values(), default=0)
     console.print(

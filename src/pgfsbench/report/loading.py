@@ -49,9 +49,12 @@ class Analysed:
             f"campaign {c.id} on {c.host or 'this host'}, {str(c.started_at or '')[:10]}"
             for c in self.campaigns
         ]
+        measured = sorted({c.estimand for c in self.cells if c.estimand})
+        what = f", each run measuring {' or '.join(measured)}" if measured else ""
         return (
             "These verdicts hold for "
             + "; ".join(parts)
+            + what
             + ": the noise of that host on that day (another day may differ; "
             "`pgfsbench compare --across-campaigns` weighs campaigns of the same cells)"
         )
@@ -218,6 +221,7 @@ def cell_json(c: CellSummary) -> JsonObject:
 
     return {
         "cell": c.cell,
+        "estimand": c.estimand,
         "label": c.label,
         "host": c.host,
         "fs": c.fs,

@@ -48,6 +48,9 @@ class Workload:
     # cycle's length: the cell's checkpoint_timeout
     cycles: int = 0
     cycle_s: float | None = None
+    # the window starts as the load ends, its writes still on their way (write_out = false,
+    # no warm-up): the seed's "right after the load"
+    after_load: bool = False
 
     def estimand(self) -> str:
         """What a run of this workload measures, in words every output uses."""
@@ -57,6 +60,8 @@ class Workload:
                 f"steady state over {n} checkpoint cycle{'s' if n != 1 else ''} "
                 f"({self.cycle_s:g} s each)"
             )
+        if self.after_load:
+            return f"{self.duration_s:g} s right after the load"
         return f"a {self.duration_s:g} s window"
 
 
@@ -170,6 +175,7 @@ def resolve_workload(
         sampling_rate=(pg.sampling_rate if pg and pg.sampling_rate else d.sampling_rate),
         rate_fraction=fraction,
         config=w,
+        after_load=not d.write_out and (w.warmup if w.warmup is not None else d.warmup) == 0,
     )
 
 
