@@ -248,3 +248,8 @@ builtin = "simple-update"
         for s in overlapping
         for e in s["evidence"]
     ), overlapping
+    # the window's record: a requested checkpoint inside a window of a given duration (its
+    # stratum: one with a checkpoint), said as what the run measures
+    window = detail["metrics"]["window"]
+    assert window["kind"] == "duration" and window["stratum"] == "1+", window
+    assert window["requested"] >= 1 and window["estimand"] == "a 20 s window", window
