@@ -220,9 +220,7 @@ size = "256M"
     )
     pgfsbench("run", str(two), "--results", str(results), "--workdir", str(base / "work"))
     out = pgfsbench("compare", "a", "b", "--results", str(results)).stdout
-    assert "no verdict: n=1 vs 1; a verdict needs at least 3 runs a side" in " ".join(
-        out.split()
-    )
+    assert "no verdict: n=1 vs 1; a verdict needs at least 3 runs a side" in " ".join(out.split())
     both = json.loads(
         pgfsbench(
             "compare", "--results", str(results), "--campaign", "1", "--campaign", "1", "--json"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -624,9 +625,9 @@ def leaders(members: Sequence[CellSummary], figure: str = "tps") -> Leaders | No
     if len(candidates) < 2:
         return None
 
-    def mean(c: CellSummary) -> float:
-        vals = values_of(c)
-        return sum(vals) / len(vals)
+    def mean(c: CellSummary) -> float:  # the geometric mean, as the comparisons test
+        vals = [v for v in values_of(c) if v > 0]
+        return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else 0.0
 
     best = (max if higher else min)(candidates, key=mean)
     others = [c for c in candidates if c is not best]
@@ -658,6 +659,14 @@ class Highlights:
     warnings: list[str] = field(default_factory=list)
 
 
+def centre(e: Estimate | None) -> float:
+    """A figure's centre as every ratio beside it is made: the geometric mean (the
+    arithmetic one only where a value is not positive)."""
+    if e is None:
+        return 0.0
+    return e.gmean if e.gmean is not None else e.mean
+
+
 def highlights(cells: Sequence[CellSummary]) -> Highlights:
     h = Highlights()
     groups: dict[GroupKey, list[CellSummary]] = {}
@@ -668,7 +677,7 @@ def highlights(cells: Sequence[CellSummary]) -> Highlights:
         if len(measured) < 2:
             continue
         candidates = [c for c in measured if not c.reference] or measured
-        best = max(candidates, key=lambda c: c.tps.mean if c.tps else 0)
+        best = max(candidates, key=lambda c: centre(c.tps))
         unit = best.unit
         head = f"{members[0].group_label}: "
         lead = leaders(members)
@@ -687,17 +696,18 @@ def highlights(cells: Sequence[CellSummary]) -> Highlights:
             # a campaign that stopped on its own data: only its confidence sequences hold,
             # so no fixed-sample "best" or "behind" is claimed
             h.lines.append(
-                head + f"highest mean {best.label} at {best.tps.mean:,.0f} {unit}; each against "
+                head
+                + f"highest geometric mean {best.label} at {centre(best.tps):,.0f} {unit}; each against "
                 f"{base.label} as the campaign's anytime-valid confidence sequences settled it:"
             )
         elif lead is not None and lead.winner is None:
             # "best" only for a significant winner: otherwise the top is a tie
-            top = sorted([lead.best, *lead.tied], key=lambda c: -(c.tps.mean if c.tps else 0))
+            top = sorted([lead.best, *lead.tied], key=lambda c: -(centre(c.tps)))
             h.lines.append(
                 head
                 + "no cell is ahead of the others by the data: "
                 + ", ".join(
-                    f"{c.label} ({c.tps.mean:,.0f} {unit})" for c in top if c.tps is not None
+                    f"{c.label} ({centre(c.tps):,.0f} {unit})" for c in top if c.tps is not None
                 )
                 + (
                     " at the top; "
@@ -712,7 +722,7 @@ def highlights(cells: Sequence[CellSummary]) -> Highlights:
         else:
             h.lines.append(
                 head
-                + f"best {best.label} at {best.tps.mean:,.0f} {unit} (mean)"
+                + f"best {best.label} at {centre(best.tps):,.0f} {unit} (geometric mean)"
                 + (", significantly ahead of every other" if lead is not None else "")
                 + (
                     ""
@@ -748,22 +758,22 @@ def highlights(cells: Sequence[CellSummary]) -> Highlights:
         for ref in (c for c in measured if c.unsafe and c.tps is not None):
             assert ref.tps is not None
             h.lines.append(
-                f"  unsafe {ref.label}: {ref.tps.mean:,.0f} {unit}, never the best "
+                f"  unsafe {ref.label}: {centre(ref.tps):,.0f} {unit}, never the best "
                 f"({'; '.join(ref.unsafe)})"
                 + (
                     f"; what safety costs: the best safe mean ({best.label}) is "
-                    f"{100 * best.tps.mean / ref.tps.mean:.0f}% of it"
-                    if ref is not best and ref.tps.mean > 0
+                    f"{100 * centre(best.tps) / centre(ref.tps):.0f}% of it"
+                    if ref is not best and centre(ref.tps) > 0
                     else ""
                 )
             )
         for ref in (c for c in measured if c.reference and not c.unsafe and c.tps is not None):
             assert ref.tps is not None
             h.lines.append(
-                f"  reference {ref.label}: {ref.tps.mean:,.0f} {unit}; the highest mean "
-                f"({best.label}) reaches {100 * best.tps.mean / ref.tps.mean:.0f}% of it"
-                if ref is not best and ref.tps.mean > 0
-                else f"  reference {ref.label}: {ref.tps.mean:,.0f} {unit}"
+                f"  reference {ref.label}: {centre(ref.tps):,.0f} {unit}; the highest geometric mean "
+                f"({best.label}) reaches {100 * centre(best.tps) / centre(ref.tps):.0f}% of it"
+                if ref is not best and centre(ref.tps) > 0
+                else f"  reference {ref.label}: {centre(ref.tps):,.0f} {unit}"
             )
     for c in cells:
         if c.unstable:

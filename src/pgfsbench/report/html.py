@@ -25,6 +25,7 @@ from pgfsbench import __version__
 from pgfsbench.analysis.history import METRICS, SeriesHistory
 from pgfsbench.analysis.series import Aligned, align
 from pgfsbench.analysis.stalls import CAUSES, StallEpisode, describe_blocker
+from pgfsbench.analysis.stats import Estimate
 from pgfsbench.analysis.summary import CellSummary, GroupKey, Highlights, by_group, leaders
 from pgfsbench.report.conditions import conditions
 from pgfsbench.report.terminal import (
@@ -382,6 +383,13 @@ def space_alike(cells: Sequence[CellSummary]) -> str | None:
     )
 
 
+def _g(e: Estimate) -> tuple[float, float, float]:
+    """(centre, low, high): the geometric mean and its interval, else the mean's."""
+    if e.gmean is not None:
+        return e.gmean, e.gci_low or e.gmean, e.gci_high or e.gmean
+    return e.mean, e.ci_low or e.mean, e.ci_high or e.mean
+
+
 def _sweeps(cells: Sequence[CellSummary]) -> list[dict[str, object]]:
     """Throughput and p99 against clients, and against scale, where the campaign swept them."""
     out: list[dict[str, object]] = []
@@ -417,15 +425,10 @@ def _sweeps(cells: Sequence[CellSummary]) -> list[dict[str, object]]:
                     {
                         "name": k,
                         "x": [x for x, _ in v],
-                        "y": [_num(c.tps.median) if c.tps else None for _, c in v],
-                        "lo": [
-                            _num(c.tps.median - (c.tps.ci_low or c.tps.median)) if c.tps else None
-                            for _, c in v
-                        ],
-                        "hi": [
-                            _num((c.tps.ci_high or c.tps.median) - c.tps.median) if c.tps else None
-                            for _, c in v
-                        ],
+                        # the geometric mean and its interval, as everywhere a ratio is
+                        "y": [_num(_g(c.tps)[0]) if c.tps else None for _, c in v],
+                        "lo": [_num(_g(c.tps)[0] - _g(c.tps)[1]) if c.tps else None for _, c in v],
+                        "hi": [_num(_g(c.tps)[2] - _g(c.tps)[0]) if c.tps else None for _, c in v],
                         "p99": [
                             _num(c.latency_p99_ms.median) if c.latency_p99_ms else None
                             for _, c in v

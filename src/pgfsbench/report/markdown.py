@@ -119,7 +119,7 @@ def _summary_lines(cells: Sequence[CellSummary]) -> list[str]:
     header = [
         "configuration",
         "fs",
-        f"{unit} (mean ±95% CI)",
+        f"{unit} (geometric mean ±95% CI)",
         "vs baseline",
         "min–max",
         "p99 ms",
