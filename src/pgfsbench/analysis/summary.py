@@ -697,8 +697,9 @@ def highlights(cells: Sequence[CellSummary]) -> Highlights:
             # so no fixed-sample "best" or "behind" is claimed
             h.lines.append(
                 head
-                + f"highest geometric mean {best.label} at {centre(best.tps):,.0f} {unit}; each against "
-                f"{base.label} as the campaign's anytime-valid confidence sequences settled it:"
+                + f"highest geometric mean {best.label} at {centre(best.tps):,.0f} {unit}; each "
+                f"against {base.label} as the campaign's anytime-valid confidence sequences "
+                "settled it:"
             )
         elif lead is not None and lead.winner is None:
             # "best" only for a significant winner: otherwise the top is a tie
@@ -770,8 +771,8 @@ def highlights(cells: Sequence[CellSummary]) -> Highlights:
         for ref in (c for c in measured if c.reference and not c.unsafe and c.tps is not None):
             assert ref.tps is not None
             h.lines.append(
-                f"  reference {ref.label}: {centre(ref.tps):,.0f} {unit}; the highest geometric mean "
-                f"({best.label}) reaches {100 * centre(best.tps) / centre(ref.tps):.0f}% of it"
+                f"  reference {ref.label}: {centre(ref.tps):,.0f} {unit}; the highest geometric "
+                f"mean ({best.label}) reaches {100 * centre(best.tps) / centre(ref.tps):.0f}% of it"
                 if ref is not best and centre(ref.tps) > 0
                 else f"  reference {ref.label}: {centre(ref.tps):,.0f} {unit}"
             )
