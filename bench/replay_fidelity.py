@@ -76,15 +76,22 @@ def pgfsbench(*args: str, timeout: float = 7200) -> subprocess.CompletedProcess[
     return done
 
 
-def pgbench_on(sock: Path, *args: str) -> str:
-    """pgbench on the bench's own server, as its user."""
+RELAY = 6592  # capture --wire: where pgbench connects through the relay
+SYSBENCH_ROWS = 20000  # sysbench's one table, in the capture's server and the native cells
+
+
+def pgbench_on(sock: Path, *args: str, via_relay: bool = False) -> str:
+    """pgbench on the bench's own server (or through the wire capture's relay), as its user."""
     bindir = find_binaries().bindir
-    return sh(
-        str(bindir / "pgbench"), "-h", str(sock), "-p", str(PORT), *args, "postgres", user=PG_USER
+    where = (
+        ["-h", "127.0.0.1", "-p", str(RELAY)] if via_relay else ["-h", str(sock), "-p", str(PORT)]
     )
+    return sh(str(bindir / "pgbench"), *where, *args, "postgres", user=PG_USER)
 
 
-def capture(base: Path, sock: Path, name: str, pgbench_args: list[str], seconds: int) -> Path:
+def capture(
+    base: Path, sock: Path, name: str, pgbench_args: list[str], seconds: int, wire: bool = False
+) -> Path:
     out = base / name
     dsn = f"host={sock} port={PORT} user={PG_USER} dbname=postgres"
     proc = subprocess.Popen(
@@ -93,6 +100,7 @@ def capture(base: Path, sock: Path, name: str, pgbench_args: list[str], seconds:
             "-m",
             "pgfsbench",
             "capture",
+            *(["--wire", "--listen", f"127.0.0.1:{RELAY}"] if wire else []),
             "--dsn",
             dsn,
             "--seconds",
@@ -111,11 +119,43 @@ def capture(base: Path, sock: Path, name: str, pgbench_args: list[str], seconds:
     first = proc.stdout.readline()
     if "capturing" not in first:
         raise SystemExit(first + proc.stdout.read())
-    pgbench_on(sock, "-c", "4", "-j", "2", "-T", str(seconds), *pgbench_args)
+    pgbench_on(sock, "-c", "4", "-j", "2", "-T", str(seconds), *pgbench_args, via_relay=wire)
+    if wire:  # the clients are done: the capture ends now
+        proc.send_signal(__import__("signal").SIGINT)
     rest = proc.stdout.read()
     if proc.wait() != 0:
         raise SystemExit(rest)
     print(rest.strip(), flush=True)
+    return out
+
+
+def capture_sysbench(base: Path, sock: Path, sb: list[str], seconds: int, wire: bool) -> Path:
+    """sysbench's oltp_read_write captured while it runs (through the relay with --wire)."""
+    out = base / "cap-sysbench"
+    dsn = f"host={sock} port={PORT} user={PG_USER} dbname=postgres"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "pgfsbench", "capture",
+         *(["--wire", "--listen", f"127.0.0.1:{RELAY}"] if wire else []),
+         "--dsn", dsn, "--seconds", str(seconds + 4), "-o", str(out),
+         "--workdir", str(base / "work")],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    first = proc.stdout.readline()
+    if "capturing" not in first:
+        raise SystemExit(first + proc.stdout.read())
+    where = (
+        ["--pgsql-host=127.0.0.1", f"--pgsql-port={RELAY}"]
+        if wire
+        else [f"--pgsql-host={sock}", f"--pgsql-port={PORT}"]
+    )
+    sh("sysbench", *sb, *where, f"--time={seconds}", "--events=0", "oltp_read_write", "run",
+       user=PG_USER)  # fmt: skip
+    if wire:
+        proc.send_signal(__import__("signal").SIGINT)
+    rest = proc.stdout.read()
+    if proc.wait() != 0:
+        raise SystemExit(rest)
     return out
 
 
@@ -144,6 +184,13 @@ def _spec(
     if native is not None:
         builtin, protocol, seconds = native
         for fs, secs in seconds.items():
+            if builtin.startswith("sysbench:"):  # sysbench's own script, as captured
+                text += (
+                    f'[workload.native-{fs}]\ntool = "sysbench"\nscript = "{builtin[9:]}"\n'
+                    f"tables = 1\ntable_size = {SYSBENCH_ROWS}\n"
+                    f'cache = "cold"\nduration = "{max(1, round(secs))}s"\n'
+                )
+                continue
             text += (
                 f'[workload.native-{fs}]\nbuiltin = "{builtin}"\nprotocol = "{protocol}"\n'
                 f'cache = "cold"\nduration = "{max(1, round(secs))}s"\n'
@@ -252,13 +299,21 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--save", type=Path)
     parser.add_argument(
-        "--only", choices=("simple-update-prepared", "tpcb-like"), help="one capture only"
+        "--only",
+        choices=("simple-update-prepared", "tpcb-like", "none"),
+        help="one pgbench capture only (none: with --sysbench, sysbench's alone)",
+    )
+    parser.add_argument(
+        "--sysbench", action="store_true", help="also sysbench's oltp_read_write, 4 threads"
     )
     parser.add_argument(
         "--storages", default="ext4,btrfs", help="ext4 and/or btrfs (ratios need both)"
     )
     parser.add_argument(
         "--keep", action="store_true", help="keep the working directory (its results files)"
+    )
+    parser.add_argument(
+        "--wire", action="store_true", help="capture at the wire (capture --wire), not the log"
     )
     parser.add_argument(
         "--server-cpus",
@@ -291,6 +346,8 @@ def measure(base: Path, args: argparse.Namespace) -> None:
         )
     with (pgdata / "pg_hba.conf").open("a") as f:
         f.write("local replication all trust\n")
+    if args.wire:  # the relay's clients come over TCP; it reaches the server by its socket
+        sock.chmod(0o755)
     sh(
         str(bindir / "pg_ctl"),
         "-D",
@@ -307,7 +364,9 @@ def measure(base: Path, args: argparse.Namespace) -> None:
         "reps": args.reps,
         "host_cpus": len(__import__("os").sched_getaffinity(0)),
         "server_cpus": args.server_cpus,
+        "capture": "wire" if args.wire else "log",
     }
+    caps: dict[str, tuple[Path, str, str]] = {}
     try:
         sh(
             str(bindir / "psql"),
@@ -321,6 +380,18 @@ def measure(base: Path, args: argparse.Namespace) -> None:
             "CREATE EXTENSION pg_stat_statements",
             user=PG_USER,
         )
+        if args.sysbench:
+            sb = [
+                "--db-driver=pgsql", f"--pgsql-user={PG_USER}", "--pgsql-db=postgres",
+                "--tables=1", f"--table-size={SYSBENCH_ROWS}", "--threads=4",
+            ]  # fmt: skip
+            sh("sysbench", *sb, f"--pgsql-host={sock}", f"--pgsql-port={PORT}",
+               "oltp_read_write", "prepare", user=PG_USER)  # fmt: skip
+            caps["sysbench-oltp_read_write"] = (
+                capture_sysbench(base, sock, sb, args.seconds, args.wire),
+                "sysbench:oltp_read_write",
+                "simple",
+            )
         wanted = {
             "simple-update-prepared": (
                 "cap-su",
@@ -330,21 +401,25 @@ def measure(base: Path, args: argparse.Namespace) -> None:
             ),
             "tpcb-like": ("cap-tpcb", ["-b", "tpcb-like"], "tpcb-like", "simple"),
         }
-        caps: dict[str, tuple[Path, str, str]] = {}
         for name, (dirname, a, builtin, protocol) in wanted.items():
-            if args.only not in (None, name):
+            if args.only not in (None, name) or args.only == "none":
                 continue
             # each capture from freshly loaded tables, as native pgbench's cells start: a
             # capture after another would replay on the first one's dead tuples (free
             # space in the pages, HOT updates) against native pgbench's fresh full pages
             pgbench_on(sock, "-i", "-s", str(args.scale), "-q")
-            caps[name] = (capture(base, sock, dirname, a, args.seconds), builtin, protocol)
+            caps[name] = (
+                capture(base, sock, dirname, a, args.seconds, args.wire),
+                builtin,
+                protocol,
+            )
     finally:
         sh(str(bindir / "pg_ctl"), "-D", str(pgdata), "-m", "fast", "-w", "stop", user=PG_USER)
     try:
         for name, (cap, builtin, protocol) in caps.items():
             manifest = json.loads((cap / "manifest.json").read_text())
-            statements = sum(1 for _ in (cap / "statements.jsonl").open("rb"))
+            log = cap / ("wire.jsonl" if args.wire else "statements.jsonl")
+            statements = sum(1 for _ in log.open("rb"))
             # native pgbench for about as long as the replay takes (measured on the first run)
             result[name] = campaign(
                 base,

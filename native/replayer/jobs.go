@@ -158,13 +158,9 @@ func (w *worker) send(format string, args ...any) {
 	_, _ = fmt.Fprintf(w.in, format, args...)
 }
 
-func runParent(o options) error {
+func runParent(o options, header []byte, lines [][]byte) error {
 	if o.commitOrder {
 		return errors.New("-commit-order holds the commits of one process: use it with -jobs 1")
-	}
-	header, lines, err := readRaw(o.in)
-	if err != nil {
-		return err
 	}
 	_, sessions, err := decode(o.in, header, lines)
 	if err != nil {

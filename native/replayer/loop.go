@@ -463,6 +463,9 @@ func (lp *loop) message(ls *loopSession, kind byte, body []byte) {
 		lp.flush(ls)
 	case 'Z': // ReadyForQuery
 		if ls.state == loopBusy {
+			if st := &ls.s.Tx[ls.ti].Stmts[ls.si]; st.Kind == "simple" {
+				forget(ls.prepared, st.SQL) // DEALLOCATE, DISCARD ALL: as the server did
+			}
 			lp.done(ls)
 		}
 	}

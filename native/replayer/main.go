@@ -28,10 +28,12 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"regexp"
 	"runtime"
 	"runtime/pprof"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -117,6 +119,8 @@ type stats struct {
 	sumAll, sqAll float64
 	stepWaits     int64   // fast: transactions held to stay in step
 	stepWaited    float64 // and the seconds they waited
+	// wire: the statements of the client's retries not sent (the attempt before succeeded)
+	retriesSkipped int
 	// this progress interval, from every session without a lock
 	n, sumUs, sqUs2, failedIv atomic.Int64
 }
@@ -246,13 +250,20 @@ func main() {
 		return
 	}
 	if err := profiled(*cpuProfile, func() error {
-		switch {
-		case o.worker:
+		if o.worker {
 			return runWorker(o)
+		}
+		header, lines, err := readRaw(o.in)
+		if err != nil {
+			return err
+		}
+		switch {
+		case isWire(header):
+			return runWire(o, header, lines)
 		case o.jobs > 1:
-			return runParent(o)
+			return runParent(o, header, lines)
 		default:
-			return run(o)
+			return runParsed(o, header, lines)
 		}
 	}); err != nil {
 		fmt.Fprintf(os.Stderr, "pgfsbench-replay: %v\n", err)
@@ -343,14 +354,14 @@ func decode(path string, header []byte, lines [][]byte) (Header, []Session, erro
 	return h, sessions, nil
 }
 
-func run(o options) error {
+func runParsed(o options, header []byte, lines [][]byte) error {
 	if o.mode != "timed" && o.mode != "think" && o.mode != "fast" {
 		return fmt.Errorf("-mode %q: timed, think or fast", o.mode)
 	}
 	if o.speed <= 0 || o.thinkScale < 0 {
 		return errors.New("-speed must be above 0 and -think-scale not below 0")
 	}
-	_, sessions, err := readReplay(o.in)
+	_, sessions, err := decode(o.in, header, lines)
 	if err != nil {
 		return err
 	}
@@ -683,7 +694,39 @@ func execute(conn *pgconn.PgConn, prepared map[string]string, s *Stmt) (int64, e
 				err = r.Err
 			}
 		}
+		forget(prepared, s.SQL)
 		return rows, err
+	}
+}
+
+var (
+	deallocateRe = regexp.MustCompile(`(?i)^\s*DEALLOCATE\s+(?:PREPARE\s+)?("(?:[^"]|"")+"|[^\s;]+)\s*;?\s*$`)
+	discardAllRe = regexp.MustCompile(`(?i)^\s*DISCARD\s+ALL\s*;?\s*$`)
+)
+
+// forget applies what a simple statement did to the session's prepared statements, as the
+// server did: DEALLOCATE name, DEALLOCATE ALL and DISCARD ALL end them (a name prepared
+// again afterwards is parsed again, never taken for the one that is gone).
+func forget(prepared map[string]string, sql string) {
+	for _, part := range strings.Split(sql, ";") {
+		if discardAllRe.MatchString(part) {
+			clear(prepared)
+			continue
+		}
+		m := deallocateRe.FindStringSubmatch(part)
+		if m == nil {
+			continue
+		}
+		name := m[1]
+		switch {
+		case strings.EqualFold(name, "all"):
+			clear(prepared)
+		case strings.HasPrefix(name, `"`):
+			delete(prepared, strings.ReplaceAll(name[1:len(name)-1], `""`, `"`))
+		default:
+			delete(prepared, strings.ToLower(name))
+			delete(prepared, name)
+		}
 	}
 }
 
@@ -913,29 +956,30 @@ func writeStats(o options, st *stats, sessions int, wall time.Duration, user, sy
 	}
 	sort.Slice(qs, func(i, j int) bool { return qs[i].Q < qs[j].Q })
 	out := map[string]any{
-		"version":               FormatVersion,
-		"mode":                  o.mode,
-		"speed":                 o.speed,
-		"sessions":              sessions,
-		"statements":            st.statements,
-		"transactions":          st.transactions,
-		"failed_transactions":   st.failedTx,
-		"unsent_statements":     st.unsent,
-		"connect_errors":        st.connectErrors,
-		"schedule_lag_max_ms":   float64(st.lagMax) / 1000,
-		"commit_order":          o.commitOrder,
-		"commits_out_of_order":  lateOf(gate),
-		"commit_order_given_up": openOf(gate),
-		"latency_avg_ms":        meanOf(st.sumAll, st.okTx),
-		"latency_stddev_ms":     sdOf(st.sumAll, st.sqAll, st.okTx),
-		"queries":               qs,
-		"wall_s":                wall.Seconds(),
-		"jobs":                  max(1, o.jobs),
-		"drift_s":               driftOf(o),
-		"in_step_waits":         st.stepWaits,
-		"in_step_waited_s":      st.stepWaited,
-		"cpu_user_s":            user,
-		"cpu_system_s":          system,
+		"version":                  FormatVersion,
+		"mode":                     o.mode,
+		"speed":                    o.speed,
+		"sessions":                 sessions,
+		"statements":               st.statements,
+		"transactions":             st.transactions,
+		"failed_transactions":      st.failedTx,
+		"unsent_statements":        st.unsent,
+		"connect_errors":           st.connectErrors,
+		"schedule_lag_max_ms":      float64(st.lagMax) / 1000,
+		"commit_order":             o.commitOrder,
+		"commits_out_of_order":     lateOf(gate),
+		"commit_order_given_up":    openOf(gate),
+		"latency_avg_ms":           meanOf(st.sumAll, st.okTx),
+		"latency_stddev_ms":        sdOf(st.sumAll, st.sqAll, st.okTx),
+		"queries":                  qs,
+		"wall_s":                   wall.Seconds(),
+		"jobs":                     max(1, o.jobs),
+		"drift_s":                  driftOf(o),
+		"in_step_waits":            st.stepWaits,
+		"in_step_waited_s":         st.stepWaited,
+		"retry_statements_skipped": st.retriesSkipped,
+		"cpu_user_s":               user,
+		"cpu_system_s":             system,
 	}
 	text, err := json.MarshalIndent(out, "", " ")
 	if err != nil {

@@ -20,7 +20,6 @@ samplers is judged on CPU and steal only, and says so.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -308,22 +307,11 @@ def disturbance_of(run: StoredRun) -> Disturbance:
     """A stored run's disturbance: as recorded when it ran, else assessed from what it
     recorded (its CPU readings, its series when they were loaded)."""
     stored = run.recorded.disturbance
-    found = (
+    return (
         Disturbance.from_dict(stored)
         if stored is not None and "causes" in stored
         else assess_run(run)
     )
-    # a replay whose work was not its capture's measured something else: marked as a
-    # disturbed run is, with what differed
-    differs = (run.recorded.tool.fidelity or {}).get("differs") or []
-    if differs and not any(c.kind == "replay_fidelity" for c in found.causes):
-        cause = Cause(
-            "replay_fidelity",
-            "the replay's work differs from its capture's: " + "; ".join(map(str, differs)),
-            True,
-        )
-        found = dataclasses.replace(found, causes=(*found.causes, cause))
-    return found
 
 
 def assess_run(run: StoredRun) -> Disturbance:

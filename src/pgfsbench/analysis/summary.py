@@ -20,6 +20,8 @@ from pgfsbench.analysis.compare import MARGIN, Comparison, Verdict, compare, fam
 from pgfsbench.analysis.cost import RunCost, run_cost
 from pgfsbench.analysis.disturbance import disturbance_of
 from pgfsbench.analysis.histogram import PooledLatency, pooled_latency
+from pgfsbench.analysis.replay_marks import lagged, too_short
+from pgfsbench.analysis.replay_marks import marks as replay_marks
 from pgfsbench.analysis.series import align
 from pgfsbench.analysis.stalls import StallEpisode, find_stalls
 from pgfsbench.analysis.stats import Estimate, estimate
@@ -97,6 +99,8 @@ class CellSummary:
     remedies: tuple[str, ...] = ()
     # each of `values`' runs' stratum: checkpoints in its window (None: not recorded)
     strata: tuple[str | None, ...] = ()
+    # its replay runs marked (analysis/replay_marks.py): (repetition, marks)
+    replay_marks: tuple[tuple[int, tuple[str, ...]], ...] = ()
     # the practical margin of "equivalent" its spec stated (equivalence_margin)
     margin: float = MARGIN
     # what its runs measure: "steady state over 1 checkpoint cycle (300 s each)", "a 60 s
@@ -332,13 +336,16 @@ def _cell(
     prices: Mapping[str, Price] | None = None,
 ) -> CellSummary:
     """One cell's summary over its runs."""
-    ok = [r for r in rows if r.ok]
+    marked = tuple((r.repetition, m) for r in rows if r.ok and (m := replay_marks(r)))
+    # a replay too short to measure gives no figure; one whose schedule lagged, no latency
+    ok = [r for r in rows if r.ok and too_short(r) is None]
+    timely = [r for r in ok if lagged(r) is None]
     first = rows[0]
     unsafe = tuple(
         u.text() for u in unsafe_of_params(first.param("storage"), first.param("postgres"))
     )
     thr = [r.figure for r in ok]
-    p99 = [r.latency_ms.get("p99") for r in ok]
+    p99 = [r.latency_ms.get("p99") for r in timely]
     stalls = tuple(RunStalls(r.run_id, r.repetition, stalls_of(r)) for r in rows)
     est = estimate(thr)
     ok_ids = {r.run_id for r in ok}
@@ -360,9 +367,9 @@ def _cell(
         kernel=first.kernel,
         workload=first.workload,
         runs=len(rows),
-        ok=len(ok),
+        ok=len([r for r in rows if r.ok]),
         tps=est,
-        latency_avg_ms=estimate(r.latency_avg_ms for r in ok),
+        latency_avg_ms=estimate(r.latency_avg_ms for r in timely),
         latency_p99_ms=estimate(p99),
         load_seconds=estimate(r.load_seconds for r in ok),
         space_bytes=estimate(r.space_bytes for r in ok),
@@ -391,6 +398,7 @@ def _cell(
         unstable=tuple(r for r, _ in unstable),
         remedies=remedies_for([k for _, k in unstable]) if unstable else (),
         disturbed=disturbed,
+        replay_marks=marked,
         stalls=stalls,
         latency_pooled=pooled_latency(ok),
         cost=run_cost(ok[0] if ok else first, prices),
@@ -799,6 +807,10 @@ def highlights(cells: Sequence[CellSummary]) -> Highlights:
             + ": those figures may be the neighbours' as much as the storage's (`results "
             "show RUN` names what ran; --without-disturbed leaves them out)"
         )
+    # a replay's own marks: never the host's disturbance
+    for c in cells:
+        for rep, said in c.replay_marks:
+            h.lines.append(f"{c.label} #{rep}: " + "; ".join(said))
     for c in cells:
         for rs in c.stalls:
             h.lines += episode_lines(f"{c.label} #{rs.repetition}", rs, c.unit)

@@ -67,6 +67,40 @@ def capture_cmd(
             "approximation of the workload).",
         ),
     ] = False,
+    wire: Annotated[
+        bool,
+        typer.Option(
+            "--wire",
+            help="Capture at the wire: clients (or their pooler) connect through a relay "
+            "at --listen for the capture's seconds; everything they send is kept as it "
+            "came (parameter types, start-up options, COPY data). No setting is changed.",
+        ),
+    ] = False,
+    listen: Annotated[
+        str, typer.Option(help="With --wire: where clients connect (HOST:PORT).")
+    ] = "127.0.0.1:6543",
+    upstream: Annotated[
+        str | None,
+        typer.Option(
+            help="With --wire: where the relay reaches the server (HOST:PORT, or a socket "
+            "directory and :PORT; default: where --dsn goes)."
+        ),
+    ] = None,
+    upstream_sslmode: Annotated[
+        str, typer.Option(help="With --wire: TLS to the server (disable, prefer, require).")
+    ] = "prefer",
+    client_tls: Annotated[
+        bool,
+        typer.Option(
+            "--client-tls",
+            help="With --wire: offer TLS to clients (a certificate made at start; a client "
+            "that verifies the server's certificate refuses it).",
+        ),
+    ] = False,
+    drain: Annotated[
+        str,
+        typer.Option(help="With --wire: how long sessions still open at the end are relayed."),
+    ] = "30s",
 ) -> None:
     """Capture a live server's workload for `tool = "replay"`: every statement with its
     session, parameters and timing (jsonlog; csvlog before PostgreSQL 15), a physical
@@ -90,6 +124,12 @@ def capture_cmd(
         length = parse_duration(seconds)
     except ValueError as exc:
         raise UsageError(f"--seconds {seconds!r}: {exc}") from None
+    try:
+        drain_s = parse_duration(drain)
+    except ValueError as exc:
+        raise UsageError(f"--drain {drain!r}: {exc}") from None
+    if wire and (from_stats or base is not None or log_format is not None):
+        raise UsageError("--wire: not with --from-stats, --base or --log-format")
     if os.geteuid() != 0:
         raise NeedsRootError(
             "capture writes a root-owned directory and a root journal; run as root"
@@ -122,7 +162,28 @@ def capture_cmd(
             try:
                 with journal.scope():
                     binaries = find_binaries(bindir)
-                    if from_stats:
+                    if wire:
+                        from pgfsbench.workloads.capture_wire import capture_wire
+
+                        done = capture_wire(
+                            dsn=dsn,
+                            seconds=length,
+                            out=output,
+                            journal=journal,
+                            runner=runner,
+                            pg_basebackup=binaries.tool("pg_basebackup"),
+                            listen=listen,
+                            upstream=upstream,
+                            upstream_sslmode=upstream_sslmode,
+                            client_tls=client_tls,
+                            drain=drain_s,
+                            ready=lambda address: say(
+                                f"capturing for {length:g} s: point your clients (or their "
+                                f"pooler) at {address} (Ctrl-C ends it sooner)"
+                            ),
+                            wait=wait,
+                        )
+                    elif from_stats:
                         from pgfsbench.workloads.capture import capture_stats
 
                         done = capture_stats(

@@ -197,13 +197,15 @@ class Runner:
         env: Mapping[str, str] | None = None,
         merge_stderr: bool = False,
         stdin_fd: int | None = None,
+        stdout_mode: int = 0o644,
     ) -> Child:
-        """Start a long child in its own process group; stdout to a file, stderr streamed
-        line by line (with ``merge_stderr``, both streamed, and the file left empty)."""
+        """Start a long child in its own process group; stdout to a file (made anew, root's,
+        ``stdout_mode``), stderr streamed line by line (with ``merge_stderr``, both
+        streamed, and the file left empty)."""
         self._note(argv, user)
         uid, gid, groups = identity(user)
         # through its held directory: it may be the server user's (pgbouncer's)
-        out = os.fdopen(open_new_file(stdout_path, 0o644), "w")
+        out = os.fdopen(open_new_file(stdout_path, stdout_mode), "w")
         proc: subprocess.Popen[str] | None = None
         entry: Path | None = None
         try:

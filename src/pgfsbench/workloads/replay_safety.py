@@ -275,7 +275,12 @@ def harden_database(conn: Any, done: Hardened, pkglibdir: Path, boundary: int) -
         "FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace "
         "WHERE c.oid >= 16384 AND c.relkind IN ('r','p','v','m','S','f') "
         "AND c.relowner IN (SELECT oid FROM pg_catalog.pg_roles WHERE rolsuper) "
-        "AND n.nspname NOT IN ('pg_catalog', 'information_schema')",
+        "AND n.nspname NOT IN ('pg_catalog', 'information_schema') "
+        # a serial's or an identity column's sequence goes with its table
+        "AND NOT (c.relkind = 'S' AND EXISTS (SELECT 1 FROM pg_catalog.pg_depend d "
+        " WHERE d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass AND d.objid = c.oid "
+        " AND d.refclassid = 'pg_catalog.pg_class'::pg_catalog.regclass "
+        " AND d.deptype IN ('a', 'i')))",
     ):
         statements.append(f"ALTER TABLE {name} OWNER TO {replay}")
     for (name,) in _rows(
