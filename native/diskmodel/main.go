@@ -18,8 +18,10 @@ package main
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/signal"
@@ -279,6 +281,7 @@ func main() {
 	window := flag.Float64("window-us", 100, "wake-ups closer than this (us) are shared by the requests of both")
 	share := flag.Float64("share", 0.05, "the most a reply or an arrival may be held to share a wake-up, as a share of the device's own wait (0: never)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile (pprof) here until the daemon ends")
+	initial := flag.String("initial", "", "an image whose blocks the new image starts with (an aged filesystem; the same size)")
 	transport := flag.String("transport", "dev_fuse", "what carries the requests: dev_fuse (/dev/fuse), io_uring (FUSE over io_uring, or fail) or auto (io_uring where the kernel offers it, else /dev/fuse)")
 	flag.Parse()
 	// One processor more than the cores: the loop's thread (locked) spends its time in
@@ -304,6 +307,9 @@ func main() {
 	f, err := os.OpenFile(*image, os.O_RDWR|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err == nil {
 		err = f.Truncate(*size)
+	}
+	if err == nil && *initial != "" {
+		err = copyInitial(f, *initial, *size)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "pgfsbench-disk:", err)
@@ -425,4 +431,62 @@ func isClosed(c chan struct{}) bool {
 // link another user planted where the trace goes would make root write through it).
 func openTrace(name string) (*os.File, error) {
 	return os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+}
+
+// copyInitial writes the allocated blocks of the image at path into f at their offsets
+// (SEEK_DATA and SEEK_HOLE: a hole stays a hole), before anything is served: an aged
+// filesystem's layout, block for block. The image must be a regular file of f's size,
+// reached without a symlink.
+func copyInitial(f *os.File, path string, size int64) error {
+	src, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	st, err := src.Stat()
+	if err != nil {
+		return err
+	}
+	if !st.Mode().IsRegular() || st.Size() != size {
+		return fmt.Errorf("--initial %s: not a regular file of %d bytes", path, size)
+	}
+	const seekData, seekHole = 3, 4
+	buf := make([]byte, 4<<20)
+	for pos := int64(0); pos < size; {
+		start, err := src.Seek(pos, seekData)
+		if err != nil {
+			if errors.Is(err, syscall.ENXIO) {
+				return nil // a hole to the end
+			}
+			return err
+		}
+		end, err := src.Seek(start, seekHole)
+		if err != nil {
+			return err
+		}
+		if end > size {
+			end = size
+		}
+		for at := start; at < end; {
+			n := int64(len(buf))
+			if end-at < n {
+				n = end - at
+			}
+			got, err := src.ReadAt(buf[:n], at)
+			if got > 0 {
+				if _, werr := f.WriteAt(buf[:got], at); werr != nil {
+					return werr
+				}
+			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				return err
+			}
+			if got == 0 {
+				break
+			}
+			at += int64(got)
+		}
+		pos = end
+	}
+	return nil
 }

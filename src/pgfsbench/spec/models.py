@@ -349,8 +349,36 @@ class StorageCommon(Model):
         return []
 
 
+class Aging(Model):
+    """A filesystem aged before the benchmark's cluster is made on it (storage/aging.py):
+    made once per filesystem, options, device, recipe, seed and size, kept in the work
+    directory's cache, and copied block by block for each run."""
+
+    # "files": a file-system aging (files of sizes from a distribution, in a tree, made,
+    # overwritten and deleted); "postgres": a database churned (non-HOT updates, deletes,
+    # VACUUM, tables dropped and made), its cluster then removed, its holes left
+    recipe: Literal["files", "postgres"]
+    # the random generator's seed: the same seed, the same sequence of operations
+    seed: Annotated[int, Field(ge=0, le=2**31)] = 1
+    # the age: bytes written per byte of the filesystem (3 = three times its size)
+    overwritten: Annotated[float, Field(gt=0, le=50)] = 3.0
+    # the share of the filesystem the recipe's files keep full, its churn around it
+    fullness: Annotated[float, Field(gt=0, le=0.9)] = 0.5
+    # files: the files' mean size (log-normal, from a few KiB to 64 times this)
+    file_size: SizeText = "256K"
+
+    def text(self) -> str:
+        return (
+            f"aged by {self.recipe} (seed {self.seed}): {self.overwritten:g}x its size "
+            f"written, {self.fullness:.0%} full"
+        )
+
+
 class FilesystemStorage(BlockVolume, StorageCommon):
     """A filesystem made on a device for the data directory (and optionally its WAL)."""
+
+    # the data volume aged before each run's cluster is made on it (fresh without)
+    age: Aging | None = None
 
     # pg_wal on a volume of its own (initdb --waldir)
     wal: WalVolume | None = None
@@ -386,6 +414,10 @@ class FilesystemStorage(BlockVolume, StorageCommon):
             raise ValueError(
                 "give the array's members in md.devices, not device (md = { level = "
                 '"raid1", devices = ["loop:2G", "loop:2G"] })'
+            )
+        if self.age is not None and (self.lvm is not None or self.md is not None):
+            raise ValueError(
+                "age: the data volume is aged as one device's image (not on lvm or md)"
             )
         if self.snapshots is not None and not (kinds().snapshots(self.fs) or self.lvm):
             raise ValueError(

@@ -26,6 +26,7 @@ from pgfsbench.spec.cluster import (
 )
 from pgfsbench.spec.kinds import STORAGE_KINDS, WORKLOAD_TOOLS
 from pgfsbench.spec.models import (
+    Aging,
     Defaults,
     DeviceLimits,
     EmulatedDevice,
@@ -174,6 +175,7 @@ def render() -> str:
         out += model_table(kind.model, f'fs = "{kind.name}"', kind.summary)
     nested: tuple[type[BaseModel], ...] = (
         WalVolume,
+        Aging,
         DeviceLimits,
         EmulatedDevice,
         Snapshots,

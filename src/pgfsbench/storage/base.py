@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from pgfsbench.spec.models import StorageCommon
+from pgfsbench.storage.aging import Entry
 from pgfsbench.storage.devices import DeviceFactory
 from pgfsbench.storage.snapshots import Snapshotter
 from pgfsbench.system.errors import CommandError
@@ -68,6 +69,8 @@ class ProvisionContext:
     directory: Path  # the cell's own directory in the work directory
     devices: DeviceFactory
     postgres_user: str | None  # owner of the data directory (None: the current user)
+    # by volume role ("data"): the aged image its device is a copy of (storage/aging.py)
+    aged: dict[str, Entry] = field(default_factory=dict)
 
 
 class StorageDriver(Generic[C]):

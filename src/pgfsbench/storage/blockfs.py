@@ -16,6 +16,7 @@ from typing import Any
 from pgfsbench.spec import FilesystemStorage, WalVolume
 from pgfsbench.spec.kinds import resolve, storage_kind
 from pgfsbench.storage import lvm, md
+from pgfsbench.storage.aging import Entry
 from pgfsbench.storage.base import (
     ProvisionContext,
     ProvisionedStorage,
@@ -101,6 +102,9 @@ class MkfsDriver(VolumeDriver):
     ) -> Volume:
         target = ctx.directory / "mnt" / role
         raid = spec.md if isinstance(spec, FilesystemStorage) else None
+        aged = ctx.aged.get(role)
+        if aged is not None:
+            return self._aged_volume(ctx, role, spec, aged, target)
         members = [ctx.devices.get(d, role) for d in (raid.devices if raid else [spec.device])]
         dev = members[0]
         path = dev.path
@@ -146,6 +150,54 @@ class MkfsDriver(VolumeDriver):
             info.options,
             tuple(argv),
             (done.stdout + done.stderr).strip(),
+            details,
+        )
+
+    def _aged_volume(
+        self,
+        ctx: ProvisionContext,
+        role: str,
+        spec: FilesystemStorage | WalVolume,
+        aged: Entry,
+        target: Path,
+    ) -> Volume:
+        """The volume on a block-level copy of an aged image: no mkfs (the image holds
+        the filesystem, made with these options and aged), mounted with its options."""
+        dev = ctx.devices.get(spec.device, role, initial=aged)
+        ctx.journal.note(step=f"aged image {aged.key} on {dev.path}")
+        info = mount(
+            ctx.journal,
+            ctx.runner,
+            dev.path,
+            target,
+            self.fs,
+            self.mount_options(spec.mount_options),
+        )
+        details: dict[str, Any] = {
+            "device_size_bytes": dev.size_bytes,
+            **dev.details,
+            "age": {
+                "image": aged.key,
+                "recipe": aged.manifest.get("recipe"),
+                "made": aged.manifest.get("made"),
+                "aging": aged.manifest.get("churn"),
+                "state_after_aging": aged.manifest.get("state"),
+                "copy_seconds": dev.details.get("aged_copy_seconds"),
+            },
+        }
+        if dev.backing_file:
+            details["loop_backing_file"] = dev.backing_file
+            details["loop_direct_io"] = True
+        mkfs = tuple(str(a) for a in aged.manifest.get("mkfs_argv") or ())
+        return Volume(
+            role,
+            self.fs,
+            target,
+            dev.path,
+            (dev.path,),
+            info.options,
+            mkfs,
+            f"(aged image {aged.key}, made {aged.manifest.get('made')})",
             details,
         )
 

@@ -14,12 +14,14 @@ import shutil
 import signal
 import stat
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pgfsbench.spec.device_models import resolve_model
 from pgfsbench.spec.models import EmulatedDevice
+from pgfsbench.storage.aging import Entry, checksum, copy_into
 from pgfsbench.storage.mounts import mount_at
 from pgfsbench.system.actions import make_dir, write_value
 from pgfsbench.system.bounds import in_workdir
@@ -71,11 +73,20 @@ class DeviceFactory:
     # the emulated disks it made, by loop device: their model and parameters
     emulated: dict[str, dict[str, Any]] = field(default_factory=dict)
 
-    def get(self, spec_device: str | EmulatedDevice, label: str) -> BlockDevice:
+    def get(
+        self, spec_device: str | EmulatedDevice, label: str, initial: Entry | None = None
+    ) -> BlockDevice:
+        """The device, new; with ``initial`` (an aged image of the cache), a block-level
+        copy of it, its checksum checked as it is copied."""
         if isinstance(spec_device, EmulatedDevice):
             self._count += 1
             dev = attach_emulated(
-                self.journal, self.runner, self.directory, f"{label}-{self._count}", spec_device
+                self.journal,
+                self.runner,
+                self.directory,
+                f"{label}-{self._count}",
+                spec_device,
+                initial,
             )
             self.emulated[dev.path] = {"role": label, **dev.details}
             return dev
@@ -86,20 +97,59 @@ class DeviceFactory:
                 self.runner,
                 self.directory / f"{label}-{self._count}.img",
                 parse_size(spec_device[5:]),
+                initial,
             )
         check_real_device(self.runner, spec_device, self.policy)
-        return BlockDevice(spec_device, None, block_size(spec_device))
+        size = block_size(spec_device)
+        details: dict[str, Any] = {}
+        if initial is not None:
+            details["aged_copy_seconds"] = write_image(spec_device, size, initial)
+        return BlockDevice(spec_device, None, size, details)
 
 
-def attach_loop(journal: Journal, runner: Runner, image: Path, size: int) -> BlockDevice:
-    """A sparse file attached with direct I/O, so the host page cache does not double-cache."""
+def attach_loop(
+    journal: Journal, runner: Runner, image: Path, size: int, initial: Entry | None = None
+) -> BlockDevice:
+    """A sparse file attached with direct I/O, so the host page cache does not double-cache;
+    with ``initial``, the file a block-level copy of that aged image (its size)."""
     journal.record(
         f"create sparse file {image} ({size} bytes)", Undo("remove_path", {"path": str(image)})
     )
     make_dirs(image.parent, 0o700)  # the devices under test are root's alone
+    details: dict[str, Any] = {}
     with Held.open(image.parent) as directory:
-        directory.create_sized(image.name, size)
-    return BlockDevice(losetup(journal, runner, image), str(image), size)
+        if initial is None:
+            directory.create_sized(image.name, size)
+        else:
+            if initial.size != size:
+                raise ProvisionError(
+                    f"aged image {initial.key} is {initial.size} bytes, the device {size}"
+                )
+
+            def fill(fd: int) -> None:
+                details["aged_copy_seconds"] = round(copy_into(initial, fd), 2)
+
+            directory.create_from(image.name, fill)
+    return BlockDevice(losetup(journal, runner, image), str(image), size, details)
+
+
+def write_image(device: str, size: int, initial: Entry) -> float:
+    """An aged image written onto a real device the guard allowed, block for block (its
+    holes as zeros: what the device held before must not show through), checked."""
+    if initial.size != size:
+        raise ProvisionError(f"aged image {initial.key} is {initial.size} bytes, {device} {size}")
+    started = time.monotonic()
+    # O_EXCL on a block device: refused while anything (a mount) holds it
+    dst = os.open(device, os.O_WRONLY | os.O_EXCL | os.O_CLOEXEC)
+    try:
+        zeros = bytes(4 << 20)
+        for at in range(0, size, len(zeros)):
+            os.pwrite(dst, zeros[: min(len(zeros), size - at)], at)
+        copy_into(initial, dst)
+        os.fsync(dst)
+    finally:
+        os.close(dst)
+    return round(time.monotonic() - started, 2)
 
 
 def losetup(journal: Journal, runner: Runner, backing: Path) -> str:
@@ -123,7 +173,12 @@ def disk_daemon() -> str:
 
 
 def attach_emulated(
-    journal: Journal, runner: Runner, directory: Path, stem: str, spec: EmulatedDevice
+    journal: Journal,
+    runner: Runner,
+    directory: Path,
+    stem: str,
+    spec: EmulatedDevice,
+    initial: Entry | None = None,
 ) -> BlockDevice:
     """An emulated disk: `pgfsbench-disk` serves it as a file on a FUSE mount of its own,
     answering each request when the model says; a loop device over that file. Each step
@@ -150,6 +205,10 @@ def attach_emulated(
     argv = [*priority, daemon, "--image", str(image), "--size", str(size)]
     argv += ["--mountpoint", str(mnt)]
     argv += ["--model", model.json(), "--stats", str(stats), "--ready", str(pidfile)]
+    if initial is not None:
+        if initial.size != size:
+            raise ProvisionError(f"aged image {initial.key} is {initial.size} bytes, not {size}")
+        argv += ["--initial", str(initial.image)]  # the aged filesystem, block for block
     uring_was = None
     if spec.transport == "io_uring":
         argv += ["--transport", "io_uring"]
@@ -176,6 +235,9 @@ def attach_emulated(
         # defaults), as the block layer does
         queue = Path("/sys/block") / Path(loop).name / "queue"
         write_value(journal, queue / "rotational", "1", what=f"{loop} rotational")
+    # the daemon's copy, checked as any copy is: block for block the cache's image
+    if initial is not None and checksum(image) != initial.checksum:
+        raise ProvisionError(f"{image}: not a copy of the aged image {initial.key}")
     details = {
         "device_model": model.name,
         "device_model_text": model.text,

@@ -164,6 +164,10 @@ class Held:
         if owner is not None:
             os.fchown(self.fd, owner.uid, owner.gid)
 
+    def mark_used(self) -> None:
+        """This directory's times set to now, on its descriptor (a cache's "used last")."""
+        os.utime(self.fd)
+
     def sync_filesystem(self) -> None:
         """syncfs(2) on this directory's filesystem (never sync(2): another filesystem,
         frozen or slow, must not hold pgfsbench up)."""

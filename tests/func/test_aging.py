@@ -1,0 +1,144 @@
+"""Aged filesystems on real loop devices: ext4 aged by files and xfs aged by its own
+database, made once into the work directory's cache and copied for each run, beside fresh
+ext4; each run's filesystem state measured; a copy byte for byte its cache entry; a killed
+aging leaves nothing mounted, attached or half-made."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from pgfsbench.storage.aging import CACHE_DIR, ImageCache
+from pgfsbench.storage.devices import DeviceFactory
+from pgfsbench.system.journal import Journal
+from pgfsbench.system.runner import Runner
+from tests.func.conftest import kill, pgfsbench, runs_of, show, start, wait_for
+
+SPEC = """
+[defaults]
+scale = 1
+clients = 2
+threads = 1
+duration = "2s"
+warmup = "0s"
+repetitions = 2
+
+[storage.ext4]
+fs = "ext4"
+device = "loop:256M"
+
+[storage.ext4-aged]
+fs = "ext4"
+device = "loop:256M"
+age = { recipe = "files", seed = 3, overwritten = 1.0, fullness = 0.4, file_size = "64K" }
+
+[storage.xfs-aged-db]
+fs = "xfs"
+device = "loop:320M"
+age = { recipe = "postgres", seed = 3, overwritten = 0.6, fullness = 0.3 }
+"""
+
+
+def test_aged_filesystems_made_once_copied_and_measured(base: Path) -> None:
+    spec = base / "aged.toml"
+    spec.write_text(SPEC)
+    work, results = base / "work", base / "r.sqlite"
+    plan = pgfsbench("plan", str(spec), "--workdir", str(work))
+    words = " ".join(plan.stdout.split())
+    assert "made once, at its first run" in words and "aged-images/" in words
+    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(work), timeout=900)
+    runs = runs_of(results)
+    assert [r["status"] for r in runs] == ["ok"] * 6, runs
+    by_storage: dict[str, list[dict[str, Any]]] = {}
+    for r in runs:
+        by_storage.setdefault(str(r["storage"]), []).append(show(results, int(r["run_id"])))
+    entries = sorted(p.name for p in (work / CACHE_DIR).iterdir())
+    assert len(entries) == 2 and not any(e.startswith(".") for e in entries), entries
+    for name in ("ext4-aged", "xfs-aged-db"):
+        ages = [r["storage_details"]["data"]["age"] for r in by_storage[name]]
+        # both runs copies of the one image, made at the first
+        assert ages[0]["image"] == ages[1]["image"] in entries
+        assert all(a["copy_seconds"] is not None for a in ages)
+        churn = ages[0]["aging"]
+        assert churn["written_bytes"] >= 0.6 * 256 * 2**20, churn
+    fresh = by_storage["ext4"][0]["storage_details"]
+    aged = by_storage["ext4-aged"][0]["storage_details"]
+    assert "age" not in fresh["data"]
+    # the state measured in each: the aged one fuller, its free space in smaller pieces
+    f_state, a_state = fresh["state_after_load"], aged["state_after_load"]
+    assert a_state["fullness"] > f_state["fullness"] + 0.2, (f_state, a_state)
+    assert (
+        a_state["free_space"]["free_extent_avg_kib"] < f_state["free_space"]["free_extent_avg_kib"]
+    )
+    assert a_state["data_files"]["extents_per_gib"] is not None
+    xfs_state = by_storage["xfs-aged-db"][0]["storage_details"]["state_after_load"]
+    assert xfs_state["free_space"]["tool"] == "xfs_db freesp"
+    aged_run = next(r for r in runs if r["storage"] == "ext4-aged")
+    text = pgfsbench("results", "show", str(aged_run["run_id"]), "--results", str(results)).stdout
+    words = " ".join(text.split())
+    assert "aged by files (seed 3" in words and "average free extent" in words
+
+    # a run's device is the cache entry block for block: the provisioning's own copy
+    entry = ImageCache(work / CACHE_DIR).find(entries[0])
+    assert entry is not None
+    journal = Journal.create(base / "copy-work", Runner())
+    try:
+        with journal.scope():
+            dev = DeviceFactory(journal, Runner(), base / "copy-work" / "devices").get(
+                f"loop:{entry.size}", "data", initial=entry
+            )
+            assert dev.backing_file is not None
+            done = subprocess.run(["cmp", dev.backing_file, str(entry.image)], check=False)
+            assert done.returncode == 0
+    finally:
+        journal.close()
+
+
+def test_a_killed_aging_leaves_nothing(base: Path) -> None:
+    spec = base / "long.toml"
+    spec.write_text(
+        '[defaults]\nscale = 1\nduration = "2s"\nrepetitions = 1\n'
+        '[storage.ext4-aged]\nfs = "ext4"\ndevice = "loop:512M"\n'
+        'age = { recipe = "files", overwritten = 40.0, fullness = 0.5 }\n'
+    )
+    work = base / "work"
+    progress = base / "progress.json"
+    proc = start(
+        "run",
+        str(spec),
+        "--results",
+        str(base / "r.sqlite"),
+        "--workdir",
+        str(work),
+        "--progress-file",
+        str(progress),
+    )
+
+    def aging() -> bool:
+        try:
+            return "aging" in json.loads(progress.read_text()).get("phase", "")
+        except (OSError, ValueError):
+            return False
+
+    wait_for(aging, 120, "the aging phase")
+    time.sleep(2)  # mounted and churning
+    assert any((work / CACHE_DIR).glob(".ext4-files-*"))
+    code, _, _ = kill(proc, signal.SIGKILL)
+    assert code == -signal.SIGKILL
+    pgfsbench("cleanup", "--workdir", str(work))
+    mounts = Path("/proc/self/mounts").read_text()
+    assert str(base) not in mounts
+    loops = subprocess.run(
+        ["losetup", "--list", "--noheadings", "-O", "BACK-FILE"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert str(base) not in loops
+    # neither a half-made image nor a complete one: the next run ages from the start
+    cache = work / CACHE_DIR
+    assert not cache.exists() or list(cache.iterdir()) == []
