@@ -66,6 +66,11 @@ if [ -n "$GO" ]; then
     if [ ! -x "$replay" ] || [ -n "$(find native/replayer -newer "$replay" -name '*.go' -o -newer "$replay" -name 'go.*')" ]; then
         (cd native/replayer && CGO_ENABLED=0 "$GO" build -trimpath -o "../../$replay" .)
     fi
+    # the relay of wire captures (native/replayer/wirecap): capture --wire
+    wirecap=.venv/bin/pgfsbench-wirecap
+    if [ ! -x "$wirecap" ] || [ -n "$(find native/replayer/wirecap -newer "$wirecap" -name '*.go')" ]; then
+        (cd native/replayer && CGO_ENABLED=0 "$GO" build -trimpath -o "../../$wirecap" ./wirecap)
+    fi
 else
-    echo "bootstrap: no Go toolchain: pgfsbench-disk (emulated disks) and pgfsbench-replay (tool = \"replay\") not built" >&2
+    echo "bootstrap: no Go toolchain: pgfsbench-disk (emulated disks), pgfsbench-replay (tool = \"replay\") and pgfsbench-wirecap (capture --wire) not built" >&2
 fi

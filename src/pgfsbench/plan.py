@@ -21,10 +21,17 @@ from pgfsbench.postgres import sessions
 from pgfsbench.spec import Cell, Defaults, LoadedSpec, Spec, expand, workload_tool
 from pgfsbench.spec.kinds import storage_kind
 from pgfsbench.spec.models import loop_bytes as created_bytes
+from pgfsbench.spec.sizes import BASE_BYTES, MIN_HEADROOM, room_needed
 from pgfsbench.storage import needs_root
 from pgfsbench.system.cpus import format_cpu_list, split_cpus
-from pgfsbench.system.errors import CapabilityError, SpecError, UsageError, did_you_mean
-from pgfsbench.units import human_bytes, parse_duration, parse_size
+from pgfsbench.system.errors import (
+    CapabilityError,
+    PgfsbenchError,
+    SpecError,
+    UsageError,
+    did_you_mean,
+)
+from pgfsbench.units import human_bytes, human_seconds, parse_duration, parse_size
 from pgfsbench.workloads import workload_for
 
 # What a run costs besides its warm-up and measured phase, measured on the 2-core test VM
@@ -45,10 +52,6 @@ CAMPAIGN_SECONDS = 2.5
 SETUP_WRITE_OPS = 5000
 SETUP_WRITE_BYTES = 64 << 20
 LOAD_WRITE_REQUEST = 256 << 10
-# the data directory right after initdb, plus the WAL a load writes on top of the data
-BASE_BYTES = 64 << 20
-LOAD_HEADROOM = 2.0  # warn below this many times the data (the load's WAL, free space)
-MIN_HEADROOM = 1.15  # refuse below this: the data alone would not fit
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,14 @@ class Plan:
     # a rate "N%" of a cell: the maximum it is a share of, when the campaign that planned
     # the run had measured it (cell id -> (tps, where from)); else the run measures it
     rate_max: dict[str, tuple[float, str]] = field(default_factory=dict)
+    # where the loop files go: "/var/tmp/pgfsbench: ext4 on /dev/vda (74.0 GiB free)"
+    workdir_place: str | None = None
+    # what the campaign changes for every process on the host, and for how long
+    host_changes: list[str] = field(default_factory=list)
+    # each cell's data, as its workload estimates it (the room needed is on top of it)
+    data_bytes_per_cell: dict[str, int] = field(default_factory=dict)
+    # each aged storage: its image cached, or made once at the campaign's start, and how long
+    aging: list[str] = field(default_factory=list)
 
     @property
     def scales(self) -> list[int]:
@@ -104,6 +115,9 @@ class Plan:
             "needs_root": self.needs_root,
             "warnings": self.warnings,
             "device_limits": self.limits,
+            "workdir": self.workdir_place,
+            "host_changes": self.host_changes,
+            "aging": self.aging,
         }
 
 
@@ -319,6 +333,7 @@ def make_plan(
 
     loop_bytes: dict[str, int] = {}
     needed: dict[str, int] = {}
+    data_bytes: dict[str, int] = {}
     real: list[str] = []
     warnings: list[str] = []
     described: dict[str, list[str]] = {}
@@ -330,8 +345,9 @@ def make_plan(
         loop_bytes[cell.id] = sum(n for x in devs if (n := created_bytes(x)) is not None)
         real += [x for x in devs if isinstance(x, str) and x.startswith("/dev/") and x not in real]
         data = workload_for(cell, d).estimated_bytes(cell)
+        data_bytes[cell.id] = data
         extra = storage_kind(cell.fs).space_headroom  # its own, on top (btrfs)
-        needed[cell.id] = int(BASE_BYTES + data * LOAD_HEADROOM * extra)
+        needed[cell.id] = room_needed(data, extra)
         cap = cell.storage.data_capacity()
         if cap is not None and cap < BASE_BYTES + data * MIN_HEADROOM * extra:
             room = f", {cell.fs} needing {extra:g}x the room of ext4" if extra > 1 else ""
@@ -349,7 +365,8 @@ def make_plan(
                 f"{human_bytes(needed[cell.id])} needed"
                 + (f", {cell.fs} needs {extra:g}x the room of ext4)" if extra > 1 else ")")
             )
-    est = runs_seconds(runs, d) + CAMPAIGN_SECONDS
+    aging_lines, aging_s = aging_plan(cells, workdir, runs)
+    est = runs_seconds(runs, d) + CAMPAIGN_SECONDS + aging_s
     auto = (d.repetitions_min, d.repetitions_max, d.ci_target_pct) if d.auto_repetitions else None
     # the worst case: every comparison unsettled to repetitions_max, the baselines at about
     # √k runs a round; a budget cuts the rounds to what fits in it
@@ -370,6 +387,19 @@ def make_plan(
 
         warnings += pod_warnings(spec, cells)
     warnings = list(dict.fromkeys(warnings))
+    place = None
+    changes: list[str] = []
+    if workdir is not None and spec.kubernetes is None:
+        from pgfsbench.hostwide import host_changes
+
+        check_room(workdir, cells, loop_bytes, needed)
+        place = workdir_place(workdir)
+
+        def seconds_of(some: Sequence[Cell]) -> float:
+            ids = {c.id for c in some}
+            return runs_seconds([r for r in runs if r.cell.id in ids], d)
+
+        changes = host_changes(cells, seconds_of)
     if workdir is not None:
         warnings += space_warnings(workdir, loop_bytes, needed)
         if d.server_cpus is not None:
@@ -398,7 +428,70 @@ def make_plan(
         {k: v for k, v in described.items() if v},
         auto,
         est_max,
+        workdir_place=place,
+        host_changes=changes,
+        data_bytes_per_cell=data_bytes,
+        aging=aging_lines,
     )
+
+
+# How fast an aging writes its device (bytes a second), measured here: the files recipe
+# and the postgres recipe on a loop file of the test VM's disk (bench/aged_filesystems.py,
+# bench/results/aged-filesystems-*.json); a copy of a cached image, its allocated bytes
+AGING_RATE = {"files": 150e6, "postgres": 40e6}
+COPY_RATE = 400e6
+
+
+def aging_plan(
+    cells: Sequence[Cell], workdir: Path | None, runs: Sequence[PlannedRun] = ()
+) -> tuple[list[str], float]:
+    """For each aged storage: its image cached in the work directory (then only copied),
+    or made once at its first run, with the time that takes. Returns the lines and the
+    seconds added to the campaign's estimate (each image once, its copy at each run)."""
+    from pgfsbench.storage.aging import CACHE_DIR, ImageCache, device_facts, image_key
+
+    lines: list[str] = []
+    seconds = 0.0
+    seen: set[str] = set()
+    for c in cells:
+        age = getattr(c.storage, "age", None)
+        if age is None or c.storage_name in seen:
+            continue
+        seen.add(c.storage_name)
+        size, kind, _ = device_facts(c.storage)  # type: ignore[arg-type]
+        try:
+            from pgfsbench.postgres.binaries import find_binaries
+
+            version: str | None = find_binaries(c.postgres.bindir).version
+        except PgfsbenchError:
+            version = None
+        key = image_key(
+            c.fs,
+            list(getattr(c.storage, "mkfs_options", [])),
+            list(getattr(c.storage, "mount_options", [])),
+            size,
+            kind,
+            age,
+            version,
+        )
+        found = ImageCache(workdir / CACHE_DIR).find(key) if workdir is not None else None
+        copy_s = size * max(age.fullness, 0.1) / COPY_RATE
+        seconds += copy_s * sum(1 for r in runs if r.cell.storage_name == c.storage_name)
+        if found is not None:
+            lines.append(
+                f"{c.storage_name}: {age.text()}: the cached image {key} (made "
+                f"{found.manifest.get('made')} in {found.manifest.get('seconds')} s), "
+                f"copied for each run (about {copy_s:.0f} s)"
+            )
+            continue
+        make_s = size * age.overwritten / AGING_RATE[age.recipe] + 10
+        seconds += make_s
+        lines.append(
+            f"{c.storage_name}: {age.text()}: its image {key} made once, at its first run "
+            f"(about {human_seconds(make_s)}: {human_bytes(size * age.overwritten)} written), "
+            f"kept in {CACHE_DIR}/ and copied for each run (about {copy_s:.0f} s)"
+        )
+    return lines, seconds
 
 
 def cpu_split_line(server_cpus: str) -> str:
@@ -443,6 +536,48 @@ def _check_place(spec: Spec, cells: Sequence[Cell]) -> None:
     refused = pod_refusals(spec, cells)
     if refused:
         raise UsageError("this spec asks what a pod cannot do:\n  - " + "\n  - ".join(refused))
+
+
+def _free_under(workdir: Path) -> tuple[Path, int]:
+    from pgfsbench.system.paths import nearest_existing
+
+    probe = nearest_existing(workdir)
+    return probe, shutil.disk_usage(probe).free
+
+
+def check_room(
+    workdir: Path, cells: Sequence[Cell], loop_bytes: dict[str, int], needed: dict[str, int]
+) -> None:
+    """A cell whose loop files cannot get the room its data needs in the work directory's
+    filesystem is refused before anything starts (loop files are sparse: they take what
+    is written, up to their size; one cell's devices exist at a time)."""
+    _, free = _free_under(workdir)
+    for c in cells:
+        loop = loop_bytes.get(c.id, 0)
+        if not loop:
+            continue
+        need = min(loop, needed.get(c.id, loop))
+        if need > free:
+            raise CapabilityError(
+                f"{c.id}: its loop files need about {human_bytes(need)} under {workdir}, "
+                f"which has {human_bytes(free)} free; give --workdir (or the spec's "
+                "workdir) on a disk with room, a smaller scale (--set scale=N), or --only "
+                "to leave the cell out"
+            )
+
+
+def workdir_place(workdir: Path) -> str:
+    """The work directory, the filesystem and device it is on, and its free space."""
+    from pgfsbench.advisor.facts import mount_of
+    from pgfsbench.system.mountinfo import mount_table
+
+    probe, free = _free_under(workdir)
+    try:
+        here = mount_of(str(probe.resolve()), mount_table())
+    except OSError:
+        here = None
+    where = f"{here.fstype} on {here.source}" if here is not None else "a filesystem not read"
+    return f"{workdir}: {where} ({human_bytes(free)} free)"
 
 
 def space_warnings(workdir: Path, loop_bytes: dict[str, int], needed: dict[str, int]) -> list[str]:

@@ -65,13 +65,42 @@ def leftovers(base: Path) -> list[str]:
     return found
 
 
-def shared_memory() -> set[str]:
-    """The System V segments and the POSIX segments PostgreSQL names in /dev/shm: what a
-    killed postmaster leaves until reboot unless someone removes it."""
-    rows = Path("/proc/sysvipc/shm").read_text().splitlines()[1:]
-    found = {f"System V shared memory {r.split()[1]} ({r.split()[3]} bytes)" for r in rows}
-    found |= {f"/dev/shm/{p.name}" for p in Path("/dev/shm").glob("PostgreSQL.*")}
+def _mapped() -> set[str]:
+    """Every /dev/shm file some process has mapped now."""
+    found: set[str] = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError):
+            for line in (entry / "maps").read_text().splitlines():
+                if "/dev/shm/" in line:
+                    found.add(line.rsplit(None, 1)[-1].replace(" (deleted)", ""))
     return found
+
+
+def shared_memory() -> set[str]:
+    """The System V segments and the POSIX segments PostgreSQL names in /dev/shm that no
+    process holds: what a killed postmaster leaves until reboot unless someone removes it
+    (a running server's own, another test's, are held: not counted)."""
+    rows = [r.split() for r in Path("/proc/sysvipc/shm").read_text().splitlines()[1:]]
+    # key shmid perms size cpid lpid nattch ...: attached by no one
+    found = {f"System V shared memory {r[1]} ({r[3]} bytes)" for r in rows if r[6] == "0"}
+    held = _mapped()
+    found |= {
+        f"/dev/shm/{p.name}"
+        for p in Path("/dev/shm").glob("PostgreSQL.*")
+        if f"/dev/shm/{p.name}" not in held
+    }
+    return found
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under pytest-xdist, each worker's campaigns take a host lock of their own: the
+    tests that must have the host to themselves are marked `exclusive` and run alone,
+    after the others (scripts/test.sh)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker:
+        os.environ["PGFSBENCH_HOST_LOCK"] = f"/run/pgfsbench-test-{worker}.lock"
 
 
 @pytest.fixture

@@ -292,7 +292,7 @@ def test_a_hostile_server_carries_no_code_into_the_replay(place: Path, server: S
     assert facts["event_triggers_disabled"] >= 1 and facts["role_map"].get("postgres") == (
         "pgfsbench_replay"
     )
-    (conf,) = (place / "work" / "initdb-templates").glob("replay-*/pgdata/postgresql.conf")
+    (conf,) = (out / "templates").glob("replay-*/pgdata/postgresql.conf")
     text = conf.read_text()
     assert "evil" not in text and "session_preload_libraries = ''" in text.split("written last")[1]
 

@@ -11,6 +11,7 @@ import shlex
 import shutil
 import subprocess
 import time
+import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -128,7 +129,37 @@ def test_ext4_without_barriers_and_full_page_writes_off_is_bad_then_advised(base
         # the same cluster running: the server is asked, and its evidence read
         with running(pgdata, base / "sock"):
             status, live = doctor("--pgdata", str(pgdata))
+            # advise from the live server copies its settings (its own, not at their
+            # defaults), adds what --try asks, sizes from its databases
+            live_spec = base / "live.toml"
+            dsn = f"host={base / 'sock'} port=5999 dbname=postgres user={PG_USER}"
+            advised = pgfsbench(
+                "advise", "--dsn", dsn, "-o", str(live_spec), "--try", "wal_compression=on"
+            )
         assert status == 2
+        live_text = live_spec.read_text()
+        spec_data = tomllib.loads(live_text)
+        today = spec_data["postgres"]["settings-today"]["settings"]
+        assert today["full_page_writes"] == "off", today
+        assert spec_data["postgres"]["wal_compression-on"]["settings"] == {
+            **today,
+            "wal_compression": "on",
+        }
+        assert "your databases hold" in advised.stdout and "loop files under" in advised.stdout
+        assert spec_data["workdir"] == "/var/tmp/pgfsbench"
+        # a server that is not there: libpq's reason, not "could not inspect"
+        wrong = pgfsbench(
+            "advise",
+            "--dsn",
+            f"host={base / 'sock'} port=5998 dbname=postgres user={PG_USER} password=sekrit",
+            "-o",
+            str(base / "never.toml"),
+            check=False,
+        )
+        assert wrong.returncode == 2
+        said = " ".join(wrong.stderr.split())
+        assert "No such file or directory" in said and ".s.PGSQL.5998" in said, said
+        assert "sekrit" not in said and not (base / "never.toml").exists()
         assert live["facts"]["postgresql"]["source"] == "server"
         assert "checkpoints_timed" in live["facts"]["postgresql"]["evidence"]
         assert set(fired(live, "BAD")) >= {"fpw-off-torn-pages", "barrier-off"}
@@ -153,18 +184,18 @@ def test_ext4_without_barriers_and_full_page_writes_off_is_bad_then_advised(base
             str(work),
         )
         text = spec.read_text()
-        assert "[storage.safe-options]" in text and "[postgres.fpw-on.settings]" in text
-        plan = pgfsbench("plan", str(spec), "--workdir", str(work))
-        assert "as-found" in plan.stdout
+        assert "[storage.ext4-safe-options]" in text and "[postgres.fpw-on.settings]" in text
+        # the spec carries its work directory: plan and run take it
+        plan = pgfsbench("plan", str(spec))
+        assert "ext4-today/settings-today" in plan.stdout
+        assert f"under {work}: " in " ".join(plan.stdout.split())
     results = base / "r.sqlite"
-    only = "as-found/*" if "[kernel." not in text else "as-found/*/as-found/*"
+    only = "ext4-today/*" if "[kernel." not in text else "ext4-today/*/kernel-today/*"
     pgfsbench(
         "run",
         str(spec),
         "--results",
         str(results),
-        "--workdir",
-        str(work),
         "--only",
         only,
         "--set",
@@ -213,7 +244,7 @@ def test_tmpfs_is_not_durable_and_says_why(base: Path) -> None:
         env={**os.environ, "COLUMNS": "200"},
     )
     assert plan.returncode == 0, (nxt, plan.stderr)
-    assert "as-found" in plan.stdout and "ext4/" in plan.stdout and "xfs/" in plan.stdout
+    assert "tmpfs-today" in plan.stdout and "ext4/" in plan.stdout and "xfs/" in plan.stdout
 
 
 def test_xfs_with_defaults_has_no_bad_finding(base: Path) -> None:

@@ -28,6 +28,7 @@ from tests.func.test_doctor import PG_USER, sh
 pytestmark = pytest.mark.skipif(replayer_path() is None, reason="pgfsbench-replay not built (Go)")
 
 CANARY = "canary-literal-5f0e9c"
+PLANTED = "planted-before-the-copy-9d41"
 PORT = 5997
 SETTINGS = ("log_statement", "log_destination", "log_duration", "lc_messages", "log_connections")
 
@@ -166,6 +167,11 @@ def test_capture_then_replay_as_captured_and_as_a_cell(base: Path, server: Path)
     psql(sock, "ALTER TABLE pgbench_history SET TABLESPACE elsewhere")
     oid = psql(sock, "SELECT oid FROM pg_tablespace WHERE spcname = 'elsewhere'")
     before = settings(sock)
+    # a literal in the server's own log before the capture begins (its log directory is
+    # in its data directory): it must end nowhere, the capture's copy included
+    with contextlib.suppress(AssertionError, subprocess.CalledProcessError):
+        psql(sock, f"SELECT '{PLANTED}'::int")
+    assert any(PLANTED.encode() in p.read_bytes() for p in (base / "src" / "log").iterdir())
     capture_dir = base / "capture"
     proc = start_capture(base, sock, 8, capture_dir)
     assert proc.stdout is not None
@@ -215,7 +221,21 @@ def test_capture_then_replay_as_captured_and_as_a_cell(base: Path, server: Path)
     )
     fidelity = shown["metrics"]["tool"]["fidelity"]
     assert shown["metrics"]["tool"]["replay"]["commit_order"] is True  # in the capture's order
-    assert fidelity["statements_replayed"] == fidelity["statements_captured"] > 1000, fidelity
+    rec = fidelity["reconciliation"]
+    # every captured statement once: replayed, or already in the copy, or not replayable
+    assert rec["balanced"] is True and rec["not_sent"] == 0, rec
+    assert (
+        rec["captured"]
+        == json.loads((capture_dir / "manifest.json").read_text())["log"]["statements"]
+    )
+    assert rec["replayed"] == fidelity["statements_replayed"] > 1000, fidelity
+    assert (
+        rec["replayed"] + rec["already_in_the_copy"] + sum(rec["not_replayable"].values())
+        == rec["captured"]
+    )
+    replayed = shown["metrics"]["tool"]["replay"]
+    assert replayed["sessions"] >= 8 and replayed["data_bytes"] > 10 << 20, replayed
+    assert replayed["wall_s"] > 0 and replayed["captured_s"] >= 8
     # the capture's one error (the literal cast to int) and nothing more
     assert fidelity["errors_replayed"] == fidelity["errors_captured"] == 1, fidelity
     assert not fidelity["differs"], fidelity
@@ -232,8 +252,10 @@ def test_capture_then_replay_as_captured_and_as_a_cell(base: Path, server: Path)
     assert "Replay fidelity" in html and "SET filler = $1 WHERE bid = $2" in html
     assert fidelity["tablespaces"] == ["elsewhere"]
     assert "The capture's tablespaces (elsewhere) were restored inside" in html
-    # the data template the cells are copied from: the tablespace a directory in it
-    (template,) = (base / "work" / "initdb-templates").glob("*/pgdata/pg_tblspc/" + oid)
+    # the data template the cells are copied from, kept in the capture's own directory
+    # (never in the work directory): the tablespace a directory in it
+    assert not list((base / "work" / "initdb-templates").glob("replay-*"))
+    (template,) = (capture_dir / "templates").glob("*/pgdata/pg_tblspc/" + oid)
     assert template.is_dir() and not template.is_symlink()
     assert any(p.name.startswith("PG_") for p in template.iterdir())
 
@@ -296,6 +318,12 @@ def test_capture_then_replay_as_captured_and_as_a_cell(base: Path, server: Path)
     outside = [results, report, *(p for p in (base / "work").rglob("*") if p.is_file())]
     leaked = [str(p) for p in outside if p.exists() and CANARY.encode() in p.read_bytes()]
     assert leaked == []
+    # the literal of the server's own log before the capture: in no copy, template or run
+    copies = [p for p in capture_dir.rglob("*") if p.is_file()]
+    planted = [
+        str(p) for p in outside + copies if p.exists() and PLANTED.encode() in p.read_bytes()
+    ]
+    assert planted == []
 
 
 def test_a_capture_killed_is_put_back_by_cleanup(base: Path, server: Path) -> None:

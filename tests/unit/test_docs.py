@@ -60,7 +60,10 @@ def test_the_schema_page_lists_every_column() -> None:
 def test_the_readme_is_a_few_screens_and_names_the_test_command() -> None:
     readme = (ROOT / "README.md").read_text()
     assert len(readme.splitlines()) <= 150
-    assert "sudo bash scripts/test.sh" in readme and "sudo bash scripts/demo.sh" in readme
+    # run as root, as the machine is: `sudo` is not there on a Debian 12 root install
+    commands = [ln for ln in readme.splitlines() if ln.startswith("bash scripts/")]
+    assert [c.split()[1] for c in commands] == ["scripts/demo.sh", "scripts/test.sh"]
+    assert not any(ln.startswith("sudo ") for ln in readme.splitlines())
     assert "scripts/test.sh" in (ROOT / ".ci" / "run").read_text()
 
 

@@ -320,14 +320,15 @@ def test_advice_for_unsafe_ext4_and_for_zfs_validates_as_a_spec(tmp_path: Any) -
     found, skipped = examine(f, select_rules())
     advice = advise(report_json(f, found, skipped, 2), None, 40 * GiB, scale=2)
     spec: Any = advice.spec
-    assert spec["storage"]["as-found"]["mount_options"] == ["nobarrier", "data=writeback"]
-    assert "mount_options" not in spec["storage"]["safe-options"]
+    assert spec["storage"]["ext4-today"]["mount_options"] == ["nobarrier", "data=writeback"]
+    assert "mount_options" not in spec["storage"]["ext4-safe-options"]
     assert spec["postgres"]["fpw-on"]["settings"]["full_page_writes"] == "on"
-    assert spec["storage"]["as-found"]["device"] == "loop:16G"  # capped at 16 GiB
+    # scale 2 needs 128 MiB with the load's WAL: a quarter more, rounded up to a GiB
+    assert spec["storage"]["ext4-today"]["device"] == "loop:1G"
     target = tmp_path / "a.toml"
     target.write_text(to_toml(advice))
     loaded = load_spec(target)
-    assert set(loaded.spec.storage) == {"as-found", "safe-options", "noatime"}
+    assert set(loaded.spec.storage) == {"ext4-today", "ext4-safe-options", "ext4-noatime"}
 
     z = facts(
         [path("zfs", zfs={"primarycache": "metadata", "recordsize": "131072"})],
@@ -339,7 +340,7 @@ def test_advice_for_unsafe_ext4_and_for_zfs_validates_as_a_spec(tmp_path: Any) -
     zspec: Any = zadvice.spec
     props = zspec["storage"]["rs16k-compressed"]["data"]["properties"]
     assert props["primarycache"] == "all" and props["compression"] == "lzjb"
-    assert zspec["storage"]["as-found"]["data"]["properties"]["recordsize"] == "128K"
+    assert zspec["storage"]["zfs-today"]["data"]["properties"]["recordsize"] == "128K"
     assert "fpw-off" in zspec["postgres"]
     target.write_text(to_toml(zadvice))
     assert "rs8k-compressed" in load_spec(target).spec.storage

@@ -61,6 +61,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("postgres/template.py", "rename"): "the initdb templates, in the work directory",
     ("postgres/template.py", "unlink"): "the initdb templates, in the work directory",
     ("storage/devices.py", "unlink"): "an emulated disk's pid file, in the work directory",
+    ("storage/devices.py", "open:flags"): "a real device the user named and confirmed, written",
     ("storage/mounts.py", "mkdir"): "mount points, in the work directory",
     ("storage/mounts.py", "argv:mount"): "onto a mount point in the work directory",
     ("storage/zfs/driver.py", "mkdir"): "zfs-fuse's directory and mount points, in the work "

@@ -117,7 +117,12 @@ def test_the_replay_file_leaves_out_what_the_copy_holds(tmp_path: Path) -> None:
     prep = read_capture_log(rows)
     path = tmp_path / "r.jsonl"
     counts = write_replay(prep, path, skip_xids={10})
-    assert counts == {"statements": 3, "already_in_the_copy": 3}
+    assert counts == {
+        "statements": 3,
+        "already_in_the_copy": 3,
+        "sessions": 1,
+        "in_copy_by_query": [1, 1, 1],
+    }
     header, session = (json.loads(x) for x in path.read_text().splitlines())
     assert header == {"version": 1, "queries": 3}
     (tx,) = session["tx"]
@@ -125,24 +130,39 @@ def test_the_replay_file_leaves_out_what_the_copy_holds(tmp_path: Path) -> None:
     assert (path.stat().st_mode & 0o777) == 0o600
 
 
-def test_a_replay_that_differs_from_its_capture_is_marked_as_a_disturbed_run() -> None:
-    from pgfsbench.analysis.disturbance import disturbance_of, is_disturbed
+def test_a_replay_that_differs_is_marked_as_such_never_as_the_hosts_disturbance() -> None:
+    """A fidelity difference was worded as the host's disturbance ("the neighbours' as much
+    as the storage's"), and --without-disturbed then left no replay run at all."""
+    from pgfsbench.analysis.disturbance import is_disturbed
+    from pgfsbench.analysis.replay_marks import marks
+    from pgfsbench.analysis.summary import summarise
     from pgfsbench.results.records import StoredRun
 
-    def run(differs: list[str], stored: dict[str, object] | None = None) -> StoredRun:
-        metrics: dict[str, object] = {"tool": {"name": "replay", "fidelity": {"differs": differs}}}
-        if stored is not None:
-            metrics["disturbance"] = stored
-        return StoredRun(campaign_id=1, cell="ext4", repetition=1, status="ok", metrics=metrics)
+    def run(rep: int, differs: list[str], replay: dict[str, object]) -> StoredRun:
+        metrics: dict[str, object] = {
+            "tool": {"name": "replay", "fidelity": {"differs": differs}, "replay": replay}
+        }
+        return StoredRun(
+            run_id=rep, campaign_id=1, cell="ext4/p/k/mine", storage="ext4", workload="mine",
+            repetition=rep, status="ok", metrics=metrics, throughput=100.0 + rep,
+            transactions=5000, latency_avg_ms=2.0,
+        )  # fmt: skip
 
-    assert not is_disturbed(run([]))
-    marked = run(["WAL +9.0% of the capture's (limit 5%)"])
-    assert is_disturbed(marked)
-    (why,) = disturbance_of(marked).reasons()
-    assert "differs from its capture" in why and "WAL +9.0%" in why
-    # as stored with the run, said once
-    stored = disturbance_of(marked).as_dict()
-    assert len(disturbance_of(run(["WAL +9.0%"], stored)).reasons()) == 1
+    long_enough = {"wall_s": 30.0, "mode": "fast"}
+    marked = run(1, ["WAL +9.0% of the capture's (limit 5%)"], long_enough)
+    assert not is_disturbed(marked)
+    (why,) = marks(marked)
+    assert why.startswith("the replay differs from its capture") and "WAL +9.0%" in why
+    # a fast replay of 0.02 s: no figure, no verdict, and said
+    short = run(2, [], {"wall_s": 0.024, "mode": "fast"})
+    assert "too short to measure" in marks(short)[0]
+    # a timed replay whose schedule ran 50 ms late for 2 ms statements: no latency
+    lagging = run(3, [], {"wall_s": 30.0, "mode": "timed", "schedule_lag_max_ms": 50.0})
+    assert "schedule ran late" in marks(lagging)[0]
+    (cell,) = summarise([marked, short, lagging])
+    assert cell.values == (101.0, 103.0)  # the short run gives no figure
+    assert cell.latency_avg_ms is not None and cell.latency_avg_ms.n == 1
+    assert cell.disturbed == () and len(cell.replay_marks) == 3
 
 
 def test_results_show_says_a_replays_fidelity_and_an_approximation() -> None:
@@ -191,7 +211,7 @@ def test_results_show_says_a_replays_fidelity_and_an_approximation() -> None:
 
 
 def test_the_work_done_between_two_snapshots_by_database_and_statement() -> None:
-    from pgfsbench.workloads.replay import work_of
+    from pgfsbench.workloads.replay_fidelity import work_of
 
     before = {
         "database": [
@@ -246,3 +266,98 @@ def test_a_read_only_transaction_open_at_the_start_is_told_by_its_vxid() -> None
     assert [[st.sql for st in t.statements] for t in by_id["tx"].transactions] == [
         ["BEGIN", "SELECT 6", "COMMIT"]
     ]
+
+
+def test_every_captured_statement_is_accounted_for_once(tmp_path: Path) -> None:
+    """captured = replayed + not sent + already in the copy + not replayable, by reason;
+    a transaction open at the capture's end is replayed (said), never "not replayable";
+    the capture's own session and background processes are not the workload."""
+    from pgfsbench.workloads.replay_fidelity import reconciliation
+    from pgfsbench.workloads.replay_file import with_roles, workload_statement
+
+    rows = [
+        # a session inside a transaction when the capture began: to its boundary, skipped
+        line("s0", 1, "statement: UPDATE t SET v = 1", txid=700, vxid="3/1"),
+        line("s0", 2, "statement: COMMIT", txid=700, vxid="3/1"),
+        line("s0", 3, "statement: SELECT 2", vxid="3/2"),
+        line("s1", 4, "connection authorized: user=app database=shop"),
+        line("s1", 5, "statement: BEGIN"),
+        line("s1", 6, "statement: INSERT INTO t VALUES (1)", txid=800),
+        line("s1", 7, "statement: COMMIT", txid=800),  # committed in the copy: dropped
+        line("s1", 8, "statement: COPY t FROM STDIN"),
+        line("s1", 9, "statement: SELECT pg_read_file('/etc/passwd')"),
+        line("s1", 10, "statement: BEGIN"),
+        line("s1", 11, "statement: DELETE FROM t", txid=801),  # open at the end
+        line("own", 12, "statement: SELECT 'the capture itself'"),
+        line("bg", 13, "statement: VACUUM", backend_type="autovacuum worker"),
+    ]
+    own = frozenset({"own"})
+    assert [workload_statement(r, own) for r in rows[11:]] == [False, False]
+    prep = with_roles(read_capture_log(rows, own), {}, frozenset())
+    assert prep.captured == 10 and prep.not_workload == 2 and prep.open_at_end == 2
+    counts = write_replay(prep, tmp_path / "r.jsonl", {800})
+    assert counts["already_in_the_copy"] == 3 and counts["statements"] == 3
+    summary = {
+        "captured": prep.captured,
+        "open_at_end": prep.open_at_end,
+        "not_workload": prep.not_workload,
+        "written": counts,
+        "skipped": prep.skipped,
+    }
+    rec = reconciliation(summary, {"statements": 2})
+    assert rec["balanced"] is True, rec
+    assert rec["replayed"] == 2 and rec["not_sent"] == 1
+    assert sum(rec["not_replayable"].values()) == 4
+    assert not any("still open" in why for why in rec["not_replayable"])
+    assert rec["open_at_end_replayed_then_rolled_back"] == 2
+    # the statements table counts the same way: captured = in the copy + to replay
+    in_copy = counts["in_copy_by_query"]
+    assert sum(in_copy) == 3 and sum(prep.calls) == 3 + counts["statements"]
+
+
+def test_a_string_of_statements_keeps_its_own_transaction() -> None:
+    """ "BEGIN; UPDATE ...; INSERT ...; COMMIT" in one message was glued to the session's
+    next statements as one transaction, "still open, rolled back" at the end."""
+    from pgfsbench.workloads.replay_file import tx_effect
+
+    assert tx_effect("BEGIN; UPDATE t SET v = 1; INSERT INTO h VALUES (1); COMMIT") == (
+        False,
+        False,
+    )
+    assert tx_effect("BEGIN; UPDATE t SET v = 1") == (True, False)
+    assert tx_effect("UPDATE t SET v = ';'; COMMIT") == (False, True)
+    assert tx_effect("COMMIT; BEGIN") == (True, True)
+    rows = [
+        line("s", 1, "statement: BEGIN; UPDATE t SET v = 1; INSERT INTO h VALUES (1); COMMIT"),
+        line("s", 2, "statement: SELECT 1"),
+        line("s", 3, "statement: SELECT 2"),
+    ]
+    prep = read_capture_log(rows)
+    (s,) = prep.sessions
+    assert [len(t.statements) for t in s.transactions] == [1, 1, 1] and prep.open_at_end == 0
+
+
+def test_a_statement_that_failed_before_it_was_logged_is_its_own() -> None:
+    """A syntax error (never logged as a statement) was charged to the statement before
+    it; a bind error's parameters are not in the log: said, not replayed."""
+    rows = [
+        line("s", 1, "statement: BEGIN"),
+        line("s", 2, "duration: 0.010 ms"),
+        line("s", 3, 'syntax error at or near "SELEC"', error_severity="ERROR",
+             state_code="42601", statement="SELEC 1"),
+        line("s", 4, "statement: ROLLBACK"),
+        line("s", 5, "duration: 0.010 ms"),
+        line("s", 6, 'invalid input syntax for type integer: "x"', error_severity="ERROR",
+             state_code="22P02", statement="SELECT * FROM t WHERE id = $1"),
+    ]  # fmt: skip
+    prep = read_capture_log(rows)
+    (s,) = prep.sessions
+    sqls = [st.sql for tx in s.transactions for st in tx.statements]
+    assert sqls == ["BEGIN", "SELEC 1", "ROLLBACK"]
+    failed = s.transactions[0].statements[1]
+    assert failed.error == "42601" and prep.errors[failed.q] == 1
+    begin_q = s.transactions[0].statements[0].q
+    assert prep.errors[begin_q] == 0  # never charged to BEGIN
+    assert prep.states[failed.q] == {"42601": 1}
+    assert prep.skipped == {"failed at bind in the capture: its parameters are not in the log": 1}
+    assert prep.captured == 4

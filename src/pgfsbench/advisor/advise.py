@@ -9,17 +9,19 @@ spec.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from pgfsbench.advisor.facts import PG_DEFAULTS as DEFAULTS
 from pgfsbench.jsonish import Table, arr, obj, objs, text, whole
 from pgfsbench.spec.kinds import host_fstypes, storage_kind
+from pgfsbench.spec.sizes import PGBENCH_BYTES_PER_SCALE, room_needed
 from pgfsbench.units import human_bytes
 
 # the builtin pgbench scripts `advise` writes a spec for (seqscan measures reads only)
 ADVISED_WORKLOADS = ("tpcb-like", "simple-update", "select-only")
 
 GiB = 1 << 30
-BYTES_PER_SCALE = 16 << 20  # pgbench: ~15 MiB of data per scale unit, indexes included
+BYTES_PER_SCALE = PGBENCH_BYTES_PER_SCALE  # spec/sizes.py: the plan's own estimate
 # mount options a benchmark should carry over from the live filesystem (the rest are
 # the kernel's defaults or describe this particular mount)
 CARRIED_OPTIONS = (
@@ -44,12 +46,25 @@ UNSAFE_OPTIONS = (
 )
 CARRIED_ZFS = ("recordsize", "compression", "primarycache", "logbias", "atime", "sync")
 COMPRESSION = {"kernel": "lz4", "fuse": "lzjb"}  # what each ZFS has that is cheap
+# the settings a doctor's JSON from before `non_default` carried over
+LEGACY_KEPT = (
+    "full_page_writes",
+    "wal_init_zero",
+    "wal_recycle",
+    "fsync",
+    "synchronous_commit",
+    "max_wal_size",
+    "checkpoint_timeout",
+    "shared_buffers",
+)
 
 
 @dataclass(frozen=True)
 class Advice:
     spec: Table
     reasons: list[str]  # why each alternative is in the matrix
+    sizes: list[str] = field(default_factory=list)  # how the scale and the devices were sized
+    left_out: list[str] = field(default_factory=list)  # today's settings not copied, and why
 
 
 Fired = dict[str, list[Table]]  # the doctor's findings by rule id
@@ -114,6 +129,74 @@ def _storage_from_path(fs: str, path: Table | None, size: str, zfs_kind: str) ->
     return storage
 
 
+@dataclass(frozen=True)
+class Sizing:
+    """The scale a spec asks for and the room it needs: one estimate, the plan's own
+    (pgbench's bytes a scale unit, plan.py's headroom for the load's WAL)."""
+
+    scale: int
+    data_bytes: int
+    room_bytes: int
+    device_bytes: int
+    why: str
+
+
+def room_for(scale: int, fs: str) -> tuple[int, int]:
+    """(data, room) of pgbench at ``scale`` on ``fs``, as `plan` computes them."""
+    data = scale * BYTES_PER_SCALE
+    return data, room_needed(data, storage_kind(fs).space_headroom)
+
+
+def sizing(
+    fs: str,
+    scale: int | None,
+    databases: list[tuple[str, int]],
+    free_bytes: int | None,
+    ram: int | None,
+    workdir: str,
+) -> Sizing:
+    """The scale: as asked, else the server's databases' size, else what fits the work
+    directory; the loop device: the room it needs, rounded up to GiB (a quarter more for
+    the run's own growth). A scale that cannot fit the work directory's free space is
+    brought down to one that does, and said."""
+    total = sum(b for _, b in databases)
+    if scale is not None:
+        chosen, why = scale, f"scale {scale} as asked"
+    elif total:
+        chosen = max(1, -(-total // BYTES_PER_SCALE))
+        largest = databases[0]
+        why = (
+            f"scale {chosen}: your databases hold {human_bytes(total)} (the largest, "
+            f"{largest[0]!r}, {human_bytes(largest[1])}), as much pgbench data"
+        )
+    else:
+        chosen = fitting_scale(device_size(free_bytes), ram)
+        why = f"scale {chosen}: what fits the work directory (no server's database was measured)"
+    data, room = room_for(chosen, fs)
+    budget = None if free_bytes is None else int(free_bytes * 0.8)
+    if budget is not None and room > budget:
+        fitted = chosen
+        while fitted > 1 and room_for(fitted, fs)[1] > budget:
+            fitted = max(1, fitted * 9 // 10)
+        why += (
+            f"; brought down to scale {fitted}: {workdir} has {human_bytes(free_bytes)} free, "
+            f"scale {chosen} needs {human_bytes(room)} (give --workdir on a disk with room "
+            "to measure at your size)"
+        )
+        chosen = fitted
+        data, room = room_for(chosen, fs)
+    device = max(GiB, -(-(room * 5 // 4) // GiB) * GiB)
+    return Sizing(chosen, data, room, device, why)
+
+
+def _databases(facts: Table) -> list[tuple[str, int]]:
+    out = []
+    for row in arr(obj(obj(facts.get("postgresql")).get("evidence")).get("databases")):
+        if isinstance(row, list | tuple) and len(row) == 2 and isinstance(row[1], int):
+            out.append((str(row[0]), int(row[1])))
+    return sorted(out, key=lambda r: -r[1])
+
+
 def advise(
     doctor: Table | None,
     fs: str | None,
@@ -121,10 +204,13 @@ def advise(
     scale: int | None = None,
     workload: str = "tpcb-like",
     duration: str = "60s",
-    repetitions: int = 3,
+    repetitions: int | str = 3,
+    tries: list[str] | None = None,
+    workdir: str = "/var/tmp/pgfsbench",
+    budget: str | None = None,
 ) -> Advice:
     """A spec comparing what the doctor found (or the named filesystem's defaults) with the
-    recommended alternatives."""
+    recommended alternatives and the ones asked for (``tries``: SETTING=VALUE)."""
     doctor = doctor or {}
     facts = obj(doctor.get("facts"))
     fired = _fired(doctor)
@@ -134,8 +220,8 @@ def advise(
         fs = "ext4"  # a filesystem we cannot make (nfs, overlay): compare on the default
     zfs_kind = text(obj(facts.get("zfs")).get("kind")) or "any"
     ram = whole(obj(facts.get("host")).get("memory_bytes"))
-    size_bytes = device_size(free_bytes)
-    size = _size_text(size_bytes)
+    sized = sizing(fs, scale, _databases(facts), free_bytes, ram, workdir)
+    size = _size_text(sized.device_bytes)
     reasons: list[str] = []
     storage: dict[str, Table] = {}
     # tmpfs takes RAM, not disk: at most a quarter of the machine's memory
@@ -143,29 +229,33 @@ def advise(
     current = _storage_from_path(
         fs,
         path,
-        _size_text(max(GiB, min(size_bytes, ram_quarter))) if fs == "tmpfs" else size,
+        _size_text(max(GiB, min(sized.device_bytes, ram_quarter))) if fs == "tmpfs" else size,
         zfs_kind,
     )
-    storage["as-found"] = current
+    today = f"{fs}-today"
+    storage[today] = current
 
     storage.update(_storage_alternatives(fs, current, zfs_kind, size, reasons))
-    postgres = _postgres_alternatives(facts, fired, fs, ram, reasons)
+    postgres, left_out = _postgres_alternatives(facts, fired, fs, ram, reasons, tries or [])
     kernel = _kernel_alternatives(facts, fired, reasons)
-    chosen_scale = scale or fitting_scale(size_bytes, ram)
     spec: Table = {
         "name": f"advise-{fs}",
         "description": (
             f"pgfsbench advise: {fs} as found against the recommended "
-            f"alternatives, on {size} loop devices (scale {chosen_scale}, "
-            f"about {human_bytes(chosen_scale * BYTES_PER_SCALE)} of data)"
+            f"alternatives, on {size} loop devices under {workdir} (scale {sized.scale}: "
+            f"about {human_bytes(sized.data_bytes)} of data, "
+            f"{human_bytes(sized.room_bytes)} of room with the load's WAL)"
         ),
+        # the loop files go here: `plan` and `run` take it unless --workdir says otherwise
+        "workdir": workdir,
         "defaults": {
-            "scale": chosen_scale,
+            "scale": sized.scale,
             "clients": 8,
             "threads": 2,
             "duration": duration,
             "warmup": "10s",
             "repetitions": repetitions,
+            **({"budget": budget} if budget else {}),
         },
         "storage": storage,
         "postgres": postgres,
@@ -177,7 +267,7 @@ def advise(
         reasons.append(
             "nothing to change was found: the configuration as found, to keep as a baseline"
         )
-    return Advice(spec, reasons)
+    return Advice(spec, reasons, [sized.why], left_out)
 
 
 def _storage_alternatives(
@@ -207,7 +297,7 @@ def _storage_alternatives(
         opts = [text(o) for o in arr(current.get("mount_options"))]
         safe = [o for o in opts if o not in UNSAFE_OPTIONS]
         if safe != opts:
-            storage["safe-options"] = (
+            storage[f"{fs}-safe-options"] = (
                 {**current, "mount_options": safe}
                 if safe
                 else {k: v for k, v in current.items() if k != "mount_options"}
@@ -217,36 +307,37 @@ def _storage_alternatives(
                 " (the cost of safety, measured)"
             )
         if "noatime" not in opts and storage_kind(fs).mkfs:
-            storage["noatime"] = {**current, "mount_options": [*safe, "noatime"]}
+            storage[f"{fs}-noatime"] = {**current, "mount_options": [*safe, "noatime"]}
             reasons.append("noatime against the default relatime")
     return storage
 
 
 def _postgres_alternatives(
-    facts: Table, fired: Fired, fs: str, ram: int | None, reasons: list[str]
-) -> dict[str, Table]:
-    """PostgreSQL's settings as found, and the alternatives the findings call for."""
-    settings = obj(obj(facts.get("postgresql")).get("settings"))
-    kept: Table = {
-        k: settings[k]
-        for k in (
-            "full_page_writes",
-            "wal_init_zero",
-            "wal_recycle",
-            "fsync",
-            "synchronous_commit",
-            "max_wal_size",
-            "checkpoint_timeout",
-        )
-        if k in settings
-    }
-    sb = settings.get("shared_buffers")
-    kept["shared_buffers"] = sb if sb and _fits(text(sb), ram) else "128MB"
-    postgres: dict[str, Table] = {"as-found": {"settings": dict(kept)}}
+    facts: Table, fired: Fired, fs: str, ram: int | None, reasons: list[str], tries: list[str]
+) -> tuple[dict[str, Table], list[str]]:
+    """PostgreSQL's settings as found (every one not at its default that shapes what the
+    storage sees), the alternatives the findings call for and those asked for; with the
+    lines that say which of today's settings were left out, and why."""
+    from pgfsbench.advisor.baseline import baseline, tried
+
+    pg = obj(facts.get("postgresql"))
+    settings = {k: text(v) for k, v in obj(pg.get("settings")).items()}
+    non_default = {k: text(v) for k, v in obj(pg.get("non_default")).items()}
+    sources = {k: text(v) for k, v in obj(pg.get("non_default_source")).items()}
+    if not non_default and settings:
+        # a doctor's JSON from before the server listed them: the settings the rules read
+        non_default = {
+            k: settings[k] for k in LEGACY_KEPT if k in settings and settings[k] != DEFAULTS.get(k)
+        }
+    sb = non_default.get("shared_buffers")
+    found = baseline(non_default, sources, {"shared_buffers": sb is None or _fits(sb, ram)})
+    kept: Table = dict(found.settings)
+    postgres: dict[str, Table] = {"settings-today": {"settings": dict(kept)}}
+    effective = {**DEFAULTS, **{k: text(v) for k, v in kept.items()}}
     if "fpw-off-torn-pages" in fired or "btrfs-nodatacow" in fired:
         postgres["fpw-on"] = {"settings": {**kept, "full_page_writes": "on"}}
         reasons.append("full_page_writes = on: what safety costs on this filesystem")
-    elif fs == "zfs" and kept.get("full_page_writes", "on") == "on":
+    elif fs == "zfs" and effective.get("full_page_writes", "on") == "on":
         postgres["fpw-off"] = {"settings": {**kept, "full_page_writes": "off"}}
         reasons.append("full_page_writes = off, safe on ZFS with recordsize >= 8K")
     if "cow-wal-init-zero" in fired or (storage_kind(fs).copy_on_write and not settings):
@@ -260,7 +351,13 @@ def _postgres_alternatives(
     if "checkpoints-requested" in fired:
         postgres["bigger-wal"] = {"settings": {**kept, "max_wal_size": "4GB"}}
         reasons.append("max_wal_size 4GB: fewer requested checkpoints")
-    return postgres
+    for name, setting, value in tried(tries, set(settings)):
+        if name in postgres:
+            continue
+        postgres[name] = {"settings": {**kept, setting: value}}
+        now = effective.get(setting) or settings.get(setting) or "its default"
+        reasons.append(f"{setting} = {value} (asked for with --try) against today's {now}")
+    return postgres, found.comment()
 
 
 def _kernel_alternatives(facts: Table, fired: Fired, reasons: list[str]) -> dict[str, Table]:
@@ -282,11 +379,11 @@ def _kernel_alternatives(facts: Table, fired: Fired, reasons: list[str]) -> dict
                 "vm.dirty_background_bytes 64MB / vm.dirty_bytes 512MB against "
                 "the dirty limits as found"
             )
-        kernel["as-found"] = {"sysctl": now}
-        kernel["recommended"] = {"sysctl": rec}
+        kernel["kernel-today"] = {"sysctl": now}
+        kernel["kernel-recommended"] = {"sysctl": rec}
         if "thp-always" in fired:
-            kernel["as-found"]["transparent_hugepage"] = "always"
-            kernel["recommended"]["transparent_hugepage"] = "never"
+            kernel["kernel-today"]["transparent_hugepage"] = "always"
+            kernel["kernel-recommended"]["transparent_hugepage"] = "never"
             reasons.append("transparent huge pages never against always")
     return kernel
 
@@ -305,9 +402,19 @@ def to_toml(advice: Advice) -> str:
     import tomli_w
 
     head = "".join(f"# {r}\n" for r in advice.reasons)
+    sizes = "".join(f"# {r}\n" for r in advice.sizes)
+    left = "".join(f"#   {r}\n" for r in advice.left_out)
     return (
         "# Written by `pgfsbench advise`: every alternative below is there because\n"
         + head
+        + sizes
+        + (
+            "# settings-today copies every setting of yours that is not at its default and\n"
+            "# shapes what the storage sees; the others were left out:\n" + left
+            if left
+            else "# settings-today copies every setting of yours that is not at its default\n"
+            "# and shapes what the storage sees\n"
+        )
         + "# Check it with `pgfsbench plan FILE`, run it with `pgfsbench run FILE`.\n\n"
         + tomli_w.dumps(advice.spec)
     )

@@ -24,6 +24,7 @@ from pgfsbench.collect.environment import read_environment
 from pgfsbench.collect.host import meminfo
 from pgfsbench.collect.procfs import device_facts, underlying_devices
 from pgfsbench.kernel import huge_page_facts
+from pgfsbench.system.errors import UsageError
 from pgfsbench.system.mountinfo import MountInfo, mount_table
 from pgfsbench.system.runner import Completed, query
 from pgfsbench.units import parse_size
@@ -145,6 +146,10 @@ class PgFacts:
     # files: PostgreSQL's defaults stand for what the files do not set, but only when a
     # configuration file was read at all (an unreadable one tells nothing)
     defaults_apply: bool = False
+    # the settings not at PostgreSQL's built-in value, as the server says (or as the files
+    # set them, server down), and where each was set ("configuration file", "database")
+    non_default: dict[str, str] = field(default_factory=dict)
+    non_default_source: dict[str, str] = field(default_factory=dict)
 
     def get(self, name: str) -> str | None:
         value = self.settings.get(name)
@@ -204,6 +209,8 @@ class Facts:
                 "settings": self.pg.settings,
                 "evidence": self.pg.evidence,
                 "data_directory": self.pg.data_directory,
+                "non_default": self.pg.non_default,
+                "non_default_source": self.pg.non_default_source,
             },
             "unread": self.unread,
             "root": self.root,
@@ -370,19 +377,55 @@ SELECT name, CASE WHEN unit IS NULL THEN setting
                   ELSE setting END
 FROM pg_settings
 """
+# settings the server was told (its files, its command line, ALTER DATABASE/ROLE) whose
+# value is not the built-in one (a session's own, client and session, are this
+# connection's), valued as _SETTINGS_SQL values them
+_NON_DEFAULT_SQL = """
+SELECT name, CASE WHEN unit IS NULL THEN setting
+                  WHEN unit = '8kB' THEN (setting::bigint * 8)::text || 'kB'
+                  WHEN unit IN ('kB', 'MB', 'B') THEN setting || unit
+                  WHEN unit = 's' THEN setting || 's'
+                  WHEN unit = 'ms' THEN setting || 'ms'
+                  WHEN unit = 'min' THEN setting || 'min'
+                  ELSE setting END,
+       source
+FROM pg_settings
+WHERE source NOT IN ('default', 'override', 'client', 'session')
+  AND setting IS DISTINCT FROM boot_val
+"""
+# each database's size where this role may connect (pg_database_size needs CONNECT)
+_DATABASES_SQL = """
+SELECT datname, pg_database_size(oid) FROM pg_database
+WHERE datallowconn AND NOT datistemplate AND has_database_privilege(oid, 'CONNECT')
+ORDER BY 2 DESC
+"""
 
 
 def query_server(dsn: str) -> PgFacts:
     """Settings and the evidence views of a live server (read-only queries)."""
     import psycopg
 
-    with psycopg.connect(dsn, connect_timeout=10, autocommit=True) as conn:
+    from pgfsbench.postgres.conninfo import peer_aware
+
+    opened, as_user = peer_aware(
+        lambda: psycopg.connect(dsn, connect_timeout=10, autocommit=True), dsn
+    )
+    with opened as conn:
         conn.execute("SET statement_timeout = '10s'")
         conn.execute("SET default_transaction_read_only = on")
         pg = PgFacts("server")
+        if as_user is not None:
+            pg.evidence["connected_as"] = as_user.name
         pg.settings = {str(n): str(v) for n, v in conn.execute(_SETTINGS_SQL).fetchall()}
         pg.version_num = int(pg.settings.get("server_version_num", "0")) or None
         pg.data_directory = pg.settings.get("data_directory")
+        for n, v, src in conn.execute(_NON_DEFAULT_SQL).fetchall():
+            pg.non_default[str(n)] = str(v)
+            pg.non_default_source[str(n)] = str(src)
+        with contextlib.suppress(psycopg.Error):
+            pg.evidence["databases"] = [
+                (str(n), int(b)) for n, b in conn.execute(_DATABASES_SQL).fetchall()
+            ]
         pg.evidence["tablespaces"] = [
             (str(n), str(loc))
             for n, loc in conn.execute(
@@ -454,7 +497,10 @@ def read_data_directory(pgdata: Path, config: Path | None, facts: Facts) -> PgFa
         if f is None:
             continue
         try:
-            pg.settings.update(parse_conf(f.read_text()))
+            found = parse_conf(f.read_text())
+            pg.settings.update(found)
+            pg.non_default.update(found)
+            pg.non_default_source.update(dict.fromkeys(found, "configuration file"))
             read += 1
         except FileNotFoundError:
             continue
@@ -525,9 +571,14 @@ def gather(
     if dsn is not None:
         try:
             facts.pg = query_server(dsn)
+        except UsageError as exc:  # libpq's reason, as peer_aware said it
+            facts.unread.append(f"the server: {exc}")
         except Exception as exc:  # psycopg's errors: the server is asked, not trusted
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            facts.unread.append(f"the server ({dsn}): {first}")
+            from pgfsbench.postgres.conninfo import failure_reason, shown_dsn
+
+            facts.unread.append(
+                f"the server ({shown_dsn(dsn)}): cannot connect: {failure_reason(exc, dsn)}"
+            )
     if facts.pg is None and pgdata is not None:
         facts.pg = read_data_directory(pgdata, config, facts)
 

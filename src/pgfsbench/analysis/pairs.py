@@ -23,6 +23,8 @@ class Pair:
     # the dimensions in which the two differ beyond the ones the user named (a comparison of
     # ext4 with zfs whose postgres configurations differ too): said with the result
     also_differ: tuple[str, ...] = ()
+    # every dimension in which the two cells differ (the named ones and the others)
+    differ: tuple[str, ...] = ()
 
 
 def make_pair(
@@ -36,19 +38,33 @@ def make_pair(
     return Pair(base, other, compare(base.values, other.values), p99, base_source, other_source)
 
 
-def _named_dims(cell: CellSummary, pattern: str) -> set[str]:
+def _named(cell: CellSummary, pattern: str) -> set[str]:
+    """The dimensions of ``cell`` that ``pattern`` names: all of them when it names the
+    whole cell (its id, or a label that joins several dimensions)."""
+    if fnmatch.fnmatchcase(cell.cell, pattern) or (
+        "/" in cell.label and fnmatch.fnmatchcase(cell.label, pattern)
+    ):
+        return set(DIMS)
     return {d for d in DIMS if fnmatch.fnmatchcase(getattr(cell, d), pattern)}
 
 
+def differing(x: CellSummary, y: CellSummary) -> tuple[str, ...]:
+    """The dimensions in which two cells differ, in the order of a cell id."""
+    return tuple(d for d in DIMS if getattr(x, d) != getattr(y, d))
+
+
 def pairs_by_name(cells: Sequence[CellSummary], a: str, b: str) -> list[Pair]:
-    """Each cell that `a` names against the comparable cell that `b` names and that is
-    otherwise the same (storage ext4 vs xfs: for every workload, clients and scale)."""
+    """Each cell that `a` names against each comparable cell that `b` names and that differs
+    from it only where the two names do (storage ext4 vs xfs: for every postgres, kernel,
+    workload, clients and scale). A dimension differs "as named" when `a` names the one
+    cell's value and `b` the other's; when no pair differs only so, the pairs that differ
+    in more are compared and what else differs is said (``also_differ``)."""
     left = [c for c in cells if matches(c, a)]
     right = [c for c in cells if matches(c, b)]
     out: list[Pair] = []
     loose: list[Pair] = []
     for x in left:
-        same_except = set(DIMS) - _named_dims(x, a) - {d for y in right for d in _named_dims(y, b)}
+        named_x = _named(x, a)
         for y in right:
             # two hosts (two clusters of a campaign, a fleet's machines) are never a group;
             # named by the user, A on one and B on the other are compared, and said
@@ -59,16 +75,19 @@ def pairs_by_name(cells: Sequence[CellSummary], a: str, b: str) -> list[Pair]:
                 or ("@" in x.cell and x.cell.split("@")[1] != y.cell.split("@")[-1])
             ):
                 continue
-            if not elsewhere and all(getattr(x, d) == getattr(y, d) for d in same_except):
-                out.append(make_pair(x, y))
+            diff = differing(x, y)
+            if not diff and not elsewhere:
+                continue  # the same cell twice (two names for one thing): nothing compared
+            named = named_x & _named(y, b)
+            beyond = tuple(d for d in diff if d not in named)
+            if not elsewhere and not beyond:
+                out.append(dataclasses.replace(make_pair(x, y), differ=diff))
             else:
                 loose.append(
                     dataclasses.replace(
                         make_pair(x, y),
-                        also_differ=tuple(
-                            d for d in sorted(same_except) if getattr(x, d) != getattr(y, d)
-                        )
-                        + (("host",) if elsewhere else ()),
+                        differ=diff,
+                        also_differ=beyond + (("host",) if elsewhere else ()),
                     )
                 )
     # what the user named, even when the two differ in more than that: compared, and said

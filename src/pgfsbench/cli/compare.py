@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -59,6 +60,7 @@ def pair_json(p: Pair) -> dict[str, object]:
         "baseline": side(p.base, p.base_source),
         "other": side(p.other, p.other_source),
         "also_differ": {d: [getattr(p.base, d), getattr(p.other, d)] for d in p.also_differ},
+        "differ": {d: [getattr(p.base, d), getattr(p.other, d)] for d in p.differ},
         "group": p.base.group_label,
         "ratio": cmp.ratio,
         "ci95": [cmp.ci_low, cmp.ci_high],
@@ -366,6 +368,8 @@ def _print_pairs(pairs: list[Pair]) -> None:
     sides = {id(c): c for p in pairs for c in (p.base, p.other)}
     for line in cost_lines(list(sides.values())):
         console.print(line, markup=False, highlight=False)
+    for line in differ_lines(pairs):
+        console.print(line, markup=False, highlight=False)
     for p in pairs:
         if p.also_differ:
             console.print(
@@ -379,6 +383,23 @@ def _print_pairs(pairs: list[Pair]) -> None:
                     style="yellow",
                 )
             )
+
+
+def differ_lines(pairs: Sequence[Pair]) -> list[str]:
+    """What each comparison changes, said once for the pairs that change the same: "B
+    against A differs in postgres only (settings-today -> wal_compression-on)"."""
+    said: dict[str, int] = {}
+    for p in pairs:
+        named = [d for d in p.differ if d not in p.also_differ]
+        if not named:
+            continue
+        what = ", ".join(f"{d} ({getattr(p.base, d)} -> {getattr(p.other, d)})" for d in named)
+        key = what + ("" if p.also_differ else " only")
+        said[key] = said.get(key, 0) + 1
+    return [
+        f"the two sides differ in {what}" + (f", in {n} comparisons" if n > 1 else "")
+        for what, n in said.items()
+    ]
 
 
 def _by_host(

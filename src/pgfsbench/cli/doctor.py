@@ -245,13 +245,32 @@ def advise_cmd(
     scale: Annotated[
         int | None, typer.Option(help="pgbench scale (default: what fits the free space).")
     ] = None,
-    duration: Annotated[str, typer.Option(help="Measured phase of each run.")] = "60s",
+    duration: Annotated[str, typer.Option(help="Measured phase of each run.")] = "30s",
     repetitions: Annotated[
-        int, typer.Option(min=1, help="Repetitions of each cell in the spec written.")
-    ] = 3,
+        str,
+        typer.Option(
+            help="Repetitions of each cell: a number, or auto (until each comparison is "
+            "settled, within --budget)."
+        ),
+    ] = "auto",
+    budget: Annotated[
+        str, typer.Option(help="With auto repetitions: no new round after this long.")
+    ] = "12m",
     workdir: Annotated[
-        Path, typer.Option(help="Where `run` will make its loop files (sizes fit its free space).")
+        Path,
+        typer.Option(
+            help="Where `run` will make its loop files: written into the spec (on the disk "
+            "you want measured; sizes fit its free space)."
+        ),
     ] = (DEFAULT_WORKDIR),
+    tries: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--try",
+            help="Measure this setting too, against today's (SETTING=VALUE, repeatable: "
+            "--try wal_compression=on --try wal_compression=lz4).",
+        ),
+    ] = None,
 ) -> None:
     """Write a spec that benchmarks the configuration found against the recommended
     alternatives, on the same kind of storage, so advice is proven before it is adopted."""
@@ -279,7 +298,14 @@ def advise_cmd(
 
         facts, inspected = _gather(pgdata, dsn, config, None)
         if facts is None or not inspected:
-            raise UsageError(f"could not inspect {pgdata or dsn}")
+            from pgfsbench.postgres.conninfo import shown_dsn
+
+            why = "; ".join(facts.unread) if facts is not None and facts.unread else ""
+            asked = str(pgdata) if pgdata is not None else shown_dsn(dsn or "")
+            raise UsageError(
+                f"could not inspect {asked}"
+                + (f": {why}" if why else (": no such directory" if facts is None else ""))
+            )
         found, skipped = examine(facts, select_rules())
         doctor = report_json(facts, found, skipped, exit_status(found, inspected))
     probe = workdir if workdir.exists() else workdir.parent
@@ -288,7 +314,31 @@ def advise_cmd(
         free: int | None = st.f_bavail * st.f_frsize
     except OSError:
         free = None
-    advice = advise(doctor, fs, free, scale, workload, duration, repetitions)
+    reps: int | str = repetitions
+    if repetitions != "auto":
+        if not repetitions.isdigit() or int(repetitions) < 1:
+            raise UsageError(f"--repetitions {repetitions}: a number of at least 1, or auto")
+        reps = int(repetitions)
+    from pgfsbench.units import parse_duration
+
+    try:
+        parse_duration(budget)
+    except ValueError as exc:
+        raise UsageError(f"--budget {budget!r}: {exc}") from None
+    if not workdir.is_absolute():
+        workdir = Path.cwd() / workdir
+    advice = advise(
+        doctor,
+        fs,
+        free,
+        scale,
+        workload,
+        duration,
+        reps,
+        tries or [],
+        str(workdir),
+        budget=budget if reps == "auto" else None,
+    )
     write_file(output, to_toml(advice), 0o644)
     console = plain_console()
     console.print(
@@ -303,4 +353,42 @@ def advise_cmd(
     )
     for r in advice.reasons:
         console.print(f"  {r}", markup=False)
+    for r in advice.sizes:
+        console.print(f"  {r}", markup=False)
+    for line in where_lines(workdir, doctor):
+        console.print(f"  {line}", markup=False)
+    if advice.left_out:
+        console.print(
+            "  settings-today copies your settings that shape what the storage sees; left out:",
+            markup=False,
+        )
+        for r in advice.left_out:
+            console.print(f"    {r}", markup=False)
     console.print(f"next: {program()} plan {shlex.quote(str(output))}", markup=False)
+
+
+def where_lines(workdir: Path, doctor: dict[str, object] | None) -> list[str]:
+    """Where the loop files will go (filesystem, device) and, when the data directory is
+    on another device, how to measure that one instead."""
+    from pgfsbench.advisor.facts import mount_of
+    from pgfsbench.jsonish import objs, text
+    from pgfsbench.system.mountinfo import mount_table
+    from pgfsbench.system.paths import nearest_existing
+
+    table = mount_table()
+    here = mount_of(str(nearest_existing(workdir)), table)
+    if here is None:
+        return [f"loop files under {workdir}"]
+    out = [
+        f"loop files under {workdir}: on {here.fstype} ({here.source}, mounted on {here.target})"
+    ]
+    for p in objs(obj(obj(doctor or {}).get("facts")).get("paths")):
+        if p.get("role") != "data directory":
+            continue
+        source = text(obj(p.get("mount")).get("source"))
+        if source and source != here.source:
+            out.append(
+                f"your data directory {text(p.get('path'))} is on {source}: to measure that "
+                f"disk, give --workdir DIR on it (the loop files take room there for the runs)"
+            )
+    return out

@@ -63,9 +63,21 @@ SetOpt = Annotated[
     ),
 ]
 WorkdirOpt = Annotated[
-    Path,
-    typer.Option(help="Where loop files, mount points, data directories and the journal live."),
+    Path | None,
+    typer.Option(
+        help="Where loop files, mount points, data directories and the journal live "
+        f"(default: the spec's workdir, else {DEFAULT_WORKDIR})."
+    ),
 ]
+
+
+def chosen_workdir(option: Path | None, loaded: LoadedSpec) -> Path:
+    """--workdir, else the spec's ``workdir``, else the default; absolute."""
+    if option is not None:
+        return option if option.is_absolute() else Path.cwd() / option
+    return Path(loaded.spec.workdir) if loaded.spec.workdir else DEFAULT_WORKDIR
+
+
 MemoryLimitOpt = Annotated[
     str | None,
     typer.Option(
@@ -106,7 +118,7 @@ OnlyOpt = Annotated[
 def plan_cmd(
     spec: Annotated[Path, typer.Argument(help="The spec file (TOML).")],
     sets: SetOpt = None,
-    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    workdir: WorkdirOpt = None,
     only: OnlyOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="The plan as JSON.")] = False,
     memory_limit: MemoryLimitOpt = None,
@@ -132,6 +144,7 @@ def plan_cmd(
         spec,
         [*(sets or []), *_memory_set(memory_limit), *_kube_sets(kubeconfig, context, namespace)],
     )
+    workdir = chosen_workdir(workdir, loaded)
     check_workdir_trusted(workdir)  # `run` would refuse it: so does its plan
     plan = make_plan(loaded, workdir, only or [])
     if manifests:
@@ -222,7 +235,8 @@ def print_plan(console: Console, plan: Plan) -> None:
             f"{'capture' if replay else wl.clients}/{wl.threads}",
             f"{wl.warmup_s:g} s + {wl.duration_s:g} s",
             human_bytes(loop) if loop else "-",
-            human_bytes(plan.needed_bytes_per_cell[cell.id]),
+            f"{human_bytes(plan.data_bytes_per_cell.get(cell.id))} "
+            f"(room {human_bytes(plan.needed_bytes_per_cell[cell.id])})",
         ]
 
     if console.width < 120:  # a narrow terminal: one line per cell, the whole id on it
@@ -244,7 +258,7 @@ def print_plan(console: Console, plan: Plan) -> None:
             "clients/threads",
             "warm-up + measure",
             "loop files",
-            "data",
+            "data (room with the load's WAL)",
         ):
             table.add_column(col, overflow="fold")
         for cell in plan.cells:
@@ -275,8 +289,23 @@ def print_plan(console: Console, plan: Plan) -> None:
         markup=False,
         highlight=False,
     )
+    if plan.workdir_place and any(plan.loop_bytes_per_cell.values()):
+        console.print(
+            f"loop files, mount points and data directories under {plan.workdir_place}",
+            markup=False,
+            highlight=False,
+        )
     for line in storage_commands(plan.cells):
         console.print(line, markup=False, highlight=False)
+    for line in plan.aging:
+        console.print(f"aged: {line}", markup=False, highlight=False)
+    if plan.host_changes:
+        console.print(
+            "[bold]host-wide[/] (every process on this host, not only the benchmark's):",
+            markup=True,
+        )
+        for line in plan.host_changes:
+            console.print(f"  {escape(line)}", markup=True, highlight=False)
     _print_scale_bases(console, plan)
     for storage, lines in plan.limits.items():
         console.print(
@@ -529,7 +558,7 @@ def live_metrics(
 def run_spec(
     loaded: LoadedSpec,
     results: str,
-    workdir: Path,
+    workdir: Path | None,
     destroy_data_on: list[str],
     force: bool,
     console: Console,
@@ -551,6 +580,7 @@ def run_spec(
     from pgfsbench.system.signals import stop_on_signals
     from pgfsbench.system.trust import check_workdir_trusted
 
+    workdir = chosen_workdir(workdir, loaded)
     check_workdir_trusted(workdir)  # before anything is made, the store included
     # what only a host's campaign takes is refused with [kubernetes], never ignored
     ignored = [
@@ -694,7 +724,7 @@ def run_cmd(
         ),
     ] = "pgfsbench.sqlite",
     sets: SetOpt = None,
-    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    workdir: WorkdirOpt = None,
     destroy_data_on: Annotated[
         list[str] | None,
         typer.Option(
@@ -810,7 +840,7 @@ def demo_cmd(
         "pgfsbench-demo.html"
     ),
     sets: SetOpt = None,
-    workdir: WorkdirOpt = DEFAULT_WORKDIR,
+    workdir: WorkdirOpt = None,
 ) -> None:
     """The quick matrix (ext4, ext4 noatime, xfs, btrfs, tmpfs), then an HTML report."""
     from pgfsbench.report.loading import analyse

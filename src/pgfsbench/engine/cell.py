@@ -11,7 +11,6 @@ server's own figure) or precede the start (a pooler after it) is one entry in th
 from __future__ import annotations
 
 import os
-import secrets
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -25,7 +24,7 @@ from pgfsbench.kernel import CpuGroup
 from pgfsbench.plan import Plan
 from pgfsbench.postgres import pgbouncer, sessions
 from pgfsbench.postgres.binaries import Binaries
-from pgfsbench.postgres.instance import SUPERUSER, Instance, children_of
+from pgfsbench.postgres.instance import SUPERUSER, Instance, children_of, socket_dir
 from pgfsbench.postgres.template import Templates
 from pgfsbench.results.records import RunPreparation
 from pgfsbench.results.store import Store
@@ -172,9 +171,25 @@ def _kernel(eng: Engine, st: CellState) -> None:
 
 def _storage(eng: Engine, st: CellState) -> None:
     assert st.celldir is not None
-    eng.phase(f"provisioning {st.cell.fs}")
+    from pgfsbench.engine.aging import AgingContext, aged_images
+
+    assert st.celldir is not None
+    aged = aged_images(  # an aged filesystem: its image, made once (cached)
+        AgingContext(
+            eng.runner,
+            eng.journal,
+            eng.workdir,
+            eng.binaries_for(st.cell),
+            eng.os_user,
+            st.celldir,
+            eng.phase,
+            eng.loaded.spec.defaults.startup_timeout,
+        ),
+        st.cell,
+    )
+    eng.phase(f"provisioning {st.cell.fs}" + (" (a copy of its aged image)" if aged else ""))
     devices = DeviceFactory(eng.journal, eng.runner, st.celldir / "devices", eng.policy)
-    ctx = ProvisionContext(eng.journal, eng.runner, st.celldir, devices, eng.os_user)
+    ctx = ProvisionContext(eng.journal, eng.runner, st.celldir, devices, eng.os_user, aged)
     st.storage = driver_for(st.cell.fs).provision(st.cell.storage_name, st.cell.storage, ctx)
     if devices.emulated:
         # the emulated disks' daemon serves this storage: its work is the benchmark's own
@@ -251,6 +266,8 @@ def _initdb(eng: Engine, st: CellState) -> None:
     templates = Templates(eng.workdir / TEMPLATES)
     source = None
     if isinstance(st.workload, DataTemplated):
+        # a capture's data stays with the capture: its templates are kept there
+        templates = Templates(st.workload.templates_root(st.cell, eng.loaded.base_dir))
         # the workload brings its own data (a capture's copy): restored once, then copied
         eng.phase("data template")
         source = st.workload.data_template(
@@ -375,6 +392,28 @@ def _settle(eng: Engine, st: CellState) -> None:
         st.load.phases["write_out"] = round(time.monotonic() - started, 3)
         st.load.phases["write_out_checkpoint"] = round(checkpointed - started, 3)
     st.space_after_load = driver_for(st.cell.fs).space(st.storage, eng.runner)
+    st.storage_details["state_after_load"] = filesystem_state(eng, st)
+
+
+def filesystem_state(eng: Engine, st: CellState) -> dict[str, Any] | None:
+    """The data filesystem's state once the data is loaded (storage/aging.state_of):
+    free-space fragmentation, fullness, extents per GiB of the data files; fresh or aged,
+    so the two read side by side. None for what has no device of its own (tmpfs)."""
+    from pgfsbench.storage.aging import state_of
+
+    assert st.storage is not None
+    data = st.storage.data
+    if not data.devices and st.cell.fs != "zfs":
+        return None
+    pool = st.storage.details.get("pool") if st.cell.fs == "zfs" else None
+    return state_of(
+        eng.runner,
+        st.cell.fs,
+        data.source,
+        data.mountpoint,
+        st.storage.pgdata,
+        str(pool) if pool else None,
+    )
 
 
 STEPS: tuple[tuple[str, Step], ...] = (
@@ -404,16 +443,6 @@ def prepare(eng: Engine, state: CellState) -> None:
     built so far is what teardown and diagnosis look at."""
     for _name, step in STEPS:
         step(eng, state)
-
-
-def socket_dir(journal: Journal, celldir: Path, owner: str | None) -> Path:
-    """A private (0700) directory for the server's unix socket; short enough for sun_path."""
-    candidate = celldir / "sock"
-    if len(str(candidate / ".s.PGSQL.5432.lock")) > 100:
-        # made anew (never adopted: a name someone took first fails the mkdir); its undo
-        # is bound to this pattern (system/bounds.SHORT_SOCKET_DIR)
-        candidate = Path("/tmp") / f"pgfsb-{secrets.token_hex(4)}"
-    return make_dir(journal, candidate, owner=owner, mode=0o700)
 
 
 def storage_details(runner: Runner, storage: ProvisionedStorage) -> dict[str, object]:

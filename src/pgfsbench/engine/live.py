@@ -51,8 +51,9 @@ _PHASE_WORDS = re.compile(r"[^a-z -]+")
 
 
 def phase_name(text: str) -> str:
-    """A phase's text without its figures: 'measuring 60 s' -> 'measuring'."""
-    words = _PHASE_WORDS.sub(" ", text.lower()).split()
+    """A phase's text without its figures and what it says in parentheses: 'measuring 60 s
+    (a 60 s window)' -> 'measuring'."""
+    words = _PHASE_WORDS.sub(" ", text.lower().split("(")[0]).split()
     kept = [w for w in words if w not in ("s", "ms", "min", "gib", "mib", "kib")]
     return " ".join(kept[:3]) or "starting"
 

@@ -12,6 +12,7 @@ its default in a block written last (``forced_block``), whatever else says.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 
 NAME = re.compile(r"^[a-z_][a-z0-9_.]*$")
 _VALUE = {
@@ -231,7 +232,7 @@ ALLOWED: dict[str, str] = {
 _BY_LOWER = {k.lower(): k for k in ALLOWED}
 
 
-def carried(settings: dict[str, object]) -> tuple[dict[str, str], dict[str, str]]:
+def carried(settings: Mapping[str, object]) -> tuple[dict[str, str], dict[str, str]]:
     """The settings a copy runs with, and the others with why each was left out (a
     name not of a setting's shape is shown escaped, never as given)."""
     kept: dict[str, str] = {}

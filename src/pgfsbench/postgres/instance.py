@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import secrets
 import shlex
 import signal
 import time
@@ -22,6 +23,7 @@ from pgfsbench.postgres.binaries import Binaries
 from pgfsbench.postgres.ipc import data_dir_identity, postmaster_orphans, release_shared_memory
 from pgfsbench.postgres.template import Templates, template_key
 from pgfsbench.spec import InitdbOptions, Scalar
+from pgfsbench.system.actions import make_dir
 from pgfsbench.system.bounds import own_directory_name
 from pgfsbench.system.cpus import pin_process
 from pgfsbench.system.errors import CommandError, InstanceError, PgfsbenchError, TimeoutExpired
@@ -679,3 +681,13 @@ def _release_server_memory(runner: Runner, args: dict[str, Any]) -> None:
 @undo_action("stop_instance", bound=data_directory)
 def _stop_instance(runner: Runner, args: dict[str, Any]) -> None:
     stop_instance(runner, args["bindir"], Path(args["pgdata"]), args.get("user"))
+
+
+def socket_dir(journal: Journal, celldir: Path, owner: str | None) -> Path:
+    """A private (0700) directory for the server's unix socket; short enough for sun_path."""
+    candidate = celldir / "sock"
+    if len(str(candidate / ".s.PGSQL.5432.lock")) > 100:
+        # made anew (never adopted: a name someone took first fails the mkdir); its undo
+        # is bound to this pattern (system/bounds.SHORT_SOCKET_DIR)
+        candidate = Path("/tmp") / f"pgfsb-{secrets.token_hex(4)}"
+    return make_dir(journal, candidate, owner=owner, mode=0o700)

@@ -91,11 +91,12 @@ def run_conditions(run: StoredRun) -> dict[str, str]:
     out["workload"] = f"{tool} {what}".strip() + (
         f", protocol {w['protocol']}" if w.get("protocol") and tool == "pgbench" else ""
     )
-    if run.scale is not None:
-        out["scale"] = str(run.scale) + (f" ({p['scale_basis']})" if p.get("scale_basis") else "")
-    if w.get("clients") is not None:
-        out["clients"] = f"{w['clients']} client(s), {w.get('threads', 1)} thread(s)"
-    if run.duration_s is not None:
+    if tool == "replay":
+        # its data, sessions and length are the capture's: what it ran, as measured
+        out.update(_replayed(run))
+    else:
+        _sized(out, run, p, w)
+    if run.duration_s is not None and tool != "replay":
         out["duration"] = (
             f"{float(run.duration_s):g} s measured after {float(run.warmup_s or 0):g} s of warm-up"
         ) + (
@@ -116,6 +117,7 @@ def run_conditions(run: StoredRun) -> dict[str, str]:
     beneath = _beneath(run)
     if beneath:
         out["disk beneath"] = beneath
+    out.update(aged_rows(run, storage))
     limits = run.storage_details.get("device_limits") or []
     if limits or storage.get("limits"):
         out["device limits"] = _limits(limits, storage.get("limits"))
@@ -140,6 +142,99 @@ def run_conditions(run: StoredRun) -> dict[str, str]:
     ]
     out["kernel settings"] = ", ".join(ksets) or "as the host had them"
     return out
+
+
+def _sized(out: dict[str, str], run: StoredRun, p: JsonObject, w: JsonObject) -> None:
+    if run.scale is not None:
+        out["scale"] = str(run.scale) + (f" ({p['scale_basis']})" if p.get("scale_basis") else "")
+    if w.get("clients") is not None:
+        out["clients"] = f"{w['clients']} client(s), {w.get('threads', 1)} thread(s)"
+
+
+def _replayed(run: StoredRun) -> dict[str, str]:
+    """A replay's data, sessions and duration as it ran them (its record's), never the
+    spec's defaults (a replay has no scale, and its clients are the captured sessions)."""
+    r = (run.recorded.tool.model_extra or {}).get("replay")
+    if not isinstance(r, dict):
+        return {}
+    out: dict[str, str] = {}
+    if isinstance(r.get("data_bytes"), int):
+        out["data"] = f"the capture's copy, {human_bytes(r['data_bytes'])}"
+    if r.get("sessions") is not None:
+        out["sessions"] = f"{r['sessions']} captured session(s)" + (
+            f", replayed by {r['processes']} process(es)" if r.get("processes") else ""
+        )
+    if isinstance(r.get("wall_s"), int | float):
+        pace = (
+            f"timed at {float(r.get('speed') or 1):g}x the captured pace"
+            if r.get("mode") == "timed"
+            else "as fast as it goes"
+        )
+        captured = r.get("captured_s")
+        out["duration"] = f"replayed in {float(r['wall_s']):.1f} s, {pace}" + (
+            f" (the capture lasted {float(captured):.1f} s)"
+            if isinstance(captured, int | float)
+            else ""
+        )
+    return out
+
+
+def aged_rows(run: StoredRun, storage: JsonObject) -> dict[str, str]:
+    """The filesystem's age (fresh, or the recipe and what its aging did) and its state
+    once the data was loaded: free-space fragmentation, fullness, extents per GiB."""
+    out: dict[str, str] = {}
+    data = run.storage_details.get("data")
+    age = data.get("age") if isinstance(data, dict) else None
+    spec_age = storage.get("age")
+    if isinstance(spec_age, dict):
+        churn = (age or {}).get("aging") if isinstance(age, dict) else None
+        done = ""
+        if isinstance(churn, dict) and isinstance(churn.get("written_bytes"), int):
+            done = (
+                f": {human_bytes(churn['written_bytes'])} written in "
+                f"{float(churn.get('seconds') or 0):.0f} s when its image was made"
+            )
+        out["age"] = (
+            f"aged by {spec_age.get('recipe')} (seed {spec_age.get('seed')}, "
+            f"{float(spec_age.get('overwritten', 0)):g}x its size written, "
+            f"{float(spec_age.get('fullness', 0)):.0%} full){done}"
+            + (
+                f"; this run's device a copy of image {age.get('image')}"
+                if isinstance(age, dict)
+                else ""
+            )
+        )
+    state = run.storage_details.get("state_after_load")
+    if isinstance(state, dict):
+        out["filesystem state"] = state_text(state)
+    return out
+
+
+def state_text(state: JsonObject) -> str:
+    """'free space in extents below 1 MiB 12.5%, average free extent 3,400 KiB; 41%
+    full; data files 9.1 extents/GiB' (what was not measured, said)."""
+    parts: list[str] = []
+    free = state.get("free_space")
+    if isinstance(free, dict):
+        if free.get("why"):
+            parts.append(str(free["why"]))
+        if free.get("free_in_extents_below_1mib_pct") is not None:
+            parts.append(
+                f"free space in extents below 1 MiB {free['free_in_extents_below_1mib_pct']}%"
+            )
+        if free.get("free_extent_avg_kib") is not None:
+            parts.append(f"average free extent {float(free['free_extent_avg_kib']):,.0f} KiB")
+        if free.get("pool_frag_pct") is not None:
+            parts.append(f"pool fragmentation {free['pool_frag_pct']}%")
+    if state.get("fullness") is not None:
+        parts.append(f"{float(state['fullness']):.0%} full")
+    files = state.get("data_files")
+    if isinstance(files, dict):
+        if files.get("extents_per_gib") is not None:
+            parts.append(f"data files {files['extents_per_gib']} extents/GiB")
+        elif files.get("why"):
+            parts.append(f"data files' extents not measured ({files['why']})")
+    return "; ".join(parts) or "not measured"
 
 
 def _cpus(run: StoredRun) -> str:

@@ -32,6 +32,7 @@ from pgfsbench.report.terminal import (
     P99_LEGEND,
     cell_name,
     cost_lines,
+    end_state_text,
     fmt_geometric,
     fmt_p99,
     fmt_range,
@@ -39,6 +40,7 @@ from pgfsbench.report.terminal import (
     fmt_spread,
     fmt_vs,
     fs_text,
+    reconciled,
     when,
 )
 from pgfsbench.results.records import StoredCampaign, StoredRun
@@ -612,6 +614,9 @@ def replay_rows(
         out.append(
             {
                 "label": f"{labels.get((r.cell, r.host), r.cell)} #{r.repetition}",
+                "reconciled": reconciled(f["reconciliation"])
+                if isinstance(f.get("reconciliation"), dict)
+                else f"{f.get('statements_replayed')} of {f.get('statements_captured')} replayed",
                 "captured": f.get("statements_captured"),
                 "replayed": f.get("statements_replayed"),
                 "not_replayable": dict(f.get("not_replayable") or {}),
@@ -623,6 +628,10 @@ def replay_rows(
                 "cpu": f.get("replayer_cpu_us_per_tx"),
                 "differs": list(f.get("differs") or []),
                 "statements": list(f.get("statements") or []),
+                "end_state": end_state_text(f["end_state"])
+                if isinstance(f.get("end_state"), dict)
+                else None,
+                "cannot_carry": list(f.get("cannot_carry") or []),
                 "work": [w for w in f.get("work") or [] if isinstance(w, dict)],
             }
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import Any
 
 from rich.box import HEAVY_HEAD
 from rich.console import Group
@@ -516,6 +517,50 @@ def _storage_rows(run: StoredRun) -> list[Row]:
     return rows
 
 
+def end_state_text(es: dict[str, Any]) -> str:
+    """'equal: 12 tables compared' or what differs, table by table."""
+    if es.get("equal"):
+        text = f"equal to the capture's: {es.get('tables_compared', 0)} tables compared"
+    else:
+        text = "; ".join(f"{d.get('table')}: {d.get('how')}" for d in es.get("differs") or [])
+        text = text or "not compared"
+    skipped = es.get("not_compared") or []
+    return text + (f" ({len(skipped)} not compared: {skipped[0]})" if skipped else "")
+
+
+def reconciled(rec: dict[str, Any]) -> str:
+    """'captured 116,877 statements = 115,659 replayed + 1,195 already in the data copy +
+    4 not replayable (COPY FROM STDIN: 4) + ...': every statement of the capture once."""
+    captured = rec.get("captured")
+    terms = [f"{int(rec.get('replayed') or 0):,} replayed"]
+    if rec.get("not_sent"):
+        terms.append(f"{int(rec['not_sent']):,} not sent (the replayer stopped)")
+    if rec.get("retries_not_needed"):
+        terms.append(
+            f"{int(rec['retries_not_needed']):,} in a client's retry its first attempt made "
+            "needless here"
+        )
+    if rec.get("already_in_the_copy"):
+        terms.append(f"{int(rec['already_in_the_copy']):,} already in the data copy")
+    skipped = {str(k): int(v) for k, v in (rec.get("not_replayable") or {}).items()}
+    if skipped:
+        terms.append(
+            f"{sum(skipped.values()):,} not replayable ("
+            + "; ".join(f"{why}: {n:,}" for why, n in skipped.items())
+            + ")"
+        )
+    head = f"captured {int(captured):,} statements = " if captured is not None else ""
+    text = head + " + ".join(terms)
+    if rec.get("balanced") is False:
+        text += " (these do not add up)"
+    if rec.get("open_at_end_replayed_then_rolled_back"):
+        text += (
+            f"; of those replayed, {int(rec['open_at_end_replayed_then_rolled_back']):,} in a "
+            "transaction still open at the capture's end, rolled back"
+        )
+    return text
+
+
 def replay_rows(run: StoredRun) -> list[Row]:
     """A replay's fidelity to its capture, in one line, and what differed; a run of the
     lighter path says it is an approximation. Statements are never shown here."""
@@ -524,21 +569,25 @@ def replay_rows(run: StoredRun) -> list[Row]:
     rows: list[Row] = []
     if f:
         pct = f.get("wal_pct")
+        rec = f.get("reconciliation")
         parts = [
-            f"{f.get('statements_replayed', 0):,} of {f.get('statements_captured', 0):,} "
+            reconciled(rec)
+            if isinstance(rec, dict)
+            else f"{f.get('statements_replayed', 0):,} of {f.get('statements_captured', 0):,} "
             "statements replayed",
             f"errors {f.get('errors_replayed', 0)} (capture {f.get('errors_captured', 0)})",
             "WAL " + ("-" if pct is None else f"{pct:+.1f}%") + " of the capture's",
         ]
-        if f.get("already_in_the_copy"):
+        if f.get("already_in_the_copy") and not isinstance(rec, dict):
             parts.append(f"{f['already_in_the_copy']:,} already in the data copy")
         if f.get("tablespaces"):
             parts.append(
                 f"tablespaces {', '.join(map(str, f['tablespaces']))} inside the data directory "
                 "(on the storage under test)"
             )
-        for why, n in (f.get("not_replayable") or {}).items():
-            parts.append(f"{n:,} not replayable: {why}")
+        if not isinstance(rec, dict):
+            for why, n in (f.get("not_replayable") or {}).items():
+                parts.append(f"{n:,} not replayable: {why}")
         if f.get("schedule_lag_max_ms") is not None:
             parts.append(f"schedule lag at most {f['schedule_lag_max_ms']:,.1f} ms")
         if f.get("replayer_cpu_us_per_tx") is not None:
@@ -555,6 +604,16 @@ def replay_rows(run: StoredRun) -> list[Row]:
                         for w in work
                     ),
                 )
+            )
+        es = f.get("end_state")
+        if isinstance(es, dict):
+            rows.append(("replay end state", end_state_text(es)))
+        for st in f.get("statements") or []:
+            if isinstance(st, dict) and st.get("differs"):
+                rows.append(("replay statement", f"{st.get('query')}: {st['differs']}"))
+        if f.get("cannot_carry"):
+            rows.append(
+                ("replay from a log", "not carried: " + "; ".join(map(str, f["cannot_carry"])))
             )
         if f.get("differs"):
             rows.append(("replay differs", "; ".join(map(str, f["differs"]))))

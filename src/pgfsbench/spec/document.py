@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, create_model, model_validator
+from pydantic import BaseModel, create_model, field_validator, model_validator
 
 from pgfsbench.spec.cluster import KubernetesConfig
 from pgfsbench.spec.dimensions import DIMENSIONS, TABLES
@@ -55,6 +55,20 @@ class Spec(Model):
     matrix: Matrix = Matrix()
     # where the `pvc` cells run (spec/cluster.py)
     kubernetes: KubernetesConfig | None = None
+    # where loop files, mount points and data directories go (the disk measured when the
+    # storage is loop files): --workdir, when given, wins
+    workdir: str | None = None
+
+    @field_validator("workdir")
+    @classmethod
+    def _workdir(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        if not v.startswith("/") or len(v) > 1024 or any(ord(c) < 32 for c in v):
+            raise ValueError(f"{v!r}: an absolute directory path (e.g. /srv/pgfsbench)")
+        if any(part in (".", "..") for part in v.split("/")):
+            raise ValueError(f"{v!r}: a path without . or .. in it")
+        return v
 
     @model_validator(mode="after")
     def _names(self) -> Spec:

@@ -194,3 +194,7 @@ class DataTemplated(Protocol):
         base_dir: Path,
     ) -> str:
         """The key of the data template in ``templates`` (made once, then found)."""
+
+    def templates_root(self, cell: Cell, base_dir: Path) -> Path:
+        """Where its data templates are kept: with the data they come from (a capture's
+        own directory), never in the work directory with the initdb templates."""

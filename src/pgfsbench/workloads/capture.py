@@ -39,25 +39,37 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pgfsbench.postgres.carried import carried
+from pgfsbench.postgres.conninfo import shown_dsn
 from pgfsbench.postgres.statements import normalise
 from pgfsbench.system.errors import CapabilityError, PgfsbenchError, UsageError
 from pgfsbench.system.held import new_dir, open_new_file, write_file
 from pgfsbench.system.journal import Journal, Scope, Undo, leftover_journals, undo_action
 from pgfsbench.system.runner import Runner
 from pgfsbench.workloads.capture_copy import BASE_DIR, TABLESPACES_DIR, copy_data
+from pgfsbench.workloads.capture_sql import one as _one
+from pgfsbench.workloads.capture_sql import read_log
+from pgfsbench.workloads.capture_stderr import (
+    STDERR,
+    await_stderr,
+    line_prefix,
+    new_token,
+    stderr_log,
+)
 from pgfsbench.workloads.replay_file import (
     MANIFEST,
     log_file_name,
     log_rows,
+    read_capture_log,
 )
 
 if TYPE_CHECKING:
     import psycopg
 
+    from pgfsbench.system.euid import Account
+
 # 2: the copy unpacked by pgfsbench (tar, as an unprivileged uid), settings allowlisted
 MANIFEST_VERSION = 2
 LOG_FORMATS = ("jsonlog", "csvlog")
-READ_CHUNK = 1 << 20  # bytes a pg_read_file call returns
 # the connection's own: catalog names resolve in pg_catalog, never in a schema the server's
 # superuser filled
 SAFE_OPTIONS = "-c search_path=pg_catalog,pg_temp"
@@ -121,45 +133,36 @@ class CaptureResult:
     manifest: dict[str, Any] = field(default_factory=dict)
 
 
-def shown_dsn(dsn: str) -> str:
-    """A connection string as it may be printed or journaled: without its password."""
-    from psycopg.conninfo import conninfo_to_dict, make_conninfo
-
-    try:
-        params = conninfo_to_dict(dsn)
-    except Exception:
-        return "(a connection string that does not parse)"
-    params.pop("password", None)
-    params.pop("sslpassword", None)
-    return make_conninfo(**{k: str(v) for k, v in params.items()})
-
-
-def _connect(dsn: str) -> psycopg.Connection[Any]:
-    """A connection to the server (libpq's own password sources: the DSN, PGPASSWORD,
-    ~/.pgpass), its search_path pg_catalog's alone (SAFE_OPTIONS, after the DSN's own)."""
+def _open(dsn: str) -> psycopg.Connection[Any]:
     import psycopg
     from psycopg.conninfo import conninfo_to_dict
 
+    options = str(conninfo_to_dict(dsn).get("options") or "")
+    return psycopg.connect(
+        dsn,
+        connect_timeout=10,
+        autocommit=True,
+        options=f"{options} {SAFE_OPTIONS}".strip(),
+        application_name="pgfsbench capture",
+    )
+
+
+def connect_as(dsn: str) -> tuple[psycopg.Connection[Any], Account | None]:
+    """A connection to the server (libpq's own password sources: the DSN, PGPASSWORD,
+    ~/.pgpass), its search_path pg_catalog's alone (SAFE_OPTIONS, after the DSN's own).
+    A server that takes local connections by peer authentication only (Debian's as
+    shipped: root is not its superuser) is connected to as the OS user whose socket it
+    is: the account that runs the server, named with the connection (None: as root)."""
+    from pgfsbench.postgres.conninfo import peer_aware
+
     try:
-        options = str(conninfo_to_dict(dsn).get("options") or "")
-        return psycopg.connect(
-            dsn,
-            connect_timeout=10,
-            autocommit=True,
-            options=f"{options} {SAFE_OPTIONS}".strip(),
-            application_name="pgfsbench capture",
-        )
-    except psycopg.Error as exc:
-        reason = " ".join(str(exc).split())
-        password = conninfo_to_dict(dsn).get("password") if "password" in dsn else None
-        if password:
-            reason = reason.replace(str(password), "***")
-        raise UsageError(f"--dsn {shown_dsn(dsn)}: cannot connect ({reason})") from None
+        return peer_aware(lambda: _open(dsn), dsn)
+    except UsageError as exc:
+        raise UsageError(f"--dsn {exc}") from None
 
 
-def _one(conn: psycopg.Connection[Any], sql: str, *args: object) -> Any:
-    row = conn.execute(sql, args or None).fetchone()
-    return None if row is None else row[0]
+def _connect(dsn: str) -> psycopg.Connection[Any]:
+    return connect_as(dsn)[0]
 
 
 def _text(value: object, what: str, limit: int = 1024) -> str:
@@ -196,17 +199,16 @@ def preflight(
     collector = _one(
         conn, "SELECT setting FROM pg_catalog.pg_settings WHERE name = 'logging_collector'"
     )
+    source = "collector"
     if need_log and collector != "on":
-        raise CapabilityError(
-            f"logging_collector is off: {fmt} needs it, and turning it on needs a restart "
-            "of the server, which capture never does (set logging_collector = on, restart "
-            "when you can, then capture)"
-        )
+        source, fmt = "stderr", "jsonlog"  # its lines made into jsonlog's
+        if (why := _stderr_refusal(conn, log_format)) is not None:
+            raise CapabilityError(why)
     pending = [
         r[0]
         for r in conn.execute(
             "SELECT name FROM pg_catalog.pg_settings WHERE pending_restart AND name = ANY(%s)",
-            ([*capture_settings(version), "log_destination"],),
+            ([*capture_settings(version), "log_destination", "log_line_prefix"],),
         )
     ]
     if pending:
@@ -217,6 +219,7 @@ def preflight(
     return {
         "server_version_num": version,
         "log_format": fmt,
+        "log_source": source if need_log else None,
         "server_version": _text(_one(conn, "SHOW server_version"), "version", 64),
         "data_directory": _text(_one(conn, "SHOW data_directory"), "data directory"),
         "system_identifier": identifier,
@@ -225,6 +228,31 @@ def preflight(
             _one(conn, "SELECT rolname FROM pg_catalog.pg_roles WHERE oid = 10"), "role", 63
         ),
     }
+
+
+def _stderr_refusal(conn: psycopg.Connection[Any], log_format: str | None) -> str | None:
+    """Why a server without its logging collector cannot be captured from its standard
+    error (workloads/capture_stderr.py), or None."""
+    from pgfsbench.workloads.capture_stderr import stderr_problem
+
+    if log_format is not None:
+        return (
+            f"--log-format {log_format}: the server writes it only with logging_collector = "
+            "on (a restart); leave --log-format out and capture reads its standard error log"
+        )
+    destination = _text(_one(conn, "SHOW log_destination"), "log_destination", 200)
+    if "stderr" not in [p.strip() for p in destination.split(",")]:
+        return (
+            f"logging_collector is off and log_destination ({destination}) has no stderr: "
+            "the server keeps no log capture can read without a restart (add stderr to "
+            "log_destination and reload, or turn logging_collector on at a restart)"
+        )
+    if (why := stderr_problem(conn)) is not None:
+        return (
+            f"logging_collector is off (its log is its standard error) and {why}; turn "
+            "logging_collector on at a restart, then capture"
+        )
+    return None
 
 
 def auto_conf(conn: psycopg.Connection[Any], names: list[str]) -> list[AutoConf]:
@@ -256,7 +284,7 @@ def put_back(conn: psycopg.Connection[Any], before: list[AutoConf]) -> None:
 
 def _settings_bound(args: dict[str, object], scope: Scope) -> str | None:
     names = {str(s["name"]) for s in args["settings"]}  # type: ignore[attr-defined]
-    allowed = {*CAPTURE_SETTINGS, "log_destination"}
+    allowed = {*CAPTURE_SETTINGS, "log_destination", "log_line_prefix"}
     if not names <= allowed:
         return f"settings {sorted(names - allowed)} are not the capture's"
     if not isinstance(args.get("dsn"), str):
@@ -364,33 +392,6 @@ def _log_file(conn: psycopg.Connection[Any], fmt: str) -> str | None:
 
 def _file_size(conn: psycopg.Connection[Any], path: str) -> int:
     return int(_one(conn, "SELECT size FROM pg_catalog.pg_stat_file(%s, true)", path) or 0)
-
-
-def read_log(
-    conn: psycopg.Connection[Any], files: list[tuple[str, int]], out_fd: int, limit: int
-) -> int:
-    """Append the log files' bytes (each from its offset) through pg_read_file: the
-    server's user reads its own files. Stops at ``limit`` bytes; returns the count."""
-    written = 0
-    for path, offset in files:
-        pos = offset
-        while written < limit:
-            chunk = _one(
-                conn,
-                "SELECT pg_catalog.pg_read_binary_file(%s, %s, %s, true)",
-                path,
-                pos,
-                READ_CHUNK,
-            )
-            if not chunk:
-                break
-            data = bytes(chunk)[: limit - written]
-            os.write(out_fd, data)
-            written += len(data)
-            pos += len(data)
-            if len(chunk) < READ_CHUNK:
-                break
-    return written
 
 
 def _logs_since(conn: psycopg.Connection[Any], first: str, since: float) -> list[str]:
@@ -524,10 +525,11 @@ def _capture(
     log_format: str | None,
     workdir: Path | None,
 ) -> CaptureResult:
-    conn = _connect(dsn)
+    conn, peer = connect_as(dsn)
     with conn:
         facts = preflight(conn, log_format=log_format)
         fmt = str(facts["log_format"])
+        from_stderr = facts["log_source"] == "stderr"
         if workdir is not None and (
             left := pending_capture(workdir, str(facts["system_identifier"]))
         ):
@@ -545,8 +547,12 @@ def _capture(
         )
         destination = _text(_one(conn, "SHOW log_destination"), "log_destination", 200)
         wanted = capture_settings(int(facts["server_version_num"]))
-        parts = [p.strip() for p in destination.split(",") if p.strip()]
-        wanted["log_destination"] = ",".join([*parts, fmt] if fmt not in parts else parts)
+        token = new_token()
+        if from_stderr:  # its lines told apart by a prefix of the capture's own
+            wanted["log_line_prefix"] = line_prefix(token, int(facts["server_version_num"]))
+        else:
+            parts = [p.strip() for p in destination.split(",") if p.strip()]
+            wanted["log_destination"] = ",".join([*parts, fmt] if fmt not in parts else parts)
         before = auto_conf(conn, list(wanted))
         if (why := _left_by_a_capture(before, wanted)) is not None:
             raise CapabilityError(why)
@@ -568,6 +574,7 @@ def _capture(
             "own_sessions": [own],
             "server_settings": kept,
             "server_settings_left_out": left_out,
+            "connected_as": peer.name if peer is not None else "root",
         }
         from psycopg import sql
 
@@ -591,8 +598,12 @@ def _capture(
                     )
                 )
             conn.execute("SELECT pg_catalog.pg_reload_conf()")
-            first = _await_log(conn, fmt)
-            offset = _file_size(conn, first)
+            if from_stderr:
+                first = STDERR
+                offset = await_stderr(conn, wanted["log_line_prefix"])
+            else:
+                first = _await_log(conn, fmt)
+                offset = _file_size(conn, first)
             # a statement logged from here on is in the capture
             t0 = time.time()
             manifest["start"] = {"time": t0, "log_file": Path(first).name, "offset": offset}
@@ -600,7 +611,9 @@ def _capture(
             if base is None:
                 if pg_basebackup is None:
                     raise CapabilityError("pg_basebackup not found (give --base DIR)")
-                manifest["base"] = copy_data(conn, runner, pg_basebackup, out, tablespaces(conn))
+                manifest["base"] = copy_data(
+                    conn, runner, pg_basebackup, out, tablespaces(conn), peer
+                )
             else:
                 manifest["base"] = {"kind": "given", "path": str(base)}
             if ready is not None:
@@ -609,27 +622,35 @@ def _capture(
             manifest["stats_after"] = stats_snapshot(conn, facts["server_version_num"])
             t1 = time.time()
             manifest["end"] = {"time": t1, "cut_short": not done}
+            manifest["end_state"] = _end_state(conn, dsn)
         finally:
             put_back(conn, before)
             journal.settle(step, "put back")
         # the log of the capture, through the server
-        files = _logs_since(conn, first, t0)
         log_file = out / log_file_name(fmt)
-        fd = open_new_file(log_file, 0o600)
-        try:
-            size = read_log(
-                conn, [(f, offset if f == first else 0) for f in files], fd, max_log_bytes
-            )
-        finally:
-            os.close(fd)
-    statements = sum(
-        1
-        for row in log_rows(log_file, fmt)
-        if str(row.get("message") or "").startswith(("statement: ", "execute "))
-    )
+        if from_stderr:
+            files = [STDERR]
+            size, manifest["log_stderr"] = stderr_log(conn, offset, out, token, max_log_bytes)
+        else:
+            files = _logs_since(conn, first, t0)
+            fd = open_new_file(log_file, 0o600)
+            try:
+                size = read_log(
+                    conn, [(f, offset if f == first else 0) for f in files], fd, max_log_bytes
+                )
+            finally:
+                os.close(fd)
+    # the workload's statements (the capture's own session and background processes
+    # aside): the count a replay's reconciliation starts from
+    # (read as the replay reads it: a statement that failed before it was logged counts)
+    read = read_capture_log(log_rows(log_file, fmt), [str(own)])
+    statements, not_workload = read.captured, read.not_workload
     manifest["log"] = {
+        "statements": statements,
+        "not_workload_statements": not_workload,
         "bytes": size,
-        "files": [Path(f).name for f in files],
+        "files": ["stderr"] if from_stderr else [Path(f).name for f in files],
+        "source": facts["log_source"],
         "truncated": size >= max_log_bytes,
     }
     manifest["seconds"] = round(manifest["end"]["time"] - manifest["start"]["time"], 3)
@@ -637,6 +658,29 @@ def _capture(
     return CaptureResult(
         out, manifest["seconds"], size, statements, manifest["base"]["kind"], manifest
     )
+
+
+def _end_state(conn: psycopg.Connection[Any], dsn: str) -> dict[str, Any]:
+    """Each database's tables as the capture ends (workloads/end_state.py), to set a
+    replay's beside."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    from pgfsbench.workloads.end_state import databases_state
+
+    names = [
+        _text(r[0], "database", 63)
+        for r in conn.execute(
+            "SELECT datname FROM pg_catalog.pg_database WHERE datallowconn "
+            "AND NOT datistemplate ORDER BY 1 LIMIT 50"
+        )
+    ]
+
+    def connect(db: str) -> psycopg.Connection[Any]:
+        params = {k: str(v) for k, v in conninfo_to_dict(dsn).items()}
+        params["dbname"] = db
+        return _connect(make_conninfo(**params))
+
+    return databases_state(connect, names)
 
 
 # the settings whose values, all at once in postgresql.auto.conf, can only be a capture's

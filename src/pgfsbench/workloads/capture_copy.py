@@ -30,6 +30,8 @@ from pgfsbench.system.untar import Unpacked, unpack
 if TYPE_CHECKING:
     import psycopg
 
+    from pgfsbench.system.euid import Account
+
 BASE_DIR = "base"  # the copy of the data directory
 TABLESPACES_DIR = "tablespaces"  # each tablespace's copy, by OID
 WORK_DIR = ".copy"  # the unprivileged uid's, for the copy's time only
@@ -135,17 +137,26 @@ def copy_data(
     pg_basebackup: str,
     out: Path,
     spaces: list[dict[str, Any]],
+    server_user: Account | None = None,
 ) -> dict[str, Any]:
     """The data's copy in ``out``/base, each tablespace's in ``out``/tablespaces/OID; what
-    the manifest says of it."""
+    the manifest says of it. ``server_user``: the server authenticates local connections
+    by peer only, and the capture connected as its OS user: the copy runs as that user
+    too (the principal that holds the data already; what it writes is unpacked as ever)."""
     source = source_of(conn)
     data_bytes = _data_bytes(conn)
     bound, timeout = copy_bounds(data_bytes)
-    uid = free_uid()
-    owner = Owner(uid, uid)
+    if server_user is None:
+        uid = free_uid()
+        owner = Owner(uid, uid)
+        who = "an unprivileged uid of its own"
+    else:
+        uid = server_user.uid
+        owner = Owner(uid, server_user.gid)
+        who = f"the server's own OS user ({server_user.name})"
     if (why := _untraversable(out)) is not None:
         raise CapabilityError(
-            f"-o {out}: {why}; pg_basebackup runs as an unprivileged uid of its own and must "
+            f"-o {out}: {why}; pg_basebackup runs as {who} and must "
             "reach its directory there (PostgreSQL's tools return to their working directory "
             "by its path): capture into a directory under one every user can traverse "
             "(/var/tmp, /srv...), or give a copy with --base"
@@ -153,10 +164,21 @@ def copy_data(
     started = time.monotonic()
     with Held.open(out) as capture:
         # the uid's own group may traverse the capture (0710) while it copies; nobody else
-        capture.hand_to(Owner(0, uid), 0o710)
+        capture.hand_to(Owner(0, owner.gid), 0o710)
         try:
             made, took = _copy_as(
-                capture, out, owner, runner, pg_basebackup, source, bound, timeout, spaces, started
+                capture,
+                out,
+                owner,
+                runner,
+                pg_basebackup,
+                source,
+                bound,
+                timeout,
+                spaces,
+                started,
+                server_user is None,
+                None if server_user is None else server_user.name,
             )
         finally:
             capture.hand_to(Owner(0, 0), 0o700)
@@ -168,7 +190,8 @@ def copy_data(
         "files": made["files"],
         "bytes": made["bytes"],
         "left_out": made["left_out"],
-        "unprivileged_uid": uid,
+        "unprivileged_uid": uid if server_user is None else None,
+        "as_server_user": None if server_user is None else server_user.name,
     }
 
 
@@ -199,8 +222,11 @@ def _copy_as(
     timeout: float,
     spaces: list[dict[str, Any]],
     started: float,
+    own_uid: bool = True,
+    account: str | None = None,
 ) -> tuple[dict[str, Any], float]:
-    """pg_basebackup as ``owner`` in WORK_DIR, then its archives taken in."""
+    """pg_basebackup as ``owner`` in WORK_DIR, then its archives taken in. ``own_uid``:
+    the uid is the copy's alone, so any process of it left is the copy's."""
     uid = owner.uid
     with capture.make_dir(WORK_DIR, 0o700, owner) as work:
         try:
@@ -210,14 +236,16 @@ def _copy_as(
                 runner.run(
                     basebackup_argv(pg_basebackup, source, bound),
                     timeout=timeout,
-                    user=uid,
+                    # an account by its name: its own group and groups (a bare uid has
+                    # its number as its group)
+                    user=account if account is not None else uid,
                     cwd=out / WORK_DIR,
                     env={"PGPASSFILE": str(out.absolute() / WORK_DIR / ".pgpass")},
                 )
             except CommandError as exc:
                 raise CapabilityError(f"pg_basebackup failed: {exc}") from None
             took = time.monotonic() - started
-            if left := processes_of(uid):
+            if own_uid and (left := processes_of(uid)):
                 raise CapabilityError(f"pg_basebackup left processes running: {left}")
             with work.descend("backup") as backup:
                 made = _take_in(backup, capture, owner, bound * 4, spaces)

@@ -18,6 +18,7 @@ from pgfsbench.postgres.binaries import Binaries
 from pgfsbench.spec import Cell, Defaults, Workload
 from pgfsbench.spec.matrix import workload_config
 from pgfsbench.spec.models import PgbenchWorkload, WorkloadBase
+from pgfsbench.spec.sizes import PGBENCH_BYTES_PER_SCALE
 from pgfsbench.system.access import readable_by
 from pgfsbench.system.actions import watch_process_group
 from pgfsbench.system.errors import CommandError, Stalled, WorkloadError
@@ -32,9 +33,7 @@ from pgfsbench.workloads.base import (
     WorkloadContext,
 )
 
-# pgbench data is about 15 MB per scale unit (pgbench-tools sizes its grid the same way),
-# with indexes and free space 16 MB; WAL during the load adds as much again.
-BYTES_PER_SCALE = 16 * 1024 * 1024
+BYTES_PER_SCALE = PGBENCH_BYTES_PER_SCALE  # spec/sizes.py: one estimate, plan's and advise's
 
 
 def init_steps(generation: str, foreign_keys: bool) -> str:

@@ -62,6 +62,7 @@ from pgfsbench.workloads.base import (
 from pgfsbench.workloads.capture import MANIFEST_VERSION
 from pgfsbench.workloads.capture_copy import BASE_DIR, TABLESPACES_DIR
 from pgfsbench.workloads.pgbench import parse_progress, progress_series
+from pgfsbench.workloads.replay_fidelity import fidelity, work_of
 from pgfsbench.workloads.replay_file import MANIFEST, with_roles
 from pgfsbench.workloads.replay_safety import (
     REPLAY_ROLE,
@@ -74,8 +75,8 @@ from pgfsbench.workloads.replay_safety import (
 )
 
 REPLAYER = "pgfsbench-replay"
-FIDELITY_WAL_PCT = 5.0  # a replay's WAL beyond this of the capture's is marked
-TOP_STATEMENTS = 20  # normalised statements a run keeps with their calls
+
+TEMPLATES = "templates"  # in the capture's directory: the data templates restored from it
 
 
 def replayer_path() -> Path | None:
@@ -221,18 +222,28 @@ def template_key(
 def planned_cell(cell: Cell, base_dir: Path) -> Cell:
     """A replay cell as it will run: its measured phase as long as its capture (divided
     by speed when timed; as fast as possible takes less, an upper estimate), no warm-up.
-    Unchanged when the capture cannot be read (its problems say why)."""
+    A capture that is missing, not root's or not a capture is refused here, before a plan
+    is printed with a made-up estimate."""
     import dataclasses
 
     if cell.workload.tool != "replay":
         return cell
     cfg = workload_config(cell.workload, ReplayWorkload)
+    directory = capture_dir(cfg, base_dir)
+    if not directory.is_dir():
+        raise CapabilityError(
+            f"workload {cell.workload.name}: capture {directory} does not exist (make it "
+            "with `pgfsbench capture`; a relative path is from the spec's directory)"
+        )
     try:
-        seconds = float(read_manifest(capture_dir(cfg, base_dir)).get("seconds") or 0.0)
-    except CapabilityError:
-        return cell
+        seconds = float(read_manifest(directory).get("seconds") or 0.0)
+    except CapabilityError as exc:
+        raise CapabilityError(f"workload {cell.workload.name}: {exc}") from None
     if seconds <= 0:
-        return cell
+        raise CapabilityError(
+            f"workload {cell.workload.name}: capture {directory} says it lasted "
+            f"{seconds:g} s: nothing to replay"
+        )
     duration = seconds / cfg.speed if cfg.mode == "timed" else seconds
     return dataclasses.replace(
         cell, workload=dataclasses.replace(cell.workload, duration_s=duration, warmup_s=0.0)
@@ -297,6 +308,11 @@ class Replay:
     def load(self, ctx: WorkloadContext, cell: Cell) -> LoadResult:
         # the data came with the cluster (data_template): nothing is loaded
         return LoadResult(0.0, {})
+
+    def templates_root(self, cell: Cell, base_dir: Path) -> Path:
+        """The capture's own directory holds the data templates restored from it (root's,
+        0700, as the capture is): the captured data is nowhere else between runs."""
+        return capture_dir(workload_config(cell.workload, ReplayWorkload), base_dir) / TEMPLATES
 
     def data_template(
         self,
@@ -367,11 +383,17 @@ class Replay:
         instance = Instance(binaries, pgdata, None, socket_dir, log_path, os_user)
         instance.configure({})
         instance.start(journal, runner, timeout=600)
-        prep = None
+        prep: Any = None  # the log's sessions (replay_file.Prepared) or the wire's
         committed: set[int] = set()
+        wire = manifest.get("format") == "wire"
         bootstrap = str((manifest.get("server") or {}).get("bootstrap_superuser") or "postgres")
         try:
-            prep = None if is_stats(manifest) else read_capture(directory)
+            if wire:  # made at the wire: replayed as the clients spoke (replay_wire.py)
+                from pgfsbench.workloads.replay_wire import WIRE_LOG, read_wire
+
+                prep = read_wire(directory / WIRE_LOG)
+            elif not is_stats(manifest):
+                prep = read_capture(directory)
             users = sorted({s.user for s in prep.sessions}) if prep is not None else []
             boundary = initdb_next_xid(runner, binaries, os_user, scratch)
             with _connect_as(instance, bootstrap, "postgres") as conn:
@@ -391,7 +413,7 @@ class Replay:
                         "ORDER BY datname LIMIT 200"
                     )
                 ]
-                if prep is not None:
+                if prep is not None and not wire:  # a wire capture began after its copy
                     committed = _committed_in_copy(conn, transaction_ids(prep))
             libdir = _pkglibdir(runner, binaries)
             for db in databases:
@@ -409,11 +431,13 @@ class Replay:
             target.remove("postgresql.conf")
             target.write("postgresql.conf", conf, 0o600, owner)
         _write_safety(directory, key, hardened)
-        if prep is not None:
-            if cfg.roles != "captured":
-                prep = with_roles(prep, hardened.role_map, hardened.locked_names())
-            else:
-                prep = with_roles(prep, {}, hardened.locked_names())
+        roles = hardened.role_map if cfg.roles != "captured" else {}
+        if prep is not None and wire:
+            from pgfsbench.workloads.replay_wire import filtered
+
+            _write_wire_files(directory, key, filtered(prep, roles, hardened.locked_names()))
+        elif prep is not None:
+            prep = with_roles(prep, roles, hardened.locked_names())
             _write_replay_files(directory, key, prep, committed)
         templates.save(key, pgdata, None, f"(restored from the capture {directory})\n")
         shutil.rmtree(pgdata, ignore_errors=True)
@@ -459,9 +483,10 @@ class Replay:
         ]
         # as many processes as the cell's client threads (pgbench -j); the commit order is
         # held in one process
-        jobs = 1 if cfg.commit_order else max(1, cell.workload.threads)
+        wire = manifest.get("format") == "wire"  # one process, its sessions' own order
+        jobs = 1 if cfg.commit_order or wire else max(1, cell.workload.threads)
         argv += ["-jobs", str(jobs), "-drift", f"{int(cfg.drift * 1000)}ms"]
-        if cfg.commit_order:
+        if cfg.commit_order and not wire:
             argv.append("-commit-order")
         wal_before = _wal_bytes(ctx)
         work_before = _work_snapshot(ctx)
@@ -538,15 +563,35 @@ class Replay:
         if txlogs:
             m.latency = parse_txlog(txlogs)
             m.artifacts["txlog"] = compress_logs(txlogs, ctx.artifacts / "txlog.gz")
+        found_fidelity = fidelity(
+            manifest,
+            replay_file,
+            stats,
+            _wal_bytes(ctx) - wal_before,
+            work_of(work_before, _work_snapshot(ctx, settle=True)),
+        )
+        if manifest.get("end_state"):  # the tables as the capture ended, and as the replay did
+            found_fidelity["end_state"] = es = _end_state_against(ctx, manifest["end_state"])
+            # rows missing or added mark the run; the same rows with other values (a time
+            # taken when it ran, a sequence's order) are said with the end state
+            counted = [d for d in es["differs"] if d.get("rows_differ")]
+            if counted:
+                found_fidelity["differs"].append(
+                    "the end state has other rows in " + ", ".join(d["table"] for d in counted[:5])
+                )
         m.extra = {
-            "replay": {k: v for k, v in stats.items() if k != "queries"},
-            "fidelity": fidelity(
-                directory,
-                replay_file,
-                stats,
-                _wal_bytes(ctx) - wal_before,
-                work_of(work_before, _work_snapshot(ctx, settle=True)),
-            ),
+            "replay": {
+                **{k: v for k, v in stats.items() if k != "queries"},
+                # what it ran, as measured: its sessions, its data, its real duration
+                "sessions": found_fidelity["reconciliation"].get("sessions"),
+                "data_bytes": (manifest.get("base") or {}).get("bytes"),
+                "wall_s": round(wall, 3),
+                "captured_s": captured,
+                "mode": cfg.mode,
+                "speed": cfg.speed,
+                "processes": jobs,
+            },
+            "fidelity": found_fidelity,
         }
         return m
 
@@ -696,6 +741,26 @@ def _committed_in_copy(conn: Any, xids: list[int]) -> set[int]:
     return committed
 
 
+def _write_wire_files(directory: Path, key: str, prep: Any) -> None:
+    """A wire capture's replay file (version 2) and its summary, in the capture's own
+    directory: each statement's outcome in the capture, to set beside the replay's."""
+    from pgfsbench.workloads.replay_wire import queries_summary, write_wire_replay
+
+    counts = write_wire_replay(prep, directory / f"{key}.jsonl")
+    counts.pop("in_copy_by_query")
+    summary = {
+        "format": "wire",
+        "captured": prep.captured,
+        "open_at_end": prep.open_at_end,
+        "not_workload": prep.not_workload,
+        "retries": prep.retries,
+        "written": counts,
+        "skipped": prep.skipped,
+        "queries": [{**q, "in_copy": 0} for q in queries_summary(prep)],
+    }
+    write_file(directory / f"{key}.json", json.dumps(summary, indent=1) + "\n", 0o600)
+
+
 def _write_replay_files(directory: Path, key: str, prep: Any, committed: set[int]) -> None:
     """The replay file and its summary (normalised statements), in the capture's own
     directory: the file holds the capture's literals and never leaves it."""
@@ -703,8 +768,32 @@ def _write_replay_files(directory: Path, key: str, prep: Any, committed: set[int
 
     replay_file = directory / f"{key}.jsonl"
     counts = write_replay(prep, replay_file, committed)  # made anew (open_new_file)
-    summary = {"written": counts, "skipped": prep.skipped, "queries": queries_summary(prep)}
+    in_copy = counts.pop("in_copy_by_query")
+    queries = [{**q, "in_copy": in_copy[i]} for i, q in enumerate(queries_summary(prep))]
+    summary = {
+        "captured": prep.captured,
+        "open_at_end": prep.open_at_end,
+        "not_workload": prep.not_workload,
+        "written": counts,
+        "skipped": prep.skipped,
+        "queries": queries,
+    }
     write_file(directory / f"{key}.json", json.dumps(summary, indent=1) + "\n", 0o600)
+
+
+def _end_state_against(ctx: WorkloadContext, captured: dict[str, Any]) -> dict[str, Any]:
+    """The replay server's tables against the capture's end state (workloads/end_state)."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    from pgfsbench.workloads.end_state import compare_states, databases_state
+
+    def connect(db: str) -> psycopg.Connection[Any]:
+        params = {k: str(v) for k, v in conninfo_to_dict(ctx.server.conninfo()).items()}
+        params["dbname"] = db
+        return psycopg.connect(make_conninfo(**params), connect_timeout=10, autocommit=True)
+
+    return compare_states(captured, databases_state(connect, list(captured)))
 
 
 def _wal_bytes(ctx: WorkloadContext) -> int:
@@ -737,134 +826,3 @@ def _work_snapshot(ctx: WorkloadContext, settle: bool = False) -> dict[str, Any]
             return stats_snapshot(conn, ctx.binaries.major * 10000)
     except psycopg.Error:
         return {}
-
-
-# the work compared, from each side's counters: (name, where, column)
-WORK = (
-    ("commits", "database", "xact_commit"),
-    ("rollbacks", "database", "xact_rollback"),
-    ("rows inserted", "database", "tup_inserted"),
-    ("rows updated", "database", "tup_updated"),
-    ("rows deleted", "database", "tup_deleted"),
-    ("WAL records", "wal", "wal_records"),
-    ("full-page images", "wal", "wal_fpi"),
-    ("blocks dirtied", "statements", "shared_blks_dirtied"),
-)
-
-
-def work_of(before: dict[str, Any], after: dict[str, Any]) -> dict[str, int]:
-    """What was done between two counter snapshots (capture.stats_snapshot): commits,
-    rows, WAL records and full-page images, blocks dirtied (pg_stat_statements, where it
-    is installed). A counter missing on either side is left out."""
-
-    def keyed(snap: dict[str, Any], where: str) -> dict[tuple[str, ...], dict[str, Any]]:
-        out: dict[tuple[str, ...], dict[str, Any]] = {}
-        for row in snap.get(where) or []:
-            if isinstance(row, dict):
-                out[(str(row.get("datname")), str(row.get("queryid")), str(row.get("dbid")))] = row
-        return out
-
-    done: dict[str, int] = {}
-    for name, where, column in WORK:
-        if where not in before or where not in after:
-            continue
-        old, new = keyed(before, where), keyed(after, where)
-        total = 0
-        for key, row in new.items():
-            try:
-                total += int(row.get(column) or 0) - int(old.get(key, {}).get(column) or 0)
-            except (TypeError, ValueError):
-                continue
-        done[name] = total
-    return done
-
-
-def tablespace_names(manifest: dict[str, Any]) -> list[str]:
-    """The names of the capture's tablespaces (its manifest's, each cut to 63 characters)."""
-    spaces = (manifest.get("base") or {}).get("tablespaces") or []
-    return [str(s.get("name", ""))[:63] for s in spaces if isinstance(s, dict)][:100]
-
-
-def fidelity(
-    directory: Path,
-    replay_file: Path,
-    stats: dict[str, Any],
-    wal_bytes: int,
-    work: dict[str, int] | None = None,
-) -> dict[str, Any]:
-    """The replay's work against the capture's: statements and errors by normalised
-    statement, WAL bytes, and the servers' own counters side by side (commits, rows,
-    WAL records, full-page images, blocks dirtied); what differs beyond the stated limits
-    is listed."""
-    summary_path = replay_file.with_suffix(".json")
-    prepared = json.loads(read_trusted(summary_path)) if summary_path.exists() else {}
-    queries = {int(q["q"]): q for q in prepared.get("queries", [])}
-    replayed = {int(q["q"]): q for q in stats.get("queries", [])}
-    written = int(prepared.get("written", {}).get("statements", 0))
-    sent = int(stats.get("statements") or 0)
-    errors_captured = sum(int(q.get("errors", 0)) for q in queries.values())
-    errors_replayed = sum(int(q.get("errors", 0)) for q in replayed.values())
-    manifest = read_manifest(directory)
-    wal_captured = None
-    try:
-        before = manifest["stats_before"]["wal"][0]["wal_bytes"]
-        after = manifest["stats_after"]["wal"][0]["wal_bytes"]
-        wal_captured = int(after) - int(before)
-    except (KeyError, IndexError, TypeError, ValueError):
-        pass
-    differs: list[str] = []
-    if sent != written:
-        differs.append(f"{written - sent} of {written} statements not replayed")
-    if errors_replayed > errors_captured:
-        differs.append(f"{errors_replayed} errors against {errors_captured} in the capture")
-    wal_pct = None
-    if wal_captured:
-        wal_pct = round((wal_bytes - wal_captured) / wal_captured * 100, 2)
-        if abs(wal_pct) > FIDELITY_WAL_PCT:
-            differs.append(f"WAL {wal_pct:+.1f}% of the capture's (limit {FIDELITY_WAL_PCT:g}%)")
-    # by normalised statement (no literal), the busiest first
-    top = sorted(queries, key=lambda q: -int(queries[q].get("calls", 0)))[:TOP_STATEMENTS]
-    by_statement = [
-        {
-            "query": str(queries[q].get("query", ""))[:400],
-            "calls_captured": int(queries[q].get("calls", 0)),
-            "calls_replayed": int(replayed.get(q, {}).get("calls", 0)),
-            "errors_captured": int(queries[q].get("errors", 0)),
-            "errors_replayed": int(replayed.get(q, {}).get("errors", 0)),
-            "rows_replayed": int(replayed.get(q, {}).get("rows", 0)),
-        }
-        for q in top
-    ]
-    tx = int(stats.get("transactions") or 0)
-    cpu = float(stats.get("cpu_user_s") or 0) + float(stats.get("cpu_system_s") or 0)
-    captured_work = work_of(manifest.get("stats_before") or {}, manifest.get("stats_after") or {})
-    side_by_side = [
-        {
-            "what": name,
-            "captured": captured_work[name],
-            "replayed": (work or {})[name],
-            "pct": round((work or {})[name] / captured_work[name] * 100 - 100, 1)
-            if captured_work[name]
-            else None,
-        }
-        for name, _, _ in WORK
-        if name in captured_work and name in (work or {})
-    ]
-    return {
-        "statements": by_statement,
-        "work": side_by_side,
-        "replayer_cpu_us_per_tx": round(cpu / tx * 1e6, 1) if tx else None,
-        "schedule_lag_max_ms": stats.get("schedule_lag_max_ms"),
-        "statements_captured": written,
-        "statements_replayed": sent,
-        "not_replayable": prepared.get("skipped", {}),
-        "already_in_the_copy": int(prepared.get("written", {}).get("already_in_the_copy", 0)),
-        # restored inside the data directory: on the storage under test, not a device of its own
-        "tablespaces": tablespace_names(manifest),
-        "errors_captured": errors_captured,
-        "errors_replayed": errors_replayed,
-        "wal_bytes_captured": wal_captured,
-        "wal_bytes_replayed": wal_bytes,
-        "wal_pct": wal_pct,
-        "differs": differs,
-    }

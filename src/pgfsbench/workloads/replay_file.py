@@ -26,7 +26,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pgfsbench.postgres.statements import normalise
+from pgfsbench.postgres.statements import normalise, without_comments
 from pgfsbench.workloads.replay_safety import reaches_os
 
 REPLAY_VERSION = 1  # native/replayer's FormatVersion
@@ -108,6 +108,16 @@ class Prepared:
     calls: list[int]
     errors: list[int]
     skipped: dict[str, int]  # why -> statements that cannot be replayed
+    # the workload's statements in the log (every client session's but the capture's
+    # own): each is replayed, already in the data copy, or not replayable (``skipped``)
+    captured: int = 0
+    # of those replayed: in a transaction still open at the capture's end (rolled back)
+    open_at_end: int = 0
+    # statements in the log that are not the workload's (the capture's own session,
+    # background processes): not counted in ``captured``
+    not_workload: int = 0
+    # each statement's errors by SQLSTATE, as the capture's log said
+    states: list[dict[str, int]] = field(default_factory=list)
 
     @property
     def statements(self) -> int:
@@ -167,6 +177,47 @@ def log_rows(path: Path, fmt: str) -> Iterator[dict[str, Any]]:
 
 
 OPEN_AT_START = "_open_at_start"  # a line of a transaction begun before the capture
+
+
+OPEN_AT_END = "in a transaction still open at the capture's end (replayed, then rolled back)"
+_PARAM_REF = re.compile(r"\$[0-9]+")
+
+
+def tx_effect(sql: str) -> tuple[bool, bool]:
+    """What a simple query's string does to its session's transaction: (leaves one open,
+    ends the one it found). A string of several statements ("BEGIN; UPDATE ...; COMMIT")
+    is one message: its own transactions begin and end in it, so it leaves none open."""
+    from pgfsbench.postgres.statements import tokens
+
+    parts: list[str] = []
+    current: list[str] = []
+    for tok in tokens(sql):
+        if tok.kind == "other" and tok.text == ";":
+            parts.append("".join(current))
+            current = []
+        elif tok.kind != "comment":
+            current.append(tok.text)
+    parts.append("".join(current))
+    open_now: bool | None = None  # None: as the string found it
+    ends_found = False
+    for part in (p for p in parts if p.strip()):
+        if _BEGIN.match(part) and not _END.match(part):
+            open_now = True
+        elif _END.match(part) and not _ROLLBACK_TO.match(part):
+            if open_now is None:
+                ends_found = True
+            open_now = False
+    return bool(open_now), ends_found
+
+
+def workload_statement(row: dict[str, Any], own: set[str] | frozenset[str]) -> bool | None:
+    """Whether a log line is a statement of the workload (True), a statement of the
+    capture's own session or of a background process (False), or no statement (None):
+    the one count the capture prints and the replay's reconciliation starts from."""
+    if _statement_of(str(row.get("message") or "")) is None:
+        return None
+    sid = str(row.get("session_id") or "")
+    return bool(sid) and sid not in own and row.get("backend_type") in (None, "client backend")
 
 
 def _statement_of(message: str) -> str | None:
@@ -230,6 +281,7 @@ def read_capture_log(lines: Iterable[dict[str, Any]], leave_out: Iterable[str] =
     queries: dict[str, int] = {}
     calls: list[int] = []
     errors: list[int] = []
+    states: list[dict[str, int]] = []
     skipped: dict[str, int] = {}
     start: float | None = None
 
@@ -242,6 +294,7 @@ def read_capture_log(lines: Iterable[dict[str, Any]], leave_out: Iterable[str] =
             queries[text] = len(queries)
             calls.append(0)
             errors.append(0)
+            states.append({})
         return queries[text]
 
     def close(s: Session) -> None:
@@ -249,8 +302,13 @@ def read_capture_log(lines: Iterable[dict[str, Any]], leave_out: Iterable[str] =
             s.transactions.append(s.open_tx)
         s.open_tx = None
 
+    captured = not_workload = 0
     for row in _marked_open_at_start(lines):
         sid = str(row.get("session_id") or "")
+        counted = workload_statement(row, own)
+        if counted is not None:
+            captured += counted
+            not_workload += not counted
         if not sid or sid in own or row.get("backend_type") not in (None, "client backend"):
             continue
         message = str(row.get("message") or "")
@@ -275,9 +333,39 @@ def read_capture_log(lines: Iterable[dict[str, Any]], leave_out: Iterable[str] =
             s.db = str(row["dbname"])
         xid = int(row.get("txid") or 0)
         severity = str(row.get("error_severity") or "")
+        failing = str(row.get("statement") or "")
+        code = str(row.get("state_code") or "ERROR")
+        unlogged = (
+            severity in ("ERROR", "FATAL")
+            and bool(failing)
+            and (
+                s.last is None
+                or s.last.sql != failing
+                or s.last.dur_ms is not None
+                or s.last.error is not None
+            )
+        )
+        if unlogged and not s.skipping:
+            # a statement that failed before it was logged (at parse, or at bind): its
+            # error is its own, never the statement before's
+            captured += 1
+            if _PARAM_REF.search(without_comments(failing)):
+                skip("failed at bind in the capture: its parameters are not in the log")
+                continue
+            stmt = Statement(failing, "simple", "", [], t, qid(failing), error=code)
+            calls[stmt.q] += 1
+            errors[stmt.q] += 1
+            states[stmt.q][code] = states[stmt.q].get(code, 0) + 1
+            s.last = stmt
+            if s.open_tx is not None:
+                s.open_tx.statements.append(stmt)
+            else:
+                s.transactions.append(Transaction([stmt], xid))
+            continue
         if severity in ("ERROR", "FATAL") and s.last is not None:
-            s.last.error = str(row.get("state_code") or "ERROR")
+            s.last.error = code
             errors[s.last.q] += 1
+            states[s.last.q][code] = states[s.last.q].get(code, 0) + 1
             if s.open_tx is not None:
                 s.open_tx.xid = max(s.open_tx.xid, xid)
             continue
@@ -315,33 +403,45 @@ def read_capture_log(lines: Iterable[dict[str, Any]], leave_out: Iterable[str] =
         stmt = Statement(sql, kind, name, params, t, qid(sql))
         calls[stmt.q] += 1
         s.last = stmt
-        if _BEGIN.match(sql) and not _END.match(sql):
-            close(s)
-            s.open_tx = Transaction([stmt], xid, explicit=True)
-        elif s.open_tx is not None:
+        opens, closes = tx_effect(sql) if kind == "simple" else (
+            bool(_BEGIN.match(sql)) and not _END.match(sql),
+            bool(_END.match(sql)) and not _ROLLBACK_TO.match(sql),
+        )  # fmt: skip
+        if s.open_tx is not None:
             s.open_tx.statements.append(stmt)
             s.open_tx.xid = max(s.open_tx.xid, xid)
-            if _END.match(sql) and not _ROLLBACK_TO.match(sql):
+            if closes:
                 close(s)
+                if opens:  # "COMMIT; BEGIN; ...": a new one left open
+                    s.open_tx = Transaction([], xid, explicit=True)
+        elif opens:
+            s.open_tx = Transaction([stmt], xid, explicit=True)
         else:
+            # one statement, or one string whose transactions all end in it
             s.transactions.append(Transaction([stmt], xid))
+    open_at_end = 0
     for s in sessions.values():
         if s.open_tx is not None:
             # still open at the capture's end: replayed as far as it went (it is rolled
             # back when the session ends), and said
-            skipped_n = len(s.open_tx.statements)
+            open_at_end += len(s.open_tx.statements)
             close(s)
-            skipped["in a transaction still open at the capture's end (replayed, rolled back)"] = (
-                skipped.get(
-                    "in a transaction still open at the capture's end (replayed, rolled back)", 0
-                )
-                + skipped_n
-            )
     by_index = sorted(queries, key=queries.__getitem__)
-    return Prepared(start or 0.0, list(sessions.values()), by_index, calls, errors, skipped)
+    return Prepared(
+        start or 0.0,
+        list(sessions.values()),
+        by_index,
+        calls,
+        errors,
+        skipped,
+        states=states,
+        captured=captured,
+        open_at_end=open_at_end,
+        not_workload=not_workload,
+    )
 
 
-def write_replay(prep: Prepared, path: Path, skip_xids: set[int] | None = None) -> dict[str, int]:
+def write_replay(prep: Prepared, path: Path, skip_xids: set[int] | None = None) -> dict[str, Any]:
     """The replayer's input: a header line, then one line a session. Transactions whose
     transaction id the data copy already holds as committed (``skip_xids``) are left out:
     their work is in the copy. Returns what was written and left out."""
@@ -349,7 +449,8 @@ def write_replay(prep: Prepared, path: Path, skip_xids: set[int] | None = None) 
 
     from pgfsbench.system.held import open_new_file
 
-    written = dropped = 0
+    written = dropped = sessions = 0
+    in_copy = [0] * len(prep.queries)
     fd = open_new_file(path, 0o600)
     with os.fdopen(fd, "w") as fh:
         fh.write(json.dumps({"version": REPLAY_VERSION, "queries": len(prep.queries)}) + "\n")
@@ -358,6 +459,8 @@ def write_replay(prep: Prepared, path: Path, skip_xids: set[int] | None = None) 
             for tx in s.transactions:
                 if skip_xids and tx.xid and tx.xid in skip_xids:
                     dropped += len(tx.statements)
+                    for st in tx.statements:
+                        in_copy[st.q] += 1
                     continue
                 txs.append(
                     {
@@ -385,7 +488,13 @@ def write_replay(prep: Prepared, path: Path, skip_xids: set[int] | None = None) 
                 "tx": txs,
             }
             fh.write(json.dumps(line) + "\n")
-    return {"statements": written, "already_in_the_copy": dropped}
+            sessions += bool(txs)
+    return {
+        "statements": written,
+        "already_in_the_copy": dropped,
+        "sessions": sessions,
+        "in_copy_by_query": in_copy,
+    }
 
 
 def with_roles(prep: Prepared, role_map: dict[str, str], locked: frozenset[str]) -> Prepared:
@@ -419,10 +528,16 @@ def transaction_ids(prep: Prepared) -> list[int]:
 
 
 def queries_summary(prep: Prepared) -> list[dict[str, object]]:
-    """The normalised statements with their captured calls and errors: what a report may
-    show of a capture."""
+    """The normalised statements with their captured calls and errors (by SQLSTATE): what
+    a report may show of a capture."""
     return [
-        {"q": i, "query": text, "calls": prep.calls[i], "errors": prep.errors[i]}
+        {
+            "q": i,
+            "query": text,
+            "calls": prep.calls[i],
+            "errors": prep.errors[i],
+            "states": dict(prep.states[i]) if i < len(prep.states) else {},
+        }
         for i, text in enumerate(prep.queries)
     ]
 
