@@ -25,7 +25,7 @@ clients = 2
 threads = 1
 duration = "2s"
 warmup = "0s"
-repetitions = 2
+repetitions = 1
 
 [storage.ext4]
 fs = "ext4"
@@ -36,10 +36,16 @@ fs = "ext4"
 device = "loop:256M"
 age = { recipe = "files", seed = 3, overwritten = 1.0, fullness = 0.4, file_size = "64K" }
 
+# the same filesystem, options, device and age: the same image, reused
+[storage.ext4-aged-again]
+fs = "ext4"
+device = "loop:256M"
+age = { recipe = "files", seed = 3, overwritten = 1.0, fullness = 0.4, file_size = "64K" }
+
 [storage.xfs-aged-db]
 fs = "xfs"
 device = "loop:320M"
-age = { recipe = "postgres", seed = 3, overwritten = 0.6, fullness = 0.3 }
+age = { recipe = "postgres", seed = 3, overwritten = 0.3, fullness = 0.3 }
 """
 
 
@@ -52,19 +58,20 @@ def test_aged_filesystems_made_once_copied_and_measured(base: Path) -> None:
     assert "made once, at its first run" in words and "aged-images/" in words
     pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(work), timeout=900)
     runs = runs_of(results)
-    assert [r["status"] for r in runs] == ["ok"] * 6, runs
+    assert [r["status"] for r in runs] == ["ok"] * 4, runs
     by_storage: dict[str, list[dict[str, Any]]] = {}
     for r in runs:
         by_storage.setdefault(str(r["storage"]), []).append(show(results, int(r["run_id"])))
     entries = sorted(p.name for p in (work / CACHE_DIR).iterdir())
     assert len(entries) == 2 and not any(e.startswith(".") for e in entries), entries
-    for name in ("ext4-aged", "xfs-aged-db"):
-        ages = [r["storage_details"]["data"]["age"] for r in by_storage[name]]
-        # both runs copies of the one image, made at the first
-        assert ages[0]["image"] == ages[1]["image"] in entries
-        assert all(a["copy_seconds"] is not None for a in ages)
-        churn = ages[0]["aging"]
-        assert churn["written_bytes"] >= 0.6 * 256 * 2**20, churn
+    ages = {name: by_storage[name][0]["storage_details"]["data"]["age"] for name in by_storage
+            if name != "ext4"}  # fmt: skip
+    # the two ext4 storages aged alike: copies of the one image, made once
+    assert ages["ext4-aged"]["image"] == ages["ext4-aged-again"]["image"] in entries
+    assert ages["xfs-aged-db"]["image"] in entries
+    assert all(a["copy_seconds"] is not None for a in ages.values())
+    assert ages["ext4-aged"]["aging"]["written_bytes"] >= 256 * 2**20
+    assert ages["xfs-aged-db"]["aging"]["written_bytes"] >= 0.3 * 320 * 2**20
     fresh = by_storage["ext4"][0]["storage_details"]
     aged = by_storage["ext4-aged"][0]["storage_details"]
     assert "age" not in fresh["data"]
@@ -125,7 +132,7 @@ def test_a_killed_aging_leaves_nothing(base: Path) -> None:
             return False
 
     wait_for(aging, 120, "the aging phase")
-    time.sleep(2)  # mounted and churning
+    time.sleep(1)  # mounted and churning
     assert any((work / CACHE_DIR).glob(".ext4-files-*"))
     code, _, _ = kill(proc, signal.SIGKILL)
     assert code == -signal.SIGKILL

@@ -31,6 +31,9 @@ from tests.func.conftest import (
     write_spec,
 )
 
+# timing, host-wide settings or a shared daemon: run alone (scripts/test.sh)
+pytestmark = pytest.mark.exclusive
+
 
 @contextmanager
 def ext4_on(base: Path, name: str, device: EmulatedDevice) -> Iterator[tuple[Path, Any]]:

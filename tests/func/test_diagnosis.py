@@ -8,8 +8,12 @@ import time
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from tests.func.test_observation import run_with
+
+# timing, host-wide settings or a shared daemon: run alone (scripts/test.sh)
+pytestmark = pytest.mark.exclusive
 
 
 def test_a_lock_held_from_outside_is_named_with_its_holder_not_a_frozen_filesystem(

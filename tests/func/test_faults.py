@@ -11,6 +11,7 @@ import shutil
 import signal
 import sqlite3
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -385,6 +386,7 @@ size = "256M"
     assert "0 run(s) this time" in again.stdout
 
 
+@pytest.mark.exclusive  # host-wide settings: run alone
 def test_huge_pages_that_are_not_there_say_how_many(base: Path) -> None:
     """The kernel configuration pins vm.nr_hugepages to 0, so pgfsbench does not reserve
     any (the user's count is taken as given) and the server cannot start."""
@@ -481,6 +483,7 @@ def partitioned(base: Path) -> Iterator[tuple[str, Path]]:
         subprocess.run(["losetup", "--detach", dev], check=False)
 
 
+@pytest.mark.exclusive  # host-wide settings: run alone
 def test_the_guard_checks_every_partition_and_pools_behind_links(
     base: Path, partitioned: tuple[str, Path]
 ) -> None:
@@ -560,3 +563,61 @@ def test_missing_and_doubled_devices_are_refused_before_confirmation(base: Path)
     )
     proc = pgfsbench("plan", str(twice), check=False)
     assert proc.returncode == 2 and "named twice" in proc.stderr
+
+
+@pytest.mark.exclusive  # a disconnected mount on the host fails every mkfs.btrfs: run alone
+def test_a_disconnected_mount_elsewhere_is_named_when_mkfs_btrfs_fails(base: Path) -> None:
+    """An emulated disk's daemon that died under a mounted filesystem (a host restarted
+    mid-run, a daemon killed) leaves mounts that stat() answers with ENOTCONN; mkfs.btrfs
+    reads the whole mount table and fails on any of them, whatever device it was given.
+    The run says which mounts and what to do, not only the tool's last line."""
+    served, mnt = base / "served", base / "m"
+    served.mkdir()
+    mnt.mkdir()
+    daemon = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "pgfsbench-disk"),
+            "-image",
+            str(base / "img"),
+            "-mountpoint",
+            str(served),
+            "-size",
+            str(256 << 20),
+            "-ready",
+            str(base / "ready"),
+        ]
+    )
+    loop = ""
+    try:
+        wait_for(lambda: (base / "ready").exists(), 30, "the disk daemon")
+        (disk,) = [p for p in served.iterdir() if p.is_file()]
+        loop = subprocess.run(
+            ["losetup", "--find", "--show", str(disk)], capture_output=True, text=True, check=True
+        ).stdout.strip()
+        subprocess.run(["mkfs.ext4", "-q", loop], check=True)
+        subprocess.run(["mount", loop, str(mnt)], check=True)
+        daemon.kill()
+        daemon.wait()
+        spec = write_spec(
+            base / "s.toml",
+            TWO_CELLS.format(
+                duration="2s", stall="30s", first='fs = "btrfs"\ndevice = "loop:512M"'
+            ),
+        )
+        out = pgfsbench(
+            "run", str(spec), "--results", str(base / "r.sqlite"),
+            "--workdir", str(base / "work"), check=False,
+        )  # fmt: skip
+        assert out.returncode == 6, out.stdout + out.stderr
+        failed = [r for r in runs_of(base / "r.sqlite") if r["status"] != "ok"]
+        assert len(failed) == 1, failed
+        text = out.stdout + out.stderr
+        assert "disconnected" in text and str(mnt) in text and str(served) in text, text
+    finally:
+        if daemon.poll() is None:
+            daemon.kill()
+            daemon.wait()
+        subprocess.run(["umount", str(mnt)], check=False, capture_output=True)
+        if loop:
+            subprocess.run(["losetup", "-d", loop], check=False)
+        subprocess.run(["umount", "-l", str(served)], check=False, capture_output=True)

@@ -28,9 +28,12 @@ from tests.func.conftest import (
 )
 
 MECH = detect()
-pytestmark = pytest.mark.skipif(
-    MECH is None or MECH.kind != "cgroup-v1-blkio", reason="needs cgroup v1 blkio throttling"
-)
+pytestmark = [
+    pytest.mark.exclusive,  # needs the host to itself (scripts/test.sh)
+    pytest.mark.skipif(
+        MECH is None or MECH.kind != "cgroup-v1-blkio", reason="needs cgroup v1 blkio throttling"
+    ),
+]
 
 
 def caps() -> dict[str, dict[str, int]]:

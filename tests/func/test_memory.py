@@ -9,6 +9,9 @@ import pytest
 
 from tests.func.conftest import pgfsbench, runs_of, show, write_spec
 
+# timing, host-wide settings or a shared daemon: run alone (scripts/test.sh)
+pytestmark = pytest.mark.exclusive
+
 MEMCG = Path("/sys/fs/cgroup/memory")
 
 

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from tests.func.conftest import (
     pgfsbench,
     runs_of,
@@ -17,6 +19,9 @@ from tests.func.conftest import (
     wait_measuring,
     write_spec,
 )
+
+# timing, host-wide settings or a shared daemon: run alone (scripts/test.sh)
+pytestmark = pytest.mark.exclusive
 
 SPEC = """
 [defaults]

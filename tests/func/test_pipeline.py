@@ -227,6 +227,7 @@ settings = { shared_buffers = "64MB" }
     assert "shared_buffers" in Path(detail["artifacts"]["server_log"]["path"]).read_text()
 
 
+@pytest.mark.exclusive  # host-wide settings: run alone
 def test_wal_volume_kernel_settings_load_per_cell_and_alternate_samplers(base: Path) -> None:
     before = sysctls()
     spec = write_spec(

@@ -22,6 +22,9 @@ from tests.func.conftest import (
     write_spec,
 )
 
+# timing, host-wide settings or a shared daemon: run alone (scripts/test.sh)
+pytestmark = pytest.mark.exclusive
+
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = [
     "--headless",

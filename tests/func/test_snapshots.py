@@ -21,6 +21,9 @@ from tests.func.conftest import (
     write_spec,
 )
 
+# timing, host-wide settings or a shared daemon: run alone (scripts/test.sh)
+pytestmark = pytest.mark.exclusive
+
 SPEC = """
 [defaults]
 scale = 1

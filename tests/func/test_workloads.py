@@ -222,6 +222,7 @@ protocol = "prepared"
     assert not (base / "work2").exists() and runs_of(base / "r2.sqlite") == []
 
 
+@pytest.mark.exclusive  # host-wide settings: run alone
 def test_huge_pages_are_reserved_for_the_server_and_given_back(base: Path) -> None:
     nr = Path("/proc/sys/vm/nr_hugepages")
     before = nr.read_text().strip()

@@ -175,6 +175,10 @@ def test_the_specs_workdir_is_where_plan_puts_the_loop_files(tmp_path: Path) -> 
     bad.write_text('workdir = "relative/dir"\n[storage.ext4]\nfs = "ext4"\n')
     with pytest.raises(Exception, match="absolute"):
         load_spec(bad)
+    # a spec someone else wrote cannot put pgfsbench's directories in /etc
+    bad.write_text('workdir = "/etc/"\n[storage.ext4]\nfs = "ext4"\n')
+    with pytest.raises(Exception, match="a system directory"):
+        load_spec(bad)
 
 
 def test_a_cell_that_cannot_fit_is_refused_before_anything(

@@ -44,6 +44,37 @@ class Matrix(Model):
     include: list[MatrixRule] = []  # type: ignore[valid-type]
 
 
+# where a spec may not put its work directory (pgfsbench makes its directories there)
+SYSTEM_DIRECTORIES = frozenset(
+    [
+        "/",
+        "/bin",
+        "/boot",
+        "/dev",
+        "/etc",
+        "/home",
+        "/lib",
+        "/lib32",
+        "/lib64",
+        "/media",
+        "/mnt",
+        "/opt",
+        "/proc",
+        "/root",
+        "/run",
+        "/sbin",
+        "/srv",
+        "/sys",
+        "/tmp",
+        "/usr",
+        "/var",
+        "/var/lib",
+        "/var/log",
+        "/var/tmp",
+    ]
+)
+
+
 class Spec(Model):
     name: str = ""
     description: str = ""
@@ -68,6 +99,11 @@ class Spec(Model):
             raise ValueError(f"{v!r}: an absolute directory path (e.g. /srv/pgfsbench)")
         if any(part in (".", "..") for part in v.split("/")):
             raise ValueError(f"{v!r}: a path without . or .. in it")
+        path = "/" + "/".join(p for p in v.split("/") if p)
+        if path in SYSTEM_DIRECTORIES or path.startswith(("/proc/", "/sys/", "/dev/")):
+            raise ValueError(
+                f"{v!r}: a system directory; give a directory of its own (e.g. /srv/pgfsbench)"
+            )
         return v
 
     @model_validator(mode="after")

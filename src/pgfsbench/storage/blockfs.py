@@ -27,8 +27,9 @@ from pgfsbench.storage.base import (
 )
 from pgfsbench.storage.mounts import mount
 from pgfsbench.storage.snapshots import Snapshotter
-from pgfsbench.system.errors import CapabilityError
+from pgfsbench.system.errors import CapabilityError, CommandError, ProvisionError
 from pgfsbench.system.journal import Journal
+from pgfsbench.system.mountinfo import disconnected
 from pgfsbench.system.runner import Runner
 
 MkfsArgv = Callable[[str, list[str]], list[str]]
@@ -132,7 +133,17 @@ class MkfsDriver(VolumeDriver):
         argv = self.mkfs_argv(path, spec.mkfs_options)
         # mkfs needs no undo of its own: it only writes to a device we own or may erase
         ctx.journal.note(step=f"mkfs {path}", argv=argv)
-        done = ctx.runner.run(argv, timeout=600)
+        try:
+            done = ctx.runner.run(argv, timeout=600)
+        except CommandError as e:
+            stale = disconnected() if "not connected" in str(e) else []
+            if not stale:
+                raise
+            raise ProvisionError(
+                f"{e}: mkfs reads the whole mount table, and these mounts are disconnected "
+                f"(a FUSE daemon ended under them): {'; '.join(stale)}; unmount them "
+                "(`pgfsbench cleanup` if a killed run of ours left them)"
+            ) from e
         info = mount(
             ctx.journal, ctx.runner, path, target, self.fs, self.mount_options(spec.mount_options)
         )

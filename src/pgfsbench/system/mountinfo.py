@@ -53,6 +53,32 @@ def mounts_under(path: Path | str) -> list[MountInfo]:
     return [m for m in mount_table() if m.target == base or m.target.startswith(prefix)]
 
 
+def disconnected() -> list[str]:
+    """Mounts that answer "Transport endpoint is not connected": a FUSE mount whose daemon
+    died, and what is mounted from a loop device over it. Tools that walk the mount table
+    (mkfs.btrfs's mounted check) fail on them with that error whatever device they are
+    given."""
+    import errno
+
+    found = []
+    for m in mount_table():
+        try:
+            Path(m.target).stat()
+        except OSError as e:
+            if e.errno == errno.ENOTCONN:
+                found.append(m.target)
+            continue
+        if m.source.startswith("/dev/loop"):
+            name = Path(m.source).name
+            try:
+                back = Path(f"/sys/block/{name}/loop/backing_file").read_text().strip()
+                Path(back).stat()
+            except OSError as e:
+                if e.errno == errno.ENOTCONN:
+                    found.append(f"{m.target} (from {m.source}, whose file {back} is gone)")
+    return found
+
+
 @dataclass(frozen=True)
 class Holder:
     pid: int
