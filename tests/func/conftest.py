@@ -103,6 +103,18 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["PGFSBENCH_HOST_LOCK"] = f"/run/pgfsbench-test-{worker}.lock"
 
 
+def new_shared_memory(before: set[str]) -> set[str]:
+    """Segments no process holds that were not there before the test. Alone, what is new is
+    the test's own; two at a time, a test on the other worker may have killed a server and
+    not yet run its cleanup: what that cleanup removes within a minute was not ours."""
+    new = shared_memory() - before
+    deadline = time.monotonic() + (60 if os.environ.get("PYTEST_XDIST_WORKER") else 0)
+    while new and time.monotonic() < deadline:
+        time.sleep(2)
+        new &= shared_memory()
+    return new
+
+
 @pytest.fixture
 def base() -> Iterator[Path]:
     """A directory the test creates (not pytest's tmp_path, whose root another pytest
@@ -110,10 +122,10 @@ def base() -> Iterator[Path]:
     nothing may be left under it, and it is removed."""
     d = Path(tempfile.mkdtemp(prefix="pgfsb-test-", dir="/var/tmp"))
     d.chmod(0o755)
-    memory = shared_memory()  # the tests run one at a time: what is new at the end is ours
+    memory = shared_memory()
     try:
         yield d
-        left = leftovers(d) + sorted(shared_memory() - memory)
+        left = leftovers(d) + sorted(new_shared_memory(memory))
         if left:  # clean up for the next tests, then fail loudly
             pgfsbench("cleanup", "--workdir", str(d / "work"), check=False)
         assert left == [], f"left behind: {left}"

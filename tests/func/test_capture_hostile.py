@@ -33,7 +33,14 @@ from pathlib import Path
 import pytest
 
 from pgfsbench.workloads.replay import replayer_path
-from tests.func.conftest import ROOT, leftovers, pgfsbench, runs_of, shared_memory
+from tests.func.conftest import (
+    ROOT,
+    leftovers,
+    new_shared_memory,
+    pgfsbench,
+    runs_of,
+    shared_memory,
+)
 from tests.func.pgserver import PG_USER, Server, as_postgres, private_server
 
 pytestmark = pytest.mark.skipif(replayer_path() is None, reason="pgfsbench-replay not built (Go)")
@@ -50,7 +57,7 @@ def place() -> Iterator[Path]:
     memory = shared_memory()
     try:
         yield d
-        left = leftovers(d) + sorted(shared_memory() - memory)
+        left = leftovers(d) + sorted(new_shared_memory(memory))
         if left:
             pgfsbench("cleanup", "--workdir", str(d / "work"), check=False)
         assert left == [], f"left behind: {left}"

@@ -21,6 +21,7 @@ import pytest
 from tests.func.conftest import (
     leftovers,
     measuring_pgbench_of,
+    new_shared_memory,
     pgfsbench,
     runs_of,
     shared_memory,
@@ -140,7 +141,7 @@ def test_a_run_killed_with_its_server_leaves_no_shared_memory_after_cleanup(base
     assert any(x.startswith("/dev/shm/") for x in left), left
     assert any(x.startswith("System V") for x in left), left
     pgfsbench("cleanup", "--workdir", str(base / "work"))
-    assert shared_memory() - memory == set()
+    assert new_shared_memory(memory) == set()
     assert leftovers(base) == []
 
 

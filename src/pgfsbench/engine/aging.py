@@ -150,6 +150,8 @@ def make_image(
                 churn = files_recipe(root, dev, age, capacity)
         else:
             churn = postgres_recipe(ctx, mnt, dev, age, capacity)
+        # the age is stated per byte of the filesystem (what mkfs left of the device)
+        churn.extra["filesystem_bytes"] = capacity
         state = state_of(ctx.runner, fs, dev, mnt, None)
     finally:
         failed = ctx.journal.undo_since(mark)
@@ -167,7 +169,7 @@ def make_image(
         "made": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "seconds": round(time.monotonic() - started, 1),
         "churn": churn.as_dict(),
-        "age_reached": round(churn.written_bytes / size, 2),
+        "age_reached": round(churn.written_bytes / capacity, 2),
         "state": state,
     }
     return cache.commit(partial, key, manifest)
