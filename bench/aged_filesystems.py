@@ -7,7 +7,8 @@ whether the filesystems' ranking changes, the time each aging took, and the time
 copy took. Long: an hour or more; as root.
 
     .venv/bin/python bench/aged_filesystems.py [--size 4G] [--scale 20] [--overwritten 2]
-        [--fullness 0.5] [--budget 60m] [--save F.json] [--workdir DIR]
+        [--fullness 0.5] [--budget 60m] [--cycles 2] [--repetitions auto|N]
+        [--save F.json] [--workdir DIR]
 
 The campaign is a spec written to the work directory (its text is in the saved JSON); the
 results store is kept there too (results.sqlite), for `pgfsbench report`.
@@ -35,10 +36,12 @@ def spec_text(a: argparse.Namespace) -> str:
         f"scale = {a.scale}",
         "clients = 16",
         "threads = 4",
-        "cycles = 2",
-        'repetitions = "auto"',
-        "repetitions_min = 3",
-        "repetitions_max = 6",
+        f"cycles = {a.cycles}",
+        *(
+            [f"repetitions = {a.repetitions}"]
+            if a.repetitions.isdigit()
+            else ['repetitions = "auto"', "repetitions_min = 3", "repetitions_max = 6"]
+        ),
         f'budget = "{a.budget}"',
         "[postgres.cycles]",
         'settings = { checkpoint_timeout = "30s", shared_buffers = "128MB" }',
@@ -73,6 +76,8 @@ def main() -> int:
     p.add_argument("--overwritten", type=float, default=2.0)
     p.add_argument("--fullness", type=float, default=0.5)
     p.add_argument("--budget", default="60m")
+    p.add_argument("--cycles", type=int, default=2, help="whole 30 s checkpoint cycles a run")
+    p.add_argument("--repetitions", default="auto", help='"auto" or a number of runs a cell')
     p.add_argument("--workdir", type=Path, default=Path("/var/tmp/pgfsbench-aged"))
     p.add_argument("--save", type=Path)
     a = p.parse_args()

@@ -44,3 +44,41 @@ def test_a_campaigns_estimate_needs_two_runs_a_side_and_some_spread() -> None:
     assert estimate(1, "", "", [100.0, 100.0], [110.0, 110.0]) is None
     e = estimate(1, "", "", [100.0, 102.0], [110.0, 113.0])
     assert e is not None and e.ratio == pytest.approx(math.exp(e.d)) and e.se > 0
+
+
+def test_campaigns_closer_than_their_noise_pool_between_them() -> None:
+    """The seed's campaigns of 2026-12-01, xfs against ext4: -23.1% (se 0.144) and -30.3%
+    (se 0.067). Q < k - 1: DerSimonian-Laird's tau² is 0, not negative (statsmodels'
+    combine_effects left it at -0.008: negative weights, "together -32.6% [nan, nan]", I²
+    -163%). The pooled ratio lies between the two, its interval finite and wide."""
+    a = combine("ext4", "xfs", "g", [est(1, 0.7692, 0.1442), est(2, 0.6975, 0.0665)])
+    assert a.tau == 0.0 and a.i2 == 0.0 and a.agree is True
+    assert a.pooled is not None and a.low is not None and a.high is not None
+    assert 0.6975 < a.pooled < 0.7692
+    w = [1 / 0.1442**2, 1 / 0.0665**2]
+    fixed = (w[0] * math.log(0.7692) + w[1] * math.log(0.6975)) / sum(w)
+    assert a.pooled == pytest.approx(math.exp(fixed))  # tau² = 0: the fixed-effect mean
+    assert a.low < 0.6975 and a.high > 0.7692 and math.isfinite(a.high)
+    assert "nan" not in a.words() and "-163" not in a.words()
+
+
+def test_the_pooled_ratio_matches_statsmodels_where_tau2_is_positive() -> None:
+    """Where DerSimonian-Laird's tau² is positive, the pooled mean and the modified
+    Hartung-Knapp interval are statsmodels' own."""
+    import numpy as np
+    from statsmodels.stats.meta_analysis import combine_effects
+
+    found = [est(1, 1.48, 0.06), est(2, 1.82, 0.05), est(3, 1.67, 0.05), est(4, 1.33, 0.04)]
+    a = combine("ext4", "zfs", "g", found)
+    res = combine_effects(
+        np.array([e.d for e in found]),
+        np.array([e.se**2 for e in found]),
+        method_re="chi2",
+        use_t=True,
+    )
+    assert res.tau2 > 0 and a.tau == pytest.approx(math.sqrt(res.tau2))
+    assert a.pooled == pytest.approx(math.exp(res.mean_effect_re))
+    ci = res.conf_int(alpha=0.05)
+    low = min(ci[1][0], ci[3][0])
+    high = max(ci[1][1], ci[3][1])
+    assert a.low == pytest.approx(math.exp(low)) and a.high == pytest.approx(math.exp(high))

@@ -11,9 +11,9 @@ put side by side:
   disagree: the answer depends on the day or the host, and each campaign's verdict is
   conditional on it); **tau** is the spread between campaigns (as a ratio), **I²** the
   share of the variation that is between campaigns;
-- the **random-effects pooled estimate** (DerSimonian-Laird's tau², the interval with the
-  Hartung-Knapp adjustment on t with k - 1 degrees of freedom, statsmodels'
-  ``combine_effects``) is what the campaigns say together, wider than any one of them when
+- the **random-effects pooled estimate** (DerSimonian-Laird's tau², truncated at 0; the
+  interval with the Hartung-Knapp adjustment, its scale at least 1, on t with k - 1 degrees
+  of freedom) is what the campaigns say together, wider than any one of them when
   they disagree. With two campaigns its interval is wide: that is what two days tell.
 """
 
@@ -139,22 +139,23 @@ def combine(
     ordered = tuple(sorted(estimates, key=lambda e: e.campaign))
     if len(ordered) < 2:
         return Agreement(baseline, other, group, ordered)
-    import numpy as np
     from scipy import stats as sps
-    from statsmodels.stats.meta_analysis import combine_effects
 
-    effect = np.array([e.d for e in ordered])
-    variance = np.array([e.se * e.se for e in ordered])
-    with np.errstate(invalid="ignore"):
-        res = combine_effects(effect, variance, method_re="chi2", use_t=True)
-        intervals = res.conf_int(alpha=0.05)
-    q = float(res.q)
-    df = len(ordered) - 1
-    # the random effect's interval, Hartung-Knapp's (wls) where it is wider than the plain
-    # one (its scale kept at 1 at least: the "modified" form), on t with k - 1 df
-    plain, knapp = intervals[1], intervals[3]
-    lows = min(float(plain[0]), float(knapp[0])) if math.isfinite(knapp[0]) else float(plain[0])
-    highs = max(float(plain[1]), float(knapp[1])) if math.isfinite(knapp[1]) else float(plain[1])
+    y = [e.d for e in ordered]
+    w = [1 / (e.se * e.se) for e in ordered]
+    k, sw = len(ordered), sum(w)
+    fixed = sum(wi * yi for wi, yi in zip(w, y, strict=True)) / sw
+    q = sum(wi * (yi - fixed) ** 2 for wi, yi in zip(w, y, strict=True))
+    df = k - 1
+    # DerSimonian-Laird's tau², truncated at 0 (statsmodels' combine_effects leaves it
+    # negative when Q < k - 1: negative weights, a pooled ratio outside every campaign's)
+    tau2 = max(0.0, (q - df) / (sw - sum(wi * wi for wi in w) / sw))
+    ws = [1 / (e.se * e.se + tau2) for e in ordered]
+    sws = sum(ws)
+    pooled = sum(wi * yi for wi, yi in zip(ws, y, strict=True)) / sws
+    # Hartung-Knapp's scale, at least 1 (the "modified" form), on t with k - 1 df
+    hk = sum(wi * (yi - pooled) ** 2 for wi, yi in zip(ws, y, strict=True)) / df
+    half = float(sps.t.ppf(0.975, df)) * math.sqrt(max(1.0, hk) / sws)
     return Agreement(
         baseline,
         other,
@@ -162,11 +163,11 @@ def combine(
         ordered,
         q=q,
         p=float(sps.chi2.sf(q, df)),
-        tau=math.sqrt(max(0.0, float(res.tau2))),
-        i2=float(res.i2),
-        pooled=math.exp(float(res.mean_effect_re)),
-        low=math.exp(float(lows)),
-        high=math.exp(float(highs)),
+        tau=math.sqrt(tau2),
+        i2=max(0.0, (q - df) / q) if q > 0 else 0.0,
+        pooled=math.exp(pooled),
+        low=math.exp(pooled - half),
+        high=math.exp(pooled + half),
     )
 
 
