@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pgfsbench.results.records import (
     RunOutcome,
     RunPreparation,
@@ -551,3 +553,41 @@ def test_a_resumed_auto_campaign_keeps_its_seed_and_its_first_parts_notes(
     notes = store.campaign(cid).notes["auto_repetitions"]  # type: ignore[union-attr]
     assert notes["seed"] == 1234
     assert notes["earlier_parts"][0]["stopped"] == {"a": "x"}
+
+
+def test_an_auto_campaign_stopped_by_its_user_notes_a_last_look(monkeypatch: Any) -> None:
+    """Ctrl-C between looks (the seed's second campaign, 2026-12-01): the summary fell back
+    on fixed-sample intervals, invalid after a stop that followed the data. Now the
+    interruption takes one last look at every run made and notes it, said so."""
+    import time as time_mod
+    from types import SimpleNamespace
+
+    from pgfsbench.engine import campaign as camp
+    from pgfsbench.spec.models import Defaults
+    from pgfsbench.system.errors import Interrupted
+
+    looks: list[bool] = []
+    noted: list[Any] = []
+
+    def more_runs(*a: Any, final: bool = False) -> list[Any]:
+        looks.append(final)
+        return [] if final else [SimpleNamespace(cell=SimpleNamespace(id="a"), repetition=4)]
+
+    def interrupted(more: Any) -> None:
+        raise Interrupted("interrupted by Ctrl-C")
+
+    monkeypatch.setattr(camp, "more_runs", more_runs)
+    monkeypatch.setattr(camp, "note_auto_repetitions", lambda *a: noted.append(a[-1]))
+    with pytest.raises(Interrupted):
+        camp.adaptive_rounds(
+            None,  # type: ignore[arg-type]
+            None,  # type: ignore[arg-type]
+            Defaults(repetitions="auto"),
+            SimpleNamespace(run_ids=[1, 2, 3], campaign_id=1),  # type: ignore[arg-type]
+            time_mod.monotonic(),
+            SimpleNamespace(extend=lambda n: None),
+            interrupted,
+        )
+    assert looks == [False, True]  # the round's look, then the last one at the stop
+    (state,) = noted
+    assert state.interrupted is True and state.budget_spent is False

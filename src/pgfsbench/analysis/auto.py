@@ -79,6 +79,7 @@ class AutoState:
     verdicts: dict[str, Sequential] = field(default_factory=dict)  # cell -> the last
     baselines: dict[str, str] = field(default_factory=dict)  # cell -> its baseline
     budget_spent: bool = False
+    interrupted: bool = False  # stopped by its user (Ctrl-C, SIGTERM) between looks
 
 
 def _by_cell(facts: Sequence[RunFact]) -> dict[str, list[RunFact]]:
@@ -210,6 +211,7 @@ def notes(s: AutoSettings, state: AutoState, budget_s: float | None) -> dict[str
         "margin": s.margin,
         "budget_s": budget_s,
         "budget_spent": state.budget_spent,
+        "interrupted": state.interrupted,
         "seed": state.seed,
         "rounds": state.rounds,
         "stopped": state.stopped,

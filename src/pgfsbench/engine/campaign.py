@@ -725,13 +725,18 @@ def adaptive_rounds(
             if not more:
                 break
         events.extend(len(more))
-        run_round(more)
+        try:
+            run_round(more)
+        except (Interrupted, KeyboardInterrupt):
+            state.interrupted = True  # stopped by its user: a last look at the runs made
+            with contextlib.suppress(Exception):
+                more_runs(store, plan, d, result, state, final=True)
+                note_auto_repetitions(store, d, result.campaign_id, state)
+            raise
         if state.budget_spent:
             break
     if state.budget_spent:
-        # one more look, at every run made (a confidence sequence may be read at any
-        # time): the verdicts the budget left are those of all the runs, not of the
-        # look before the last round
+        # one more look, at every run made (a confidence sequence may be read at any time)
         more_runs(store, plan, d, result, state, final=True)
     note_auto_repetitions(store, d, result.campaign_id, state)
 
