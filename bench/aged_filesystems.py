@@ -36,7 +36,11 @@ def spec_text(a: argparse.Namespace) -> str:
         f"scale = {a.scale}",
         "clients = 16",
         "threads = 4",
-        f"cycles = {a.cycles}",
+        *(
+            [f"cycles = {a.cycles}"]
+            if a.cycles
+            else [f'duration = "{a.duration}"', 'warmup = "5s"']
+        ),
         *(
             [f"repetitions = {a.repetitions}"]
             if a.repetitions.isdigit()
@@ -76,7 +80,10 @@ def main() -> int:
     p.add_argument("--overwritten", type=float, default=2.0)
     p.add_argument("--fullness", type=float, default=0.5)
     p.add_argument("--budget", default="60m")
-    p.add_argument("--cycles", type=int, default=2, help="whole 30 s checkpoint cycles a run")
+    p.add_argument(
+        "--cycles", type=int, default=2, help="whole 30 s checkpoint cycles a run (0: --duration)"
+    )
+    p.add_argument("--duration", default="15s", help="with --cycles 0: the window, after 5 s")
     p.add_argument("--repetitions", default="auto", help='"auto" or a number of runs a cell')
     p.add_argument("--workdir", type=Path, default=Path("/var/tmp/pgfsbench-aged"))
     p.add_argument("--save", type=Path)
