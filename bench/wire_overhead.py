@@ -67,14 +67,14 @@ def main() -> None:
     bindir = find_binaries().bindir
     base = Path(tempfile.mkdtemp(prefix="pgfsb-wire-", dir="/var/tmp"))
     base.chmod(0o755)
-    pgdata, sock = base / "src", base / "sock"
-    for d in (pgdata, sock):
+    pgdata, sock, logs = base / "src", base / "sock", base / "log"
+    for d in (pgdata, sock, logs):
         d.mkdir()
         shutil.chown(d, PG_USER, PG_USER)
     sh(str(bindir / "initdb"), "-D", str(pgdata), "--auth=trust")
     with (pgdata / "postgresql.conf").open("a") as f:
         f.write(f"listen_addresses = ''\nunix_socket_directories = '{sock}'\nport = {PORT}\n")
-    sh(str(bindir / "pg_ctl"), "-D", str(pgdata), "-w", "-l", str(base / "server.log"), "start")
+    sh(str(bindir / "pg_ctl"), "-D", str(pgdata), "-w", "-l", str(logs / "server.log"), "start")
     result: dict[str, Any] = {"seconds": a.seconds, "reps": a.reps, "clients": a.clients}
     try:
         sh(str(bindir / "pgbench"), "-h", str(sock), "-p", str(PORT), "-i", "-s", "10", "-q",

@@ -191,3 +191,34 @@ def test_a_cell_that_cannot_fit_is_refused_before_anything(
     monkeypatch.setattr(plan_module, "_free_under", lambda w: (w, 1 * GiB))
     with pytest.raises(CapabilityError, match=r"which has 1\.0 GiB free"):
         make_plan(load_spec(target), tmp_path)
+
+
+def _dirty(small_buffers: bool, databases: list[tuple[str, int]]) -> Any:
+    d = doctor(databases)
+    d["findings"] = [{"rule": "dirty-gigabytes", "severity": "WARN"}]
+    d["facts"]["vm"] = {"vm.dirty_ratio": 20, "vm.dirty_background_ratio": 10}
+    if small_buffers:
+        for where in ("settings", "non_default"):
+            d["facts"]["postgresql"][where] = {
+                **d["facts"]["postgresql"][where],
+                "shared_buffers": "131072kB",
+            }
+    return d
+
+
+def test_dirty_limits_are_not_a_dimension_where_the_runs_cannot_tell_them_apart() -> None:
+    """A DBA's 52 MiB cluster (2026-12-01): advise added kernel-today/kernel-recommended
+    (vm.dirty_*), doubling the runs, and `plan` then warned that the runs could not tell
+    them apart (the data fits in shared_buffers, no checkpoint in a 40 s run). The kernel
+    dimension is asked only where it can show; the reason is said."""
+    small = advise(_dirty(True, [("postgres", 52 * MiB)]), None, 70 * GiB, duration="30s")
+    assert "kernel" not in small.spec
+    said = [r for r in small.reasons if r.startswith("vm.dirty_* left as found")]
+    assert said and "fits in shared_buffers" in said[0], small.reasons
+    # a database larger than shared_buffers: the dirty limits shape the runs, compared
+    big = advise(_dirty(True, [("app", 2 * GiB)]), None, 70 * GiB, duration="30s")
+    assert set(big.spec["kernel"]) == {"kernel-today", "kernel-recommended"}
+    assert big.spec["kernel"]["kernel-recommended"]["sysctl"]["vm.dirty_bytes"] == 512 << 20
+    # a run past checkpoint_timeout (5 min): a checkpoint's writes in it, compared too
+    long = advise(_dirty(True, [("postgres", 52 * MiB)]), None, 70 * GiB, duration="6min")
+    assert "kernel" in long.spec

@@ -21,6 +21,7 @@ from pgfsbench.units import human_bytes
 ADVISED_WORKLOADS = ("tpcb-like", "simple-update", "select-only")
 
 GiB = 1 << 30
+WARMUP_S = 10.0  # each advised run's warm-up
 BYTES_PER_SCALE = PGBENCH_BYTES_PER_SCALE  # spec/sizes.py: the plan's own estimate
 # mount options a benchmark should carry over from the live filesystem (the rest are
 # the kernel's defaults or describe this particular mount)
@@ -238,6 +239,15 @@ def advise(
     storage.update(_storage_alternatives(fs, current, zfs_kind, size, reasons))
     postgres, left_out = _postgres_alternatives(facts, fired, fs, ram, reasons, tries or [])
     kernel = _kernel_alternatives(facts, fired, reasons)
+    idle = _dirty_limits_idle(postgres["settings-today"], sized.data_bytes, duration)
+    if idle and obj(kernel.get("kernel-recommended")).get("sysctl"):
+        # the runs could not tell these kernels apart (plan would only warn so): not asked
+        for name in ("kernel-today", "kernel-recommended"):
+            kernel[name].pop("sysctl", None)
+        reasons[:] = [r for r in reasons if not r.startswith("vm.dirty_background_bytes")]
+        reasons.append(f"vm.dirty_* left as found: {idle}")
+        if not kernel["kernel-recommended"]:  # nothing else (huge pages) to compare
+            kernel = {}
     spec: Table = {
         "name": f"advise-{fs}",
         "description": (
@@ -253,7 +263,7 @@ def advise(
             "clients": 8,
             "threads": 2,
             "duration": duration,
-            "warmup": "10s",
+            "warmup": f"{WARMUP_S:.0f}s",
             "repetitions": repetitions,
             **({"budget": budget} if budget else {}),
         },
@@ -386,6 +396,38 @@ def _kernel_alternatives(facts: Table, fired: Fired, reasons: list[str]) -> dict
             kernel["kernel-recommended"]["transparent_hugepage"] = "never"
             reasons.append("transparent huge pages never against always")
     return kernel
+
+
+def _dirty_limits_idle(today: Table, data_bytes: int, duration: str) -> str | None:
+    """Why the kernel's dirty limits cannot change what the runs measure (None: they can):
+    the data fits in shared_buffers, so the benchmark writes only WAL, fsynced at each
+    commit, and no timed checkpoint falls in the window (its warm-up and measurement)."""
+    from pgfsbench.units import parse_duration, parse_size
+
+    settings = obj(today.get("settings"))
+
+    def setting(name: str, default: str) -> str:
+        return text(settings.get(name)) or default
+
+    try:
+        sb_text = setting("shared_buffers", "128MB").strip("'")
+        shared = (
+            int(sb_text) * 8192 if sb_text.isdigit() else parse_size(sb_text.replace("kB", "K"))
+        )
+        ct_text = setting("checkpoint_timeout", "5min").strip("'")
+        timeout = float(ct_text) if ct_text.isdigit() else parse_duration(ct_text)
+        window = parse_duration(duration) + WARMUP_S
+    except ValueError:
+        return None
+    if data_bytes >= shared * 0.8 or window >= timeout:
+        return None
+    return (
+        f"about {human_bytes(data_bytes)} of data fits in shared_buffers "
+        f"({human_bytes(shared)}) and no timed checkpoint falls in a {window:.0f} s run "
+        f"(checkpoint_timeout {timeout:.0f} s): the benchmark writes only WAL, fsynced at "
+        "each commit, and the runs could not tell the limits apart (a larger --scale, or "
+        "--duration past checkpoint_timeout, to measure them)"
+    )
 
 
 def _fits(value: str, ram: int | None) -> bool:
