@@ -85,7 +85,7 @@ def test_aged_filesystems_made_once_copied_and_measured(base: Path) -> None:
     )
     assert a_state["data_files"]["extents_per_gib"] is not None
     xfs_state = by_storage["xfs-aged-db"][0]["storage_details"]["state_after_load"]
-    assert xfs_state["free_space"]["tool"] == "xfs_db freesp"
+    assert xfs_state["free_space"]["tool"] == "xfs_spaceman freesp"
     aged_run = next(r for r in runs if r["storage"] == "ext4-aged")
     text = pgfsbench("results", "show", str(aged_run["run_id"]), "--results", str(results)).stdout
     words = " ".join(text.split())
