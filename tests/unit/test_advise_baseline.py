@@ -217,8 +217,9 @@ def test_dirty_limits_are_not_a_dimension_where_the_runs_cannot_tell_them_apart(
     assert said and "fits in shared_buffers" in said[0], small.reasons
     # a database larger than shared_buffers: the dirty limits shape the runs, compared
     big = advise(_dirty(True, [("app", 2 * GiB)]), None, 70 * GiB, duration="30s")
-    assert set(big.spec["kernel"]) == {"kernel-today", "kernel-recommended"}
-    assert big.spec["kernel"]["kernel-recommended"]["sysctl"]["vm.dirty_bytes"] == 512 << 20
+    kernel: Any = big.spec["kernel"]
+    assert set(kernel) == {"kernel-today", "kernel-recommended"}
+    assert kernel["kernel-recommended"]["sysctl"]["vm.dirty_bytes"] == 512 << 20
     # a run past checkpoint_timeout (5 min): a checkpoint's writes in it, compared too
     long = advise(_dirty(True, [("postgres", 52 * MiB)]), None, 70 * GiB, duration="6min")
     assert "kernel" in long.spec
