@@ -421,9 +421,13 @@ func (p *relay) serve(client net.Conn) {
 func (p *relay) pump(id int64, dir string, src, dst net.Conn, decode func(byte, []byte) (map[string]any, error), done chan<- struct{}) {
 	defer func() { done <- struct{}{} }()
 	r := bufio.NewReaderSize(src, 64<<10)
+	// the messages a read brought go on in one write (as the peer sent them): written
+	// one by one, a result of many rows cost a system call and a wake-up a row
+	w := bufio.NewWriterSize(dst, 64<<10)
 	for {
 		kind, body, raw, err := readMessage(r)
 		if err != nil {
+			w.Flush()
 			return
 		}
 		if p.rec.on.Load() {
@@ -437,8 +441,13 @@ func (p *relay) pump(id int64, dir string, src, dst net.Conn, decode func(byte, 
 				p.rec.write(ev)
 			}
 		}
-		if _, err := dst.Write(raw); err != nil {
+		if _, err := w.Write(raw); err != nil {
 			return
+		}
+		if r.Buffered() == 0 { // nothing more in hand: what it has goes on before it waits
+			if err := w.Flush(); err != nil {
+				return
+			}
 		}
 	}
 }
