@@ -39,7 +39,7 @@ fi
 # time what they measure, change host-wide settings or share a daemon. Status 5 is "none
 # of the tests asked for is of this kind".
 status=0
-.venv/bin/pytest -n 2 --dist loadscope -m "not exclusive" "$@" || status=$?
+.venv/bin/pytest -n "${PGFSBENCH_TEST_WORKERS:-2}" --dist loadscope -m "not exclusive" "$@" || status=$?
 [ "$status" = 5 ] && status=0
 alone=0
 .venv/bin/pytest -m exclusive "$@" || alone=$?

@@ -7,6 +7,7 @@ pgfsbench) created is still mounted, attached or running.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -101,6 +102,21 @@ def pytest_configure(config: pytest.Config) -> None:
     worker = os.environ.get("PYTEST_XDIST_WORKER")
     if worker:
         os.environ["PGFSBENCH_HOST_LOCK"] = f"/run/pgfsbench-test-{worker}.lock"
+
+
+ZFS_LOCK = "/run/pgfsbench-test-zfs.lock"
+
+
+@pytest.fixture(autouse=True)
+def _one_zfs_test_at_a_time(request: pytest.FixtureRequest) -> Iterator[None]:
+    """zfs-fuse is one daemon for the host, and the tests of ZFS look at every pool and
+    every daemon: two at a time, the tests marked `zfs` take turns under one lock."""
+    if request.node.get_closest_marker("zfs") is None:
+        yield
+        return
+    with open(ZFS_LOCK, "a+b") as held:  # root's /run; the lock is released with the file
+        fcntl.flock(held, fcntl.LOCK_EX)
+        yield
 
 
 def new_shared_memory(before: set[str]) -> set[str]:

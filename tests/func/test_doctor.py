@@ -325,7 +325,7 @@ def _zfs_fuse_pids() -> list[int]:
     return [int(p) for p in out.split()]
 
 
-@pytest.mark.exclusive  # host-wide settings: run alone
+@pytest.mark.zfs  # one test of ZFS at a time (tests/func/conftest.py)
 def test_zfs_primarycache_metadata_warns_and_the_doctor_never_starts_zfs_fuse(base: Path) -> None:
     if shutil.which("zfs-fuse") is None:
         pytest.skip("zfs-fuse is not installed")

@@ -484,7 +484,8 @@ def partitioned(base: Path) -> Iterator[tuple[str, Path]]:
         subprocess.run(["losetup", "--detach", dev], check=False)
 
 
-@pytest.mark.exclusive  # host-wide settings: run alone
+@pytest.mark.exclusive  # a link in /dev/disk/by-id: run alone
+@pytest.mark.zfs
 def test_the_guard_checks_every_partition_and_pools_behind_links(
     base: Path, partitioned: tuple[str, Path]
 ) -> None:

@@ -22,9 +22,6 @@ from tests.func.conftest import (
     write_spec,
 )
 
-# timing, host-wide settings or a shared daemon: run alone (scripts/test.sh)
-pytestmark = pytest.mark.exclusive
-
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 FLAGS = [
     "--headless",
@@ -64,6 +61,7 @@ def chromium(args: list[str], profile: Path) -> subprocess.CompletedProcess[str]
     )
 
 
+@pytest.mark.exclusive  # times the freeze; no other run may be disturbed: run alone
 @pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed")
 def test_a_frozen_second_is_a_stall_with_its_cause_in_json_terminal_and_report(
     base: Path, tmp_path: Path
@@ -171,6 +169,7 @@ def test_a_frozen_second_is_a_stall_with_its_cause_in_json_terminal_and_report(
     assert "percpu_rwsem_wait" in text
 
 
+@pytest.mark.exclusive  # "nothing else used the host": run alone
 def test_clean_runs_have_no_stall_and_one_repetition_has_no_verdict(base: Path) -> None:
     spec = write_spec(
         base / "s.toml",
@@ -314,6 +313,15 @@ device = "loop:256M"
     disk = reps["disk/default/default/tpcb-like"]
     assert 3 <= len(disk) <= 12 and sorted(disk) == list(range(1, len(disk) + 1))
     if verdict["verdict"] != "unsettled":  # settled: the disk cell left the rotation then
-        assert len(disk) <= 6
+        # at its 6 valid runs at most; a run another process disturbed does not count and is
+        # made again (the other worker's tests, two at a time)
+        counted = [
+            r
+            for r in runs_of(results)
+            if r["cell"] == "disk/default/default/tpcb-like"
+            and r["status"] == "ok"
+            and not show(results, r["run_id"])["metrics"]["disturbance"]["disturbed"]
+        ]
+        assert len(counted) <= 6, (len(disk), len(counted))
     summary = pgfsbench("results", "summary", "--results", str(results)).stdout
     assert "anytime-valid" in summary or verdict["verdict"] == "unsettled", summary

@@ -21,9 +21,6 @@ from tests.func.conftest import (
     write_spec,
 )
 
-# timing, host-wide settings or a shared daemon: run alone (scripts/test.sh)
-pytestmark = pytest.mark.exclusive
-
 SPEC = """
 [defaults]
 scale = 1
@@ -69,6 +66,7 @@ snapshots = { every = "2s", keep = 2 }
     _check(results, "btrfs")
 
 
+@pytest.mark.zfs  # one test of ZFS at a time (tests/func/conftest.py)
 def test_zfs_snapshots_on_the_timeline_and_none_left(base: Path) -> None:
     if shutil.which("zfs") is None:
         pytest.skip("no ZFS here")

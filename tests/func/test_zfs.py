@@ -21,8 +21,7 @@ from tests.func.conftest import (
 )
 
 pytestmark = [
-    pytest.mark.exclusive,  # needs the host to itself (scripts/test.sh)
-    pytest.mark.zfs,
+    pytest.mark.zfs,  # one test of ZFS at a time (tests/func/conftest.py)
     pytest.mark.skipif(shutil.which("zpool") is None, reason="no ZFS installed"),
 ]
 
