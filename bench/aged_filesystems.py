@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
-"""Fresh against aged: ext4, xfs and btrfs each fresh
-from mkfs, aged by files and aged by its own database, on loop files of this machine's disk,
-pgbench tpcb-like over whole checkpoint cycles, as one pgfsbench campaign; then the
+"""Fresh against aged: ext4, xfs, btrfs and ZFS (a pool of one device, recordsize 8K;
+zfs-fuse here, its figures marked FUSE) each fresh from mkfs, aged by files and aged by its
+own database, on loop files of this machine's disk, pgbench tpcb-like over whole
+checkpoint cycles, as one pgfsbench campaign; then the
 fragmentation figures, TPS with verdicts of each aged filesystem against its fresh self,
 whether the filesystems' ranking changes, the time each aging took, and the time a reused
 copy took. Long: an hour or more; as root.
 
     .venv/bin/python bench/aged_filesystems.py [--size 4G] [--scale 20] [--overwritten 2]
         [--fullness 0.5] [--budget 60m] [--cycles 2] [--repetitions auto|N]
-        [--save F.json] [--workdir DIR]
+        [--filesystems ext4,xfs,btrfs,zfs] [--save F.json] [--workdir DIR]
 
 The campaign is a spec written to the work directory (its text is in the saved JSON); the
 results store is kept there too (results.sqlite), for `pgfsbench report`.
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -29,7 +31,6 @@ sys.path.insert(0, str(ROOT / "src"))
 
 
 def spec_text(a: argparse.Namespace) -> str:
-    filesystems = ["ext4", "xfs", "btrfs"]
     lines = [
         'name = "aged-filesystems"',
         "[defaults]",
@@ -59,9 +60,16 @@ def spec_text(a: argparse.Namespace) -> str:
         "-aged-db": f'{{ recipe = "postgres", seed = 1, overwritten = {a.overwritten}, '
         f"fullness = {a.fullness} }}",
     }
-    for fs in filesystems:
+    for fs in a.filesystems:
         for suffix, age in ages.items():
-            lines += [f"[storage.{fs}{suffix}]", f'fs = "{fs}"', f'device = "loop:{a.size}"']
+            lines += [f"[storage.{fs}{suffix}]", f'fs = "{fs}"']
+            if fs == "zfs":
+                lines += [
+                    f'pool = {{ devices = ["loop:{a.size}"] }}',
+                    'data = { properties = { recordsize = "8K" } }',
+                ]
+            else:
+                lines.append(f'device = "loop:{a.size}"')
             if age:
                 lines.append(f"age = {age}")
     return "\n".join(lines) + "\n"
@@ -85,9 +93,15 @@ def main() -> int:
     )
     p.add_argument("--duration", default="15s", help="with --cycles 0: the window, after 5 s")
     p.add_argument("--repetitions", default="auto", help='"auto" or a number of runs a cell')
+    p.add_argument(
+        "--filesystems",
+        default="ext4,xfs,btrfs" + (",zfs" if shutil.which("zpool") else ""),
+        help="comma-separated: ext4, xfs, btrfs, zfs",
+    )
     p.add_argument("--workdir", type=Path, default=Path("/var/tmp/pgfsbench-aged"))
     p.add_argument("--save", type=Path)
     a = p.parse_args()
+    a.filesystems = [f for f in a.filesystems.split(",") if f]
     a.workdir.mkdir(parents=True, exist_ok=True)
     spec = a.workdir / "aged.toml"
     spec.write_text(spec_text(a))
@@ -118,7 +132,7 @@ def main() -> int:
                 "copy_seconds": data["age"].get("copy_seconds"),
             }
     comparisons = []
-    for fs in ("ext4", "xfs", "btrfs"):
+    for fs in a.filesystems:
         for suffix in ("-aged-files", "-aged-db"):
             if f"{fs}{suffix}" in per and fs in per:
                 cmp = run(["compare", fs, f"{fs}{suffix}", "--results", str(results), "--json"])

@@ -34,12 +34,14 @@ if [ "$fast" = 1 ]; then
         "tests/func/test_pipeline.py::test_sigkill_mid_matrix_is_fully_undone_by_cleanup" \
         "$@"
 fi
-# Two at a time (a module's tests on one worker, each worker's campaigns under a host lock
-# of its own: tests/func/conftest.py), then alone the tests marked `exclusive`: those that
-# time what they measure, change host-wide settings or share a daemon. Status 5 is "none
-# of the tests asked for is of this kind".
+# Three at a time on the 2 cores (most tests wait on a run's fixed duration; a module's
+# tests on one worker, the longest modules first, each worker's campaigns under a host
+# lock of its own, the tests of ZFS taking turns: tests/func/conftest.py;
+# PGFSBENCH_TEST_WORKERS to change it), then alone the tests marked `exclusive`: those that
+# time what they measure, change host-wide settings or share a device's caps. Status 5 is
+# "none of the tests asked for is of this kind".
 status=0
-.venv/bin/pytest -n "${PGFSBENCH_TEST_WORKERS:-2}" --dist loadscope -m "not exclusive" "$@" || status=$?
+.venv/bin/pytest -n "${PGFSBENCH_TEST_WORKERS:-3}" --dist loadscope -m "not exclusive" "$@" || status=$?
 [ "$status" = 5 ] && status=0
 alone=0
 .venv/bin/pytest -m exclusive "$@" || alone=$?

@@ -450,7 +450,7 @@ def aging_plan(
     """For each aged storage: its image cached in the work directory (then only copied),
     or made once at its first run, with the time that takes. Returns the lines and the
     seconds added to the campaign's estimate (each image once, its copy at each run)."""
-    from pgfsbench.storage.aging import CACHE_DIR, ImageCache, device_facts, image_key
+    from pgfsbench.storage.aging import CACHE_DIR, ImageCache, aged_key
 
     lines: list[str] = []
     seconds = 0.0
@@ -460,22 +460,13 @@ def aging_plan(
         if age is None or c.storage_name in seen:
             continue
         seen.add(c.storage_name)
-        size, kind, _ = device_facts(c.storage)  # type: ignore[arg-type]
         try:
             from pgfsbench.postgres.binaries import find_binaries
 
             version: str | None = find_binaries(c.postgres.bindir).version
         except PgfsbenchError:
             version = None
-        key = image_key(
-            c.fs,
-            list(getattr(c.storage, "mkfs_options", [])),
-            list(getattr(c.storage, "mount_options", [])),
-            size,
-            kind,
-            age,
-            version,
-        )
+        key, size, _ = aged_key(c.fs, c.storage, age, version)  # type: ignore[arg-type]
         found = ImageCache(workdir / CACHE_DIR).find(key) if workdir is not None else None
         copy_s = size * max(age.fullness, 0.1) / COPY_RATE
         seconds += copy_s * sum(1 for r in runs if r.cell.storage_name == c.storage_name)

@@ -30,12 +30,37 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.func
 
 
+# the modules that take longest two at a time (seconds, scripts/test.sh on the test VM,
+# 2026-12-01): started first, so that no worker is left with one of them at the end while
+# the other has nothing to do (pytest-xdist hands out whole modules in collection order)
+LONGEST = {
+    "test_fleet.py": 115,
+    "test_report.py": 95,
+    "test_replay.py": 80,
+    "test_aging.py": 75,
+    "test_cycles.py": 65,
+    "test_zfs.py": 62,
+    "test_faults.py": 55,
+    "test_workloads.py": 52,
+    "test_snapshots.py": 40,
+    "test_pipeline.py": 35,
+    "test_reads.py": 29,
+    "test_wire.py": 26,
+    "test_live_metrics.py": 24,
+    "test_versions.py": 20,
+    "test_capture_debian.py": 20,
+    "test_doctor.py": 18,
+}
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if "tests/func" in str(item.fspath):
             item.add_marker(pytest.mark.func)
             if os.geteuid() != 0:
                 item.add_marker(pytest.mark.skip(reason="functional tests need root"))
+    # the longest first, the rest in their order (a stable sort)
+    items.sort(key=lambda item: -LONGEST.get(Path(str(item.fspath)).name, 0))
 
 
 def leftovers(base: Path) -> list[str]:

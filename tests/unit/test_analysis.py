@@ -142,7 +142,7 @@ def test_align_puts_every_series_on_the_measured_seconds() -> None:
 
 def test_auto_repetitions_stop_when_the_interval_is_tight_or_at_the_maximum() -> None:
     from pgfsbench.analysis.auto import auto_stop_reason
-    from pgfsbench.engine.campaign import run_facts
+    from pgfsbench.engine.rounds import run_facts
 
     def rows(*tps: float, failed: int = 0) -> list[Any]:
         ok = [StoredRun(status="ok", throughput=t) for t in tps]
@@ -163,7 +163,7 @@ def test_auto_repetitions_run_a_disturbed_cell_again() -> None:
     """A disturbed run is no evidence about the storage: its cell is run again rather than
     stopped on an interval it made tight (or wide)."""
     from pgfsbench.analysis.auto import auto_stop_reason
-    from pgfsbench.engine.campaign import run_facts
+    from pgfsbench.engine.rounds import run_facts
 
     mark = {
         "disturbance": {

@@ -475,7 +475,7 @@ def test_a_budget_cuts_the_last_round_to_the_runs_that_fit(monkeypatch: Any) -> 
     import time as time_mod
     from types import SimpleNamespace
 
-    from pgfsbench.engine import campaign as camp
+    from pgfsbench.engine import rounds as camp
     from pgfsbench.spec.models import Defaults
 
     rounds: list[list[str]] = []
@@ -504,7 +504,7 @@ def test_a_budget_cuts_the_last_round_to_the_runs_that_fit(monkeypatch: Any) -> 
         None,  # type: ignore[arg-type]
         None,  # type: ignore[arg-type]
         d,
-        result,  # type: ignore[arg-type]
+        result,
         time_mod.monotonic() - 100.0,
         events,
         lambda more: rounds.append([r.cell.id for r in more]),
@@ -515,6 +515,61 @@ def test_a_budget_cuts_the_last_round_to_the_runs_that_fit(monkeypatch: Any) -> 
     assert looks == [False, True]  # the round's look, then the last one after it
 
 
+def test_a_resumed_auto_campaigns_budget_counts_its_earlier_parts(monkeypatch: Any) -> None:
+    """A campaign of a 135 s budget that spent 100 s (10 runs) before it was killed and
+    resumed: its budget goes on from 100 s, so of a round of 5 the 3 that fit. Before, the
+    resumed part started the budget again from nothing."""
+    import time as time_mod
+    from types import SimpleNamespace
+
+    from pgfsbench.analysis.auto import spent_before
+    from pgfsbench.engine import rounds as camp
+    from pgfsbench.spec.models import Defaults
+
+    cells = ["base", "a", "b", "base", "c"]
+    valid = {"base": 3, "a": 2, "b": 4, "c": 1}
+    rounds: list[list[str]] = []
+
+    def more_runs(*a: Any, final: bool = False) -> list[Any]:
+        return (
+            []
+            if final
+            else [SimpleNamespace(cell=SimpleNamespace(id=c), repetition=9) for c in cells]
+        )
+
+    monkeypatch.setattr(camp, "more_runs", more_runs)
+    monkeypatch.setattr(camp, "note_auto_repetitions", lambda *a: None)
+    monkeypatch.setattr(camp, "_valid_counts", lambda *a: valid)
+    earlier = [
+        SimpleNamespace(
+            started_at=f"2026-11-30T10:0{i}:00+00:00", ended_at=f"2026-11-30T10:0{i}:08+00:00"
+        )
+        for i in range(10)
+    ]
+    store = SimpleNamespace(
+        campaign=lambda cid: SimpleNamespace(
+            notes={"auto_repetitions": {"seed": 7, "active_s": 100.0}}
+        ),
+        list_runs=lambda cid: earlier,
+    )
+    camp.adaptive_rounds(
+        store,  # type: ignore[arg-type]
+        None,  # type: ignore[arg-type]
+        Defaults(repetitions="auto", budget="135s"),
+        SimpleNamespace(run_ids=[], campaign_id=1),
+        time_mod.monotonic(),
+        SimpleNamespace(extend=lambda n: None),
+        lambda more: rounds.append([r.cell.id for r in more]),
+    )
+    assert rounds == [["base", "a", "c"]]
+    # killed before its notes were written: at least the time its runs took
+    stamps = [(r.started_at, r.ended_at) for r in earlier]
+    assert spent_before(None, stamps, time_mod.time()) == (80.0, 10)
+    assert spent_before({"active_s": 100.0}, stamps, time_mod.time()) == (100.0, 10)
+    # runs of this part (begun after it started) are not the earlier parts'
+    assert spent_before(None, stamps, 0.0) == (0.0, 0)
+
+
 def test_a_resumed_auto_campaign_keeps_its_seed_and_its_first_parts_notes(
     tmp_path: Any, monkeypatch: Any
 ) -> None:
@@ -523,7 +578,7 @@ def test_a_resumed_auto_campaign_keeps_its_seed_and_its_first_parts_notes(
     import time as time_mod
     from types import SimpleNamespace
 
-    from pgfsbench.engine import campaign as camp
+    from pgfsbench.engine import rounds as camp
     from pgfsbench.results.records import StoredCampaign
     from pgfsbench.results.store import Store
     from pgfsbench.spec.models import Defaults
@@ -544,7 +599,7 @@ def test_a_resumed_auto_campaign_keeps_its_seed_and_its_first_parts_notes(
         store,
         None,  # type: ignore[arg-type]
         d,
-        result,  # type: ignore[arg-type]
+        result,
         time_mod.monotonic(),
         SimpleNamespace(extend=lambda n: None),
         lambda more: None,
@@ -562,7 +617,7 @@ def test_an_auto_campaign_stopped_by_its_user_notes_a_last_look(monkeypatch: Any
     import time as time_mod
     from types import SimpleNamespace
 
-    from pgfsbench.engine import campaign as camp
+    from pgfsbench.engine import rounds as camp
     from pgfsbench.spec.models import Defaults
     from pgfsbench.system.errors import Interrupted
 
@@ -583,7 +638,7 @@ def test_an_auto_campaign_stopped_by_its_user_notes_a_last_look(monkeypatch: Any
             None,  # type: ignore[arg-type]
             None,  # type: ignore[arg-type]
             Defaults(repetitions="auto"),
-            SimpleNamespace(run_ids=[1, 2, 3], campaign_id=1),  # type: ignore[arg-type]
+            SimpleNamespace(run_ids=[1, 2, 3], campaign_id=1),
             time_mod.monotonic(),
             SimpleNamespace(extend=lambda n: None),
             interrupted,

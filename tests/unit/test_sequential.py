@@ -177,6 +177,50 @@ def test_a_campaigns_settled_verdicts_stand_in_its_summary() -> None:
     assert any("+20.0% [+15.0%, +25.0%] faster (anytime-valid" in line for line in lines)
 
 
+def test_compare_of_an_auto_campaign_gives_its_settled_verdict_either_way_round() -> None:
+    """`compare ext4 xfs` on a campaign that stopped on its own data: the verdict its
+    confidence sequence reached (as the summary gives), never a fixed-sample test of the
+    same runs; `compare xfs ext4` the same, turned over. A pair with no settled verdict
+    (xfs against btrfs) is tested on its runs."""
+    from pgfsbench.analysis.pairs import pairs_by_name
+    from pgfsbench.analysis.summary import summarise
+    from tests.unit.test_best import runs
+
+    ext4 = runs("ext4", [2500, 2510, 2490, 2505])
+    xfs = runs("xfs", [3000, 3010, 2990, 3005])
+    btrfs = runs("btrfs", [2000, 2400, 2100, 2600])
+    settled = {
+        "xfs/pg/k/rw": {
+            "baseline": "ext4/pg/k/rw",
+            "verdict": "unsettled",
+            "ratio": 1.2,
+            "low": 0.95,
+            "high": 1.5,
+            "margin": 0.02,
+            "n": 4,
+            "n_base": 4,
+        }
+    }
+    cells = summarise(ext4 + xfs + btrfs, settled=settled)
+    (forward,) = pairs_by_name(cells, "ext4", "xfs")
+    c = forward.throughput
+    # four steady runs a side 20% apart: Welch calls it faster; the sequence did not settle
+    assert c.method == "sequence" and c.verdict is Verdict.UNDECIDED, c
+    assert (c.ratio, c.ci_low, c.ci_high) == (1.2, 0.95, 1.5)
+    (backward,) = pairs_by_name(cells, "xfs", "ext4")
+    b = backward.throughput
+    assert b.method == "sequence" and b.verdict is Verdict.UNDECIDED
+    assert b.ratio == 1 / 1.2 and b.ci_low == 1 / 1.5 and b.ci_high == 1 / 0.95
+    settled["xfs/pg/k/rw"] |= {"verdict": "faster", "low": 1.1}
+    cells = summarise(ext4 + xfs + btrfs, settled=settled)
+    (backward,) = pairs_by_name(cells, "xfs", "ext4")
+    assert backward.throughput.verdict is Verdict.WORSE
+    assert backward.throughput.verdict_words().startswith("slower")
+    assert "n=4 vs 4" in backward.throughput.reason
+    (other,) = pairs_by_name(cells, "xfs", "btrfs")
+    assert other.throughput.method == "welch"
+
+
 def test_one_noisy_cell_among_steady_ones_is_not_called_different() -> None:
     """Cells rarely share one noise: a cell at CV 10% among steady ones at 1% (or a noisy
     baseline) is rarely called faster or slower. With one variance pooled over the group
@@ -219,7 +263,7 @@ def test_a_noisy_baseline_gets_more_of_a_round_a_steady_one_less_and_its_cap_fol
 def test_a_cell_on_two_hosts_is_one_cell_to_the_policy() -> None:
     """On 0206292 runs were keyed by cell in one place and by (cell, host) in another: a
     cluster cell on two node types sat in two groups that overwrote each other."""
-    from pgfsbench.engine.campaign import comparable_groups
+    from pgfsbench.engine.rounds import comparable_groups
     from tests.unit.test_best import runs
 
     ext4 = runs("ext4", [2500, 2510, 2490])

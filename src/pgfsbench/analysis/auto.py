@@ -80,6 +80,9 @@ class AutoState:
     baselines: dict[str, str] = field(default_factory=dict)  # cell -> its baseline
     budget_spent: bool = False
     interrupted: bool = False  # stopped by its user (Ctrl-C, SIGTERM) between looks
+    # the campaign's active seconds at the last look, its earlier parts' (before a
+    # --resume) included: what the budget counts
+    active_s: float = 0.0
 
 
 def _by_cell(facts: Sequence[RunFact]) -> dict[str, list[RunFact]]:
@@ -211,6 +214,7 @@ def notes(s: AutoSettings, state: AutoState, budget_s: float | None) -> dict[str
         "margin": s.margin,
         "budget_s": budget_s,
         "budget_spent": state.budget_spent,
+        "active_s": round(state.active_s, 1),
         "interrupted": state.interrupted,
         "seed": state.seed,
         "rounds": state.rounds,
@@ -242,3 +246,37 @@ def budget_fit(elapsed: float, budget_s: float, runs_made: int, wanted: int) -> 
         return wanted
     per_run = elapsed / runs_made
     return int((budget_s - elapsed) // per_run) if per_run > 0 else wanted
+
+
+def _seconds(stamp: str | None) -> float | None:
+    from datetime import UTC, datetime
+
+    if not stamp:
+        return None
+    try:
+        when = datetime.fromisoformat(stamp.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+
+
+def spent_before(
+    earlier: Mapping[str, object] | None,
+    runs: Sequence[tuple[str | None, str | None]],
+    began: float,
+) -> tuple[float, int]:
+    """What a resumed campaign's earlier parts spent of its budget, and how many runs they
+    made: the active seconds their notes counted (set-up and loads included), or, when a
+    part was killed before it wrote them, at least the time its runs took. ``runs``: each
+    run's (started_at, ended_at); ``began``: this part's start (epoch seconds)."""
+    noted = earlier.get("active_s") if earlier is not None else None
+    took = 0.0
+    made = 0
+    for start, end in runs:
+        a, b = _seconds(start), _seconds(end)
+        if a is None or a >= began:
+            continue
+        made += 1
+        if b is not None and b > a:
+            took += b - a
+    return max(float(noted) if isinstance(noted, int | float) else 0.0, took), made

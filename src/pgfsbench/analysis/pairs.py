@@ -8,7 +8,7 @@ import fnmatch
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pgfsbench.analysis.compare import Comparison, compare
+from pgfsbench.analysis.compare import Comparison, Verdict, compare
 from pgfsbench.analysis.summary import DIMS, CellSummary, matches
 
 
@@ -30,12 +30,58 @@ class Pair:
 def make_pair(
     base: CellSummary, other: CellSummary, base_source: str = "", other_source: str = ""
 ) -> Pair:
+    """B against A as the summary judges it: stratified by the checkpoints in each run's
+    window when both sides recorded them, at the baseline's margin. When B's comparison with
+    A is the one an `auto` campaign's confidence sequence settled (A is B's baseline, one
+    source), that is the answer, valid however the campaign stopped; a fixed-sample test of
+    the same runs is not (the campaign stopped by looking at them), either way round."""
     p99 = (
-        compare(base.p99_values, other.p99_values, higher_is_better=False)
+        compare(base.p99_values, other.p99_values, higher_is_better=False, margin=base.margin)
         if base.p99_values and other.p99_values
         else None
     )
-    return Pair(base, other, compare(base.values, other.values), p99, base_source, other_source)
+    tps = _settled(base, other) if base_source == other_source else None
+    if tps is None:
+        tps = compare(
+            base.values, other.values, margin=base.margin, strata=(base.strata, other.strata)
+        )
+    return Pair(base, other, tps, p99, base_source, other_source)
+
+
+def _settled(base: CellSummary, other: CellSummary) -> Comparison | None:
+    """The campaign's sequential verdict of this pair, oriented B against A, if it has one."""
+    if base.group != other.group:
+        return None
+    found = other.vs_baseline
+    if found is not None and found.method == "sequence" and other.baseline == base.label:
+        return found
+    found = base.vs_baseline
+    if found is not None and found.method == "sequence" and base.baseline == other.label:
+        return inverted(found)
+    return None
+
+
+def inverted(c: Comparison) -> Comparison:
+    """A against B from B against A: the ratio and interval turned over, the verdict too."""
+    flip = {Verdict.BETTER: Verdict.WORSE, Verdict.WORSE: Verdict.BETTER}
+    word = {"faster": "slower", "slower": "faster", "lower": "higher", "higher": "lower"}
+    reason = c.reason
+    for was in word:
+        if reason.startswith(was):
+            reason = word[was] + reason[len(was) :]
+            break
+    return dataclasses.replace(
+        c,
+        n_base=c.n_other,
+        n_other=c.n_base,
+        ratio=None if c.ratio is None else 1 / c.ratio,
+        ci_low=None if c.ci_high is None else 1 / c.ci_high,
+        ci_high=None if c.ci_low is None else 1 / c.ci_low,
+        verdict=flip.get(c.verdict, c.verdict),
+        reason=reason.replace(f"n={c.n_base} vs {c.n_other}", f"n={c.n_other} vs {c.n_base}"),
+        d=None if c.d is None else -c.d,
+        strata=(),
+    )
 
 
 def _named(cell: CellSummary, pattern: str) -> set[str]:

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pgfsbench.spec.models import Aging, FilesystemStorage, InitdbOptions
+from pgfsbench.spec.models import Aging, FilesystemStorage, InitdbOptions, ZfsStorage
 from pgfsbench.storage import driver_for
 from pgfsbench.storage.aging import (
     CACHE_DIR,
@@ -36,10 +36,9 @@ from pgfsbench.storage.aging import (
     Churn,
     Entry,
     ImageCache,
-    device_facts,
+    aged_key,
     device_written,
     files_recipe,
-    image_key,
     require_tools,
     state_of,
 )
@@ -83,28 +82,23 @@ def aged_images(ctx: AgingContext, cell: Cell) -> dict[str, Entry]:
     (by role: "data"); {} for a fresh filesystem."""
     storage = cell.storage
     age = getattr(storage, "age", None)
-    if age is None or not isinstance(storage, FilesystemStorage):
+    if age is None or not isinstance(storage, FilesystemStorage | ZfsStorage):
         return {}
-    driver = driver_for(cell.fs)
-    if not isinstance(driver, MkfsDriver):
-        raise CapabilityError(f"age: {cell.fs} is not made with mkfs on a device")
+    # a ZFS pool's image is its one device's (role "pool"), a filesystem's its data's
+    role = "pool" if isinstance(storage, ZfsStorage) else "data"
     require_tools(cell.fs)
-    size, kind, rotational = device_facts(storage)
-    key = image_key(
-        cell.fs,
-        list(storage.mkfs_options),
-        list(storage.mount_options),
-        size,
-        kind,
-        age,
-        ctx.binaries.version,
-    )
+    key, size, rotational = aged_key(cell.fs, storage, age, ctx.binaries.version)
     cache = ImageCache(ctx.workdir / CACHE_DIR)
     found = cache.find(key)
     if found is not None:
-        return {"data": found}
+        return {role: found}
     ctx.phase(f"aging {cell.fs} ({age.text()}): made once, copied for each run")
-    return {"data": make_image(ctx, cell.fs, cache, key, size, rotational, driver, storage, age)}
+    if isinstance(storage, ZfsStorage):
+        return {role: make_pool_image(ctx, cache, key, size, rotational, storage, age)}
+    driver = driver_for(cell.fs)
+    if not isinstance(driver, MkfsDriver):
+        raise CapabilityError(f"age: {cell.fs} is not made with mkfs on a device")
+    return {role: make_image(ctx, cell.fs, cache, key, size, rotational, driver, storage, age)}
 
 
 def make_image(
@@ -165,6 +159,79 @@ def make_image(
         "fs": fs,
         "mkfs_argv": [str(a) for a in argv],
         "mount_options": list(storage.mount_options),
+        "rotational": rotational,
+        "made": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "seconds": round(time.monotonic() - started, 1),
+        "churn": churn.as_dict(),
+        "age_reached": round(churn.written_bytes / capacity, 2),
+        "state": state,
+    }
+    return cache.commit(partial, key, manifest)
+
+
+def make_pool_image(
+    ctx: AgingContext,
+    cache: ImageCache,
+    key: str,
+    size: int,
+    rotational: bool,
+    storage: ZfsStorage,
+    age: Aging,
+) -> Entry:
+    """A ZFS pool's image of ``key``: a pool of one device made as the spec says, its data
+    dataset with its properties, aged by the recipe, its state measured (`zpool list -o
+    frag`), the dataset's mountpoint set to none and the pool exported, so that a copy is
+    imported whole under each run's name (storage/zfs/commands.import_as)."""
+    from pgfsbench.storage.zfs import txg
+    from pgfsbench.storage.zfs.commands import export
+    from pgfsbench.storage.zfs.driver import DRIVER as ZFS
+    from pgfsbench.storage.zfs.driver import make_dataset
+
+    partial = cache.begin(ctx.journal, key)
+    with Held.open(partial) as made:
+        made.create_sized(IMAGE, size)
+    started = time.monotonic()
+    mark = ctx.journal.mark()
+    try:
+        impl, daemon = ZFS.ready(storage, ctx.journal, ctx.runner, ctx.celldir)
+        dev = losetup(ctx.journal, ctx.runner, partial / IMAGE)
+        if rotational:
+            queue = Path("/sys/block") / Path(dev).name / "queue"
+            write_value(ctx.journal, queue / "rotational", "1", what=f"{dev} rotational")
+        pool = ZFS.new_pool_name("aging", ctx.runner)
+        argv = ZFS.create_pool(storage, impl, ctx.journal, ctx.runner, pool, [dev])
+        if impl.fuse:  # its own timer commits none here: storage/zfs/txg.py
+            txg.start(pool, [dev])
+        from pgfsbench.storage.zfs.capabilities import resolved_properties
+
+        props = resolved_properties(storage.data.properties, impl, "data.properties")
+        mnt = ctx.celldir / "aging-mnt"
+        make_dataset(ctx.journal, ctx.runner, f"{pool}/data", mnt, props, daemon)
+        stv = os.statvfs(mnt)
+        capacity = stv.f_blocks * stv.f_frsize  # what ZFS offers the dataset, empty
+        if age.recipe == "files":
+            with Held.open(mnt) as root:
+                churn = files_recipe(root, dev, age, capacity)
+        else:
+            churn = postgres_recipe(ctx, mnt, dev, age, capacity)
+        churn.extra["filesystem_bytes"] = capacity
+        state = state_of(ctx.runner, "zfs", dev, mnt, None, pool)
+        # left unmounted in the image: each run's import mounts it where the run says
+        ctx.runner.run(["zfs", "set", "mountpoint=none", f"{pool}/data"], timeout=120)
+        export(ctx.runner, pool)
+    finally:
+        failed = ctx.journal.undo_since(mark)  # the pool is exported: its destroy finds none
+    if failed:
+        raise CapabilityError(
+            f"aging {key}: could not put back {failed[0].step.what} ({failed[0].error})"
+        )
+    manifest: dict[str, Any] = {
+        "recipe": age.model_dump(mode="json"),
+        "fs": "zfs",
+        "implementation": impl.label(),
+        "pool": pool,
+        "create_argv": [str(a) for a in argv],
+        "data_properties": props,
         "rotational": rotational,
         "made": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "seconds": round(time.monotonic() - started, 1),

@@ -406,13 +406,14 @@ def filesystem_state(eng: Engine, st: CellState) -> dict[str, Any] | None:
     if not data.devices and st.cell.fs != "zfs":
         return None
     pool = st.storage.details.get("pool") if st.cell.fs == "zfs" else None
+    name = pool.get("name") if isinstance(pool, dict) else None
     return state_of(
         eng.runner,
         st.cell.fs,
         data.source,
         data.mountpoint,
         st.storage.pgdata,
-        str(pool) if pool else None,
+        str(name) if name else None,
     )
 
 

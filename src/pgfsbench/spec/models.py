@@ -621,6 +621,19 @@ class ZfsStorage(StorageCommon):
     # OpenZFS module parameters (/sys/module/zfs/parameters), put back afterwards
     module_parameters: dict[str, ZfsValue] = {}
     snapshots: Snapshots | None = None  # of the data and WAL datasets
+    # the pool aged before each run's cluster is made on it (fresh without): a pool of one
+    # device, its image made once and copied block by block for each run
+    age: Aging | None = None
+
+    @model_validator(mode="after")
+    def _aged_pool(self) -> ZfsStorage:
+        p = self.pool
+        if self.age is not None and (len(p.devices) != 1 or p.log or p.cache):
+            raise ValueError(
+                "age: the pool is aged as one device's image: a pool of one device, with no "
+                "log or cache device"
+            )
+        return self
 
     def device_limits(self) -> dict[str, DeviceLimits]:
         roles = (

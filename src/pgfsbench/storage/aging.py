@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pgfsbench.spec.models import Aging, EmulatedDevice, FilesystemStorage
+from pgfsbench.spec.models import Aging, EmulatedDevice, FilesystemStorage, ZfsStorage
 from pgfsbench.system.errors import CapabilityError, PgfsbenchError, ProvisionError
 from pgfsbench.system.held import Held, make_dirs
 from pgfsbench.system.journal import Journal, Undo
@@ -78,9 +78,41 @@ def image_key(
     return f"{fs}-{age.recipe}-{hashlib.sha256(blob).hexdigest()[:16]}"
 
 
-def device_facts(storage: FilesystemStorage) -> tuple[int, str, bool]:
-    """(size, kind, rotational) of a storage's data device: the cache key's device part."""
-    dev = storage.device
+def zfs_options(storage: ZfsStorage) -> list[str]:
+    """What a ZFS pool's aged image depends on besides its device: the implementation that
+    makes it (zfs-fuse's pool v23 is not OpenZFS's), the pool's and the data dataset's
+    properties, the module's parameters."""
+    impl = storage.implementation
+    if impl == "any":  # what storage/zfs detects: the kernel's module when it is loaded
+        impl = "kernel" if Path("/sys/module/zfs").is_dir() else "fuse"
+    dump = json.dumps(
+        {
+            "pool": storage.pool.model_dump(mode="json", include={"ashift", "properties"}),
+            "data": storage.data.model_dump(mode="json"),
+            "module_parameters": storage.module_parameters,
+        },
+        sort_keys=True,
+    )
+    return [f"implementation={impl}", dump]
+
+
+def aged_key(
+    fs: str, storage: FilesystemStorage | ZfsStorage, age: Aging, server: str | None
+) -> tuple[str, int, bool]:
+    """(key, size, rotational) of a storage's aged image (engine/aging.py makes it, plan
+    says whether it is cached)."""
+    size, kind, rotational = device_facts(storage)
+    if isinstance(storage, ZfsStorage):
+        options, mount_options = zfs_options(storage), []
+    else:
+        options, mount_options = list(storage.mkfs_options), list(storage.mount_options)
+    return image_key(fs, options, mount_options, size, kind, age, server), size, rotational
+
+
+def device_facts(storage: FilesystemStorage | ZfsStorage) -> tuple[int, str, bool]:
+    """(size, kind, rotational) of a storage's data device (a ZFS pool's one member): the
+    cache key's device part."""
+    dev = storage.pool.devices[0] if isinstance(storage, ZfsStorage) else storage.device
     if isinstance(dev, EmulatedDevice):
         from pgfsbench.spec.device_models import resolve_model
 
@@ -558,12 +590,16 @@ def free_space_fragmentation(
             done = runner.run(argv, timeout=120, check=False)
             return {"tool": "xfs_spaceman freesp", **parse_xfs_freesp(done.stdout, block)}
         if fs == "zfs" and pool:
-            done = runner.run(["zpool", "list", "-Hp", "-o", "frag", pool], timeout=60, check=False)
+            done = runner.run(["zpool", "list", "-H", "-o", "frag", pool], timeout=60, check=False)
             value = done.stdout.strip().rstrip("%")
-            return {
-                "tool": "zpool list -o frag",
-                "pool_frag_pct": int(value) if value.isdigit() else None,
-            }
+            if done.returncode != 0 or not value.isdigit():
+                # zfs-fuse's pool version 23 predates the space maps' histograms
+                return {
+                    "tool": "zpool list -o frag",
+                    "why": "not measured: this ZFS has no pool fragmentation property "
+                    "(zfs-fuse's pool version 23 predates it)",
+                }
+            return {"tool": "zpool list -o frag", "pool_frag_pct": int(value)}
     except (OSError, PgfsbenchError) as exc:
         return {"why": f"not measured: {exc}"}
     return {"why": f"not measured: {fs} has no free-space histogram pgfsbench reads"}

@@ -141,6 +141,7 @@ def _capture_wire(
     wait: Callable[[float], bool] | None,
 ) -> CaptureResult:
     from pgfsbench.system.held import new_dir
+    from pgfsbench.system.reachable import executable_for
     from pgfsbench.system.unprivileged import free_uid
 
     relay = wirecap_path()
@@ -171,7 +172,7 @@ def _capture_wire(
         manifest["stats_before"] = stats_snapshot(conn, facts["server_version_num"])
         uid = free_uid()
         argv = [
-            str(relay),
+            str(executable_for(relay, uid)),  # a checkout under /root: root's copy
             "-listen",
             listen,
             "-upstream-host",

@@ -44,6 +44,7 @@ from pgfsbench.system.actions import make_dir, watch_process_group
 from pgfsbench.system.errors import CapabilityError, PgfsbenchError, Stalled
 from pgfsbench.system.held import Held, Owner, write_file
 from pgfsbench.system.journal import Journal
+from pgfsbench.system.reachable import executable_for
 from pgfsbench.system.runner import Runner
 from pgfsbench.system.trust import (
     UntrustedPath,
@@ -458,6 +459,7 @@ class Replay:
         found = replayer_path()
         if found is None:
             raise CapabilityError(f"{REPLAYER} is not built")
+        found = executable_for(found, ctx.os_user)  # a checkout under /root: root's copy
         txlog = ctx.workdir / "txlog.0"
         stats_path = ctx.workdir / "replay-stats.json"
         argv = [

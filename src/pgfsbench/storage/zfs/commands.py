@@ -13,6 +13,7 @@ from pgfsbench.storage.base import (
     ProvisionedStorage,
 )
 from pgfsbench.storage.mounts import mount_at
+from pgfsbench.storage.zfs import txg
 from pgfsbench.storage.zfs.capabilities import MODULE_DIR, ZfsImplementation, resolve_value
 from pgfsbench.storage.zfs.layout import POOL_PREFIX
 from pgfsbench.system.actions import write_value
@@ -41,6 +42,7 @@ def _zpool_destroy(runner: Runner, args: dict[str, object]) -> None:
     name = str(args["name"])
     if not name.startswith(POOL_PREFIX):
         raise ProvisionError(f"refusing to destroy {name}: not a pgfsbench pool")
+    txg.stop(name)  # no more commits of it from this process
     if shutil.which("zpool") is None or name not in existing_pools(runner):
         return  # never created, already gone, or its zfs-fuse daemon died with it
     guid = args.get("guid")
@@ -136,13 +138,7 @@ def evict_pool_cache(
         *storage.device_roles.get("log", ()),
         *storage.device_roles.get("cache", ()),
     ]
-    links = workdir / "zpool-import"
-    make_dirs(links, 0o700)
-    with Held.open(links) as held:
-        for i, dev in enumerate(members):
-            name = f"{i}-{Path(dev).name}"
-            if not held.exists(name):
-                held.symlink(name, Path(dev))
+    links = member_links(workdir, members)
     before = arc_bytes()
     journal.record(
         f"zpool export {pool} (cold cache)", Undo("zpool_import", {"name": pool, "dir": str(links)})
@@ -165,6 +161,55 @@ def evict_pool_cache(
     if before is not None and after is not None:
         done["arc_bytes_before"], done["arc_bytes_after"] = before, after
     return done
+
+
+def member_links(directory: Path, members: list[str]) -> Path:
+    """A private directory of links to a pool's very devices: `zpool import -d` scans it
+    and no other device (never another copy of the same pool, an aged image's)."""
+    links = directory / "zpool-import"
+    make_dirs(links, 0o700)
+    with Held.open(links) as held:
+        for i, dev in enumerate(members):
+            name = f"{i}-{Path(dev).name}"
+            if not held.exists(name):
+                held.symlink(name, Path(dev))
+    return links
+
+
+def import_as(
+    journal: Journal, runner: Runner, old: str, new: str, members: list[str], directory: Path
+) -> list[str]:
+    """The pool named ``old`` on ``members`` (a copy of an aged pool's image) imported as
+    ``new``, journaled first (destroyed at the end: it is the run's copy)."""
+    if not old.startswith(POOL_PREFIX) or not new.startswith(POOL_PREFIX):
+        raise ProvisionError(f"refusing to import {old} as {new}: not pgfsbench pools")
+    links = member_links(directory, members)
+    argv = ["zpool", "import", "-d", str(links), old, new]
+    created = journal.record(
+        f"zpool import {old} as {new} (an aged image's copy)",
+        Undo("zpool_destroy", {"name": new}),
+    )
+    done = runner.run(argv, timeout=300, check=False)
+    if new not in existing_pools(runner):
+        raise ProvisionError(
+            f"zpool import {old} as {new} failed: {(done.stderr or done.stdout).strip()[-300:]}"
+        )
+    guid = pool_guid(runner, new)
+    if guid is not None:
+        journal.amend(created, guid=guid)
+    return argv
+
+
+def export(runner: Runner, pool: str) -> None:
+    """The pool exported (its datasets unmounted, everything on its devices)."""
+    txg.stop(pool)
+
+    def exported() -> bool:
+        # "pool is busy" while the last files of a stopped server are being released
+        runner.run(["zpool", "export", pool], timeout=300, check=False)
+        return pool not in existing_pools(runner)
+
+    wait_until(exported, timeout=60, interval=1.0, what=f"zpool export {pool}")
 
 
 def _import(runner: Runner, pool: str, links: Path) -> None:

@@ -23,6 +23,7 @@ from pgfsbench.storage.base import (
 )
 from pgfsbench.storage.mounts import mount_at
 from pgfsbench.storage.snapshots import Snapshotter
+from pgfsbench.storage.zfs import txg
 from pgfsbench.storage.zfs.capabilities import (
     MODULE_DIR,
     ZfsImplementation,
@@ -37,6 +38,7 @@ from pgfsbench.storage.zfs.commands import (
     dataset_properties,
     evict_pool_cache,
     existing_pools,
+    import_as,
     pool_guid,
     sync_txg,
 )
@@ -146,13 +148,104 @@ class ZfsDriver(StorageDriver[ZfsStorage]):
 
     def provision(self, name: str, config: ZfsStorage, ctx: ProvisionContext) -> ProvisionedStorage:
         runner, journal = ctx.runner, ctx.journal
-        impl, daemon = self._ready(config, ctx)
-        pool = f"{POOL_PREFIX}{ctx.directory.name.replace('-', '_')}_{secrets.token_hex(3)}"
-        if pool in existing_pools(runner):
-            raise ProvisionError(f"a pool named {pool} already exists; refusing to touch it")
-        devices = [ctx.devices.get(d, "pool").path for d in config.pool.devices]
+        impl, daemon = self.ready(config, journal, runner, ctx.directory)
+        pool = self.new_pool_name(ctx.directory.name, runner)
+        # an aged pool: its one device a block-level copy of the image, imported under
+        # this run's name (storage/aging.py, engine/aging.py)
+        aged = ctx.aged.get("pool")
+        members = [ctx.devices.get(d, "pool", initial=aged) for d in config.pool.devices]
+        devices = [m.path for m in members]
         log = [ctx.devices.get(d, "log").path for d in config.pool.log]
         cache = [ctx.devices.get(d, "cache").path for d in config.pool.cache]
+        if aged is not None:
+            argv = import_as(
+                journal, runner, str(aged.manifest["pool"]), pool, devices, ctx.directory
+            )
+        else:
+            argv = self.create_pool(config, impl, journal, runner, pool, devices, log, cache)
+        if impl.fuse:  # its own timer commits none here: storage/zfs/txg.py
+            txg.start(pool, devices)
+        status = runner.run(["zpool", "status", pool], timeout=60, check=False).stdout
+
+        data = self._dataset(
+            ctx,
+            impl,
+            f"{pool}/data",
+            ctx.directory / "mnt" / "data",
+            config.data,
+            "data",
+            daemon,
+            existing=aged is not None,
+        )
+        if aged is not None:
+            data.details["age"] = {
+                "image": aged.key,
+                "recipe": aged.manifest.get("recipe"),
+                "made": aged.manifest.get("made"),
+                "aging": aged.manifest.get("churn"),
+                "state_after_aging": aged.manifest.get("state"),
+                "copy_seconds": members[0].details.get("aged_copy_seconds"),
+            }
+        wal, waldir = None, None
+        if config.wal is not None:
+            wal = self._dataset(
+                ctx, impl, f"{pool}/wal", ctx.directory / "mnt" / "wal", config.wal, "wal", daemon
+            )
+            waldir = prepare_dir(wal.mountpoint / "pg_wal", ctx.postgres_user)
+        prepare_volume_root(data.mountpoint)
+        details: dict[str, Any] = {
+            "implementation": impl.label(),
+            "fuse": impl.fuse,
+            "zfs_kind": impl.kind,
+            "zfs_version": impl.version,
+            "pool_version": impl.pool_version,
+            # the processes that serve this storage: its work is the benchmark's own
+            "service_processes": ["zfs-fuse"] if impl.fuse else [],
+            "transaction_groups": txg.WORDS if impl.fuse else "OpenZFS's own timer",
+            "pool": {
+                "name": pool,
+                "layout": config.pool.layout,
+                "devices": devices,
+                "log": log,
+                "cache": cache,
+                "ashift": config.pool.ashift,
+                ("import_argv" if aged is not None else "create_argv"): argv,
+                "status": status,
+            },
+        }
+        details.update(_service_details(config, daemon))
+        roles = {"pool": tuple(devices), "log": tuple(log), "cache": tuple(cache)}
+        return ProvisionedStorage(
+            name,
+            "zfs",
+            data,
+            data.mountpoint / "pgdata",
+            wal,
+            waldir,
+            details,
+            {k: v for k, v in roles.items() if v},
+        )
+
+    @staticmethod
+    def new_pool_name(tag: str, runner: Runner) -> str:
+        """A name of pgfsbench's own no pool has (only pools so named are ever destroyed)."""
+        pool = f"{POOL_PREFIX}{tag.replace('-', '_')}_{secrets.token_hex(3)}"
+        if pool in existing_pools(runner):
+            raise ProvisionError(f"a pool named {pool} already exists; refusing to touch it")
+        return pool
+
+    def create_pool(
+        self,
+        config: ZfsStorage,
+        impl: ZfsImplementation,
+        journal: Journal,
+        runner: Runner,
+        pool: str,
+        devices: list[str],
+        log: list[str] = [],  # noqa: B006 (read only)
+        cache: list[str] = [],  # noqa: B006 (read only)
+    ) -> list[str]:
+        """`zpool create` as the spec says, journaled first (its destroy bound to its guid)."""
         pool_props = resolved_properties(config.pool.properties, impl, "pool.properties")
         argv = zpool_create_argv(
             pool,
@@ -172,56 +265,14 @@ class ZfsDriver(StorageDriver[ZfsStorage]):
         guid = pool_guid(runner, pool)
         if guid is not None:  # cleanup destroys this very pool, never another of that name
             journal.amend(created, guid=guid)
-        status = runner.run(["zpool", "status", pool], timeout=60, check=False).stdout
+        return argv
 
-        data = self._dataset(
-            ctx, impl, f"{pool}/data", ctx.directory / "mnt" / "data", config.data, "data", daemon
-        )
-        wal, waldir = None, None
-        if config.wal is not None:
-            wal = self._dataset(
-                ctx, impl, f"{pool}/wal", ctx.directory / "mnt" / "wal", config.wal, "wal", daemon
-            )
-            waldir = prepare_dir(wal.mountpoint / "pg_wal", ctx.postgres_user)
-        prepare_volume_root(data.mountpoint)
-        details: dict[str, Any] = {
-            "implementation": impl.label(),
-            "fuse": impl.fuse,
-            "zfs_kind": impl.kind,
-            "zfs_version": impl.version,
-            "pool_version": impl.pool_version,
-            # the processes that serve this storage: its work is the benchmark's own
-            "service_processes": ["zfs-fuse"] if impl.fuse else [],
-            "pool": {
-                "name": pool,
-                "layout": config.pool.layout,
-                "devices": devices,
-                "log": log,
-                "cache": cache,
-                "ashift": config.pool.ashift,
-                "create_argv": argv,
-                "status": status,
-            },
-        }
-        details.update(_service_details(config, daemon))
-        roles = {"pool": tuple(devices), "log": tuple(log), "cache": tuple(cache)}
-        return ProvisionedStorage(
-            name,
-            "zfs",
-            data,
-            data.mountpoint / "pgdata",
-            wal,
-            waldir,
-            details,
-            {k: v for k, v in roles.items() if v},
-        )
-
-    def _ready(
-        self, config: ZfsStorage, ctx: ProvisionContext
+    def ready(
+        self, config: ZfsStorage, journal: Journal, runner: Runner, directory: Path
     ) -> tuple[ZfsImplementation, FuseDaemon | None]:
-        """ZFS ready for this storage: zfs-fuse started with its options, or the kernel
-        module's parameters set; what it supports checked against the spec."""
-        runner, journal = ctx.runner, ctx.journal
+        """ZFS ready for this storage: zfs-fuse started with its options (its pid file in
+        ``directory``), or the kernel module's parameters set; what it supports checked
+        against the spec."""
         impl = detect(runner)
         if impl is None:
             raise CapabilityError("ZFS disappeared since the preflight check")
@@ -229,7 +280,7 @@ class ZfsDriver(StorageDriver[ZfsStorage]):
             daemon: FuseDaemon | None = FuseDaemon.ensure(
                 journal,
                 runner,
-                ctx.directory / "zfs-fuse.pid",
+                directory / "zfs-fuse.pid",
                 fuse_daemon_options(config.module_parameters),
             )
             impl = detect(runner)
@@ -249,16 +300,12 @@ class ZfsDriver(StorageDriver[ZfsStorage]):
         spec: ZfsDataset,
         role: str,
         daemon: FuseDaemon | None,
+        existing: bool = False,
     ) -> Volume:
+        """The dataset made with its properties and mounted; ``existing`` (an aged pool's,
+        made with them when it was aged): only mounted here."""
         props = resolved_properties(spec.properties, impl, f"{role}.properties")
-        mountpoint.mkdir(parents=True, exist_ok=True)
-        if daemon is not None:
-            # should the daemon die with us, its mount would be left dangling
-            ctx.journal.record(
-                f"zfs-fuse mount {mountpoint}",
-                Undo("umount_dangling_fuse", {"target": str(mountpoint)}),
-            )
-        ctx.runner.run(zfs_create_argv(dataset, mountpoint, props), timeout=120)
+        make_dataset(ctx.journal, ctx.runner, dataset, mountpoint, props, daemon, existing)
         info = mount_at(mountpoint)
         effective = dataset_properties(ctx.runner, dataset, impl)
         return Volume(
@@ -364,6 +411,34 @@ def _service_details(config: ZfsStorage, daemon: FuseDaemon | None) -> dict[str,
             if (MODULE_DIR / "parameters" / p).exists()
         }
     }
+
+
+def make_dataset(
+    journal: Journal,
+    runner: Runner,
+    dataset: str,
+    mountpoint: Path,
+    props: dict[str, str],
+    daemon: FuseDaemon | None,
+    existing: bool = False,
+) -> None:
+    """``dataset`` made with ``props`` and mounted at ``mountpoint``; ``existing``: only
+    mounted there (an imported pool's, left unmounted: mountpoint=none)."""
+    mountpoint.mkdir(parents=True, exist_ok=True)
+    if daemon is not None:
+        # should the daemon die with us, its mount would be left dangling
+        journal.record(
+            f"zfs-fuse mount {mountpoint}",
+            Undo("umount_dangling_fuse", {"target": str(mountpoint)}),
+        )
+    if not existing:
+        runner.run(zfs_create_argv(dataset, mountpoint, props), timeout=120)
+        return
+    runner.run(["zfs", "set", f"mountpoint={mountpoint}", dataset], timeout=120)
+    if mount_at(mountpoint) is None:
+        runner.run(["zfs", "mount", dataset], timeout=120)
+    if mount_at(mountpoint) is None:
+        raise ProvisionError(f"{dataset} of the aged pool did not mount at {mountpoint}")
 
 
 DRIVER = ZfsDriver()
