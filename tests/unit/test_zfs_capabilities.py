@@ -1,5 +1,5 @@
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pytest
 
@@ -161,3 +161,52 @@ def test_zfs_fuse_is_ended_at_once_only_when_it_holds_no_pool(
     code: int | None, out: str, empty: bool
 ) -> None:
     assert _holds_no_pool(cast(Runner, _Zpool(code, out))) is empty
+
+
+def test_zfs_fuse_sizes_are_read_as_it_prints_them() -> None:
+    """zfs-fuse has no `zpool list -p`: its sizes come as "842M", "3.97G" (storage/zfs/txg.py
+    reads the pool's size to commit at each eighth of it written)."""
+    from pgfsbench.storage.zfs.txg import parse_human
+
+    assert parse_human("842M") == 842 << 20
+    assert parse_human("3.97G") == int(3.97 * (1 << 30))
+    assert parse_human("556K\n") == 556 << 10
+    assert parse_human("0") == 0
+    assert parse_human("-") is None and parse_human("") is None
+
+
+def test_a_zfs_fuse_pool_is_committed_when_an_eighth_of_it_is_written(monkeypatch: Any) -> None:
+    """Every 5 s, and sooner once the pool's devices have been written an eighth of its size:
+    on 2026-12-01 a 256 MiB pool hung within 5 s at 4,400 tps with commits every 5 s alone."""
+    import threading
+    import time
+
+    from pgfsbench.storage.zfs import txg
+
+    written = {"n": 0}
+    commits: list[float] = []
+    monkeypatch.setattr(txg, "POLL_S", 0.01)
+    monkeypatch.setattr(txg, "allocated", lambda pool, prop="allocated": 256 << 20)
+    monkeypatch.setattr(txg, "written", lambda dev: written["n"])
+
+    def commit(pool: str) -> bool:
+        commits.append(time.monotonic())
+        return True
+
+    monkeypatch.setattr(txg, "commit", commit)
+    txg.start("pgfsb_t", ["/dev/loop9"])
+    try:
+        time.sleep(0.1)
+        assert commits == []  # nothing written, 5 s not passed
+        written["n"] = 31 << 20
+        time.sleep(0.1)
+        assert commits == []  # below an eighth (32 MiB)
+        written["n"] = 33 << 20
+        deadline = time.monotonic() + 2
+        while not commits and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert len(commits) == 1
+    finally:
+        made = txg.stop("pgfsb_t")
+    assert made == {"commits": 1, "failed": 0}
+    assert txg.running() == [] and not any(t.name == "txg pgfsb_t" for t in threading.enumerate())
