@@ -163,3 +163,41 @@ def test_the_tools_figures_read() -> None:
     xfs = parse_xfs_freesp(XFS_FREESP, 4096)
     assert xfs["free_in_extents_below_1mib_pct"] == round(2060 / 40000 * 100, 1)
     assert xfs["free_extent_avg_kib"] == round(952.381 * 4, 1)
+
+
+def test_a_pools_key_and_the_plans_cost_follow_what_zfs_ages(tmp_path: Path) -> None:
+    """A ZFS pool's image depends on its pool and dataset properties and on which ZFS makes
+    it (zfs-fuse's pool v23 is not OpenZFS's); `plan` prices its aging at zfs-fuse's pace
+    (measured 2026-12-02: about half the block filesystems'); a pool of two devices is
+    refused (the image is one device's)."""
+    from pgfsbench.plan import make_plan
+    from pgfsbench.spec import load_spec
+    from pgfsbench.spec.models import ZfsStorage
+    from pgfsbench.storage.aging import aged_key
+
+    age = '{ recipe = "files", overwritten = 2.0 }'
+    spec = tmp_path / "s.toml"
+    spec.write_text(
+        '[defaults]\nscale = 1\nduration = "2s"\nrepetitions = 1\n'
+        f'[storage.e]\nfs = "ext4"\ndevice = "loop:1G"\nage = {age}\n'
+        f'[storage.z]\nfs = "zfs"\npool = {{ devices = ["loop:1G"] }}\nage = {age}\n'
+    )
+    plan = make_plan(load_spec(spec), tmp_path / "work")
+    words = " ".join(plan.aging)
+    ext4_s = float(words.split("e: ")[1].split("(about ")[1].split(" s")[0])
+    zfs_s = float(words.split("z: ")[1].split("(about ")[1].split(" s")[0])
+    assert zfs_s > 1.8 * (ext4_s - 10) + 10, words
+
+    def key(**kw: object) -> str:
+        z = ZfsStorage.model_validate(
+            {"fs": "zfs", "pool": {"devices": ["loop:1G"]}, "age": {"recipe": "files"}, **kw}
+        )
+        assert z.age is not None
+        return aged_key("zfs", z, z.age, "15.18")[0]
+
+    assert key() == key()
+    assert key(data={"properties": {"recordsize": "8K"}}) != key()
+    assert key(pool={"devices": ["loop:1G"], "ashift": 12}) != key()
+    assert key(implementation="kernel") != key(implementation="fuse")
+    with pytest.raises(ValueError, match="one device"):
+        key(pool={"devices": ["loop:1G", "loop:1G"], "layout": "mirror"})
