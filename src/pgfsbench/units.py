@@ -61,3 +61,17 @@ def human_seconds(s: float | None) -> str:
     if s < 5400:
         return f"{s / 60:.0f} min"
     return f"{s / 3600:.1f} h"
+
+
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
+
+
+def parse_human(text: str) -> int | None:
+    """zfs-fuse's sizes ("842M", "3.97G"; it has no -p)."""
+    m = re.fullmatch(r"([\d.]+)([BKMGTP]?)", text.strip())
+    if m is None:
+        return None
+    try:
+        return int(float(m.group(1)) * _UNITS[m.group(2)])
+    except ValueError:
+        return None

@@ -35,11 +35,11 @@ pytestmark = pytest.mark.func
 # the other has nothing to do (pytest-xdist hands out whole modules in collection order)
 LONGEST = {
     "test_fleet.py": 115,
+    "test_aging.py": 110,
     "test_report.py": 95,
+    "test_zfs.py": 85,
     "test_replay.py": 80,
-    "test_aging.py": 75,
     "test_cycles.py": 65,
-    "test_zfs.py": 62,
     "test_faults.py": 55,
     "test_workloads.py": 52,
     "test_snapshots.py": 40,

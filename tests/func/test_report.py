@@ -117,8 +117,12 @@ def test_a_frozen_second_is_a_stall_with_its_cause_in_json_terminal_and_report(
     (pair,) = json.loads(cmp.stdout)
     assert pair["ratio"] > 0 and pair["ci95"][0] < pair["ratio"] < pair["ci95"][1]
     assert pair["verdict"] in ("better", "worse", "equivalent", "undecided")
+    # compare judges the pair as the summary does (by the checkpoints in each window, at
+    # the baseline's margin): one verdict for one question
+    assert pair["verdict"] == ram["vs_baseline"]["verdict"], (pair, ram["vs_baseline"])
     text = pgfsbench("compare", "ext4", "ram", "--results", str(results)).stdout
-    assert "B/A [95% CI]" in text and "faster" in text
+    said = {"better": "faster", "worse": "slower", "equivalent": "equivalent"}
+    assert "B/A [95% CI]" in text and said.get(pair["verdict"], "undecided") in text
 
     report = base / "report.html"
     pgfsbench("report", "--results", str(results), "-o", str(report))

@@ -166,7 +166,7 @@ def test_zfs_fuse_is_ended_at_once_only_when_it_holds_no_pool(
 def test_zfs_fuse_sizes_are_read_as_it_prints_them() -> None:
     """zfs-fuse has no `zpool list -p`: its sizes come as "842M", "3.97G" (storage/zfs/txg.py
     reads the pool's size to commit at each eighth of it written)."""
-    from pgfsbench.storage.zfs.txg import parse_human
+    from pgfsbench.units import parse_human
 
     assert parse_human("842M") == 842 << 20
     assert parse_human("3.97G") == int(3.97 * (1 << 30))

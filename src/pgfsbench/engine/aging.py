@@ -215,7 +215,7 @@ def make_pool_image(
         else:
             churn = postgres_recipe(ctx, mnt, dev, age, capacity)
         churn.extra["filesystem_bytes"] = capacity
-        state = state_of(ctx.runner, "zfs", dev, mnt, None, pool)
+        state = state_of(ctx.runner, "zfs", dev, mnt, None, pool, [dev])
         # left unmounted in the image: each run's import mounts it where the run says
         ctx.runner.run(["zfs", "set", "mountpoint=none", f"{pool}/data"], timeout=120)
         export(ctx.runner, pool)

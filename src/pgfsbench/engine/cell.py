@@ -414,6 +414,7 @@ def filesystem_state(eng: Engine, st: CellState) -> dict[str, Any] | None:
         data.mountpoint,
         st.storage.pgdata,
         str(name) if name else None,
+        st.storage.device_roles.get("pool", ()),
     )
 
 

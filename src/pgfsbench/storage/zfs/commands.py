@@ -184,7 +184,9 @@ def import_as(
     if not old.startswith(POOL_PREFIX) or not new.startswith(POOL_PREFIX):
         raise ProvisionError(f"refusing to import {old} as {new}: not pgfsbench pools")
     links = member_links(directory, members)
-    argv = ["zpool", "import", "-d", str(links), old, new]
+    # cachefile=none as at its creation: a pool imported into zfs-fuse's cache file would
+    # come back at the daemon's next start, on whatever device then has its loop's name
+    argv = ["zpool", "import", "-o", "cachefile=none", "-d", str(links), old, new]
     created = journal.record(
         f"zpool import {old} as {new} (an aged image's copy)",
         Undo("zpool_destroy", {"name": new}),
@@ -213,7 +215,8 @@ def export(runner: Runner, pool: str) -> None:
 
 
 def _import(runner: Runner, pool: str, links: Path) -> None:
-    done = runner.run(["zpool", "import", "-d", str(links), pool], timeout=300, check=False)
+    argv = ["zpool", "import", "-o", "cachefile=none", "-d", str(links), pool]  # as created
+    done = runner.run(argv, timeout=300, check=False)
     if pool not in existing_pools(runner):
         raise ProvisionError(
             f"zpool import {pool} failed: {(done.stderr or done.stdout).strip()[-300:]}"

@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import secrets
 import subprocess
 import threading
 import time
 from pathlib import Path
+
+from pgfsbench.units import parse_human
 
 EVERY_S = 5.0  # OpenZFS's zfs_txg_timeout
 DIRTY_SYNC = 64 << 20  # OpenZFS 0.7's zfs_dirty_data_sync
@@ -83,20 +84,6 @@ def written(device: str) -> int:
         return int((Path("/sys/block") / name / "stat").read_text().split()[6]) * 512
     except (OSError, IndexError, ValueError):
         return 0
-
-
-_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
-
-
-def parse_human(text: str) -> int | None:
-    """zfs-fuse's sizes ("842M", "3.97G"; it has no -p)."""
-    m = re.fullmatch(r"([\d.]+)([BKMGTP]?)", text.strip())
-    if m is None:
-        return None
-    try:
-        return int(float(m.group(1)) * _UNITS[m.group(2)])
-    except ValueError:
-        return None
 
 
 def allocated(pool: str, prop: str = "allocated") -> int | None:
