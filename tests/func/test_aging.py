@@ -6,14 +6,11 @@ aging leaves nothing mounted, attached or half-made."""
 from __future__ import annotations
 
 import json
-import shutil
 import signal
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from pgfsbench.storage.aging import CACHE_DIR, ImageCache
 from pgfsbench.storage.devices import DeviceFactory
@@ -152,123 +149,5 @@ def test_a_killed_aging_leaves_nothing(base: Path) -> None:
     ).stdout
     assert str(base) not in loops
     # neither a half-made image nor a complete one: the next run ages from the start
-    cache = work / CACHE_DIR
-    assert not cache.exists() or list(cache.iterdir()) == []
-
-
-ZFS_SPEC = """
-[defaults]
-scale = 1
-clients = 2
-threads = 1
-duration = "2s"
-warmup = "0s"
-repetitions = 2
-
-[storage.zfs-aged]
-fs = "zfs"
-pool = { devices = ["loop:384M"] }
-data = { properties = { recordsize = "8K" } }
-age = { recipe = "files", seed = 5, overwritten = 0.6, fullness = 0.4, file_size = "64K" }
-"""
-
-
-def _pools() -> list[str]:
-    done = subprocess.run(
-        ["zpool", "list", "-H", "-o", "name"], capture_output=True, text=True, check=False
-    )
-    return done.stdout.split()
-
-
-@pytest.mark.zfs  # one test of ZFS at a time (tests/func/conftest.py)
-@pytest.mark.skipif(shutil.which("zpool") is None, reason="no ZFS installed")
-def test_an_aged_zfs_pool_made_once_imported_from_a_copy_for_each_run(base: Path) -> None:
-    """ZFS (zfs-fuse here): the pool of one device aged into the cache once, exported;
-    each run imports a block-level copy under a name of its own, its dataset mounted where
-    the run says, with the properties it was aged with; the pool's fragmentation read;
-    no pool, loop device or mount left, and the cache entry never imported."""
-    spec = base / "zfs-aged.toml"
-    spec.write_text(ZFS_SPEC)
-    work, results = base / "work", base / "r.sqlite"
-    before = _pools()
-    pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(work), timeout=900)
-    runs = runs_of(results)
-    assert [r["status"] for r in runs] == ["ok", "ok"], runs
-    (entry_name,) = [p.name for p in (work / CACHE_DIR).iterdir()]
-    assert entry_name.startswith("zfs-files-")
-    entry = ImageCache(work / CACHE_DIR).find(entry_name)
-    assert entry is not None
-    made = entry.manifest
-    assert made["pool"].startswith("pgfsb_") and made["data_properties"]["recordsize"] == "8K"
-    assert made["churn"]["written_bytes"] >= 0.6 * made["churn"]["filesystem_bytes"] > 0
-    # zfs-fuse (pool v23) has no `frag`: the metaslabs' free segments, read by zdb
-    assert made["state"]["free_space"]["tool"] in (
-        "zpool list -o frag",
-        "zdb -mm (the metaslabs' free segments)",
-    ), made["state"]
-    details = [show(results, int(r["run_id"]))["storage_details"] for r in runs]
-    pools = [d["pool"]["name"] for d in details]
-    assert pools[0] != pools[1] and all(p != made["pool"] for p in pools)
-    for d in details:
-        age = d["data"]["age"]
-        assert age["image"] == entry_name and age["copy_seconds"] is not None
-        assert d["pool"]["import_argv"][:2] == ["zpool", "import"]
-        assert d["data"]["properties"]["recordsize"] in ("8K", "8192")
-        state = d["state_after_load"]
-        free = state["free_space"]
-        assert free.get("pool_frag_pct") is not None or free["free_extent_avg_kib"] > 0, state
-        assert state["fullness"] is not None and state["fullness"] > 0.2, state
-    assert _pools() == before  # every run's copy destroyed; the image never imported
-    # imported with cachefile=none: no pool of a run comes back at zfs-fuse's next start
-    cachefile = Path("/var/lib/zfs/zpool.cache")
-    assert not cachefile.exists() or not any(p.encode() in cachefile.read_bytes() for p in pools)
-    assert str(base) not in Path("/proc/self/mounts").read_text()
-
-
-@pytest.mark.zfs  # one test of ZFS at a time (tests/func/conftest.py)
-@pytest.mark.skipif(shutil.which("zpool") is None, reason="no ZFS installed")
-def test_a_killed_pool_aging_leaves_no_pool_loop_or_image(base: Path) -> None:
-    spec = base / "long.toml"
-    spec.write_text(
-        '[defaults]\nscale = 1\nduration = "2s"\nrepetitions = 1\n'
-        '[storage.zfs-aged]\nfs = "zfs"\npool = { devices = ["loop:512M"] }\n'
-        'age = { recipe = "files", overwritten = 40.0, fullness = 0.5 }\n'
-    )
-    work = base / "work"
-    progress = base / "progress.json"
-    before = _pools()
-    proc = start(
-        "run",
-        str(spec),
-        "--results",
-        str(base / "r.sqlite"),
-        "--workdir",
-        str(work),
-        "--progress-file",
-        str(progress),
-    )
-
-    def aging() -> bool:
-        try:
-            return "aging" in json.loads(progress.read_text()).get("phase", "")
-        except (OSError, ValueError):
-            return False
-
-    wait_for(aging, 120, "the aging phase")
-    wait_for(lambda: len(_pools()) > len(before), 60, "the aging's pool")
-    time.sleep(2)  # the dataset mounted and churning
-    code, _, _ = kill(proc, signal.SIGKILL)
-    assert code == -signal.SIGKILL
-    out = pgfsbench("cleanup", "--workdir", str(work)).stdout
-    assert "zpool" in out
-    assert _pools() == before
-    assert str(base) not in Path("/proc/self/mounts").read_text()
-    loops = subprocess.run(
-        ["losetup", "--list", "--noheadings", "-O", "BACK-FILE"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert str(base) not in loops
     cache = work / CACHE_DIR
     assert not cache.exists() or list(cache.iterdir()) == []
