@@ -319,6 +319,31 @@ def start(*args: str) -> subprocess.Popen[str]:
     )
 
 
+def run_until_phase(spec: Path, base: Path, word: str) -> subprocess.Popen[str]:
+    """`pgfsbench run SPEC` (results and work directory in ``base``), returned once its
+    progress file names a phase with ``word`` in it (say "aging")."""
+    progress = base / "progress.json"
+    proc = start(
+        "run",
+        str(spec),
+        "--results",
+        str(base / "r.sqlite"),
+        "--workdir",
+        str(base / "work"),
+        "--progress-file",
+        str(progress),
+    )
+
+    def reached() -> bool:
+        try:
+            return word in json.loads(progress.read_text()).get("phase", "")
+        except (OSError, ValueError):
+            return False
+
+    wait_for(reached, 120, f"the {word} phase")
+    return proc
+
+
 def kill(proc: subprocess.Popen[str], sig: signal.Signals) -> tuple[int, str, str]:
     proc.send_signal(sig)
     out, err = proc.communicate(timeout=180)

@@ -5,7 +5,6 @@ aging leaves nothing mounted, attached or half-made."""
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import time
@@ -16,7 +15,7 @@ from pgfsbench.storage.aging import CACHE_DIR, ImageCache
 from pgfsbench.storage.devices import DeviceFactory
 from pgfsbench.system.journal import Journal
 from pgfsbench.system.runner import Runner
-from tests.func.conftest import kill, pgfsbench, runs_of, show, start, wait_for
+from tests.func.conftest import kill, leftovers, pgfsbench, run_until_phase, runs_of, show
 
 SPEC = """
 [defaults]
@@ -115,39 +114,13 @@ def test_a_killed_aging_leaves_nothing(base: Path) -> None:
         'age = { recipe = "files", overwritten = 40.0, fullness = 0.5 }\n'
     )
     work = base / "work"
-    progress = base / "progress.json"
-    proc = start(
-        "run",
-        str(spec),
-        "--results",
-        str(base / "r.sqlite"),
-        "--workdir",
-        str(work),
-        "--progress-file",
-        str(progress),
-    )
-
-    def aging() -> bool:
-        try:
-            return "aging" in json.loads(progress.read_text()).get("phase", "")
-        except (OSError, ValueError):
-            return False
-
-    wait_for(aging, 120, "the aging phase")
+    proc = run_until_phase(spec, base, "aging")
     time.sleep(1)  # mounted and churning
     assert any((work / CACHE_DIR).glob(".ext4-files-*"))
     code, _, _ = kill(proc, signal.SIGKILL)
     assert code == -signal.SIGKILL
     pgfsbench("cleanup", "--workdir", str(work))
-    mounts = Path("/proc/self/mounts").read_text()
-    assert str(base) not in mounts
-    loops = subprocess.run(
-        ["losetup", "--list", "--noheadings", "-O", "BACK-FILE"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    assert str(base) not in loops
+    assert leftovers(base) == []  # nothing mounted, attached or running
     # neither a half-made image nor a complete one: the next run ages from the start
     cache = work / CACHE_DIR
     assert not cache.exists() or list(cache.iterdir()) == []

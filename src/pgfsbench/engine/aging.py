@@ -101,6 +101,31 @@ def aged_images(ctx: AgingContext, cell: Cell) -> dict[str, Entry]:
     return {role: make_image(ctx, cell.fs, cache, key, size, rotational, driver, storage, age)}
 
 
+def _new_image(ctx: AgingContext, cache: ImageCache, key: str, size: int) -> Path:
+    """The cache's partial entry of ``key`` (journaled), its image a sparse file of ``size``."""
+    partial = cache.begin(ctx.journal, key)
+    with Held.open(partial) as made:
+        made.create_sized(IMAGE, size)
+    return partial
+
+
+def _attached(ctx: AgingContext, image: Path, rotational: bool) -> str:
+    """``image`` on a loop device (journaled), rotational as the device's model says."""
+    dev = losetup(ctx.journal, ctx.runner, image)
+    if rotational:
+        queue = Path("/sys/block") / Path(dev).name / "queue"
+        write_value(ctx.journal, queue / "rotational", "1", what=f"{dev} rotational")
+    return dev
+
+
+def _churn(ctx: AgingContext, mnt: Path, dev: str, age: Aging, capacity: int) -> Churn:
+    """The recipe run on the filesystem mounted at ``mnt``."""
+    if age.recipe == "files":
+        with Held.open(mnt) as root:
+            return files_recipe(root, dev, age, capacity)
+    return postgres_recipe(ctx, mnt, dev, age, capacity)
+
+
 def make_image(
     ctx: AgingContext,
     fs: str,
@@ -113,16 +138,11 @@ def make_image(
     age: Aging,
 ) -> Entry:
     """The image of ``key`` aged and put in the cache (see the module's comment)."""
-    partial = cache.begin(ctx.journal, key)
-    with Held.open(partial) as made:
-        made.create_sized(IMAGE, size)
+    partial = _new_image(ctx, cache, key, size)
     started = time.monotonic()
     mark = ctx.journal.mark()
     try:
-        dev = losetup(ctx.journal, ctx.runner, partial / IMAGE)
-        if rotational:
-            queue = Path("/sys/block") / Path(dev).name / "queue"
-            write_value(ctx.journal, queue / "rotational", "1", what=f"{dev} rotational")
+        dev = _attached(ctx, partial / IMAGE, rotational)
         argv = driver.mkfs_argv(dev, list(storage.mkfs_options))
         ctx.journal.note(step=f"mkfs {dev} (aging {key})", argv=argv)
         ctx.runner.run(argv, timeout=600)
@@ -139,11 +159,7 @@ def make_image(
         )
         stv = os.statvfs(mnt)
         capacity = stv.f_blocks * stv.f_frsize
-        if age.recipe == "files":
-            with Held.open(mnt) as root:
-                churn = files_recipe(root, dev, age, capacity)
-        else:
-            churn = postgres_recipe(ctx, mnt, dev, age, capacity)
+        churn = _churn(ctx, mnt, dev, age, capacity)
         # the age is stated per byte of the filesystem (what mkfs left of the device)
         churn.extra["filesystem_bytes"] = capacity
         state = state_of(ctx.runner, fs, dev, mnt, None)
@@ -187,17 +203,12 @@ def make_pool_image(
     from pgfsbench.storage.zfs.driver import DRIVER as ZFS
     from pgfsbench.storage.zfs.driver import make_dataset
 
-    partial = cache.begin(ctx.journal, key)
-    with Held.open(partial) as made:
-        made.create_sized(IMAGE, size)
+    partial = _new_image(ctx, cache, key, size)
     started = time.monotonic()
     mark = ctx.journal.mark()
     try:
         impl, daemon = ZFS.ready(storage, ctx.journal, ctx.runner, ctx.celldir)
-        dev = losetup(ctx.journal, ctx.runner, partial / IMAGE)
-        if rotational:
-            queue = Path("/sys/block") / Path(dev).name / "queue"
-            write_value(ctx.journal, queue / "rotational", "1", what=f"{dev} rotational")
+        dev = _attached(ctx, partial / IMAGE, rotational)
         pool = ZFS.new_pool_name("aging", ctx.runner)
         argv = ZFS.create_pool(storage, impl, ctx.journal, ctx.runner, pool, [dev])
         if impl.fuse:  # its own timer commits none here: storage/zfs/txg.py
@@ -209,11 +220,7 @@ def make_pool_image(
         make_dataset(ctx.journal, ctx.runner, f"{pool}/data", mnt, props, daemon)
         stv = os.statvfs(mnt)
         capacity = stv.f_blocks * stv.f_frsize  # what ZFS offers the dataset, empty
-        if age.recipe == "files":
-            with Held.open(mnt) as root:
-                churn = files_recipe(root, dev, age, capacity)
-        else:
-            churn = postgres_recipe(ctx, mnt, dev, age, capacity)
+        churn = _churn(ctx, mnt, dev, age, capacity)
         churn.extra["filesystem_bytes"] = capacity
         state = state_of(ctx.runner, "zfs", dev, mnt, None, pool, [dev])
         # left unmounted in the image: each run's import mounts it where the run says
