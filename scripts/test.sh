@@ -38,10 +38,12 @@ fi
 # tests on one worker, the longest modules first, each worker's campaigns under a host
 # lock of its own, the tests of ZFS taking turns: tests/func/conftest.py;
 # PGFSBENCH_TEST_WORKERS to change it), then alone the tests marked `exclusive`: those that
-# time what they measure, change host-wide settings or share a device's caps. Status 5 is
-# "none of the tests asked for is of this kind".
+# time what they measure or change host-wide settings. Status 5 is "none of the tests
+# asked for is of this kind". --no-loadscope-reorder: pytest-xdist would otherwise hand
+# out the modules with most tests first (the unit tests' quick ones), not the longest.
 status=0
-.venv/bin/pytest -n "${PGFSBENCH_TEST_WORKERS:-3}" --dist loadscope -m "not exclusive" "$@" || status=$?
+.venv/bin/pytest -n "${PGFSBENCH_TEST_WORKERS:-3}" --dist loadscope --no-loadscope-reorder \
+    -m "not exclusive" "$@" || status=$?
 [ "$status" = 5 ] && status=0
 alone=0
 .venv/bin/pytest -m exclusive "$@" || alone=$?

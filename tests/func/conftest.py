@@ -30,28 +30,37 @@ ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.func
 
 
-# the modules that take longest two at a time (seconds, scripts/test.sh on the test VM,
-# 2026-12-01): started first, so that no worker is left with one of them at the end while
-# the other has nothing to do (pytest-xdist hands out whole modules in collection order)
+# the modules that take longest, as measured beside each other (seconds a module's tests
+# took, scripts/test.sh on the test VM): started first, longest first, so that no worker is
+# left with one of them at the end while the others have nothing to do (pytest-xdist hands
+# out whole modules in collection order with --no-loadscope-reorder; every test of ZFS that
+# runs beside others is in test_zfs.py: no other module waits for ZFS's lock)
 LONGEST = {
-    "test_zfs.py": 190,
+    "test_zfs.py": 270,
     "test_fleet.py": 115,
-    "test_report.py": 95,
-    "test_replay.py": 80,
-    "test_cycles.py": 65,
-    "test_aging.py": 60,
-    "test_faults.py": 55,
-    "test_workloads.py": 52,
-    "test_pipeline.py": 35,
-    "test_reads.py": 29,
-    "test_wire.py": 26,
-    "test_live_metrics.py": 24,
-    "test_versions.py": 20,
-    "test_capture_debian.py": 20,
+    "test_replay.py": 115,
+    "test_limits.py": 107,
+    "test_faults.py": 97,
+    "test_workloads.py": 83,
+    "test_pipeline.py": 82,
+    "test_report.py": 72,
+    "test_cycles.py": 66,
+    "test_aging.py": 43,
+    "test_capture_hostile.py": 43,
+    "test_reads.py": 40,
+    "test_cli_answers.py": 34,
+    "test_observation.py": 31,
+    "test_wire.py": 24,
+    "test_snapshots.py": 23,
+    "test_doctor.py": 22,
+    "test_capture_debian.py": 21,
+    "test_versions.py": 21,
 }
 
 
-ZFS_LAST = {"test_snapshots.py", "test_doctor.py"}
+# beside other tests (scripts/test.sh: three at a time on two cores), or alone: a figure
+# that CPU contention can only lower is asserted with room for it beside others
+BESIDE = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -60,10 +69,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.func)
             if os.geteuid() != 0:
                 item.add_marker(pytest.mark.skip(reason="functional tests need root"))
-    # the longest first, the rest in their order (a stable sort), and last the modules with
-    # one test of ZFS each: test_zfs.py, first, holds the ZFS lock for its first minutes
+    # the longest first, the rest in their order (a stable sort)
     items.sort(key=lambda item: -LONGEST.get(Path(str(item.fspath)).name, 0))
-    items.sort(key=lambda item: Path(str(item.fspath)).name in ZFS_LAST)
 
 
 def leftovers(base: Path) -> list[str]:
@@ -132,18 +139,25 @@ def pytest_configure(config: pytest.Config) -> None:
         os.environ["PGFSBENCH_HOST_LOCK"] = f"/run/pgfsbench-test-{worker}.lock"
 
 
-ZFS_LOCK = "/run/pgfsbench-test-zfs.lock"
+# the tests that take turns, each kind under one lock (root's /run), taken in this order
+TURNS = {
+    # zfs-fuse is one daemon for the host, and the tests of ZFS look at every pool and
+    # every daemon
+    "zfs": "/run/pgfsbench-test-zfs.lock",
+    # the kernel's blkio rules are the host's: a test of caps looks at every loop device's
+    "caps": "/run/pgfsbench-test-caps.lock",
+}
 
 
 @pytest.fixture(autouse=True)
-def _one_zfs_test_at_a_time(request: pytest.FixtureRequest) -> Iterator[None]:
-    """zfs-fuse is one daemon for the host, and the tests of ZFS look at every pool and
-    every daemon: two at a time, the tests marked `zfs` take turns under one lock."""
-    if request.node.get_closest_marker("zfs") is None:
-        yield
-        return
-    with open(ZFS_LOCK, "a+b") as held:  # root's /run; the lock is released with the file
-        fcntl.flock(held, fcntl.LOCK_EX)
+def _take_turns(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Two at a time, the tests marked `zfs` take turns under one lock, those marked
+    `caps` under another (a test marked both takes them in TURNS' order: no deadlock)."""
+    with contextlib.ExitStack() as stack:
+        for marker, path in TURNS.items():
+            if request.node.get_closest_marker(marker) is not None:
+                held = stack.enter_context(open(path, "a+b"))  # released with the file
+                fcntl.flock(held, fcntl.LOCK_EX)
         yield
 
 

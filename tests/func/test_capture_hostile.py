@@ -129,6 +129,9 @@ def capture(
         stderr=subprocess.STDOUT,
         text=True,
         env={**os.environ, **(env or {})},
+        # a SIGHUP ignored stays ignored (nohup: system/signals.py); the suite started
+        # under nohup would hand that on, and the SIGHUP test would wait out the capture
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL),
     )
 
 

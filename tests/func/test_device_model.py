@@ -31,8 +31,9 @@ from tests.func.conftest import (
     write_spec,
 )
 
-# timing, host-wide settings or a shared daemon: run alone (scripts/test.sh)
-pytestmark = pytest.mark.exclusive
+# the tests that time the disks, or switch io_uring on for the host, are `exclusive`: they
+# run alone (scripts/test.sh); what a run records of its models, and its cleanup after a
+# SIGKILL, holds beside others
 
 
 @contextmanager
@@ -69,6 +70,7 @@ def fio(path: Path, seconds: int, *args: str) -> dict[str, Any]:
     return write
 
 
+@pytest.mark.exclusive
 def test_a_traced_disk_writes_each_request_it_served(
     base: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -87,6 +89,7 @@ def test_a_traced_disk_writes_each_request_it_served(
     assert sorted(flushes)[len(flushes) // 2] > 0.001
 
 
+@pytest.mark.exclusive
 def test_the_platter_is_paid_for_random_fsyncs_and_streams_at_the_media_rate(
     base: Path,
 ) -> None:
@@ -129,6 +132,7 @@ def test_the_platter_is_paid_for_random_fsyncs_and_streams_at_the_media_rate(
     assert slow * 20 <= fast, (fast, slow)
 
 
+@pytest.mark.exclusive
 @pytest.mark.skipif(
     not devices.FUSE_URING_PARAM.exists(),
     reason="this kernel has no FUSE over io_uring (Linux 6.14 and later)",

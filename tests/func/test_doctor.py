@@ -1,6 +1,7 @@
 """pgfsbench doctor and advise on real loop-mounted filesystems with real PostgreSQL
 clusters: a server that is down (files only), one that runs (queried), tmpfs, xfs with
-defaults, the host alone, a non-root user, and zfs-fuse with primarycache=metadata."""
+defaults, the host alone, a non-root user (zfs-fuse with primarycache=metadata:
+test_zfs.py, where ZFS's tests take turns)."""
 
 from __future__ import annotations
 
@@ -10,17 +11,14 @@ import pwd
 import shlex
 import shutil
 import subprocess
-import time
 import tomllib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from pgfsbench.postgres.binaries import find_binaries
-from tests.func.conftest import ROOT, pgfsbench, runs_of, wait_for
+from tests.func.conftest import ROOT, pgfsbench, runs_of
 
 PG_USER = "postgres"
 
@@ -316,59 +314,3 @@ def test_a_non_root_user_reads_what_it_can_and_says_what_it_could_not(base: Path
     # what the mount table shows is still judged; the settings it could not read are not
     assert "barrier-off" in fired(report, "BAD")
     assert "fpw-off-torn-pages" in report["not_applicable"]
-
-
-def _zfs_fuse_pids() -> list[int]:
-    out = subprocess.run(
-        ["pgrep", "-x", "zfs-fuse"], capture_output=True, text=True, check=False
-    ).stdout
-    return [int(p) for p in out.split()]
-
-
-@pytest.mark.zfs  # one test of ZFS at a time (tests/func/conftest.py)
-def test_zfs_primarycache_metadata_warns_and_the_doctor_never_starts_zfs_fuse(base: Path) -> None:
-    if shutil.which("zfs-fuse") is None:
-        pytest.skip("zfs-fuse is not installed")
-    if _zfs_fuse_pids():
-        pytest.skip("a zfs-fuse daemon not started by this test is running")
-    # the doctor with no daemon: it must not start one
-    doctor("--path", str(base))
-    assert _zfs_fuse_pids() == []
-    pidfile = base / "zfs-fuse.pid"
-    subprocess.run(["zfs-fuse", "--pidfile", str(pidfile)], check=True, timeout=60)
-    pool = f"pgfsbdoc{os.getpid()}"
-    image = base / "pool.img"
-    sh("truncate", "-s", "256M", str(image))
-    try:
-        wait_for(
-            lambda: (
-                subprocess.run(["zpool", "list"], capture_output=True, check=False).returncode == 0
-            ),
-            60,
-            "zfs-fuse",
-        )
-        sh("zpool", "create", "-m", str(base / "pool"), pool, str(image))
-        sh(
-            "zfs",
-            "create",
-            "-o",
-            "primarycache=metadata",
-            "-o",
-            f"mountpoint={base / 'ds'}",
-            f"{pool}/data",
-        )
-        status, report = doctor("--path", str(base / "ds"))
-    finally:
-        subprocess.run(
-            ["zpool", "destroy", "-f", pool], capture_output=True, check=False, timeout=120
-        )
-        pid = int(pidfile.read_text().split()[0])
-        os.kill(pid, 15)
-        deadline = time.monotonic() + 60
-        while pid in _zfs_fuse_pids() and time.monotonic() < deadline:
-            time.sleep(0.2)
-    (path,) = report["facts"]["paths"]
-    assert path["fstype"] == "zfs" and path["zfs_dataset"] == f"{pool}/data"
-    warn = fired(report, "WARN")
-    assert "zfs-primarycache-metadata" in warn and "zfs-fuse" in warn, warn
-    assert status == 1

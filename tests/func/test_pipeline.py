@@ -13,6 +13,7 @@ import pytest
 
 from pgfsbench.spec import Defaults
 from tests.func.conftest import (
+    BESIDE,
     ROOT,
     leftovers,
     pgfsbench,
@@ -38,8 +39,11 @@ def test_quick_example_records_five_ok_runs(base: Path) -> None:
         *sets,
     )
     took = time.monotonic() - t0
-    # plan's estimate is what the runs take (its constants: plan.py, measured here)
-    assert abs(planned["estimated_seconds"] - took) <= 0.25 * took, (planned, took)
+    # plan's estimate is what the runs take alone (its constants: plan.py, measured here:
+    # 24-26 s for 24 s planned). Beside other tests (three at a time on two cores,
+    # scripts/test.sh) the runs take longer, not shorter: 29-33 s measured in CI
+    estimated = planned["estimated_seconds"]
+    assert 0.8 * estimated <= took <= (1.6 if BESIDE else 1.25) * estimated, (planned, took)
     runs = runs_of(results)
     assert [r["fs"] for r in runs] == ["ext4", "ext4", "xfs", "btrfs", "tmpfs"]
     for r in runs:

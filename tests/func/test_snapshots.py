@@ -1,11 +1,11 @@
-"""Snapshots during the measured phase: btrfs (the data directory a subvolume) and ZFS
-(zfs-fuse here), each on the run's timeline, none left afterwards; refused on ext4."""
+"""Snapshots during the measured phase: btrfs (the data directory a subvolume) on the
+run's timeline, none left afterwards (ZFS's: test_zfs.py, where ZFS's tests take turns);
+refused on ext4."""
 
 from __future__ import annotations
 
 import shutil
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -35,7 +35,7 @@ builtin = "tpcb-like"
 """
 
 
-def _check(results: Path, kind: str) -> dict[str, object]:
+def check_snapshots(results: Path, kind: str) -> dict[str, object]:
     (run,) = runs_of(results)
     assert run["status"] == "ok", run
     full = show(results, run["run_id"])
@@ -63,43 +63,7 @@ snapshots = { every = "2s", keep = 2 }
     )
     results = base / "r.sqlite"
     pgfsbench("run", str(spec), "--results", str(results), "--workdir", str(base / "work"))
-    _check(results, "btrfs")
-
-
-@pytest.mark.zfs  # one test of ZFS at a time (tests/func/conftest.py)
-def test_zfs_snapshots_on_the_timeline_and_none_left(base: Path) -> None:
-    if shutil.which("zfs") is None:
-        pytest.skip("no ZFS here")
-    spec = write_spec(
-        base / "s.toml",
-        SPEC.format(
-            storage="""
-[storage.z]
-fs = "zfs"
-pool = { devices = ["loop:512M"] }
-snapshots = { every = "2s", keep = 1 }
-"""
-        ),
-    )
-    results = base / "r.sqlite"
-    pgfsbench(
-        "run",
-        str(spec),
-        "--results",
-        str(results),
-        "--workdir",
-        str(base / "work"),
-        "--set",
-        "workload.rw.cache=cold",
-    )
-    full = _check(results, "zfs")
-    # a cold cache on ZFS: the pool exported and imported, so the ARC holds none of it
-    cache = full["metrics"]["cache"]  # type: ignore[index]
-    assert cache["state"] == "cold" and "exported and imported" in cache["zfs_arc"], cache
-    listed = subprocess.run(
-        ["zfs", "list", "-H", "-t", "snapshot"], capture_output=True, text=True, check=False
-    ).stdout
-    assert "pgfsb-snap-" not in listed
+    check_snapshots(results, "btrfs")
 
 
 def test_snapshots_on_ext4_are_refused_saying_why(base: Path) -> None:

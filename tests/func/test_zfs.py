@@ -1,5 +1,7 @@
 """ZFS on this machine's implementation (zfs-fuse here; OpenZFS where the module is loaded),
-aged pools among them (the other filesystems' aging: test_aging.py)."""
+aged pools among them (the other filesystems' aging: test_aging.py), and the ZFS tests of
+other subjects (caps, snapshots, the doctor): every test of ZFS in this one module, so that
+they run on one worker, one after the other, and none waits for ZFS's lock."""
 
 from __future__ import annotations
 
@@ -25,6 +27,10 @@ from tests.func.conftest import (
     wait_for,
     write_spec,
 )
+from tests.func.test_doctor import doctor, fired, sh
+from tests.func.test_limits import NO_CAPS, no_loop_caps, signal_when_capped
+from tests.func.test_snapshots import SPEC as SNAPSHOT_SPEC
+from tests.func.test_snapshots import check_snapshots
 
 pytestmark = [
     pytest.mark.zfs,  # one test of ZFS at a time (tests/func/conftest.py)
@@ -308,3 +314,119 @@ def test_a_killed_pool_aging_leaves_no_pool_loop_or_image(base: Path) -> None:
     assert leftovers(base) == []  # nothing mounted, attached or running
     cache = work / CACHE_DIR
     assert not cache.exists() or list(cache.iterdir()) == []
+
+
+@pytest.mark.caps  # looks at every loop device's caps (tests/func/conftest.py)
+@pytest.mark.skipif(NO_CAPS, reason="needs cgroup v1 blkio throttling")
+def test_a_pools_roles_capped_as_their_profiles_then_killed_and_cleaned_up(base: Path) -> None:
+    # a ZFS pool of "HDDs" with its log on "an SSD": each role capped as its profile says
+    assert no_loop_caps()
+    spec = write_spec(
+        base / "z.toml",
+        """
+[defaults]
+scale = 1
+clients = 2
+threads = 1
+duration = "120s"
+warmup = "0s"
+repetitions = 1
+[storage.zfs]
+fs = "zfs"
+[storage.zfs.pool]
+devices = ["loop:512M"]
+log = ["loop:256M"]
+limits = { profile = "hdd-5400" }
+log_limits = { profile = "sata-ssd" }
+""",
+    )
+    seen: list[dict[str, dict[str, int]]] = []
+    code, _, _ = signal_when_capped(
+        spec, base / "z.sqlite", base / "work", signal.SIGKILL, seen, devices=2
+    )
+    assert code == -signal.SIGKILL
+    iops = {v for d, v in seen[0]["blkio.throttle.write_iops_device"].items() if d.startswith("7:")}
+    assert iops == {56, 88_000}  # the pool member as a 5400 rpm HDD, the log as a SATA SSD
+    assert not no_loop_caps()  # the killed run left them
+    pgfsbench("cleanup", "--workdir", str(base / "work"))
+    assert no_loop_caps()
+    assert leftovers(base) == [] and pools() == []
+
+
+def test_zfs_snapshots_on_the_timeline_and_none_left(base: Path) -> None:
+    spec = write_spec(
+        base / "s.toml",
+        SNAPSHOT_SPEC.format(
+            storage="""
+[storage.z]
+fs = "zfs"
+pool = { devices = ["loop:512M"] }
+snapshots = { every = "2s", keep = 1 }
+"""
+        ),
+    )
+    results = base / "r.sqlite"
+    pgfsbench(
+        "run",
+        str(spec),
+        "--results",
+        str(results),
+        "--workdir",
+        str(base / "work"),
+        "--set",
+        "workload.rw.cache=cold",
+    )
+    full = check_snapshots(results, "zfs")
+    # a cold cache on ZFS: the pool exported and imported, so the ARC holds none of it
+    cache = full["metrics"]["cache"]  # type: ignore[index]
+    assert cache["state"] == "cold" and "exported and imported" in cache["zfs_arc"], cache
+    listed = subprocess.run(
+        ["zfs", "list", "-H", "-t", "snapshot"], capture_output=True, text=True, check=False
+    ).stdout
+    assert "pgfsb-snap-" not in listed
+
+
+def test_zfs_primarycache_metadata_warns_and_the_doctor_never_starts_zfs_fuse(base: Path) -> None:
+    if shutil.which("zfs-fuse") is None:
+        pytest.skip("zfs-fuse is not installed")
+    # the doctor with no daemon: it must not start one
+    doctor("--path", str(base))
+    assert zfs_fuse_pids() == []
+    pidfile = base / "zfs-fuse.pid"
+    subprocess.run(["zfs-fuse", "--pidfile", str(pidfile)], check=True, timeout=60)
+    pool = f"pgfsbdoc{os.getpid()}"
+    image = base / "pool.img"
+    sh("truncate", "-s", "256M", str(image))
+    try:
+        wait_for(
+            lambda: (
+                subprocess.run(["zpool", "list"], capture_output=True, check=False).returncode == 0
+            ),
+            60,
+            "zfs-fuse",
+        )
+        sh("zpool", "create", "-m", str(base / "pool"), pool, str(image))
+        sh(
+            "zfs",
+            "create",
+            "-o",
+            "primarycache=metadata",
+            "-o",
+            f"mountpoint={base / 'ds'}",
+            f"{pool}/data",
+        )
+        status, report = doctor("--path", str(base / "ds"))
+    finally:
+        subprocess.run(
+            ["zpool", "destroy", "-f", pool], capture_output=True, check=False, timeout=120
+        )
+        pid = int(pidfile.read_text().split()[0])
+        os.kill(pid, 15)
+        deadline = time.monotonic() + 60
+        while pid in zfs_fuse_pids() and time.monotonic() < deadline:
+            time.sleep(0.2)
+    (path,) = report["facts"]["paths"]
+    assert path["fstype"] == "zfs" and path["zfs_dataset"] == f"{pool}/data"
+    warn = fired(report, "WARN")
+    assert "zfs-primarycache-metadata" in warn and "zfs-fuse" in warn, warn
+    assert status == 1

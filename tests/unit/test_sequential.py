@@ -146,6 +146,14 @@ def test_the_summary_gives_the_campaigns_settled_verdict() -> None:
     c = sequential_comparison(stored, None)
     assert c.verdict is Verdict.EQUIVALENT and "equivalent within ±2.1%" in c.reason
     assert "anytime-valid" in c.reason and c.ci_low == 0.985
+    # unsettled with no finite interval (3 vs 3 runs, one side's spread far the larger, as
+    # on the seed's HDD): said so, not "too noisy" beside a bare ratio
+    bare = sequential_comparison(
+        {**stored, "verdict": "unsettled", "ratio": 0.68, "low": None, "high": None, "n": 3},
+        None,
+    )
+    assert bare.verdict is Verdict.UNDECIDED and bare.ci_low is None
+    assert "no finite interval yet" in bare.reason and "too noisy" not in bare.reason
 
 
 def test_a_campaigns_settled_verdicts_stand_in_its_summary() -> None:

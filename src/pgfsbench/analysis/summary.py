@@ -534,6 +534,12 @@ def sequential_comparison(stored: Mapping[str, object], fixed: Comparison | None
     }[verdict]
     if stored.get("failed"):
         word = "unsettled: its looks disagreed beyond chance (the runs do not follow the model)"
+    elif verdict is Verdict.UNDECIDED and (num("low") is None or num("high") is None):
+        # the sequence's interval is not yet finite: a ratio without one is no estimate
+        word = (
+            "unsettled at the campaign's end: no finite interval yet (too few runs for "
+            "their spread: Welch's degrees of freedom too few for the anytime-valid sequence)"
+        )
     strata = stored.get("strata")
     if isinstance(strata, dict) and strata:
         word += " (" + "; ".join(f"{v} with {k} checkpoint(s)" for k, v in strata.items()) + ")"
