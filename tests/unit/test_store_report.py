@@ -1,3 +1,6 @@
+import sqlite3
+import threading
+import time
 from pathlib import Path
 
 import polars as pl
@@ -413,3 +416,25 @@ def test_space_alike_on_every_cell_is_a_line_not_a_chart_of_equal_bars() -> None
     assert space_alike(cast(Any, [cell(60 * mib, 48 * mib)])) is None
     unknown = SimpleNamespace(space_data_bytes=None, space_bytes=None, space_wal_bytes=None)
     assert space_alike(cast(Any, [alike[0], unknown])) is None
+
+
+def test_a_campaign_waits_for_a_reader_of_its_sqlite_file(tmp_path: Path) -> None:
+    """Another terminal reading the store (a shared lock held for 6 s, longer than
+    SQLite's default 5 s busy timeout) delays the campaign's write; it does not end it."""
+    path = tmp_path / "r.sqlite"
+    Store(str(path)).start_campaign(StoredCampaign(name="first", spec_text="x", host="h"))
+    store = Store(str(path))
+    reader = sqlite3.connect(
+        f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+    )
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM campaign").fetchone()  # the shared lock, held
+    released = threading.Timer(6.0, lambda: reader.execute("COMMIT"))
+    released.start()
+    t0 = time.monotonic()
+    try:
+        cid = store.start_campaign(StoredCampaign(name="second", spec_text="x", host="h"))
+    finally:
+        released.join()
+        reader.close()
+    assert cid == 2 and time.monotonic() - t0 >= 5.5

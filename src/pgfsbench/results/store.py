@@ -91,6 +91,10 @@ def sqlite_path(url: str) -> Path | None:
 # A pod's results file holds a few runs: reading it whole takes well under a second. A
 # query still going after this is a trap (a view that recurses, a table made huge).
 FOREIGN_DEADLINE_S = 60.0
+# how long a write waits for readers of the same SQLite file (another terminal's `results
+# show`, `report` or a script of the DBA's, which hold a shared lock while they read)
+# before it fails; SQLite's own 5 s ended a running campaign on a long read
+SQLITE_BUSY_S = 120.0
 
 
 def _foreign_connection(path: Path) -> sqlite3.Connection:
@@ -246,7 +250,8 @@ class Store:
         else:
             self.artifacts_root = artifacts_root or Path("pgfsbench-artifacts").resolve()
         try:
-            self.engine: Engine = create_engine(self.url)
+            busy = {"connect_args": {"timeout": SQLITE_BUSY_S}} if db is not None else {}
+            self.engine: Engine = create_engine(self.url, **busy)
             migrate(self.engine, self.target)
         except SQLAlchemyError as exc:
             raise StoreError(
