@@ -11,7 +11,8 @@ The worlds (cells truly alike on the campaign's estimand unless an effect is giv
 - mixtures (a checkpoint in some windows and not others), their cause recorded in each run
   (its stratum): every cell bimodal (half the runs 30-50% slower), the baseline bimodal
   (20% of runs 20-30% slower), one side bimodal and the other steady; and the same
-  baseline with its cause NOT recorded, to say what no method can do then;
+  worlds with the cause NOT recorded (each side's interval then allows for a slow mode
+  its runs may have missed: analysis/hidden.py);
 - drift over the campaign, AR(1) noise between successive runs (0.5), heavy tails
   (Student's t, 3 df), one run a cell disturbed by a neighbour (and caught);
 - whole-cycle windows (one stratum by design);
@@ -63,6 +64,21 @@ def grid() -> list[World]:
             labelled=False,
             **MIX_BASE,  # type: ignore[arg-type]
         ),
+        World(
+            "every cell bimodal, cause NOT recorded, k=4",
+            4,
+            cv=0.02,
+            labelled=False,
+            **MIX_ALL,  # type: ignore[arg-type]
+        ),
+        World(
+            "one side bimodal, cause NOT recorded, k=1",
+            1,
+            cv=0.02,
+            labelled=False,
+            **MIX_ONE,  # type: ignore[arg-type]
+        ),
+        World("normal CV 5%, NOT recorded, k=4", 4, cv=0.05, labelled=False),
         World("drift 0.2%/run, k=4", 4, cv=0.03, drift_per_run=0.002),
         World("AR(1) 0.5, k=4", 4, cv=0.05, ar1=0.5),
         World("heavy tails (t3), k=4", 4, cv=0.05, heavy_tail=True),
@@ -72,6 +88,24 @@ def grid() -> list[World]:
         World("true +5%, CV 2%, k=4", 4, cv=0.02, effect=0.05, most=16),
         World("true -10%, CV 5%, k=4", 4, cv=0.05, effect=-0.10, most=16),
         World("true +10%, baseline bimodal, k=3", 3, cv=0.02, effect=0.10, most=16, **MIX_BASE),  # type: ignore[arg-type]
+        World(
+            "true +10%, baseline bimodal, NOT recorded, k=3",
+            3,
+            cv=0.02,
+            effect=0.10,
+            most=16,
+            labelled=False,
+            **MIX_BASE,  # type: ignore[arg-type]
+        ),
+        World(
+            "true -30%, baseline bimodal, NOT recorded, k=3",
+            3,
+            cv=0.05,
+            effect=-0.30,
+            most=16,
+            labelled=False,
+            **MIX_BASE,  # type: ignore[arg-type]
+        ),
     ]
     return worlds
 
@@ -85,18 +119,21 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=20261201)
     parser.add_argument("--paths", default=",".join(PATHS))
     parser.add_argument("--save", type=Path)
+    parser.add_argument("--only", default="", help="only the worlds whose name holds this")
     args = parser.parse_args()
     rows = []
-    print(f"{'world':44} {'path':8} | false [95% CI]        | power  | cover  | runs")
+    print(f"{'world':46} {'path':8} | false [95% CI]        | power  | cover (of n)  | runs")
     for i, world in enumerate(grid()):
+        if args.only not in world.name:
+            continue
         for j, path in enumerate(args.paths.split(",")):
             started = time.monotonic()
             s = run_many(world, args.families, args.seed + 100 * i + j, path)
             power = "-" if s.power is None else f"{s.power:.3f}"
-            cover = "-" if s.coverage is None else f"{s.coverage:.3f}"
+            cover = "-" if s.coverage is None else f"{s.coverage:.3f} ({s.intervals})"
             print(
-                f"{world.name:44} {path:8} | {s.false_rate:6.2%} [{s.false_ci[0]:.2%}, "
-                f"{s.false_ci[1]:.2%}] | {power:>6} | {cover:>6} | {s.runs_per_family:6.1f}"
+                f"{world.name:46} {path:8} | {s.false_rate:6.2%} [{s.false_ci[0]:.2%}, "
+                f"{s.false_ci[1]:.2%}] | {power:>6} | {cover:>13} | {s.runs_per_family:6.1f}"
                 f"  ({time.monotonic() - started:.0f} s)",
                 flush=True,
             )

@@ -34,8 +34,10 @@ What this presumes, and what is done where it does not hold:
   many checkpoints fell in its window (its stratum), a comparison is followed stratum by
   stratum (each at the group's level divided by the strata a design has: one for whole
   checkpoint cycles, two for shorter windows) and settles only when every stratum seen is
-  settled; if they settle apart, that is the answer (**mixed**). Without strata, a mixture
-  is not detected here (whole-cycle windows remove it at the source);
+  settled; if they settle apart, that is the answer (**mixed**). When the runs do not
+  record their strata, each look's interval is widened for a slow mode they may have
+  missed (analysis/hidden.py: valid at every look, for a mode of any share up to its
+  depth); whole-cycle windows remove the mixture at the source;
 - two looks whose intervals do not meet (a chance of at most alpha when the model holds)
   say the model does not hold: the comparison stays **unsettled** from then on, said so,
   never narrowed to a point;
@@ -52,6 +54,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
+from pgfsbench.analysis.hidden import depth as hidden_depth
+from pgfsbench.analysis.hidden import widen
 from pgfsbench.analysis.stats import welch
 
 ALPHA = 0.05  # family-wise, over a group's comparisons with its baseline, as stated
@@ -93,6 +97,9 @@ class Sequential:
     # followed stratum by stratum: each stratum's own sequence
     strata: tuple[tuple[str, Sequential], ...] = ()
     estimand: str = ""
+    # the runs do not record their checkpoints: each look's interval allowed for a slow
+    # mode they may have missed (analysis/hidden.py)
+    hidden: bool = False
 
     def words(self) -> str:
         ci = (
@@ -112,6 +119,11 @@ class Sequential:
             what = (
                 "unsettled: two looks disagreed beyond chance, so the runs do not follow the "
                 "model (not one shape, or drifting)"
+            )
+        if self.hidden and self.verdict is not Settled.MIXED:
+            what += (
+                " (allowing for a slow mode the runs may have missed: they do not record "
+                "the checkpoints in their windows)"
             )
         if self.strata:
             what += (
@@ -213,7 +225,9 @@ def group_verdicts(
                 designed_strata,
             )
         else:
-            out[cell] = _one(cell, baseline, values, level, min_margin, prior)
+            # the runs' strata asked and not recorded: a slow mode they missed is allowed for
+            hidden = len(cells) if strata is not None and None in kinds else None
+            out[cell] = _one(cell, baseline, values, level, min_margin, prior, hidden=hidden)
     return out
 
 
@@ -229,8 +243,11 @@ def _one(
     margin: float,
     prior: Sequential | None,
     estimand: str = "",
+    hidden: int | None = None,
 ) -> Sequential:
-    """One comparison's sequence after this look (see the module)."""
+    """One comparison's sequence after this look (see the module). ``hidden``: the
+    family's size when the runs do not record their strata: each look's interval is
+    widened for a slow mode the runs may have missed (analysis/hidden.py)."""
     logs_b, y = _logs(baseline), _logs(values)
     d = _mean(y) - _mean(logs_b) if y and logs_b else 0.0
 
@@ -247,6 +264,7 @@ def _one(
             level,
             failed=failed,
             estimand=estimand,
+            hidden=hidden is not None,
         )
 
     if prior is not None and prior.failed:
@@ -258,6 +276,14 @@ def _one(
         n_eff = 1.0 / (1.0 / len(y) + 1.0 / len(logs_b))
         w = welch(logs_b, y)
         found = interval(d, w.se, w.df, n_eff, level)
+        if found is not None and hidden is not None:
+            found = widen(
+                *found,
+                n_base=len(logs_b),
+                n_other=len(y),
+                d=hidden_depth(baseline, values),
+                family=hidden,
+            )
         if found is not None:
             lo, hi = max(lo, found[0]), min(hi, found[1])
     if not (math.isfinite(lo) and math.isfinite(hi)):

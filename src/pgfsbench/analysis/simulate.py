@@ -283,6 +283,7 @@ class Summary:
     power: float | None
     coverage: float | None
     runs_per_family: float
+    intervals: int = 0  # the finite final intervals the coverage is counted over
 
     def as_dict(self) -> dict[str, object]:
         return {
@@ -294,6 +295,7 @@ class Summary:
             "false_ci95": [round(self.false_ci[0], 4), round(self.false_ci[1], 4)],
             "power": None if self.power is None else round(self.power, 4),
             "coverage": None if self.coverage is None else round(self.coverage, 4),
+            "intervals": self.intervals,
             "runs": round(self.runs_per_family, 1),
         }
 
@@ -319,4 +321,5 @@ def run_many(world: World, families: int, seed: int, path: str = "auto", least: 
         found / families if world.effect else None,
         sum(o.covered for o in outcomes) / intervals if intervals else None,
         sum(o.runs for o in outcomes) / families,
+        intervals,
     )

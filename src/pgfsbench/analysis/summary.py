@@ -645,18 +645,25 @@ def leaders(members: Sequence[CellSummary], figure: str = "tps") -> Leaders | No
 
     best = (max if higher else min)(candidates, key=mean)
     others = [c for c in candidates if c is not best]
-    tests = [
-        compare(values_of(c), values_of(best), higher_is_better=higher, margin=best.margin)
-        for c in others
-    ]
+
+    def strata(a: CellSummary, b: CellSummary) -> tuple[Sequence[str | None], ...] | None:
+        # throughput is compared by the checkpoints in each window, as against a baseline
+        return (a.strata, b.strata) if figure == "tps" else None
+
+    def test(a: CellSummary, b: CellSummary) -> Comparison:
+        pair = strata(a, b)
+        return compare(
+            values_of(a),
+            values_of(b),
+            higher_is_better=higher,
+            margin=best.margin,
+            strata=(pair[0], pair[1]) if pair else None,
+        )
+
+    tests = [test(c, best) for c in others]
     tied = tuple(c for c, t in zip(others, tests, strict=True) if t.verdict is not Verdict.BETTER)
     # the same tests the other way round (each cell against the best), corrected together
-    against = family_wise(
-        [
-            compare(values_of(best), values_of(c), higher_is_better=higher, margin=best.margin)
-            for c in others
-        ]
-    )
+    against = family_wise([test(best, c) for c in others])
     behind = tuple(
         (c, t)
         for c, t in zip(others, against, strict=True)

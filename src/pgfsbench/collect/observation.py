@@ -50,6 +50,8 @@ class ObservationResult:
     wal_fpi: int | None = None
     wal_records: int | None = None
     checkpoints: list[dict[str, Any]] = field(default_factory=list)
+    # the server's log was read: without it, no checkpoint listed is not "none happened"
+    checkpoints_read: bool = True
     metrics: dict[str, Any] = field(default_factory=dict)
     measured_start: float | None = None
 
@@ -277,7 +279,9 @@ class Observation:
             result.metrics["counters"] = {
                 k: counter_delta(a, b, k) for k in b if k != "t" and isinstance(b[k], int | float)
             }
-        result.checkpoints.extend(self._checkpoints(start))
+        found = self._checkpoints(start)
+        result.checkpoints_read = found is not None
+        result.checkpoints.extend(found or [])
         return result
 
     def _finish_os(self, result: ObservationResult, start: float) -> None:
@@ -319,36 +323,39 @@ class Observation:
             "beneath": [d for d in self.devices if d not in self.top_devices],
         }
 
-    def _checkpoints(self, start: float) -> list[dict[str, Any]]:
+    def _checkpoints(self, start: float) -> list[dict[str, Any]] | None:
         """The server log's checkpoints, their times from the measured phase's start; one
-        still running when the run ended has no end and no figures (None)."""
+        still running when the run ended has no end and no figures (None). None: the log
+        could not be read."""
         found: list[dict[str, Any]] = []
-        with contextlib.suppress(OSError):
+        try:
             log = read_text_nofollow(self.server_log)  # the postgres user's file
-            for cp in parse_checkpoints(log):
-                found.append(
-                    {
-                        "started_s": None if cp.started is None else round(cp.started - start, 3),
-                        "ended_s": round(cp.ended - start, 3),
-                        "reason": cp.reason,
-                        "buffers": cp.buffers,
-                        "write_s": cp.write_s,
-                        "sync_s": cp.sync_s,
-                        "total_s": cp.total_s,
-                        "wal_added": cp.wal_added,
-                        "wal_removed": cp.wal_removed,
-                        "wal_recycled": cp.wal_recycled,
-                        "distance_kb": cp.distance_kb,
-                    }
-                )
-            running = running_checkpoint(log)
-            if running is not None:
-                found.append(
-                    {
-                        **dict.fromkeys(CHECKPOINT_FIGURES),
-                        "started_s": round(running[0] - start, 3),
-                        "ended_s": None,
-                        "reason": running[1],
-                    }
-                )
+        except OSError:
+            return None
+        for cp in parse_checkpoints(log):
+            found.append(
+                {
+                    "started_s": None if cp.started is None else round(cp.started - start, 3),
+                    "ended_s": round(cp.ended - start, 3),
+                    "reason": cp.reason,
+                    "buffers": cp.buffers,
+                    "write_s": cp.write_s,
+                    "sync_s": cp.sync_s,
+                    "total_s": cp.total_s,
+                    "wal_added": cp.wal_added,
+                    "wal_removed": cp.wal_removed,
+                    "wal_recycled": cp.wal_recycled,
+                    "distance_kb": cp.distance_kb,
+                }
+            )
+        running = running_checkpoint(log)
+        if running is not None:
+            found.append(
+                {
+                    **dict.fromkeys(CHECKPOINT_FIGURES),
+                    "started_s": round(running[0] - start, 3),
+                    "ended_s": None,
+                    "reason": running[1],
+                }
+            )
         return found

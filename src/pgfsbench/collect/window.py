@@ -43,9 +43,12 @@ def window_facts(
     estimand: str,
     checkpoints: Sequence[dict[str, Any]],
     tps: Sequence[float | None] = (),
+    read: bool = True,
 ) -> dict[str, Any]:
     """The window's checkpoints (started inside it, or running at its start), its stratum,
-    whether it is marked and why, and the throughput of each cycle."""
+    whether it is marked and why, and the throughput of each cycle. ``read``: the server's
+    log was read (if not, a window of a given duration has no stratum: none listed is not
+    none held)."""
     inside = []
     running_at_start = []
     for c in checkpoints:
@@ -81,12 +84,14 @@ def window_facts(
     marks = []
     if cycles:
         facts["stratum"] = "cycles"
-        if requested:
+        if not read:
+            marks.append("the server's log could not be read: the checkpoints are not known")
+        elif requested:
             marks.append(
                 f"{requested} requested checkpoint(s) in the window (WAL filled max_wal_size "
                 "within a cycle, or a CHECKPOINT): the cycles are not only timed ones"
             )
-        if len(listed) != cycles:
+        if read and len(listed) != cycles:
             marks.append(f"{len(listed)} checkpoints started in the window, {cycles} planned")
         if cycle_s and tps:
             per_cycle = []
@@ -94,8 +99,10 @@ def window_facts(
                 part = [v for v in tps[int(i * cycle_s) : int((i + 1) * cycle_s)] if v is not None]
                 per_cycle.append(round(statistics.fmean(part), 3) if part else None)
             facts["per_cycle_tps"] = per_cycle
-    else:
+    elif read:
         facts["stratum"] = "1+" if (inside or running_at_start) else "0"
+    else:
+        facts["stratum_unknown"] = "the server's log could not be read"
     if marks:
         facts["marked"] = "; ".join(marks)
     return facts

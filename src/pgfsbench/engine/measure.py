@@ -566,6 +566,7 @@ def _window(ph: _Phases, m: Measurement, observed: ObservationResult) -> dict[st
         estimand=w.estimand(),
         checkpoints=observed.checkpoints,
         tps=list(tps[1]) if tps else [],
+        read=observed.checkpoints_read,
     )
     counters = observed.metrics.get("counters")
     if isinstance(counters, dict):
