@@ -17,47 +17,34 @@ fi
 bash scripts/bootstrap.sh --with-tests
 # PostgreSQL 18 for the version tests (Debian 12 has 15 only); cached after the first time
 [ "$fast" = 1 ] || bash scripts/fetch-postgresql.sh 18.6.0
-lint() {
-    .venv/bin/ruff check
-    .venv/bin/ruff format --check
-    .venv/bin/mypy
-    # the layers and no import cycles (pyproject.toml [tool.importlinter])
-    .venv/bin/lint-imports --no-cache >/dev/null || .venv/bin/lint-imports --no-cache
-    # the emulated disk's daemon: its models' arithmetic (Go); bootstrap built it
-    GO=$(command -v go || echo /usr/local/go/bin/go)
-    (cd native/diskmodel && "$GO" vet ./... && "$GO" test ./...)
-    # the replayer of captures: its file, its ordering of sessions (Go)
-    (cd native/replayer && "$GO" vet ./... && "$GO" test ./...)
-}
+.venv/bin/ruff check
+.venv/bin/ruff format --check
+.venv/bin/mypy
+# the layers and no import cycles (pyproject.toml [tool.importlinter])
+.venv/bin/lint-imports --no-cache >/dev/null || .venv/bin/lint-imports --no-cache
+# the emulated disk's daemon: its models' arithmetic (Go); bootstrap built it
+GO=$(command -v go || echo /usr/local/go/bin/go)
+(cd native/diskmodel && "$GO" vet ./... && "$GO" test ./...)
+# the replayer of captures: its file, its ordering of sessions (Go)
+(cd native/replayer && "$GO" vet ./... && "$GO" test ./...)
 if [ "$fast" = 1 ]; then
-    lint
     exec .venv/bin/pytest -n 2 --dist loadscope tests/unit \
         tests/func/test_trust.py \
         "tests/func/test_pipeline.py::test_guard_refuses_a_device_with_a_filesystem" \
         "tests/func/test_pipeline.py::test_sigkill_mid_matrix_is_fully_undone_by_cleanup" \
         "$@"
 fi
-# Three at a time on the 2 cores (most tests wait on a run's fixed duration; a module's
+# Four at a time on the 2 cores (most tests wait on a run's fixed duration; a module's
 # tests on one worker, the longest modules first, each worker's campaigns under a host
 # lock of its own, the tests of ZFS taking turns: tests/func/conftest.py;
 # PGFSBENCH_TEST_WORKERS to change it), then alone the tests marked `exclusive`: those that
 # time what they measure or change host-wide settings. Status 5 is "none of the tests
 # asked for is of this kind". --no-loadscope-reorder: pytest-xdist would otherwise hand
 # out the modules with most tests first (the unit tests' quick ones), not the longest.
-# The lint and the Go tests run beside the first phase (about 30 s of one core, mostly
-# mypy's); what they said is shown after it, and fails the run as before.
-lint_log=$(mktemp)
-(set -e; lint) >"$lint_log" 2>&1 &
-lint_pid=$!
 status=0
-.venv/bin/pytest -n "${PGFSBENCH_TEST_WORKERS:-3}" --dist loadscope --no-loadscope-reorder \
+.venv/bin/pytest -n "${PGFSBENCH_TEST_WORKERS:-4}" --dist loadscope --no-loadscope-reorder \
     -m "not exclusive" "$@" || status=$?
 [ "$status" = 5 ] && status=0
-linted=0
-wait "$lint_pid" || linted=$?
-cat "$lint_log"
-rm -f "$lint_log"
-[ "$linted" = 0 ] || { echo "lint, types or the Go tests failed (status $linted)"; exit "$linted"; }
 alone=0
 .venv/bin/pytest -m exclusive "$@" || alone=$?
 [ "$alone" = 5 ] && alone=0

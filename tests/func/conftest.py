@@ -58,7 +58,7 @@ LONGEST = {
 }
 
 
-# beside other tests (scripts/test.sh: three at a time on two cores), or alone: a figure
+# beside other tests (scripts/test.sh: four at a time on two cores), or alone: a figure
 # that CPU contention can only lower is asserted with room for it beside others
 BESIDE = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1
 

@@ -104,8 +104,14 @@ def signal_when_capped(
         def capped() -> bool:
             if proc.poll() is not None:
                 raise AssertionError(f"run ended early: {proc.communicate()}")
-            rules = caps()["blkio.throttle.write_iops_device"]
-            return sum(1 for d in rules if d.startswith("7:")) >= devices
+            # every kind of rule the profiles set, for every device (the engine writes them
+            # one file after another: iops first, bytes after)
+            now = caps()
+            return all(
+                sum(1 for d in now[f"blkio.throttle.{kind}_device"] if d.startswith("7:"))
+                >= devices
+                for kind in ("write_iops", "write_bps")
+            )
 
         wait_for(capped, 180, "the caps to be set")
         seen.append(caps())
