@@ -83,6 +83,9 @@ def test_compare_what_the_user_named_and_say_what_else_differs(tmp_path: Path) -
         cli("compare", "ext4", "zfs-compressed", "--results", str(results), "--json").stdout
     )
     assert pair["also_differ"] == {"postgres": ["default", "zfs"]}
+    # these runs do not say the checkpoints in their windows: the interval allows for a slow
+    # mode they may have missed, and says how deep
+    assert pair["allows_for_missed_slow_mode"] == 0.3
 
 
 def test_a_name_that_is_not_there_is_a_usage_error_that_says_what_is(tmp_path: Path) -> None:
